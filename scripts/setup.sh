@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Set up the local environment: check Java 17+, create .venv, install the exact versions in
+# requirements.lock, then the lakescore package itself (editable, no further resolution).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v java >/dev/null 2>&1; then
+  echo "lakescore set-up: Java was not found. PySpark needs Java 17 or newer:" >&2
+  echo "  install OpenJDK 17 (Debian/Ubuntu: apt-get install openjdk-17-jre-headless), then re-run." >&2
+  exit 1
+fi
+java_major=$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n 1)
+if [ -z "$java_major" ] || [ "$java_major" -lt 17 ]; then
+  echo "lakescore set-up: found Java '${java_major:-unknown}', PySpark needs Java 17 or newer:" >&2
+  echo "  install OpenJDK 17 (Debian/Ubuntu: apt-get install openjdk-17-jre-headless), then re-run." >&2
+  exit 1
+fi
+
+PYTHON=${PYTHON:-python3.11}
+if ! command -v "$PYTHON" >/dev/null 2>&1; then PYTHON=python3; fi
+if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
+  echo "lakescore set-up: Python 3.11 is required; '$PYTHON' is $("$PYTHON" --version 2>&1)." >&2
+  echo "  install Python 3.11 or set PYTHON=/path/to/python3.11, then re-run." >&2
+  exit 1
+fi
+
+[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.lock
+.venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+touch .venv/.installed
+echo "lakescore set-up: environment ready in .venv"

@@ -1,0 +1,128 @@
+"""The certificate: what was admitted, sealed to the exact artifact and runtime.
+
+A certificate binds
+
+- ``artifact_sha256``: SHA-256 over every file of the saved chain folder (path and bytes);
+- ``recipe_sha256``: SHA-256 of the recipe and rules as saved (steps, states, rule sources);
+- ``model_fingerprint``: the model's learned content (native trees for XGBoost/LightGBM);
+- ``project_source_sha256``: SHA-256 of the project's ``features`` package source files;
+- ``lakescore``, ``python`` (major.minor) and exact ``libraries`` versions (scikit-learn always,
+  xgboost/lightgbm only when the model uses them);
+- ``evidence``: the admission evidence (the partition probe fills this in; empty until then).
+
+Every worker re-computes these in ``load_context`` and refuses to score on any difference.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import lakescore
+from lakescore.errors import CertificateError
+
+CERTIFICATE_FORMAT = 1
+
+
+def folder_digest(folder: str | Path) -> str:
+    """SHA-256 over the sorted relative paths and bytes of every file under ``folder``."""
+    root = Path(folder)
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def project_source_digest(package: str = "features") -> str:
+    """SHA-256 of the ``.py`` files of the project's user-code package, or ``"none"`` without one."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        return "none"
+    digest = hashlib.sha256()
+    for location in spec.submodule_search_locations:
+        root = Path(location)
+        for path in sorted(root.rglob("*.py")):
+            digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def python_version() -> str:
+    return f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+@dataclass(frozen=True)
+class Certificate:
+    """A sealed admission certificate (see the module docstring for each field)."""
+
+    artifact_sha256: str
+    recipe_sha256: str
+    model_fingerprint: str
+    project_source_sha256: str
+    lakescore: str
+    python: str
+    libraries: dict[str, str]
+    evidence: dict[str, Any] = field(default_factory=dict)
+    format: int = CERTIFICATE_FORMAT
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Certificate:
+        return cls(**json.loads(text))
+
+    @property
+    def digest(self) -> str:
+        """SHA-256 of the certificate itself (recorded in receipts)."""
+        return hashlib.sha256(self.to_json().encode()).hexdigest()
+
+
+def _observed(chain_dir: Path, chain: Any) -> dict[str, Any]:
+    from lakescore.models import fingerprint, runtime_versions
+
+    meta = json.loads((chain_dir / "chain.json").read_text())
+    recipe = json.dumps({"steps": meta["steps"], "rules": meta["rules"]}, sort_keys=True)
+    return {
+        "artifact_sha256": folder_digest(chain_dir),
+        "recipe_sha256": hashlib.sha256(recipe.encode()).hexdigest(),
+        "model_fingerprint": fingerprint(chain.model),
+        "project_source_sha256": project_source_digest(),
+        "lakescore": lakescore.__version__,
+        "python": python_version(),
+        "libraries": runtime_versions(chain.model),
+    }
+
+
+def seal(chain_dir: str | Path, chain: Any, *, evidence: dict[str, Any] | None = None) -> Certificate:
+    """Seal a certificate for the chain saved in ``chain_dir`` (a :class:`FittedChain` folder)."""
+    return Certificate(**_observed(Path(chain_dir), chain), evidence=dict(evidence or {}))
+
+
+def verify(certificate: Certificate, chain_dir: str | Path, chain: Any) -> None:
+    """Re-compute every sealed value and refuse on any difference.
+
+    Raises
+    ------
+    CertificateError
+        Naming each value that differs, what was sealed and what is here, and the fix.
+    """
+    observed = _observed(Path(chain_dir), chain)
+    sealed = asdict(certificate)
+    differences = [
+        f"{key}: sealed {sealed[key]!r}, here {value!r}"
+        for key, value in observed.items() if sealed[key] != value
+    ]
+    if differences:
+        raise CertificateError(
+            "the model does not match its certificate, so it will not score: "
+            + "; ".join(differences)
+            + ". Score in an environment with the sealed versions, or retrain and re-register the model.",
+            differences=differences,
+        )

@@ -1,0 +1,177 @@
+"""``FittedChain``: steps -> model -> rules, and the one ``predict`` every scoring path calls.
+
+One row out per row in, in the same order with the same index. A row that an eligibility rule
+refuses, or that a step flags (outlier, invalid value), stays in the output with
+``scoring_status = "excluded"``, the first reason that excluded it in ``exclusion_reason``, and null
+prediction and probability. Excluded rows are not fed to later steps or to the model, so a row's
+answer never depends on the other rows of its batch.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from lakescore.errors import InputError
+from lakescore.frames import require_columns, to_pandas
+from lakescore.models import Task
+from lakescore.rules import EligibilityRule
+from lakescore.steps import FittedStep
+
+CHAIN_FORMAT = 1
+STATUS_PREDICTED = "predicted"
+STATUS_EXCLUDED = "excluded"
+
+
+@dataclass(frozen=True)
+class FittedChain:
+    """A fitted recipe, model and rules.
+
+    Attributes
+    ----------
+    input_columns : tuple of str
+        Raw columns a request must carry (features and the columns the rules read).
+    feature_columns : tuple of str
+        Columns the model reads after every step, in order.
+    steps : tuple of FittedStep
+        Learned steps in recipe order (training-only steps are kept for the record, skipped here).
+    model : estimator
+        The fitted model (exact class from :data:`lakescore.models.MODEL_CLASSES`).
+    task : {"classification", "regression"}
+    classes : list or None
+        Class labels of a classifier, in the model's order.
+    rules : tuple of EligibilityRule
+    engine : {"pandas", "polars"}
+        The frame library training used.
+    """
+
+    input_columns: tuple[str, ...]
+    feature_columns: tuple[str, ...]
+    steps: tuple[FittedStep, ...]
+    model: Any
+    task: Task
+    classes: list[Any] | None = None
+    rules: tuple[EligibilityRule, ...] = ()
+    engine: str = "pandas"
+    model_class: str = field(default="")
+
+    @property
+    def excludes_rows(self) -> bool:
+        """True when some rule or step can exclude a row (the output then has status columns)."""
+        return bool(self.rules) or any(s.impl.exclusion for s in self.steps)
+
+    @property
+    def output_columns(self) -> list[str]:
+        cols = ["prediction"]
+        if self.task == "classification":
+            cols.append("probability")
+        return cols + ["scoring_status", "exclusion_reason"]
+
+    def predict(self, frame: Any) -> pd.DataFrame:
+        """Score ``frame``: one output row per input row, same index and order.
+
+        Parameters
+        ----------
+        frame : pandas or Polars DataFrame of shape (n_rows, >= len(input_columns))
+            Raw request rows; extra columns are ignored.
+
+        Returns
+        -------
+        DataFrame of shape (n_rows, 4) for classification (``prediction`` Int64 or string,
+        ``probability`` Float64 — of the positive class when binary, of the predicted class
+        otherwise — ``scoring_status`` and ``exclusion_reason`` strings), 3 columns for regression.
+
+        Raises
+        ------
+        InputError
+            When a required column is missing or a rule returns something other than one boolean
+            per row.
+        """
+        frame = to_pandas(frame)
+        require_columns(frame, self.input_columns, what="the model")
+        n_rows = len(frame)
+        reasons = np.full(n_rows, None, dtype=object)
+        rows = np.arange(n_rows)
+        for rule in self.rules:
+            eligible = rule.eligible(frame.iloc[rows])
+            reasons[rows[~eligible]] = rule.reason
+            rows = rows[eligible]
+        data = frame.iloc[rows][list(self.input_columns)]
+        for step in self.steps:
+            if step.impl.training_only:
+                continue
+            flagged = step.flags(data)
+            if flagged.any():
+                reasons[rows[flagged]] = f"{step.impl.exclusion}:{step.name}"
+                rows, data = rows[~flagged], data[~flagged]
+            data = step.apply(data)
+        return self._assemble(frame.index, rows, data, reasons)
+
+    def _model_matrix(self, data: pd.DataFrame) -> np.ndarray:
+        missing = [c for c in self.feature_columns if c not in data.columns]
+        if missing:
+            raise InputError(f"after preprocessing, model feature(s) {missing} are missing; "
+                             "check the recipe's column names")
+        return data[list(self.feature_columns)].astype("float64").to_numpy()
+
+    def _assemble(self, index: pd.Index, rows: np.ndarray, data: pd.DataFrame,
+                  reasons: np.ndarray) -> pd.DataFrame:
+        n_rows = len(index)
+        out = pd.DataFrame(index=index)
+        label_dtype = "Float64" if self.task == "regression" else (
+            "Int64" if self.classes and all(isinstance(c, (int, np.integer)) for c in self.classes) else "string")
+        prediction = pd.array([pd.NA] * n_rows, dtype=label_dtype)
+        probability = pd.array([pd.NA] * n_rows, dtype="Float64")
+        if len(rows):
+            matrix = self._model_matrix(data)
+            labels = self.model.predict(matrix)
+            prediction[rows] = pd.array(labels).astype(label_dtype)
+            if self.task == "classification":
+                proba = self.model.predict_proba(matrix)
+                probability[rows] = proba[:, 1] if proba.shape[1] == 2 else proba.max(axis=1)
+        out["prediction"] = prediction
+        if self.task == "classification":
+            out["probability"] = probability
+        status = np.where(pd.isna(reasons), STATUS_PREDICTED, STATUS_EXCLUDED)
+        out["scoring_status"] = pd.array(status, dtype="string")
+        out["exclusion_reason"] = pd.array(reasons, dtype="string")
+        return out
+
+    # --- save / load ------------------------------------------------------------------------
+
+    def save(self, path: str | Path) -> Path:
+        """Write the chain to the folder ``path``: ``chain.json`` (steps, rules, columns) and
+        ``model.joblib``. Returns the folder."""
+        import joblib  # scikit-learn's own persistence; imported here to keep predict light
+
+        folder = Path(path)
+        folder.mkdir(parents=True, exist_ok=True)
+        joblib.dump(self.model, folder / "model.joblib")
+        meta = {
+            "format": CHAIN_FORMAT, "input_columns": list(self.input_columns),
+            "feature_columns": list(self.feature_columns), "task": self.task,
+            "classes": self.classes, "engine": self.engine, "model_class": self.model_class,
+            "steps": [s.to_json() for s in self.steps], "rules": [r.to_json() for r in self.rules],
+        }
+        (folder / "chain.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
+        return folder
+
+    @classmethod
+    def load(cls, path: str | Path) -> FittedChain:
+        """Read a chain written by :meth:`save`."""
+        import joblib
+
+        folder = Path(path)
+        meta = json.loads((folder / "chain.json").read_text())
+        return cls(
+            input_columns=tuple(meta["input_columns"]), feature_columns=tuple(meta["feature_columns"]),
+            steps=tuple(FittedStep.from_json(s) for s in meta["steps"]),
+            model=joblib.load(folder / "model.joblib"), task=meta["task"], classes=meta["classes"],
+            rules=tuple(EligibilityRule.from_json(r) for r in meta["rules"]), engine=meta["engine"],
+            model_class=meta["model_class"],
+        )

