@@ -66,6 +66,13 @@ class FittedChain:
         return bool(self.rules) or any(s.impl.exclusion for s in self.steps)
 
     @property
+    def label_dtype(self) -> str:
+        """pandas dtype of ``prediction``: Int64 (integer classes), string (text classes), Float64."""
+        if self.task == "regression":
+            return "Float64"
+        return "Int64" if self.classes and all(isinstance(c, (int, np.integer)) for c in self.classes) else "string"
+
+    @property
     def output_columns(self) -> list[str]:
         cols = ["prediction"]
         if self.task == "classification":
@@ -123,8 +130,7 @@ class FittedChain:
                   reasons: np.ndarray) -> pd.DataFrame:
         n_rows = len(index)
         out = pd.DataFrame(index=index)
-        label_dtype = "Float64" if self.task == "regression" else (
-            "Int64" if self.classes and all(isinstance(c, (int, np.integer)) for c in self.classes) else "string")
+        label_dtype = self.label_dtype
         prediction = pd.array([pd.NA] * n_rows, dtype=label_dtype)
         probability = pd.array([pd.NA] * n_rows, dtype="Float64")
         if len(rows):

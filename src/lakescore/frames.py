@@ -138,7 +138,7 @@ def require_columns(frame: pd.DataFrame, columns: list[str] | tuple[str, ...], *
 # (mlflow 3.17, pyfunc/__init__.py _convert_struct_values). The Spark route therefore sends a
 # missing string as this sentinel and turns it back into a SQL null right after the UDF.
 # Missing numbers travel as NaN, which Arrow already turns into null.
-NULL_SENTINEL = "\x00lakescore:null\x00"
+NULL_SENTINEL = "<lakescore:null>"
 
 
 def to_transport(frame: pd.DataFrame) -> pd.DataFrame:

@@ -86,10 +86,11 @@ def native_library(model: Any) -> str | None:
 
 
 def fingerprint(model: Any) -> str:
-    """SHA-256 of the model's learned content.
+    """SHA-256 of the model's learned content, stable across save and load.
 
-    XGBoost: the booster's saved JSON model; LightGBM: the booster's model string; anything else:
-    its pickle bytes. A retrained or edited tree changes the fingerprint.
+    XGBoost: the booster's saved JSON model; LightGBM: the booster's model string; scikit-learn:
+    the exact class, its parameters and every fitted attribute (``name_``), members of ensembles
+    included, arrays by dtype, shape and bytes. A retrained, edited or swapped part changes it.
     """
     library = native_library(model)
     if library == "xgboost":
@@ -97,10 +98,37 @@ def fingerprint(model: Any) -> str:
     elif library == "lightgbm":
         payload = model.booster_.model_to_string().encode()
     else:
-        import pickle
-
-        payload = pickle.dumps(model, protocol=5)
+        digest = hashlib.sha256()
+        _feed(digest, model)
+        return digest.hexdigest()
     return hashlib.sha256(payload).hexdigest()
+
+
+def _feed(digest: Any, value: Any) -> None:
+    import numpy as np
+
+    if hasattr(value, "get_params") and hasattr(value, "fit"):
+        cls = type(value)
+        digest.update(f"<{cls.__module__}.{cls.__qualname__}>".encode())
+        if native_library(value):
+            digest.update(fingerprint(value).encode())
+            return
+        _feed(digest, value.get_params(deep=False))
+        fitted = {k: v for k, v in vars(value).items() if k.endswith("_") and not k.startswith("_")}
+        _feed(digest, fitted)
+    elif isinstance(value, np.ndarray):
+        digest.update(f"<ndarray {value.dtype} {value.shape}>".encode())
+        digest.update(value.tobytes() if value.dtype != object else repr(value.tolist()).encode())
+    elif isinstance(value, dict):
+        for key in sorted(value, key=repr):
+            digest.update(repr(key).encode())
+            _feed(digest, value[key])
+    elif isinstance(value, (list, tuple)):
+        digest.update(f"<seq {len(value)}>".encode())
+        for item in value:
+            _feed(digest, item)
+    else:
+        digest.update(repr(value).encode())
 
 
 def runtime_versions(model: Any) -> dict[str, str]:

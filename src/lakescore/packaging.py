@@ -67,16 +67,24 @@ class LakescoreModel(mlflow.pyfunc.PythonModel):
 
 
 def signature_for(chain: FittedChain, example: pd.DataFrame) -> Any:
-    """Model signature: the raw input columns, the scored output columns, and the call params."""
-    from mlflow.models import infer_signature
-    from mlflow.types.schema import ParamSchema, ParamSpec
+    """Model signature: the raw input columns, the scored output columns, and the call params.
 
-    inputs = example[list(chain.input_columns)]
-    outputs = chain.predict(inputs)
+    Outputs: ``prediction`` (long for integer classes, string for text classes, double for
+    regression), ``probability`` (double, classification), ``scoring_status`` and
+    ``exclusion_reason`` (string); every output may be null except ``scoring_status``.
+    """
+    from mlflow.models import ModelSignature, infer_signature
+    from mlflow.types.schema import ColSpec, ParamSchema, ParamSpec, Schema
+
+    inputs = infer_signature(example[list(chain.input_columns)]).inputs
+    label = {"Int64": "long", "string": "string", "Float64": "double"}[chain.label_dtype]
+    outputs = [ColSpec(label, "prediction", required=False)]
+    if chain.task == "classification":
+        outputs.append(ColSpec("double", "probability", required=False))
+    outputs += [ColSpec("string", "scoring_status"), ColSpec("string", "exclusion_reason", required=False)]
     params = ParamSchema([ParamSpec("batch_rows", "long", DEFAULT_BATCH_ROWS),
                           ParamSpec("null_transport", "boolean", False)])
-    signature = infer_signature(inputs, outputs.astype(object).where(outputs.notna(), None))
-    return type(signature)(signature.inputs, signature.outputs, params)
+    return ModelSignature(inputs=inputs, outputs=Schema(outputs), params=params)
 
 
 @dataclass(frozen=True)

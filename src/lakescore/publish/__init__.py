@@ -1,0 +1,1 @@
+"""Guarded publication: ``plan`` decides (pure), one writer per engine commits, receipts record."""

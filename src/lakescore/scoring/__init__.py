@@ -1,0 +1,1 @@
+"""Scoring routes: preflight, whole frame (single node), and Spark workers via spark_udf."""

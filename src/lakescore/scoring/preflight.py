@@ -1,0 +1,78 @@
+"""Everything a score run needs, checked before any work: one error lists every problem."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from lakescore.config import ProjectConfig
+from lakescore.errors import ConfigError, LakescoreError, UncertifiedModelError
+
+
+@dataclass(frozen=True)
+class ScorePlan:
+    """What a score run will read and with which model."""
+
+    source_table: str
+    source_version: int
+    model_name: str
+    model_version: int
+    model_uri: str
+    input_columns: tuple[str, ...]
+    record_keys: tuple[str, ...]
+    certificate_sha256: str
+    artifact_sha256: str
+
+
+def preflight(project: ProjectConfig, runtime: Any) -> ScorePlan:
+    """Resolve the model version and pin the source version, checking every precondition.
+
+    Raises
+    ------
+    ConfigError
+        Listing every problem: a source table that does not exist, a model/version/alias that does
+        not exist, missing input or key columns, or a model without a certificate.
+    """
+    from lakescore.packaging import read_certificate, resolve_version
+
+    inf = project.inference
+    keys = tuple(project.training.data.record_keys)
+    problems: list[str] = []
+    source_version = -1
+    columns: set[str] = set()
+    try:
+        source_version = runtime.table_version(inf.score_source_table)
+        columns = set(runtime.table_columns(inf.score_source_table))
+    except LakescoreError as err:
+        problems.append(f"config/inference.yml: score_source_table {inf.score_source_table!r}: {err}")
+    runtime.mlflow()
+    name = project.training.registry.model_name
+    version, uri, cert = -1, "", None
+    try:
+        version = resolve_version(name, selection=inf.score_model_selection, version=inf.model_version)
+        uri = f"models:/{name}/{version}"
+        cert = read_certificate(uri)
+    except UncertifiedModelError as err:
+        problems.append(f"{err.code}: {err}")
+    except LakescoreError as err:
+        problems.append(f"config/inference.yml: score_model_selection {inf.score_model_selection!r}: {err}")
+    inputs: tuple[str, ...] = ()
+    if uri and cert is not None:
+        inputs = _input_columns(uri)
+        if columns:
+            missing = [c for c in (*keys, *inputs) if c not in columns]
+            if missing:
+                problems.append(f"config/inference.yml: score_source_table {inf.score_source_table!r} lacks "
+                                f"column(s) {missing} that model {name} v{version} needs; available: "
+                                f"{', '.join(sorted(columns))}")
+    if problems:
+        raise ConfigError(problems)
+    assert cert is not None  # problems is empty only when the certificate was read
+    return ScorePlan(inf.score_source_table, source_version, name, version, uri, inputs, keys,
+                     cert.digest, cert.artifact_sha256)
+
+
+def _input_columns(model_uri: str) -> tuple[str, ...]:
+    from mlflow.models import get_model_info
+
+    return tuple(get_model_info(model_uri).signature.inputs.input_names())
