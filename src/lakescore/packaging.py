@@ -76,7 +76,11 @@ def signature_for(chain: FittedChain, example: pd.DataFrame) -> Any:
     from mlflow.models import ModelSignature, infer_signature
     from mlflow.types.schema import ColSpec, ParamSchema, ParamSpec, Schema
 
-    inputs = infer_signature(example[list(chain.input_columns)]).inputs
+    import warnings
+
+    with warnings.catch_warnings():  # the integer-column hint: our inputs are validated by the chain
+        warnings.filterwarnings("ignore", message=".*Inferred schema contains integer")
+        inputs = infer_signature(example[list(chain.input_columns)]).inputs
     label = {"Int64": "long", "string": "string", "Float64": "double"}[chain.label_dtype]
     outputs = [ColSpec(label, "prediction", required=False)]
     if chain.task == "classification":
@@ -117,6 +121,7 @@ def log_and_register(chain: FittedChain, *, example: pd.DataFrame, name: str, al
             name="model", python_model=LakescoreModel(),
             artifacts={"chain": str(chain_dir), "certificate": str(cert_path)},
             signature=signature_for(chain, example), registered_model_name=name,
+            input_example=example[list(chain.input_columns)].head(3),
         )
     version = int(info.registered_model_version)
     if alias:

@@ -103,6 +103,7 @@ class LocalRuntime:
         if self._spark is None:
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers need the venv
             os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # local[2] never leaves loopback
             from pyspark.sql import SparkSession  # heavy: only when Spark is used
 
             self._spark = (
@@ -111,6 +112,7 @@ class LocalRuntime:
                 .config("spark.sql.execution.pythonUDF.pandas.preferIntExtensionDtype", "true")
                 .config("spark.sql.shuffle.partitions", "4")
                 .config("spark.ui.enabled", "false")
+                .config("spark.ui.showConsoleProgress", "false")
                 .config("spark.sql.warehouse.dir", str(self.home / "spark-warehouse"))
                 .config("spark.driver.memory", "4g")
                 .getOrCreate()

@@ -60,4 +60,6 @@ def publish_scored(project: ProjectConfig, runtime: Any, run: Any) -> PublishRes
     runtime.table_path(inf.prediction_table).parent.mkdir(parents=True, exist_ok=True)
     data = pa.Table.from_pandas(frame, preserve_index=False)
     decision, version = delta_rs.commit(path, data, request, receipt)
+    if decision.action == "noop":  # report what the table holds, not what this run would have written
+        receipt = next((r for r in delta_rs.receipts(path) if r.get("app_id") == request.app_id), receipt)
     return PublishResult(inf.prediction_table, decision.action, decision.message, version, receipt)

@@ -1,0 +1,1 @@
+"""Monitoring of published predictions: quality table, performance once labels arrive, report."""
