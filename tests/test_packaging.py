@@ -1,0 +1,66 @@
+"""The pyfunc wrapper: batch slicing, the registry round trip, and a worker refusing a tampered model."""
+
+import mlflow
+import pandas as pd
+import pytest
+
+from lakescore.errors import CertificateError
+from lakescore.frames import NULL_SENTINEL
+from lakescore.packaging import batch_slices, log_and_register, predict_in_batches
+
+
+class CountingChain:
+    """Delegates to a real chain and counts model calls (the thing under test is the slicing)."""
+
+    def __init__(self, chain):
+        self.chain, self.sizes = chain, []
+
+    def predict(self, frame):
+        self.sizes.append(len(frame))
+        return self.chain.predict(frame)
+
+
+def test_a_worker_batch_of_25001_rows_makes_3_model_calls(small_chain, flights_sample):
+    batch = pd.concat([flights_sample] * 13, ignore_index=True).head(25001)
+    counting = CountingChain(small_chain)
+    scored = predict_in_batches(counting, batch, 10000)
+    assert counting.sizes == [10000, 10000, 5001]
+    assert len(scored) == 25001
+    assert scored.index.equals(batch.index)
+
+
+@pytest.mark.parametrize("n_rows,batch_rows,expected", [(0, 5, 0), (1, 1, 1), (10, 3, 4), (100000, 100000, 1)])
+def test_batch_slices_cover_every_row_once(n_rows, batch_rows, expected):
+    slices = batch_slices(n_rows, batch_rows)
+    assert len(slices) == expected
+    assert sum(s.stop - s.start for s in slices) == n_rows
+
+
+@pytest.fixture
+def registered(runtime, small_chain, flights_sample):
+    runtime.mlflow()
+    with mlflow.start_run():
+        return log_and_register(small_chain, example=flights_sample.head(5), name="main.t.m", alias="champion")
+
+
+def test_the_registered_pyfunc_scores_like_the_chain(registered, small_chain, flights_sample):
+    model = mlflow.pyfunc.load_model(registered.model_uri)
+    got = model.predict(flights_sample[list(small_chain.input_columns)], params={"batch_rows": 7})
+    want = small_chain.predict(flights_sample)
+    pd.testing.assert_frame_equal(got.reset_index(drop=True), want.reset_index(drop=True))
+    assert (want["exclusion_reason"] == "ineligible:cancelled").sum() == flights_sample["dep_time"].isna().sum()
+
+
+def test_null_transport_encodes_missing_strings_with_the_sentinel(registered, small_chain, flights_sample):
+    model = mlflow.pyfunc.load_model(registered.model_uri)
+    got = model.predict(flights_sample[list(small_chain.input_columns)], params={"null_transport": True})
+    predicted = got["scoring_status"] == "predicted"
+    assert (got.loc[predicted, "exclusion_reason"] == NULL_SENTINEL).all()
+    assert got.loc[~predicted, "probability"].isna().all()
+
+
+def test_a_worker_refuses_a_tampered_artifact(registered, runtime):
+    chain_json = next((runtime.home / "mlartifacts").rglob("chain/chain.json"))
+    chain_json.write_text(chain_json.read_text().replace('"engine": "pandas"', '"engine": "pandas" '))
+    with pytest.raises(CertificateError, match="does not match its certificate"):
+        mlflow.pyfunc.load_model(registered.model_uri)
