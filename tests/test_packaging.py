@@ -4,7 +4,8 @@ import mlflow
 import pandas as pd
 import pytest
 
-from lakescore.errors import CertificateError
+from lakescore.admission.evidence import admit
+from lakescore.errors import CertificateError, UncertifiedModelError
 from lakescore.frames import NULL_SENTINEL
 from lakescore.packaging import batch_slices, log_and_register, predict_in_batches
 
@@ -36,11 +37,26 @@ def test_batch_slices_cover_every_row_once(n_rows, batch_rows, expected):
     assert sum(s.stop - s.start for s in slices) == n_rows
 
 
+@pytest.fixture(scope="module")
+def evidence(small_chain, flights_sample):
+    return admit(small_chain, flights_sample.iloc[1000:])
+
+
 @pytest.fixture
-def registered(runtime, small_chain, flights_sample):
+def registered(runtime, small_chain, flights_sample, evidence):
     runtime.mlflow()
     with mlflow.start_run():
-        return log_and_register(small_chain, example=flights_sample.head(5), name="main.t.m", alias="champion")
+        return log_and_register(small_chain, example=flights_sample.head(5), name="main.t.m", alias="champion",
+                                evidence=evidence)
+
+
+def test_packaging_refuses_a_model_without_evidence(runtime, small_chain, flights_sample):
+    runtime.mlflow()
+    with mlflow.start_run(), pytest.raises(UncertifiedModelError, match="without admission evidence version 2"):
+        log_and_register(small_chain, example=flights_sample.head(5), name="main.t.m", alias=None, evidence={})
+    with mlflow.start_run(), pytest.raises(UncertifiedModelError, match="got 1"):
+        log_and_register(small_chain, example=flights_sample.head(5), name="main.t.m", alias=None,
+                         evidence={"evidence_version": 1})
 
 
 def test_the_registered_pyfunc_scores_like_the_chain(registered, small_chain, flights_sample):

@@ -8,6 +8,7 @@ calls of at most ``batch_rows`` rows and calls ``FittedChain.predict`` on each.
 from __future__ import annotations
 
 import tempfile
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 import mlflow
 import pandas as pd
 
-from lakescore.admission.certificate import Certificate, seal, verify
+from lakescore.admission.certificate import Certificate, evidence_text, require_admitted, seal, verify
 from lakescore.chain import FittedChain
 from lakescore.errors import ModelNotFoundError, UncertifiedModelError
 from lakescore.frames import to_transport
@@ -58,6 +59,8 @@ class LakescoreModel(mlflow.pyfunc.PythonModel):
         if not cert_path.exists():
             raise UncertifiedModelError(f"model artifact {chain_dir.parent} has no certificate; retrain it")
         self.certificate = Certificate.from_json(cert_path.read_text())
+        evidence_path = context.artifacts.get("evidence")
+        require_admitted(self.certificate, Path(evidence_path).read_text() if evidence_path else None)
         verify(self.certificate, chain_dir, self.chain)
 
     def predict(self, context: Any, model_input: pd.DataFrame, params: dict[str, Any] | None = None) -> pd.DataFrame:
@@ -76,11 +79,7 @@ def signature_for(chain: FittedChain, example: pd.DataFrame) -> Any:
     from mlflow.models import ModelSignature, infer_signature
     from mlflow.types.schema import ColSpec, ParamSchema, ParamSpec, Schema
 
-    import warnings
-
-    with warnings.catch_warnings():  # the integer-column hint: our inputs are validated by the chain
-        warnings.filterwarnings("ignore", message=".*Inferred schema contains integer")
-        inputs = infer_signature(example[list(chain.input_columns)]).inputs
+    inputs = infer_signature(example[list(chain.input_columns)]).inputs
     label = {"Int64": "long", "string": "string", "Float64": "double"}[chain.label_dtype]
     outputs = [ColSpec(label, "prediction", required=False)]
     if chain.task == "classification":
@@ -103,23 +102,33 @@ class RegisteredModel:
 
 
 def log_and_register(chain: FittedChain, *, example: pd.DataFrame, name: str, alias: str | None,
-                     evidence: dict[str, Any] | None = None) -> RegisteredModel:
-    """Save the chain, seal its certificate, log the pyfunc in the active MLflow run, register it
-    under ``name`` and point ``alias`` at the new version.
+                     evidence: dict[str, Any]) -> RegisteredModel:
+    """Save the chain, seal its certificate with the admission ``evidence``, log the pyfunc (with
+    ``partition_probe.json``) in the active MLflow run, register it under ``name`` and point
+    ``alias`` at the new version.
+
+    Raises
+    ------
+    UncertifiedModelError
+        Without admission evidence: packaging refuses to log a model that was not admitted.
 
     Parameters
     ----------
     example : DataFrame of shape (n, >= len(chain.input_columns))
         A few raw rows for the signature and input example.
     """
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
+        # mlflow hints that integer inputs cannot hold nulls; the chain validates its own inputs
+        warnings.filterwarnings("ignore", message=".*Inferred schema contains integer")
         chain_dir = chain.save(Path(tmp) / "chain")
         certificate = seal(chain_dir, chain, evidence=evidence)
         cert_path = Path(tmp) / "certificate.json"
         cert_path.write_text(certificate.to_json())
+        evidence_path = Path(tmp) / "partition_probe.json"
+        evidence_path.write_text(evidence_text(evidence))
         info = mlflow.pyfunc.log_model(
             name="model", python_model=LakescoreModel(),
-            artifacts={"chain": str(chain_dir), "certificate": str(cert_path)},
+            artifacts={"chain": str(chain_dir), "certificate": str(cert_path), "evidence": str(evidence_path)},
             signature=signature_for(chain, example), registered_model_name=name,
             input_example=example[list(chain.input_columns)].head(3),
         )

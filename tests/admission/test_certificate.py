@@ -5,15 +5,21 @@ import json
 
 import pytest
 
-from lakescore.admission.certificate import Certificate, folder_digest, seal, verify
+from lakescore.admission.certificate import Certificate, folder_digest, require_admitted, seal, verify
+from lakescore.admission.evidence import admit
 from lakescore.chain import FittedChain
-from lakescore.errors import CertificateError
+from lakescore.errors import CertificateError, UncertifiedModelError
+
+
+@pytest.fixture(scope="module")
+def evidence(small_chain, flights_sample):
+    return admit(small_chain, flights_sample.iloc[1000:])
 
 
 @pytest.fixture
-def sealed(tmp_path, small_chain):
+def sealed(tmp_path, small_chain, evidence):
     folder = small_chain.save(tmp_path / "chain")
-    return folder, seal(folder, small_chain)
+    return folder, seal(folder, small_chain, evidence=evidence)
 
 
 def test_an_untouched_artifact_verifies_after_a_reload(sealed):
@@ -65,3 +71,30 @@ def test_folder_digest_depends_on_names_and_bytes(tmp_path):
     first = folder_digest(tmp_path / "a")
     (tmp_path / "a" / "x").rename(tmp_path / "a" / "y")
     assert folder_digest(tmp_path / "a") != first
+
+
+def test_the_certificate_carries_the_evidence_summary(sealed):
+    _, certificate = sealed
+    assert certificate.evidence["evidence_version"] == 2
+    assert certificate.evidence["parts"] == {"apply_probed_builtin": True, "apply_probed": True, "rules_probed": True,
+                                             "model_probed": True, "chain_probed": True}
+
+
+def test_a_certificate_with_a_failed_part_or_old_evidence_is_refused(sealed):
+    _, certificate = sealed
+    failed = dataclasses.replace(certificate, evidence={**certificate.evidence,
+                                                         "parts": {**certificate.evidence["parts"], "model_probed": False}})
+    with pytest.raises(UncertifiedModelError, match=r"does not admit part\(s\) \['model_probed'\]"):
+        require_admitted(failed)
+    old = dataclasses.replace(certificate, evidence={"evidence_version": 1})
+    with pytest.raises(UncertifiedModelError, match="only version 2 is accepted"):
+        require_admitted(old)
+
+
+def test_edited_evidence_on_disk_is_refused(sealed, evidence):
+    from lakescore.admission.certificate import evidence_text
+
+    _, certificate = sealed
+    require_admitted(certificate, evidence_text(evidence))
+    with pytest.raises(CertificateError, match="partition_probe.json differs"):
+        require_admitted(certificate, evidence_text({**evidence, "sample_rows": 1}))

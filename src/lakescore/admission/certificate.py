@@ -8,9 +8,12 @@ A certificate binds
 - ``project_source_sha256``: SHA-256 of the project's ``features`` package source files;
 - ``lakescore``, ``python`` (major.minor) and exact ``libraries`` versions (scikit-learn always,
   xgboost/lightgbm only when the model uses them);
-- ``evidence``: the admission evidence (the partition probe fills this in; empty until then).
+- ``evidence``: a summary of the admission evidence: ``evidence_version`` (2), the SHA-256 of
+  ``partition_probe.json`` logged beside it, and per-part flags ``apply_probed_builtin``,
+  ``apply_probed``, ``rules_probed``, ``model_probed``, ``chain_probed``.
 
-Every worker re-computes these in ``load_context`` and refuses to score on any difference.
+Every worker re-computes these in ``load_context`` and refuses to score on any difference, and
+refuses a model whose evidence is missing, of another version, or not passed for every part.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import lakescore
-from lakescore.errors import CertificateError
+from lakescore.errors import CertificateError, UncertifiedModelError
 
 CERTIFICATE_FORMAT = 1
 
@@ -100,9 +103,66 @@ def _observed(chain_dir: Path, chain: Any) -> dict[str, Any]:
     }
 
 
-def seal(chain_dir: str | Path, chain: Any, *, evidence: dict[str, Any] | None = None) -> Certificate:
-    """Seal a certificate for the chain saved in ``chain_dir`` (a :class:`FittedChain` folder)."""
-    return Certificate(**_observed(Path(chain_dir), chain), evidence=dict(evidence or {}))
+def evidence_digest(evidence: dict[str, Any]) -> str:
+    """SHA-256 of the evidence as written to ``partition_probe.json`` (sorted keys)."""
+    return hashlib.sha256(evidence_text(evidence).encode()).hexdigest()
+
+
+def evidence_text(evidence: dict[str, Any]) -> str:
+    return json.dumps(evidence, indent=1, sort_keys=True)
+
+
+def seal(chain_dir: str | Path, chain: Any, *, evidence: dict[str, Any]) -> Certificate:
+    """Seal a certificate for the chain saved in ``chain_dir`` with its admission ``evidence``.
+
+    Raises
+    ------
+    UncertifiedModelError
+        When the evidence is missing, of another version, or a part failed.
+    """
+    from lakescore.admission.evidence import EVIDENCE_VERSION, part_flags
+
+    if not evidence or evidence.get("evidence_version") != EVIDENCE_VERSION:
+        raise UncertifiedModelError(
+            f"packaging refuses to log a model without admission evidence version {EVIDENCE_VERSION} "
+            f"(got {evidence.get('evidence_version') if evidence else None}); run admission "
+            "(lakescore.admission.evidence.admit) on the fitted chain first"
+        )
+    summary = {"evidence_version": EVIDENCE_VERSION, "evidence_sha256": evidence_digest(evidence),
+               "parts": part_flags(evidence)}
+    certificate = Certificate(**_observed(Path(chain_dir), chain), evidence=summary)
+    require_admitted(certificate)
+    return certificate
+
+
+def require_admitted(certificate: Certificate, evidence_text_on_disk: str | None = None) -> None:
+    """Refuse a certificate whose evidence is missing, not version 2, or not passed for every part.
+
+    Parameters
+    ----------
+    evidence_text_on_disk : str, optional
+        The ``partition_probe.json`` logged with the model; when given its SHA-256 must match.
+
+    Raises
+    ------
+    UncertifiedModelError
+        Code ``uncertified_model``, naming what is missing.
+    """
+    from lakescore.admission.evidence import EVIDENCE_VERSION
+
+    summary = certificate.evidence or {}
+    if summary.get("evidence_version") != EVIDENCE_VERSION:
+        raise UncertifiedModelError(
+            f"the model's certificate carries evidence version {summary.get('evidence_version')}; only version "
+            f"{EVIDENCE_VERSION} is accepted. Retrain the model with this lakescore to re-run admission."
+        )
+    failed = [part for part, ok in summary.get("parts", {}).items() if not ok]
+    if failed or not summary.get("parts"):
+        raise UncertifiedModelError(f"the model's certificate does not admit part(s) {failed or 'all'}; retrain it")
+    if evidence_text_on_disk is not None and \
+            hashlib.sha256(evidence_text_on_disk.encode()).hexdigest() != summary.get("evidence_sha256"):
+        raise CertificateError("partition_probe.json differs from the evidence the certificate sealed; "
+                               "retrain and re-register the model")
 
 
 def verify(certificate: Certificate, chain_dir: str | Path, chain: Any) -> None:

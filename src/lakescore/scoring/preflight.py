@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from lakescore.config import ProjectConfig
-from lakescore.errors import ConfigError, LakescoreError, UncertifiedModelError
+from lakescore.admission.certificate import require_admitted
+from lakescore.errors import ConfigError, LakescoreError, SparkPolarsUnsupportedError, UncertifiedModelError
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,8 @@ def preflight(project: ProjectConfig, runtime: Any) -> ScorePlan:
     ------
     ConfigError
         Listing every problem: a source table that does not exist, a model/version/alias that does
-        not exist, missing input or key columns, or a model without a certificate.
+        not exist, missing input or key columns, a model without an admitting certificate
+        (``uncertified_model``), or a Polars-trained chain on Spark (``spark_polars_unsupported``).
     """
     from lakescore.packaging import read_certificate, resolve_version
 
@@ -52,7 +54,12 @@ def preflight(project: ProjectConfig, runtime: Any) -> ScorePlan:
         version = resolve_version(name, selection=inf.score_model_selection, version=inf.model_version)
         uri = f"models:/{name}/{version}"
         cert = read_certificate(uri)
-    except UncertifiedModelError as err:
+        require_admitted(cert)
+        if inf.batch_compute == "spark" and _engine(uri) == "polars":
+            raise SparkPolarsUnsupportedError(
+                f"model {name} v{version} was trained on Polars frames; Spark workers hand the model pandas "
+                "batches. Use batch_compute: single_node, or retrain with defaults.engine: pandas.")
+    except (UncertifiedModelError, SparkPolarsUnsupportedError) as err:
         problems.append(f"{err.code}: {err}")
     except LakescoreError as err:
         problems.append(f"config/inference.yml: score_model_selection {inf.score_model_selection!r}: {err}")
@@ -70,6 +77,16 @@ def preflight(project: ProjectConfig, runtime: Any) -> ScorePlan:
     assert cert is not None  # problems is empty only when the certificate was read
     return ScorePlan(inf.score_source_table, source_version, name, version, uri, inputs, keys,
                      cert.digest, cert.artifact_sha256)
+
+
+def _engine(model_uri: str) -> str:
+    import json
+    from pathlib import Path
+
+    import mlflow
+
+    chain_json = mlflow.artifacts.download_artifacts(f"{model_uri}/artifacts/chain/chain.json")
+    return str(json.loads(Path(chain_json).read_text()).get("engine", "pandas"))
 
 
 def _input_columns(model_uri: str) -> tuple[str, ...]:

@@ -1,0 +1,134 @@
+"""Admission end to end: identity -> lint -> probe -> evidence (``partition_probe.json``).
+
+Evidence version 2 (exact and tolerant checks); version 1 (exact-only) is not accepted. Its
+sections: ``builtins`` (per built-in step: name, kind, recipe, state SHA-256, checks), ``custom``
+(per user step: source SHA-256, lint result, checks), ``rules``, ``model``, ``chain``, and
+``sample_rows``. :func:`part_flags` reduces it to the certificate's per-part flags.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import pandas as pd
+
+from lakescore.admission.fresh import check_fresh_module
+from lakescore.admission.identity import identity_problems, needs_model_probe
+from lakescore.admission.lint import LintFinding, lint_function, lint_source
+from lakescore.admission.parts import chain_parts, is_custom
+from lakescore.admission.probe import SAMPLE_ROWS, CheckResult, ProbeError, probe_parts
+from lakescore.chain import FittedChain
+from lakescore.frames import encode_state
+from lakescore.models import fingerprint
+from lakescore.usercode import FunctionRef, UserCodeError
+
+EVIDENCE_VERSION = 2
+ROW_CONTEXT = "row"
+
+
+def _lint_ref(ref: FunctionRef, part: str) -> list[LintFinding]:
+    try:
+        return lint_function(ref.load(), part=part)
+    except UserCodeError:  # not importable here: lint the source saved with the model
+        return lint_source(ref.source, ref.qualname.split(".")[-1], part=part, file=f"{ref.module}.py")
+
+
+def _lint_json(findings: list[LintFinding]) -> dict[str, Any]:
+    return {"status": "failed" if findings else "passed", "findings": [f.message for f in findings]}
+
+
+def _checks_json(results: list[CheckResult]) -> list[dict[str, str]]:
+    return [r.to_json() for r in results]
+
+
+def custom_apply_ref(step: Any) -> FunctionRef | None:
+    """The saved ``apply`` function of a user step (state key ``apply``), if any."""
+    saved = step.state.get("apply")
+    return FunctionRef.from_json(saved) if isinstance(saved, dict) else None
+
+
+def admit(chain: FittedChain, holdout: pd.DataFrame) -> dict[str, Any]:
+    """Run admission on the first 256 raw holdout rows and return the evidence.
+
+    Parameters
+    ----------
+    chain : FittedChain
+    holdout : DataFrame of shape (n_rows, >= len(chain.input_columns))
+        Raw holdout rows (before any step).
+
+    Raises
+    ------
+    ProbeError
+        Listing every failure: identity, lint findings, refused inference contexts, rows lost
+        before a step, and each failed check with its fix.
+    """
+    sample = holdout.head(SAMPLE_ROWS)
+    problems: list[str] = list(identity_problems(chain.model))
+    lint: dict[str, dict[str, Any]] = {}
+    for step in chain.steps:
+        if is_custom(step):
+            context = step.state.get("inference_context", ROW_CONTEXT)
+            if context != ROW_CONTEXT:
+                problems.append(f"Custom step '{step.name}' is declared inference_context={context!r}; only "
+                                "row-local steps can be scored in pieces. Make it row-local or score single-node.")
+            ref = custom_apply_ref(step)
+            findings = _lint_ref(ref, f"Custom step '{step.name}'") if ref else []
+            lint[step.name] = _lint_json(findings)
+            problems += [f.message for f in findings]
+    for rule in chain.rules:
+        findings = _lint_ref(rule.function, f"Scoring rule '{rule.name}'")
+        lint[f"rule:{rule.name}"] = _lint_json(findings)
+        problems += [f.message for f in findings]
+    parts = chain_parts(chain, sample)
+    results = probe_parts(parts)
+    for key, result in check_fresh_module(chain, parts).items():
+        results[key].append(result)
+    problems += [r.message for rs in results.values() for r in rs if r.status == "failed"]
+    evidence = _evidence(chain, parts, results, lint, len(sample))
+    if problems:
+        raise ProbeError(problems)
+    return evidence
+
+
+def _evidence(chain: FittedChain, parts: list, results: dict[str, list[CheckResult]],
+              lint: dict[str, dict[str, Any]], sample_rows: int) -> dict[str, Any]:
+    by_key = {p.key: p for p in parts}
+    builtins, custom = [], []
+    for i, step in enumerate(chain.steps):
+        key = f"step:{i}"
+        if key not in by_key:
+            continue
+        entry = {"name": step.name, "kind": step.kind, "rows": len(by_key[key].sample),
+                 "state_sha256": hashlib.sha256(encode_state(step.state).encode()).hexdigest(),
+                 "checks": _checks_json(results[key])}
+        if is_custom(step):
+            ref = custom_apply_ref(step)
+            custom.append({**entry, "source_sha256": ref.source_sha256 if ref else None, "lint": lint[step.name]})
+        else:
+            builtins.append({**entry, "recipe": {k: v for k, v in step.state.items() if k == "columns"}})
+    rules = [{"name": r.name, "version": r.version, "source_sha256": r.function.source_sha256,
+              "lint": lint[f"rule:{r.name}"], "checks": _checks_json(results[f"rule:{i}"])}
+             for i, r in enumerate(chain.rules)]
+    return {
+        "evidence_version": EVIDENCE_VERSION, "sample_rows": sample_rows,
+        "builtins": builtins, "custom": custom, "rules": rules,
+        "model": {"class": type(chain.model).__name__, "fingerprint": fingerprint(chain.model),
+                  "needs_probe": needs_model_probe(chain.model), "checks": _checks_json(results["model"])},
+        "chain": {"checks": _checks_json(results["chain"])},
+    }
+
+
+def _all_passed(entries: list[dict[str, Any]]) -> bool:
+    return all(c["status"] == "passed" for e in entries for c in e["checks"])
+
+
+def part_flags(evidence: dict[str, Any]) -> dict[str, bool]:
+    """The certificate's per-part flags: every check of that part passed."""
+    return {
+        "apply_probed_builtin": _all_passed(evidence["builtins"]),
+        "apply_probed": _all_passed(evidence["custom"]),
+        "rules_probed": _all_passed(evidence["rules"]),
+        "model_probed": _all_passed([evidence["model"]]),
+        "chain_probed": _all_passed([evidence["chain"]]),
+    }

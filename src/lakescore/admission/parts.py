@@ -1,0 +1,101 @@
+"""The parts of a fitted chain that the probe checks, each with the sample rows that reach it.
+
+A part is a function ``frame -> frame`` (same index, one row per row) plus its sample: each
+eligibility rule on the raw rows it sees, each prediction-time step on the rows that reach it (its
+output plus a ``__flagged__`` column for the rows it would exclude), the model on the feature
+matrix, and the whole chain on the raw rows. Parent and fresh process build parts the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Literal
+
+import pandas as pd
+
+from lakescore.chain import FittedChain
+
+PartKind = Literal["builtin", "custom", "rule", "model", "chain"]
+MIN_ROWS = 16
+
+
+@dataclass(frozen=True)
+class Part:
+    """One probed part: its kind, a key to rebuild it in another process, a label for messages."""
+
+    kind: PartKind
+    key: str
+    label: str
+    run: Callable[[pd.DataFrame], pd.DataFrame]
+    sample: pd.DataFrame
+
+
+def is_custom(step: Any) -> bool:
+    """True for user-code steps (their ``apply`` is linted and listed under ``custom``)."""
+    return bool(getattr(step.impl, "user_code", False))
+
+
+def _rule_run(rule: Any) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    return lambda frame: pd.DataFrame({"eligible": rule.eligible(frame)}, index=frame.index)
+
+
+def _step_run(step: Any) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    def run(frame: pd.DataFrame) -> pd.DataFrame:
+        flagged = step.flags(frame)
+        return step.apply(frame).assign(__flagged__=flagged)
+
+    return run
+
+
+def _model_run(chain: FittedChain) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    def run(frame: pd.DataFrame) -> pd.DataFrame:
+        out = pd.DataFrame(index=frame.index)
+        if len(frame) == 0:
+            out["prediction"] = pd.Series([], dtype=chain.label_dtype)
+            if chain.task == "classification":
+                out[[f"p{i}" for i in range(len(chain.classes or []))]] = 0.0
+            return out
+        matrix = frame.to_numpy(dtype="float64")
+        out["prediction"] = pd.array(chain.model.predict(matrix)).astype(chain.label_dtype)
+        if chain.task == "classification":
+            proba = chain.model.predict_proba(matrix)
+            for i in range(proba.shape[1]):
+                out[f"p{i}"] = proba[:, i]
+        return out
+
+    return run
+
+
+def chain_parts(chain: FittedChain, raw: pd.DataFrame) -> list[Part]:
+    """Every part of ``chain`` with the rows of ``raw`` that reach it, in scoring order.
+
+    Raises
+    ------
+    lakescore.admission.probe.ProbeError
+        When fewer than 16 rows reach a step or the model (naming where rows were lost).
+    """
+    from lakescore.admission.probe import ProbeError
+
+    parts = []
+    rows = raw
+    for i, rule in enumerate(chain.rules):
+        parts.append(Part("rule", f"rule:{i}", f"Rule '{rule.name}'", _rule_run(rule), rows))
+        rows = rows[rule.eligible(rows)]
+    data = rows[list(chain.input_columns)]
+    for i, step in enumerate(chain.steps):
+        if step.impl.training_only:
+            continue
+        label = f"Custom step '{step.name}'" if is_custom(step) else f"Step '{step.name}' ({step.kind})"
+        if len(data) < MIN_ROWS:
+            raise ProbeError([f"only {len(data)} probe rows reach {label} (need {MIN_ROWS}); rows were lost "
+                              "before it. Give more holdout rows, or loosen the rules/outlier steps before it."])
+        parts.append(Part("custom" if is_custom(step) else "builtin", f"step:{i}", label, _step_run(step), data))
+        flagged = step.flags(data)
+        data = step.apply(data[~flagged])
+    if len(data) < MIN_ROWS:
+        raise ProbeError([f"only {len(data)} probe rows get a prediction (need {MIN_ROWS}); rows were lost in "
+                          "the rules and steps. Give more holdout rows, or loosen them."])
+    features = data[list(chain.feature_columns)].astype("float64")
+    parts.append(Part("model", "model", "Model", _model_run(chain), features))
+    parts.append(Part("chain", "chain", "Chain", chain.predict, raw))
+    return parts

@@ -1,0 +1,201 @@
+"""The partition probe: does every part give each row the same answer whatever batch it is in?
+
+Modelled on scikit-learn's estimator checks: each check is a plain function
+``check_<property>(part) -> CheckResult``; :func:`checks_for` yields the checks that apply to a part
+(keyed on its kind); results are records with status ``passed | failed | skipped`` and a reason.
+
+Checks (on the first 256 holdout rows): ``repeat`` (twice, exact), ``chunks:1``, ``chunks:2``,
+``chunks:7``, ``reverse``, ``index_shift``, ``empty``, ``perturb`` and ``fresh_module`` for every
+rule, step and the model; ``repeat``, ``chunks:1`` and ``chunks:7`` for the whole chain.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterator, Literal
+
+import numpy as np
+import pandas as pd
+
+from lakescore.admission.compare import compare
+from lakescore.admission.parts import Part
+from lakescore.errors import LakescoreError
+
+SAMPLE_ROWS = 256
+UNSEEN_TEXT = "__lakescore_unseen__"
+
+FIXES = {
+    "repeat": "Fix random_state (or any randomness) so a second call gives the same answer.",
+    "chunks": "Use a stable dtype or another setting, so a row's answer does not depend on its batch.",
+    "reverse": "Read column values only, never the row order.",
+    "index_shift": "Read column values only, never the index.",
+    "empty": "Report it: a part must return no rows, with the same columns and dtypes, for no rows.",
+    "perturb": "Use a setting that handles unseen values row by row (e.g. handle_unknown: ignore).",
+    "fresh_module": "Retrain: the saved state does not reproduce the answers in a fresh process.",
+}
+
+
+class ProbeError(LakescoreError):
+    """The probe failed: each problem names the part, the check and one fix."""
+
+    code = "probe_failed"
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("admission refused the model:\n" + "\n".join(f"  - {p}" for p in problems),
+                         problems=problems)
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One check of one part."""
+
+    part: str
+    check: str
+    status: Literal["passed", "failed", "skipped"]
+    reason: str = ""
+
+    @property
+    def message(self) -> str:
+        family = self.check.split(":")[0]
+        return f"{self.part} partition probe failed {self.check}: {self.reason}. {FIXES.get(family, '')}".strip()
+
+    def to_json(self) -> dict[str, str]:
+        return {"check": self.check, "status": self.status, "reason": self.reason}
+
+
+def _result(part: Part, check: str, reason: str | None) -> CheckResult:
+    return CheckResult(part.label, check, "failed" if reason else "passed", reason or "")
+
+
+def _guarded(check: Callable[[Part], CheckResult]) -> Callable[[Part], CheckResult]:
+    name = check.__name__.removeprefix("check_")
+
+    def run(part: Part) -> CheckResult:
+        try:
+            return check(part)
+        except Exception as err:  # a part that raises fails the check, with the error as reason
+            return CheckResult(part.label, getattr(check, "check_name", name), "failed",
+                               f"raised {type(err).__name__}: {err}")
+
+    run.__name__ = check.__name__
+    return run
+
+
+@_guarded
+def check_repeat(part: Part) -> CheckResult:
+    """Scored twice, the answers are identical (no tolerance)."""
+    first = part.run(part.sample)
+    return _result(part, "repeat", compare(part.run(part.sample), first, exact=True))
+
+
+def make_check_chunks(size: int) -> Callable[[Part], CheckResult]:
+    """Check ``chunks:<size>``: scored in consecutive chunks of ``size`` rows, as a whole."""
+
+    @_guarded
+    def check_chunks(part: Part) -> CheckResult:
+        whole = part.run(part.sample)
+        pieces = [part.run(part.sample.iloc[i:i + size]) for i in range(0, len(part.sample), size)]
+        return _result(part, f"chunks:{size}", compare(pd.concat(pieces), whole))
+
+    check_chunks.__name__ = f"check_chunks_{size}"
+    check_chunks.check_name = f"chunks:{size}"  # type: ignore[attr-defined]
+    return check_chunks
+
+
+@_guarded
+def check_reverse(part: Part) -> CheckResult:
+    """Scored in reverse row order, each row gets the same answer."""
+    whole = part.run(part.sample)
+    backwards = part.run(part.sample.iloc[::-1]).iloc[::-1]
+    return _result(part, "reverse", compare(backwards, whole))
+
+
+@_guarded
+def check_index_shift(part: Part) -> CheckResult:
+    """With the index renumbered, each row gets the same answer and keeps its new index."""
+    whole = part.run(part.sample)
+    shifted_index = pd.RangeIndex(10**6, 10**6 + len(part.sample))
+    shifted = part.run(part.sample.set_axis(shifted_index))
+    if not shifted.index.equals(shifted_index):
+        return _result(part, "index_shift", "index_mismatch")
+    return _result(part, "index_shift", compare(shifted.set_axis(whole.index), whole))
+
+
+@_guarded
+def check_empty(part: Part) -> CheckResult:
+    """No rows in: no error, no rows out, the same columns and dtypes."""
+    whole = part.run(part.sample)
+    empty = part.run(part.sample.iloc[:0])
+    return _result(part, "empty", compare(empty, whole.iloc[:0], check_index=False))
+
+
+def _perturb_value(value: object, dtype: object, *, text: bool) -> object:
+    if pd.isna(value):  # type: ignore[arg-type]
+        return value
+    if pd.api.types.is_bool_dtype(dtype):
+        return not bool(value)
+    if pd.api.types.is_integer_dtype(dtype):
+        info = np.iinfo(np.dtype(str(dtype).lower()))
+        moved = int(value) + max(1, abs(int(value)) // 2)  # type: ignore[call-overload]
+        return moved if moved <= info.max else int(value) - max(1, abs(int(value)) // 2)  # type: ignore[call-overload]
+    if pd.api.types.is_numeric_dtype(dtype):
+        return float(value) + (0.5 * abs(float(value)) or 1.0)  # type: ignore[arg-type]
+    if pd.api.types.is_datetime64_any_dtype(dtype):
+        return value + pd.Timedelta(hours=1)  # type: ignore[operator]
+    return UNSEEN_TEXT if text else value
+
+
+def perturbed(sample: pd.DataFrame, row: int, *, text: bool = True) -> pd.DataFrame:
+    """A copy of ``sample`` with row ``row``'s inputs changed: numbers moved by half their size
+    (within the integer type), booleans flipped, text replaced by an unseen value."""
+    out = sample.copy()
+    for col in out.columns:
+        value = _perturb_value(out[col].iloc[row], out[col].dtype, text=text)
+        out.iloc[row, out.columns.get_loc(col)] = value
+    return out
+
+
+def _perturb_rows(sample: pd.DataFrame) -> list[int]:
+    """Rows to perturb: first, middle, last, and the row with the largest magnitude of each numeric
+    column (batch extremes are what max/min/scale statistics react to); at most 8."""
+    rows = [0, len(sample) // 2, len(sample) - 1]
+    for col in sample.columns:
+        values = sample[col]
+        if pd.api.types.is_numeric_dtype(values.dtype) and not pd.api.types.is_bool_dtype(values.dtype) \
+                and values.notna().any():
+            rows.append(int(np.nanargmax(np.abs(values.to_numpy(dtype="float64", na_value=np.nan)))))
+    return list(dict.fromkeys(r for r in rows if 0 <= r < len(sample)))[:8]
+
+
+@_guarded
+def check_perturb(part: Part) -> CheckResult:
+    """Changing one row's inputs moves no other row (retried with text unchanged if it raises).
+
+    Tried one row at a time on the rows of :func:`_perturb_rows`."""
+    whole = part.run(part.sample)
+    for row in _perturb_rows(part.sample):
+        try:
+            moved = part.run(perturbed(part.sample, row))
+        except Exception:
+            moved = part.run(perturbed(part.sample, row, text=False))
+        others = np.arange(len(part.sample)) != row
+        reason = compare(moved[others], whole[others])
+        if reason:
+            return _result(part, "perturb", "other_rows_moved" if reason == "output_mismatch" else reason)
+    return _result(part, "perturb", None)
+
+
+PART_CHECKS = [check_repeat, make_check_chunks(1), make_check_chunks(2), make_check_chunks(7), check_reverse,
+               check_index_shift, check_empty, check_perturb]
+CHAIN_CHECKS = [check_repeat, make_check_chunks(1), make_check_chunks(7)]
+
+
+def checks_for(part: Part) -> Iterator[Callable[[Part], CheckResult]]:
+    """The in-process checks that apply to ``part`` (``fresh_module`` runs for all parts at once)."""
+    yield from CHAIN_CHECKS if part.kind == "chain" else PART_CHECKS
+
+
+def probe_parts(parts: list[Part]) -> dict[str, list[CheckResult]]:
+    """Run every in-process check of every part: ``{part.key: [CheckResult, ...]}``."""
+    return {part.key: [check(part) for check in checks_for(part)] for part in parts}

@@ -1,0 +1,64 @@
+"""Every lint rule catches its broken fixture and names the step, file, line, call and fix."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from lakescore.admission.lint import lint_function, lint_source
+
+sys.path.insert(0, str(Path(__file__).parent))
+import broken_user_code as user  # noqa: E402
+
+sys.path.remove(str(Path(__file__).parent))
+
+
+def messages(fn):
+    return [f.message for f in lint_function(fn, part=f"Custom step '{fn.__name__}'")]
+
+
+def test_a_batch_mean_is_refused_with_the_issue_message():
+    assert messages(user.fill_values) == [
+        "Custom step 'fill_values' reads a batch statistic (broken_user_code.py line 10: df['x'].mean()). "
+        "Compute it in learn() and read it from state in apply()."]
+
+
+@pytest.mark.parametrize("fn,line,call,what", [
+    (user.reads_index, 15, "df.index", "reads the index"),
+    (user.writes_global, 20, "global SEEN", "writes shared process state"),
+    (user.sorts, 26, "df.sort_values('x')", "depends on the batch"),
+    (user.counts_rows, 30, "len(df)", "depends on the batch"),
+    (user.sets_environment, 35, "os.environ['LAKESCORE_SEEN'] = '1'", "writes shared process state"),
+    (user.remembers, 40, "cache.append(len(df.columns))", "writes shared process state"),
+    (user.tags_itself, 45, "tags_itself.calls = 1", "writes shared process state"),
+    (user.uses_globals, 50, "globals()", "writes shared process state"),
+    (user.calls_a_helper, 55, "frame['x'].median()", "reads a batch statistic"),
+])
+def test_each_rule_names_file_line_and_call(fn, line, call, what):
+    found = messages(fn)
+    assert len(found) == 1, found
+    assert found[0].startswith(f"Custom step '{fn.__name__}' {what} (broken_user_code.py line {line}: {call}).")
+
+
+def test_row_wise_forms_and_empty_guards_pass():
+    assert messages(user.row_wise) == []
+
+
+@pytest.mark.parametrize("body", ["df['x'].rank()", "df['x'].shift(1)", "df['x'].diff()", "df['x'].cumsum()",
+                                  "df.groupby('g')['x'].transform('mean')", "df['x'].value_counts()",
+                                  "df.duplicated()", "df['x'].quantile(0.5)", "df['x'].nunique()", "df['x'].std()",
+                                  "df['x'].any()", "df.shape[0]"])
+def test_every_whole_batch_call_is_refused(body):
+    source = f"def apply(df, state):\n    df['y'] = {body}\n    return df\n"
+    found = lint_source(source, "apply", part="Custom step 's'", file="preprocessing.py", first_line=7)
+    assert len(found) == 1 and "(preprocessing.py line 8:" in found[0].message, found
+
+
+def test_aliases_of_the_input_frame_are_followed():
+    source = "def apply(df, state):\n    col = df['x']\n    df['y'] = col.max()\n    return df\n"
+    assert [f.call for f in lint_source(source, "apply", part="p")] == ["col.max()"]
+
+
+def test_learn_is_not_linted_only_apply_is():
+    source = "def learn(df, y, params):\n    return {'m': df['x'].mean()}\n\ndef apply(df, state):\n    return df\n"
+    assert lint_source(source, "apply", part="p", module_source=source) == []

@@ -1,0 +1,147 @@
+"""Every probe check catches its deliberately broken fixture, and names the part, check and fix."""
+
+import importlib
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.dummy import DummyClassifier
+
+from lakescore.admission.compare import compare
+from lakescore.admission.fresh import check_fresh_module
+from lakescore.admission.parts import Part, chain_parts
+from lakescore.admission.probe import (ProbeError, check_empty, check_index_shift, check_perturb, check_repeat,
+                                       check_reverse, make_check_chunks, perturbed)
+from lakescore.chain import FittedChain
+from lakescore.steps.base import FittedStep
+
+
+@pytest.fixture(scope="module")
+def broken():
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+    module = importlib.import_module("broken_steps")
+    yield module
+    sys.path.remove(str(__import__("pathlib").Path(__file__).parent))
+
+
+@pytest.fixture
+def sample(flights_sample):
+    rows = flights_sample.head(64).copy()
+    rows["code"] = rows["flight"].astype(str)
+    rows.loc[rows.index[::10], "code"] = "n/a"
+    return rows
+
+
+def step_part(kind, columns, sample):
+    step = FittedStep(kind, kind.lower(), {"columns": columns})
+
+    def run(frame):
+        return step.apply(frame).assign(__flagged__=step.flags(frame))
+
+    return Part("builtin", "step:0", f"Step '{step.name}' ({kind})", run, sample)
+
+
+def test_a_step_that_fills_with_the_batch_mean_fails_chunks(broken, sample):
+    result = make_check_chunks(1)(step_part("BrokenBatchMean", ["dep_delay"], sample))
+    assert result.status == "failed"
+    assert result.message == ("Step 'brokenbatchmean' (BrokenBatchMean) partition probe failed chunks:1: "
+                              "output_mismatch. Use a stable dtype or another setting, so a row's answer does "
+                              "not depend on its batch.")
+
+
+def test_a_batch_statistic_moves_other_rows_when_one_row_changes(broken, sample):
+    result = check_perturb(step_part("BrokenBatchMean", ["dep_delay"], sample))
+    assert (result.status, result.reason) == ("failed", "other_rows_moved")
+    assert "(e.g. handle_unknown: ignore)" in result.message
+
+
+def test_a_running_total_fails_reverse(broken, sample):
+    result = check_reverse(step_part("BrokenCumulative", ["dep_delay"], sample))
+    assert (result.check, result.status, result.reason) == ("reverse", "failed", "output_mismatch")
+    assert result.message.endswith("Read column values only, never the row order.")
+
+
+def test_a_step_that_reads_the_index_fails_index_shift(broken, sample):
+    result = check_index_shift(step_part("BrokenReadsIndex", ["dep_delay"], sample))
+    assert (result.status, result.reason) == ("failed", "output_mismatch")
+    assert "never the index" in result.message
+
+
+def test_a_step_that_fails_on_empty_input_fails_empty(broken, sample):
+    result = check_empty(step_part("BrokenFailsOnEmpty", ["carrier"], sample))
+    assert result.status == "failed"
+    assert result.reason.startswith("raised IndexError")
+    assert "partition probe failed empty: raised IndexError" in result.message
+
+
+def test_a_dtype_that_follows_the_data_fails_chunks(broken, sample):
+    result = make_check_chunks(7)(step_part("BrokenDtypeFollowsData", ["code"], sample))
+    assert (result.check, result.status, result.reason) == ("chunks:7", "failed", "dtype_mismatch")
+
+
+def test_a_step_that_sorts_fails(broken, sample):
+    part = step_part("BrokenSorts", ["dep_delay"], sample)
+    assert make_check_chunks(2)(part).reason == "index_mismatch"
+    assert check_reverse(part).status == "failed"
+
+
+def test_a_model_with_randomness_at_predict_time_fails_repeat(sample):
+    x = sample[["dep_delay", "distance"]].fillna(0).astype("float64")
+    model = DummyClassifier(strategy="stratified").fit(x, np.arange(len(x)) % 2)
+    part = Part("model", "model", "Model", lambda f: pd.DataFrame({"p": model.predict(f)}, index=f.index), x)
+    result = check_repeat(part)
+    assert result.message == ("Model partition probe failed repeat: output_mismatch. Fix random_state (or any "
+                              "randomness) so a second call gives the same answer.")
+
+
+def test_state_that_a_fresh_process_cannot_reproduce_fails_fresh_module(broken, small_chain, flights_sample, monkeypatch):
+    step = FittedStep("BrokenModuleState", "module_state", {"columns": ["dep_delay"]})
+    chain = FittedChain(small_chain.input_columns, small_chain.feature_columns, (step, *small_chain.steps),
+                        small_chain.model, small_chain.task, small_chain.classes, small_chain.rules)
+    monkeypatch.setattr(broken, "SCALE", 3.0)  # this process differs from a fresh import
+    parts = chain_parts(chain, flights_sample.iloc[1000:1256])
+    results = check_fresh_module(chain, parts)
+    assert results["step:0"].status == "failed" and results["step:0"].reason == "output_mismatch"
+    assert results["step:0"].message.startswith("Step 'module_state' (BrokenModuleState) partition probe failed fresh_module")
+    assert results["step:1"].status == "passed"  # the built-in steps reload exactly
+    assert results["chain"].status == "failed"
+
+
+def test_every_check_passes_on_the_demo_like_chain(small_chain, flights_sample):
+    from lakescore.admission.probe import probe_parts
+
+    parts = chain_parts(small_chain, flights_sample.iloc[1000:1256])
+    assert [p.kind for p in parts] == ["rule", "builtin", "builtin", "builtin", "builtin", "model", "chain"]
+    results = probe_parts(parts)
+    failed = [r.message for rs in results.values() for r in rs if r.status != "passed"]
+    assert failed == []
+    assert [r.check for r in results["model"]] == ["repeat", "chunks:1", "chunks:2", "chunks:7", "reverse",
+                                                    "index_shift", "empty", "perturb"]
+    assert [r.check for r in results["chain"]] == ["repeat", "chunks:1", "chunks:7"]
+
+
+def test_too_few_rows_reaching_the_model_fails_naming_where(small_chain, flights_sample):
+    cancelled = flights_sample[flights_sample["dep_time"].isna()]
+    with pytest.raises(ProbeError, match=r"only 0 probe rows reach Step 'distance_outlier' \(IQR\) \(need 16\)"):
+        chain_parts(small_chain, cancelled)
+
+
+def test_perturb_moves_numbers_by_half_flips_booleans_and_replaces_text():
+    frame = pd.DataFrame({"i": pd.array([4, 4], dtype="int8"), "f": [2.0, 2.0], "b": [True, True], "s": ["a", "a"],
+                          "z": [0.0, 0.0]})
+    out = perturbed(frame, 1)
+    assert out.iloc[1].tolist() == [6, 3.0, False, "__lakescore_unseen__", 1.0]
+    assert out.iloc[0].tolist() == [4, 2.0, True, "a", 0.0]
+    big = pd.DataFrame({"i": pd.array([120], dtype="int8")})
+    assert perturbed(big, 0)["i"].iloc[0] == 60  # stays within int8
+
+
+def test_compare_is_exact_on_labels_and_tolerant_on_floats():
+    a = pd.DataFrame({"x": [1.0, np.nan], "y": ["a", "b"]})
+    assert compare(a.assign(x=[1.0 + 1e-10, np.nan]), a) is None
+    assert compare(a.assign(x=[1.0 + 1e-10, np.nan]), a, exact=True) == "output_mismatch"
+    assert compare(a.assign(x=[1.0, 0.0]), a) == "output_mismatch"
+    assert compare(a.assign(y=["a", "c"]), a) == "output_mismatch"
+    assert compare(a.astype({"x": "float32"}), a) == "dtype_mismatch"
+    assert compare(a.iloc[::-1], a) == "index_mismatch"
