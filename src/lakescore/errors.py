@@ -94,3 +94,88 @@ class PublishError(LakescoreError):
     """Publication refused to write: conflict, stale plan, schema or model change."""
 
     code = "publish_refused"
+
+
+class PublishConflictError(PublishError):
+    """Another publication got in the way: a run id reused for a different request, or a
+    writer that kept losing the commit race."""
+
+    code = "publish_conflict"
+    http_status = 409
+
+
+class StalePlanError(PublishError):
+    """The prediction table moved on since the run was planned (its window or model is stale)."""
+
+    code = "stale_plan"
+    http_status = 409
+
+
+class SourceChangedError(PublishError):
+    """Rows of the score source were updated or deleted inside the incremental window."""
+
+    code = "source_changed"
+
+
+class ModelChangeError(PublishError):
+    """``model_change_mode: reject`` and the run's model version differs from the table's."""
+
+    code = "model_change_rejected"
+
+
+class SchemaChangeError(PublishError):
+    """The predictions' columns differ from the prediction table's (no silent schema evolution)."""
+
+    code = "schema_change"
+
+
+class CdfRecoveryRequiredError(PublishError):
+    """The source's change data feed no longer covers the watermark (vacuumed or cleaned history),
+    or the watermark is bound to another source or target table."""
+
+    code = "cdf_recovery_required"
+
+
+class ChangeFeedDisabledError(PublishError):
+    """Incremental publication needs ``delta.enableChangeDataFeed = true`` on the score source."""
+
+    code = "cdf_not_enabled"
+
+
+class RequestError(InputError):
+    """An HTTP request to an endpoint is malformed, names an unknown column, has a value of the
+    wrong type, or is over a size limit. ``http_status`` is 400, 413 or 415."""
+
+    code = "invalid_request"
+
+    def __init__(self, message: str, *, http_status: int = 400, **fields: object) -> None:
+        super().__init__(message, **fields)
+        self.http_status = http_status
+
+
+class ServingError(LakescoreError):
+    """The endpoint could not answer (a copy failed and so did the cold path)."""
+
+    code = "serving_failed"
+    http_status = 502
+
+
+class EndpointUnavailableError(ServingError):
+    """No copy can take the request now (scaled to zero, queue full); retry after ``retry_after_s``."""
+
+    code = "endpoint_unavailable"
+    http_status = 503
+
+
+class ServingConflictError(ServingError):
+    """A shadow, canary or copy cannot start: the model task cannot be compared, no candidate is
+    chosen, or ``max_warm_copies`` is reached."""
+
+    code = "serving_conflict"
+    http_status = 409
+
+
+class SparkPolarsUnsupportedError(LakescoreError):
+    """A Polars-trained chain was asked to score on Spark (whose batches are pandas)."""
+
+    code = "spark_polars_unsupported"
