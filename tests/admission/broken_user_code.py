@@ -72,3 +72,12 @@ def row_wise(df, state):
     df["width"] = df.shape[1]
     df["any_missing"] = df[["x", "y"]].isna().any(axis=1)
     return df
+
+
+def batch_centred(frame):
+    return frame["dep_delay"] - frame["dep_delay"].mean()
+
+
+from lakescore.custom import column_step  # noqa: E402  (kept last: the line numbers above are asserted)
+
+batch_centred_step = column_step("batch_centred", batch_centred, output=["dep_delay"])

@@ -51,17 +51,36 @@ def custom_apply_ref(step: Any) -> FunctionRef | None:
 def admit(chain: FittedChain, holdout: pd.DataFrame) -> dict[str, Any]:
     """Run admission on the first 256 raw holdout rows and return the evidence.
 
+    Raises
+    ------
+    ProbeError
+        Listing every failure (see :func:`examine`).
+    """
+    evidence, problems = examine(chain, holdout)
+    if problems:
+        raise ProbeError(problems)
+    return evidence
+
+
+def examine(chain: FittedChain, holdout: pd.DataFrame) -> tuple[dict[str, Any], list[str]]:
+    """Run identity, lint and every probe check; return the evidence and the list of problems.
+
     Parameters
     ----------
     chain : FittedChain
     holdout : DataFrame of shape (n_rows, >= len(chain.input_columns))
         Raw holdout rows (before any step).
 
+    Returns
+    -------
+    (evidence, problems)
+        Problems list every failure: identity, lint findings, refused inference contexts and each
+        failed check with its fix; empty when the chain is admitted.
+
     Raises
     ------
     ProbeError
-        Listing every failure: identity, lint findings, refused inference contexts, rows lost
-        before a step, and each failed check with its fix.
+        When fewer than 16 rows reach a step or get a prediction (naming where rows were lost).
     """
     sample = holdout.head(SAMPLE_ROWS)
     problems: list[str] = list(identity_problems(chain.model))
@@ -85,10 +104,7 @@ def admit(chain: FittedChain, holdout: pd.DataFrame) -> dict[str, Any]:
     for key, result in check_fresh_module(chain, parts).items():
         results[key].append(result)
     problems += [r.message for rs in results.values() for r in rs if r.status == "failed"]
-    evidence = _evidence(chain, parts, results, lint, len(sample))
-    if problems:
-        raise ProbeError(problems)
-    return evidence
+    return _evidence(chain, parts, results, lint, len(sample)), problems
 
 
 def _evidence(chain: FittedChain, parts: list, results: dict[str, list[CheckResult]],

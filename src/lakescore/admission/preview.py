@@ -1,0 +1,142 @@
+"""What the local tools print: ``src/tools/preview.py`` and ``src/tools/smoke.py``.
+
+- :func:`preview_train`: lint the selected recipe's user steps and the scoring rules, and list
+  what the probe would check (no data is read);
+- :func:`preview_score`: the admission decision for the registered version inference.yml selects;
+- :func:`smoke_probe`: fit the recipe on a small sample (CSV or Parquet, 16+ rows, inputs plus the
+  target), use it as training rows and holdout, and run lint and probe, one line per check.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from lakescore.admission.lint import lint_function
+from lakescore.admission.probe import CHAIN_CHECKS, PART_CHECKS, ProbeError
+from lakescore.config import ProjectConfig
+from lakescore.errors import LakescoreError
+
+MIN_SAMPLE_ROWS = 16
+
+
+def _check_names(checks: list[Any]) -> str:
+    names = [getattr(c, "check_name", c.__name__.removeprefix("check_")) for c in checks]
+    return ", ".join(names)
+
+
+def preview_train(project: ProjectConfig) -> list[str]:
+    """Lines describing the lint result of every user function and the checks the probe would run."""
+    from lakescore.custom import resolve_user_step
+    from lakescore.rules import load_rules
+
+    part_checks = _check_names(PART_CHECKS) + ", fresh_module"
+    lines = [f"Recipe ({len(project.training.preprocessing)} steps), model {project.training.model.class_name}:"]
+    for raw in project.training.preprocessing:
+        name, kind = raw.get("name"), raw.get("step")
+        if str(kind).lower() == "custom":
+            declared = resolve_user_step(str(raw.get("ref")), step=str(name))
+            findings = lint_function(declared.callables["apply"], part=f"Custom step '{name}'")
+            verdict = "lint passed" if not findings else "lint FAILED: " + "; ".join(f.message for f in findings)
+            lines.append(f"  custom step {name} ({declared.flavour}, inference_context={declared.inference_context}): "
+                         f"{verdict}")
+        else:
+            lines.append(f"  built-in step {name} ({kind})")
+        lines.append(f"    would probe: {part_checks}")
+    rules = load_rules(project.scoring)
+    lines.append(f"Project scoring rules: {'disabled' if not rules else len(rules)}")
+    for rule in rules:
+        findings = lint_function(rule.function.load(), part=f"Scoring rule '{rule.name}'")
+        verdict = "lint passed" if not findings else "lint FAILED: " + "; ".join(f.message for f in findings)
+        lines.append(f"  eligibility rule {rule.name} v{rule.version}: {verdict}")
+        lines.append(f"    would probe: {part_checks}")
+    lines.append(f"  model {project.training.model.class_name}: would probe: {part_checks}")
+    lines.append(f"  whole chain: would probe: {_check_names(CHAIN_CHECKS)}")
+    return lines
+
+
+def preview_score(project: ProjectConfig, runtime: Any) -> list[str]:
+    """Lines with the admission decision for the registered version inference.yml selects."""
+    import json
+
+    import mlflow
+
+    from lakescore.admission.certificate import require_admitted
+    from lakescore.packaging import read_certificate, resolve_version
+
+    runtime.mlflow()
+    inf = project.inference
+    name = project.training.registry.model_name
+    version = resolve_version(name, selection=inf.score_model_selection, version=inf.model_version)
+    uri = f"models:/{name}/{version}"
+    lines = [f"Model {name} v{version} ({inf.score_model_selection})"]
+    try:
+        certificate = read_certificate(uri)
+        require_admitted(certificate)
+        parts = ", ".join(f"{k}={v}" for k, v in certificate.evidence["parts"].items())
+        lines.append(f"Admission: admitted for batch_compute={inf.batch_compute} ({parts})")
+    except LakescoreError as err:
+        lines.append(f"Admission: refused ({err.code}: {err})")
+    chain = json.loads(Path(mlflow.artifacts.download_artifacts(f"{uri}/artifacts/chain/chain.json")).read_text())
+    rules = chain.get("rules", [])
+    lines.append("Project scoring rules: disabled" if not rules else
+                 "Project scoring rules: " + ", ".join(f"{r['name']} v{r['version']}" for r in rules))
+    return lines
+
+
+def read_sample(path: str | Path) -> pd.DataFrame:
+    """Read a CSV or Parquet sample of at least 16 rows.
+
+    Raises
+    ------
+    LakescoreError
+        For another file type or fewer than 16 rows.
+    """
+    path = Path(path)
+    if path.suffix.lower() == ".csv":
+        frame = pd.read_csv(path)
+    elif path.suffix.lower() in (".parquet", ".pq"):
+        frame = pd.read_parquet(path)
+    else:
+        raise LakescoreError(f"sample {path} must be .csv or .parquet; got {path.suffix or 'no suffix'}")
+    if len(frame) < MIN_SAMPLE_ROWS:
+        raise LakescoreError(f"sample {path} has {len(frame)} rows; the probe needs at least {MIN_SAMPLE_ROWS}")
+    return frame
+
+
+def smoke_probe(project: ProjectConfig, sample_path: str | Path) -> tuple[list[str], bool]:
+    """Fit on the sample, use it as both training rows and holdout, run lint and probe.
+
+    Returns
+    -------
+    (lines, admitted)
+    """
+    from lakescore.admission.evidence import examine
+    from lakescore.frames import derive_label
+    from lakescore.rules import load_rules
+    from lakescore.training import fit_chain
+
+    cfg = project.training
+    sample = read_sample(sample_path)
+    y = derive_label(sample, column=cfg.data.label_column, expression=cfg.data.label_expression)
+    chain = fit_chain(sample, y, recipe=list(cfg.preprocessing), model_class=cfg.model.class_name,
+                      model_params=cfg.model.params, feature_columns=list(cfg.data.feature_columns),
+                      rules=load_rules(project.scoring), random_state=cfg.defaults.random_state)
+    try:
+        evidence, problems = examine(chain, sample)
+    except ProbeError as err:
+        return [str(err)], False
+    lines = [f"Probe on {evidence['sample_rows']} rows of {sample_path}:"]
+    sections = [(f"step {e['name']} ({e['kind']})", e) for e in evidence["builtins"]]
+    sections += [(f"custom step {e['name']}", e) for e in evidence["custom"]]
+    sections += [(f"rule {e['name']}", e) for e in evidence["rules"]]
+    sections += [(f"model {evidence['model']['class']}", evidence["model"]), ("chain", evidence["chain"])]
+    for label, entry in sections:
+        lines.append(f"  {label}")
+        for check in entry["checks"]:
+            lines.append(f"    {check['check']:<13} {check['status']}" + (f"  {check['reason']}" if check["reason"] else ""))
+    lines += [f"  problem: {p}" for p in problems]
+    lines.append("Admitted." if not problems else f"Refused: {len(problems)} problem(s).")
+    return lines, not problems

@@ -1,0 +1,64 @@
+"""The local tools: preview of train and score, and the smoke probe on a sample file."""
+
+import sys
+from pathlib import Path
+
+import mlflow
+import pytest
+import yaml
+
+from lakescore.admission.evidence import admit
+from lakescore.admission.preview import preview_score, preview_train, smoke_probe
+from lakescore.chain import FittedChain
+from lakescore.config import load_project
+from lakescore.errors import LakescoreError
+from lakescore.packaging import log_and_register
+
+
+def test_preview_train_lints_rules_and_lists_the_checks():
+    lines = preview_train(load_project(Path(__file__).resolve().parents[2] / "config"))
+    assert "  eligibility rule cancelled v1: lint passed" in lines
+    assert "  whole chain: would probe: repeat, chunks:1, chunks:7" in lines
+    assert any(line.endswith("empty, perturb, fresh_module") for line in lines)
+
+
+def test_preview_train_shows_a_custom_step_that_fails_the_lint(project_dir, monkeypatch):
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    path = project_dir / "training.yml"
+    cfg = yaml.safe_load(path.read_text())
+    cfg["preprocessing"].insert(0, {"step": "custom", "name": "batch_centred", "columns": ["dep_delay"],
+                                    "ref": "broken_user_code:batch_centred_step"})
+    path.write_text(yaml.safe_dump(cfg))
+    text = "\n".join(preview_train(load_project(project_dir)))
+    assert "custom step batch_centred (column, inference_context=row): lint FAILED: Custom step 'batch_centred' " \
+           "reads a batch statistic (broken_user_code.py line" in text
+    assert "frame['dep_delay'].mean()" in text
+
+
+def test_smoke_probe_runs_every_check_on_a_csv_sample(tmp_path, flights_sample):
+    sample = tmp_path / "sample.csv"
+    flights_sample.head(300).to_csv(sample, index=False)
+    lines, admitted = smoke_probe(load_project(Path(__file__).resolve().parents[2] / "config"), sample)
+    assert admitted and lines[-1] == "Admitted."
+    assert lines.count("    fresh_module  passed") == 7  # rule, 4 steps, model, chain
+    assert "  model LogisticRegression" in lines
+
+
+def test_smoke_probe_refuses_a_sample_under_16_rows(tmp_path, flights_sample):
+    sample = tmp_path / "sample.parquet"
+    flights_sample.head(10).to_parquet(sample)
+    with pytest.raises(LakescoreError, match="has 10 rows; the probe needs at least 16"):
+        smoke_probe(load_project(Path(__file__).resolve().parents[2] / "config"), sample)
+
+
+def test_preview_score_admits_a_certified_version_and_reports_no_rules(runtime, project_dir, small_chain, flights_sample):
+    chain = FittedChain(small_chain.input_columns[:-1], small_chain.feature_columns, small_chain.steps,
+                        small_chain.model, small_chain.task, small_chain.classes, rules=())
+    runtime.mlflow()
+    with mlflow.start_run():
+        log_and_register(chain, example=flights_sample.head(5), name="main.flights.late_arrival", alias="champion",
+                         evidence=admit(chain, flights_sample.iloc[1000:]))
+    lines = preview_score(load_project(project_dir), runtime)
+    assert lines[0] == "Model main.flights.late_arrival v1 (champion)"
+    assert lines[1].startswith("Admission: admitted for batch_compute=spark (apply_probed=True, apply_probed_builtin=True")
+    assert lines[2] == "Project scoring rules: disabled"
