@@ -11,6 +11,7 @@ from lakescore.config import load_project
 from lakescore.demo_data import FLIGHTS, INCOMING
 from lakescore.frames import floats_close
 from lakescore.monitoring.quality import monitor_project
+from lakescore.packaging import read_certificate
 from lakescore.publish.run import publish_scored
 from lakescore.scoring.run import score_project
 from lakescore.training import train_project
@@ -31,6 +32,8 @@ def test_train_score_publish_replay_monitor(slice_project):
     incoming = flights[flights["month"] >= 10]
     trained = train_project(project, runtime)
     assert trained.version == 1 and trained.metrics["roc_auc"] > 0.8
+    certificate = read_certificate(f"models:/{trained.model_name}/1")  # the demo model passes every check
+    assert certificate.evidence["evidence_version"] == 2 and all(certificate.evidence["parts"].values())
 
     on_spark = score_project(project, runtime)
     single = dataclasses.replace(project, inference=project.inference.model_copy(update={"batch_compute": "single_node"}))

@@ -25,3 +25,37 @@ def score_single_node(runtime: Any, plan: ScorePlan, *, batch_rows: int) -> pd.D
     scored = model.predict(source[list(plan.input_columns)], params={"batch_rows": batch_rows})
     out = pd.concat([source[list(plan.record_keys)].reset_index(drop=True), scored.reset_index(drop=True)], axis=1)
     return out.sort_values(list(plan.record_keys), ignore_index=True)
+
+
+def score_frame(frame: pd.DataFrame, model_uri: str, *, runtime: str = "local",
+                batch_rows: int = 10000) -> pd.DataFrame:
+    """SDK: score a pandas frame in this process with a registered model.
+
+    Parameters
+    ----------
+    frame : DataFrame of shape (n_rows, >= n_inputs)
+    model_uri : str
+        ``models:/<name>/<version>``; its certificate is re-verified on load.
+    runtime : {"local"}
+        Only ``local``: a Spark DataFrame is scored by ``lakescore score`` with
+        ``batch_compute: spark``, which admits batches on the workers.
+
+    Returns
+    -------
+    DataFrame of shape (n_rows, 4): ``FittedChain.predict``'s columns, same index.
+
+    Raises
+    ------
+    RuntimeUnsupportedError
+        For ``runtime="spark"`` (code ``runtime_unsupported``).
+    """
+    from lakescore.errors import RuntimeUnsupportedError
+
+    if runtime != "local":
+        raise RuntimeUnsupportedError(
+            f"score_frame(runtime={runtime!r}) is not supported: the SDK scores pandas frames in this "
+            "process. Score a table on Spark with `lakescore score` and batch_compute: spark."
+        )
+    import mlflow  # heavy: only when scoring
+
+    return mlflow.pyfunc.load_model(model_uri).predict(frame, params={"batch_rows": batch_rows})

@@ -1,0 +1,50 @@
+"""Preflight refuses, before any work: uncertified models, Polars chains on Spark, and the SDK's
+runtime="spark"."""
+
+import dataclasses
+
+import mlflow
+import pytest
+
+from lakescore.admission.evidence import admit
+from lakescore.config import load_project
+from lakescore.errors import ConfigError, RuntimeUnsupportedError
+from lakescore.packaging import LakescoreModel, log_and_register
+from lakescore.scoring.local import score_frame
+from lakescore.scoring.preflight import preflight
+
+NAME = "main.flights.late_arrival"
+
+
+@pytest.fixture
+def project(runtime, project_dir, flights_sample):
+    runtime.write_table("main.flights.flights_incoming", flights_sample)
+    runtime.mlflow()
+    return load_project(project_dir)
+
+
+def test_a_polars_trained_chain_is_refused_on_spark_but_not_single_node(project, runtime, small_chain, flights_sample):
+    chain = dataclasses.replace(small_chain, engine="polars")
+    with mlflow.start_run():
+        log_and_register(chain, example=flights_sample.head(5), name=NAME, alias="champion",
+                         evidence=admit(chain, flights_sample.iloc[1000:]))
+    with pytest.raises(ConfigError, match="spark_polars_unsupported: model main.flights.late_arrival v1 was trained on Polars"):
+        preflight(project, runtime)
+    single = dataclasses.replace(project, inference=project.inference.model_copy(update={"batch_compute": "single_node"}))
+    assert preflight(single, runtime).model_version == 1
+
+
+def test_a_model_without_a_certificate_is_refused(project, runtime, small_chain, tmp_path):
+    chain_dir = small_chain.save(tmp_path / "chain")
+    with mlflow.start_run():
+        mlflow.pyfunc.log_model(name="model", python_model=LakescoreModel(), artifacts={"chain": str(chain_dir)},
+                                registered_model_name=NAME)
+    mlflow.MlflowClient().set_registered_model_alias(NAME, "champion", "1")
+    with pytest.raises(ConfigError, match="uncertified_model: model models:/main.flights.late_arrival/1 has no certificate"):
+        preflight(project, runtime)
+
+
+def test_the_sdk_refuses_runtime_spark(flights_sample):
+    with pytest.raises(RuntimeUnsupportedError, match=r"score_frame\(runtime='spark'\) is not supported") as err:
+        score_frame(flights_sample, "models:/x/1", runtime="spark")
+    assert err.value.code == "runtime_unsupported"
