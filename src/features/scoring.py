@@ -4,9 +4,19 @@ An eligibility rule gets a copy of its declared columns and returns one boolean 
 (True = the row may be scored). It must be row-local: look at each row's own values only.
 """
 
+import numpy as np
 import pandas as pd
 
 
 def has_departed(frame: pd.DataFrame, params: dict) -> pd.Series:
     """A flight with no departure time was cancelled: there is no arrival to predict."""
     return frame["dep_time"].notna()
+
+
+def risk_band(frame: pd.DataFrame, params: dict) -> pd.Series:
+    """Output rule: 'high' / 'medium' / 'low' from the probability of a late arrival, using the
+    thresholds in params (``high``, ``medium``). Reads only the row's own probability."""
+    probability = frame["probability"].astype("float64")
+    band = np.where(probability >= params["high"], "high",
+                    np.where(probability >= params["medium"], "medium", "low"))
+    return pd.Series(band, index=frame.index, dtype="string")

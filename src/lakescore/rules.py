@@ -4,6 +4,9 @@ scored; a row it refuses is excluded with ``ineligible:<rule>`` and gets no pred
 A rule function has the signature ``fn(frame: DataFrame, params: dict) -> boolean Series``
 (True = eligible); it receives a copy of the rule's declared ``columns`` only, is row-local, and is
 saved by name, version, source, columns and parameters.
+
+An output rule runs after the model on the rows that got a prediction and adds declared, typed
+columns (e.g. a risk band); see :class:`OutputRule`.
 """
 
 from __future__ import annotations
@@ -68,3 +71,104 @@ def load_rules(scoring: Any) -> list[EligibilityRule]:
         ref = FunctionRef.resolve_name(dotted, what=f"eligibility rule '{rule.name}'")
         rules.append(EligibilityRule(rule.name, rule.version, ref, tuple(rule.columns), dict(rule.params)))
     return rules
+
+
+# --- output rules -----------------------------------------------------------------------------
+# An output rule runs on the rows that got a prediction: ``fn(frame, params) -> DataFrame | Series``
+# where ``frame`` is a copy of the rule's declared raw ``columns`` plus ``prediction`` (and
+# ``probability`` for a classifier). It returns the declared output columns, one value per row;
+# lakescore casts them to the declared types and leaves them null on excluded rows.
+
+OUTPUT_TYPES: dict[str, str] = {"string": "string", "double": "Float64", "long": "Int64", "boolean": "boolean"}
+"""Declared output type (the model signature's name) -> pandas dtype of the column."""
+
+
+@dataclass(frozen=True)
+class OutputRule:
+    """A saved output rule: name, version, function, the raw columns it reads, typed outputs."""
+
+    name: str
+    version: int
+    function: FunctionRef
+    columns: tuple[str, ...]
+    outputs: tuple[tuple[str, str], ...]
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def compute(self, raw: pd.DataFrame, scored: pd.DataFrame) -> pd.DataFrame:
+        """The rule's outputs for predicted rows.
+
+        Parameters
+        ----------
+        raw : DataFrame of shape (n_rows, >= len(columns))
+            The raw request rows that got a prediction.
+        scored : DataFrame of shape (n_rows, 2 or 4)
+            Their ``prediction`` (and ``probability``), same index.
+
+        Returns
+        -------
+        DataFrame of shape (n_rows, len(outputs)), each column of its declared pandas dtype.
+
+        Raises
+        ------
+        InputError
+            When the function does not return the declared columns, one value per row, or a
+            value that its declared type cannot hold.
+        """
+        names = [n for n, _ in self.outputs]
+        if len(raw) == 0:
+            return pd.DataFrame({n: pd.array([], dtype=OUTPUT_TYPES[t]) for n, t in self.outputs}, index=raw.index)
+        given = [c for c in ("prediction", "probability") if c in scored.columns]
+        frame = pd.concat([raw[list(self.columns)], scored[given]], axis=1).copy()
+        result = self.function.load()(frame, dict(self.params))
+        if isinstance(result, pd.Series) and len(names) == 1:
+            result = result.to_frame(names[0])
+        if not isinstance(result, pd.DataFrame) or len(result) != len(raw) or list(result.columns) != names:
+            raise InputError(
+                f"output rule '{self.name}' returned {type(result).__name__} with columns "
+                f"{list(getattr(result, 'columns', []))} for {len(raw)} rows; it must return a DataFrame "
+                f"with columns {names}, one row per input row (a Series for a single output)."
+            )
+        out = pd.DataFrame(index=raw.index)
+        for name, kind in self.outputs:
+            try:
+                out[name] = pd.array(list(result[name].astype(object)), dtype=OUTPUT_TYPES[kind])
+            except (TypeError, ValueError) as err:
+                raise InputError(f"output rule '{self.name}': column '{name}' is declared {kind} but holds "
+                                 f"{result[name].iloc[0]!r}; return {kind} values or fix outputs in "
+                                 "config/scoring.yml") from err
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "version": self.version, "function": self.function.to_json(),
+                "columns": list(self.columns), "outputs": [list(o) for o in self.outputs],
+                "params": self.params}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> OutputRule:
+        return cls(data["name"], data["version"], FunctionRef.from_json(data["function"]),
+                   tuple(data["columns"]), tuple((n, t) for n, t in data["outputs"]), data["params"])
+
+
+def load_output_rules(scoring: Any) -> list[OutputRule]:
+    """Build the output rules named in config/scoring.yml ``output:`` (a :class:`ScoringConfig`)."""
+    rules = []
+    for rule in getattr(scoring, "output", []):
+        dotted = rule.function if ":" in rule.function else f"{scoring.module}:{rule.function}"
+        ref = FunctionRef.resolve_name(dotted, what=f"output rule '{rule.name}'")
+        rules.append(OutputRule(rule.name, rule.version, ref, tuple(rule.columns),
+                                tuple(rule.outputs.items()), dict(rule.params)))
+    return rules
+
+
+def add_outputs(rules: tuple[OutputRule, ...] | list[OutputRule], raw: pd.DataFrame, scored: pd.DataFrame,
+                rows: np.ndarray) -> pd.DataFrame:
+    """Add each output rule's columns to ``scored`` (n_rows, ...): values on the predicted
+    positions ``rows``, null elsewhere. ``raw`` is the request frame, same index as ``scored``."""
+    for rule in rules:
+        values = rule.compute(raw.iloc[rows], scored.iloc[rows])
+        for name, kind in rule.outputs:
+            column = pd.array([pd.NA] * len(scored), dtype=OUTPUT_TYPES[kind])
+            if len(rows):
+                column[rows] = values[name].array
+            scored[name] = column
+    return scored

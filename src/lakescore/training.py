@@ -3,7 +3,8 @@
 The recipe is learned step by step on the training rows: each step learns on the output of the
 steps before it; rows an outlier step flags are left out of everything after it (and of the fit),
 and each step records ``rows_in``/``rows_out``. Rows an eligibility rule refuses are not trained on,
-since they would never be scored.
+since they would never be scored. The ``pre_split:`` recipe (fixed steps only, see
+:mod:`lakescore.steps.recipe`) runs on the whole table before the split.
 """
 
 from __future__ import annotations
@@ -14,27 +15,41 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lakescore.chain import FittedChain
+from lakescore.chain import FittedChain, pre_split_role
 from lakescore.config import ProjectConfig
 from lakescore.errors import ConfigError, StepError
 from lakescore.frames import derive_label, to_pandas
 from lakescore.models import build_model, task_of
-from lakescore.rules import EligibilityRule, load_rules
-from lakescore.steps import learn_step, parse_params
+from lakescore.rules import EligibilityRule, OutputRule, load_output_rules, load_rules
+from lakescore.steps import FittedStep, learn_step, parse_params
 from lakescore.steps.base import StepParams
+from lakescore.steps.recipe import learn_pre_split
 
 
-def _input_columns(features: list[str], rules: list[EligibilityRule]) -> list[str]:
+def _input_columns(features: list[str], rules: list[Any], *more: list[str]) -> list[str]:
     columns = list(features)
-    for rule in rules:
-        columns += [c for c in rule.columns if c not in columns]
+    for extra in [list(rule.columns) for rule in rules] + list(more):
+        columns += [c for c in extra if c not in columns]
     return columns
+
+
+def _target_columns(data: Any) -> list[str]:
+    """The label column and every column its expression reads (a scoring request has none)."""
+    import ast
+
+    names = [data.label_column]
+    if data.label_expression:
+        tree = ast.parse(data.label_expression, mode="eval")
+        names += sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - {"True", "False"})
+    return names
 
 
 def fit_chain(frame: Any, y: pd.Series, *, recipe: list[dict[str, Any]], model_class: str,
               model_params: dict[str, Any], feature_columns: list[str],
               rules: list[EligibilityRule] | None = None, random_state: int = 42,
-              engine: str | None = None) -> FittedChain:
+              engine: str | None = None, pre_split: tuple[FittedStep, ...] = (),
+              pre_split_skipped: tuple[str, ...] = (), eligibility_mode: str = "combined",
+              output_rules: list[OutputRule] | None = None) -> FittedChain:
     """Learn the recipe and fit the model.
 
     Parameters
@@ -45,6 +60,13 @@ def fit_chain(frame: Any, y: pd.Series, *, recipe: list[dict[str, Any]], model_c
         The label, aligned with ``frame``; rows with a missing label are dropped.
     recipe : list of dict
         The ``preprocessing:`` entries of training.yml, in order.
+    pre_split, pre_split_skipped : tuple
+        The learned pre-split recipe and the names of its target-reading steps
+        (:func:`lakescore.steps.recipe.learn_pre_split`); re-applied here to ``frame``.
+    eligibility_mode : {"rules", "pre_split", "combined"}, default "combined"
+        scoring.yml ``mode``: whether pre-split row filters become eligibility at scoring.
+    output_rules : list of OutputRule, optional
+        Typed output columns added after the model.
 
     Raises
     ------
@@ -60,8 +82,15 @@ def fit_chain(frame: Any, y: pd.Series, *, recipe: list[dict[str, Any]], model_c
     keep = y.notna().to_numpy()
     for rule in rules:
         keep &= rule.eligible(frame)
-    inputs = _input_columns(feature_columns, rules)
-    data, y = frame.loc[keep, inputs], y[keep]
+    output_rules = list(output_rules or [])
+    scored_pre = [s.inputs for s in pre_split
+                  if pre_split_role(s, mode=eligibility_mode, skipped=pre_split_skipped) != "skip"]
+    inputs = _input_columns(feature_columns, [*rules, *output_rules], *scored_pre)
+    needed = _input_columns(inputs, [], *[s.inputs for s in pre_split])
+    data, y = frame.loc[keep, needed], y[keep]
+    for step in pre_split:  # learned on the whole table; its filters drop rows here too
+        flagged = step.flags(data)
+        data, y = data[~flagged].pipe(step.apply), y[~flagged]
     steps = []
     for raw in recipe:
         step = learn_step(raw, data, y)
@@ -69,7 +98,7 @@ def fit_chain(frame: Any, y: pd.Series, *, recipe: list[dict[str, Any]], model_c
         flagged = step.flags(data)
         data, y = data[~flagged], y[~flagged]
         data = step.apply(data)
-    data = data.drop(columns=[c for c in inputs if c not in feature_columns and c in data.columns])
+    data = data.drop(columns=[c for c in needed if c not in feature_columns and c in data.columns])
     text = [c for c in data.columns if not pd.api.types.is_numeric_dtype(data[c].dtype)]
     if text:
         raise StepError(f"after preprocessing, column(s) {text} are not numeric; add an encoder "
@@ -85,7 +114,8 @@ def fit_chain(frame: Any, y: pd.Series, *, recipe: list[dict[str, Any]], model_c
     return FittedChain(
         input_columns=tuple(inputs), feature_columns=tuple(data.columns), steps=tuple(steps),
         model=model, task=task, classes=classes, rules=tuple(rules), engine=engine,
-        model_class=model_class,
+        model_class=model_class, pre_split=tuple(pre_split), eligibility_mode=eligibility_mode,
+        pre_split_skipped=tuple(pre_split_skipped), output_rules=tuple(output_rules),
     )
 
 
@@ -145,6 +175,14 @@ def preflight_training(project: ProjectConfig, runtime: Any) -> list[StepParams]
                 problems.append(f"config/training.yml: data.{key} names unknown column {column!r} "
                                 f"of {cfg.data.table}; available: {', '.join(sorted(available))}")
     params = []
+    for i, raw in enumerate(cfg.pre_split):
+        try:
+            p = parse_params(raw)
+        except StepError as err:
+            problems.append(f"config/training.yml: pre_split[{i}]: {err}")
+            continue
+        problems += [f"config/training.yml: pre_split[{i}] ({p.name}) names unknown column {c!r} of "
+                     f"{cfg.data.table}" for c in p.input_columns() if c not in available]
     known = set(cfg.data.feature_columns)
     for i, raw in enumerate(cfg.preprocessing):
         try:
@@ -172,6 +210,8 @@ def train_project(project: ProjectConfig, runtime: Any) -> TrainResult:
     """
     from sklearn.model_selection import train_test_split
 
+    from lakescore.admission.evidence import admit
+    from lakescore.monitoring.drift import training_profile
     from lakescore.packaging import log_and_register
 
     cfg = project.training
@@ -187,26 +227,36 @@ def train_project(project: ProjectConfig, runtime: Any) -> TrainResult:
         frame = pl.from_pandas(frame)
     frame_pd = to_pandas(frame)
     y.index = frame_pd.index
+    pre = learn_pre_split(frame_pd, recipe=list(cfg.pre_split), target_columns=_target_columns(cfg.data),
+                          skip_target=project.scoring.skip_target_pre_split_steps)
+    frame_pd, y = frame_pd.loc[pre.kept], y.loc[pre.kept]
     train_idx, hold_idx = train_test_split(np.arange(len(frame_pd)), test_size=cfg.split.holdout_fraction,
                                            random_state=cfg.split.random_state)
     chain = fit_chain(frame_pd.iloc[train_idx], y.iloc[train_idx], recipe=list(cfg.preprocessing),
                       model_class=cfg.model.class_name, model_params=cfg.model.params,
                       feature_columns=list(cfg.data.feature_columns), rules=rules,
-                      random_state=cfg.defaults.random_state, engine=cfg.defaults.engine)
+                      random_state=cfg.defaults.random_state, engine=cfg.defaults.engine,
+                      pre_split=pre.steps, pre_split_skipped=pre.skipped,
+                      eligibility_mode=project.scoring.mode, output_rules=load_output_rules(project.scoring))
     holdout = frame_pd.iloc[hold_idx]
     metrics = holdout_metrics(chain, holdout, y.iloc[hold_idx])
+    evidence = admit(chain, holdout)  # identity, lint, probe: raises ProbeError before anything is logged
     mlflow = runtime.mlflow()
     with mlflow.start_run(run_name="train") as run:
         mlflow.log_params({"model_class": cfg.model.class_name, "training_table": cfg.data.table,
                            "training_rows": len(train_idx), "holdout_rows": len(hold_idx),
                            **{f"model.{k}": v for k, v in cfg.model.params.items()}})
         mlflow.log_metrics({k: v for k, v in metrics.items()})
+        profile = training_profile(frame_pd.iloc[train_idx], feature_columns=list(cfg.data.feature_columns),
+                                   predictions=chain.predict(holdout))
+        mlflow.log_dict(profile, "drift_profile.json")  # PSI bins for lakescore monitor
         registered = log_and_register(chain, example=holdout.head(5), name=cfg.registry.model_name,
-                                      alias=cfg.registry.alias)
+                                      alias=cfg.registry.alias, evidence=evidence)
     return TrainResult(
         model_name=registered.name, version=registered.version, run_id=run.info.run_id, metrics=metrics,
         rows={"training": len(train_idx), "holdout": len(hold_idx)},
-        steps=[{"name": s.name, "step": s.kind, "rows_in": s.rows_in, "rows_out": s.rows_out} for s in chain.steps],
+        steps=[{"name": s.name, "step": s.kind, "rows_in": s.rows_in, "rows_out": s.rows_out}
+               for s in (*chain.pre_split, *chain.steps)],
         certificate={"artifact_sha256": registered.certificate.artifact_sha256,
                      "digest": registered.certificate.digest},
     )

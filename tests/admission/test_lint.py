@@ -62,3 +62,10 @@ def test_aliases_of_the_input_frame_are_followed():
 def test_learn_is_not_linted_only_apply_is():
     source = "def learn(df, y, params):\n    return {'m': df['x'].mean()}\n\ndef apply(df, state):\n    return df\n"
     assert lint_source(source, "apply", part="p", module_source=source) == []
+
+
+def test_aligning_a_new_series_with_the_frame_index_passes_but_reading_it_fails():
+    ok = "def rule(df, params):\n    return pd.Series(df['p'] > 0.5, index=df.index)\n"
+    assert lint_source(ok, "rule", part="p") == []
+    bad = "def rule(df, params):\n    return pd.Series(df.index > 5, index=df.index)\n"
+    assert [f.call for f in lint_source(bad, "rule", part="p")] == ["df.index"]

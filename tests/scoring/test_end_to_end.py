@@ -44,6 +44,12 @@ def test_train_score_publish_replay_monitor(slice_project):
     assert a["prediction"].equals(b["prediction"])
     assert floats_close(a["probability"].astype("float64"), b["probability"].astype("float64")).all()
     assert a["scoring_status"].equals(b["scoring_status"]) and a["exclusion_reason"].equals(b["exclusion_reason"])
+    assert a["risk_band"].equals(b["risk_band"])  # the demo's output rule, through the struct result
+    p = a["probability"].to_numpy(dtype="float64", na_value=np.nan)
+    expected_band = np.where(p >= 0.5, "high", np.where(p >= 0.2, "medium", "low"))
+    predicted_rows = (a["scoring_status"] == "predicted").to_numpy()
+    assert (a["risk_band"][predicted_rows].to_numpy() == expected_band[predicted_rows]).all()
+    assert a["risk_band"][~predicted_rows].isna().all()
 
     # excluded rows: null prediction and probability, a reason (a SQL null reason is never text)
     excluded = a[a["scoring_status"] == "excluded"]
@@ -58,16 +64,16 @@ def test_train_score_publish_replay_monitor(slice_project):
 
     first = publish_scored(project, runtime, on_spark)
     table = project.inference.prediction_table
-    assert first.action == "write" and runtime.table_version(table) == 0
+    assert first.action == "append" and runtime.table_version(table) == 1  # v0 creates the empty table
     stored = runtime.read_table(table)
     assert len(stored) == len(incoming) and stored["flight_id"].is_unique
     assert stored["exclusion_reason"].isna().sum() == len(predicted)
-    assert first.receipt["source_version"] == runtime.table_version(INCOMING)
+    assert first.receipt["source_version_to"] == runtime.table_version(INCOMING)
     assert first.receipt["rows_in"] == len(incoming) and first.receipt["excluded"] == len(excluded)
 
     again = publish_scored(project, runtime, on_one_node)
     assert again.action == "noop" and again.message.startswith("replay: no-op")
-    assert runtime.table_version(table) == 0 and len(runtime.read_table(table)) == len(incoming)
+    assert runtime.table_version(table) == 1 and len(runtime.read_table(table)) == len(incoming)
 
     quality = monitor_project(project, runtime).row
     assert quality["rows"] == len(incoming) and quality["excluded"] == len(excluded)

@@ -3,7 +3,8 @@
 A certificate binds
 
 - ``artifact_sha256``: SHA-256 over every file of the saved chain folder (path and bytes);
-- ``recipe_sha256``: SHA-256 of the recipe and rules as saved (steps, states, rule sources);
+- ``recipe_sha256``: SHA-256 of the recipe and rules as saved (pre-split and recipe steps, their
+  states, eligibility and output rules with their sources, the eligibility mode);
 - ``model_fingerprint``: the model's learned content (native trees for XGBoost/LightGBM);
 - ``project_source_sha256``: SHA-256 of the project's ``features`` package source files;
 - ``lakescore``, ``python`` (major.minor) and exact ``libraries`` versions (scikit-learn always,
@@ -91,7 +92,8 @@ def _observed(chain_dir: Path, chain: Any) -> dict[str, Any]:
     from lakescore.models import fingerprint, runtime_versions
 
     meta = json.loads((chain_dir / "chain.json").read_text())
-    recipe = json.dumps({"steps": meta["steps"], "rules": meta["rules"]}, sort_keys=True)
+    recipe = json.dumps({k: v for k, v in meta.items() if k not in ("input_columns", "feature_columns")},
+                        sort_keys=True)
     return {
         "artifact_sha256": folder_digest(chain_dir),
         "recipe_sha256": hashlib.sha256(recipe.encode()).hexdigest(),

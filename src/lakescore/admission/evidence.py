@@ -95,10 +95,16 @@ def examine(chain: FittedChain, holdout: pd.DataFrame) -> tuple[dict[str, Any], 
             findings = _lint_ref(ref, f"Custom step '{step.name}'") if ref else []
             lint[step.name] = _lint_json(findings)
             problems += [f.message for f in findings]
-    for rule in chain.rules:
+    for rule in (*chain.rules, *chain.output_rules):
         findings = _lint_ref(rule.function, f"Scoring rule '{rule.name}'")
         lint[f"rule:{rule.name}"] = _lint_json(findings)
         problems += [f.message for f in findings]
+    for step in chain.pre_split:
+        if is_custom(step) and chain.pre_split_role(step) != "skip":
+            ref = custom_apply_ref(step)
+            findings = _lint_ref(ref, f"Custom step '{step.name}'") if ref else []
+            lint[step.name] = _lint_json(findings)
+            problems += [f.message for f in findings]
     parts = chain_parts(chain, sample)
     results = probe_parts(parts)
     for key, result in check_fresh_module(chain, parts).items():
@@ -111,8 +117,9 @@ def _evidence(chain: FittedChain, parts: list, results: dict[str, list[CheckResu
               lint: dict[str, dict[str, Any]], sample_rows: int) -> dict[str, Any]:
     by_key = {p.key: p for p in parts}
     builtins, custom = [], []
-    for i, step in enumerate(chain.steps):
-        key = f"step:{i}"
+    keyed = [(f"pre_split:{i}", s) for i, s in enumerate(chain.pre_split)]
+    keyed += [(f"step:{i}", s) for i, s in enumerate(chain.steps)]
+    for key, step in keyed:
         if key not in by_key:
             continue
         entry = {"name": step.name, "kind": step.kind, "rows": len(by_key[key].sample),
@@ -123,9 +130,13 @@ def _evidence(chain: FittedChain, parts: list, results: dict[str, list[CheckResu
             custom.append({**entry, "source_sha256": ref.source_sha256 if ref else None, "lint": lint[step.name]})
         else:
             builtins.append({**entry, "recipe": {k: v for k, v in step.state.items() if k == "columns"}})
-    rules = [{"name": r.name, "version": r.version, "source_sha256": r.function.source_sha256,
+    rules = [{"name": r.name, "version": r.version, "kind": "eligibility",
+              "source_sha256": r.function.source_sha256,
               "lint": lint[f"rule:{r.name}"], "checks": _checks_json(results[f"rule:{i}"])}
              for i, r in enumerate(chain.rules)]
+    rules += [{"name": r.name, "version": r.version, "kind": "output", "source_sha256": r.function.source_sha256,
+               "lint": lint[f"rule:{r.name}"], "checks": _checks_json(results[f"output_rule:{i}"])}
+              for i, r in enumerate(chain.output_rules)]
     return {
         "evidence_version": EVIDENCE_VERSION, "sample_rows": sample_rows,
         "builtins": builtins, "custom": custom, "rules": rules,

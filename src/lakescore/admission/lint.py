@@ -12,7 +12,8 @@ It rejects what makes a row's answer depend on its batch or on the process:
 - writes to shared process state: ``global``, attributes of module-level objects (classes,
   functions, modules), ``os.environ``, mutated default arguments, ``globals()``.
 
-Row-wise forms pass: ``.str``/``.dt`` methods, ``axis=1``, ``df.shape[1]``. ``learn()`` is not
+Row-wise forms pass: ``.str``/``.dt`` methods, ``axis=1``, ``df.shape[1]``, and ``index=df.index``
+as a keyword (aligning a new Series with the frame, which reads no index value). ``learn()`` is not
 linted. There is no switch to turn the lint off.
 """
 
@@ -91,6 +92,7 @@ class _Visitor(ast.NodeVisitor):
         }
         self.locals = {a.arg for a in args + fn.args.kwonlyargs}
         self.guards: set[int] = set()
+        self.aligned: set[int] = set()  # df.index passed as index=...: alignment, not a read
         self.findings: list[LintFinding] = []
         self._collect_locals_and_guards(fn)
 
@@ -120,6 +122,7 @@ class _Visitor(ast.NodeVisitor):
 
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
+        self.aligned.update(id(kw.value) for kw in node.keywords if kw.arg == "index")
         if isinstance(func, ast.Attribute) and self._on_frame(func.value) and not _through_accessor(func.value):
             name = func.attr
             if name in ALWAYS:
@@ -141,7 +144,8 @@ class _Visitor(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
-        if node.attr == "index" and isinstance(node.ctx, ast.Load) and self._on_frame(node.value):
+        if node.attr == "index" and isinstance(node.ctx, ast.Load) and self._on_frame(node.value) \
+                and id(node) not in self.aligned:
             self._add(node, "index", FIX_ORDER)
         self.generic_visit(node)
 

@@ -1,9 +1,11 @@
 """The parts of a fitted chain that the probe checks, each with the sample rows that reach it.
 
 A part is a function ``frame -> frame`` (same index, one row per row) plus its sample: each
-eligibility rule on the raw rows it sees, each prediction-time step on the rows that reach it (its
-output plus a ``__flagged__`` column for the rows it would exclude), the model on the feature
-matrix, and the whole chain on the raw rows. Parent and fresh process build parts the same way.
+eligibility rule on the raw rows it sees, each prediction-time step — pre-split edits and filters
+that run at scoring first, then the recipe — on the rows that reach it (its output plus a
+``__flagged__`` column for the rows it would exclude), the model on the feature matrix, each output
+rule on the predicted rows with their predictions, and the whole chain on the raw rows. Parent and
+fresh process build parts the same way.
 """
 
 from __future__ import annotations
@@ -82,14 +84,14 @@ def chain_parts(chain: FittedChain, raw: pd.DataFrame) -> list[Part]:
         parts.append(Part("rule", f"rule:{i}", f"Rule '{rule.name}'", _rule_run(rule), rows))
         rows = rows[rule.eligible(rows)]
     data = rows[list(chain.input_columns)]
-    for i, step in enumerate(chain.steps):
-        if step.impl.training_only:
-            continue
+    scored_steps = [(f"pre_split:{i}", s) for i, s in enumerate(chain.pre_split) if chain.pre_split_role(s) != "skip"]
+    scored_steps += [(f"step:{i}", s) for i, s in enumerate(chain.steps) if not s.impl.training_only]
+    for key, step in scored_steps:
         label = f"Custom step '{step.name}'" if is_custom(step) else f"Step '{step.name}' ({step.kind})"
         if len(data) < MIN_ROWS:
             raise ProbeError([f"only {len(data)} probe rows reach {label} (need {MIN_ROWS}); rows were lost "
                               "before it. Give more holdout rows, or loosen the rules/outlier steps before it."])
-        parts.append(Part("custom" if is_custom(step) else "builtin", f"step:{i}", label, _step_run(step), data))
+        parts.append(Part("custom" if is_custom(step) else "builtin", key, label, _step_run(step), data))
         flagged = step.flags(data)
         data = step.apply(data[~flagged])
     if len(data) < MIN_ROWS:
@@ -97,5 +99,21 @@ def chain_parts(chain: FittedChain, raw: pd.DataFrame) -> list[Part]:
                           "the rules and steps. Give more holdout rows, or loosen them."])
     features = data[list(chain.feature_columns)].astype("float64")
     parts.append(Part("model", "model", "Model", _model_run(chain), features))
+    if chain.output_rules:
+        predicted = chain.predict(raw)
+        reached = raw[(predicted["scoring_status"] == "predicted").to_numpy()]
+        for i, rule in enumerate(chain.output_rules):
+            parts.append(Part("rule", f"output_rule:{i}", f"Output rule '{rule.name}'",
+                              _output_rule_run(chain, rule), reached))
     parts.append(Part("chain", "chain", "Chain", chain.predict, raw))
     return parts
+
+
+def _output_rule_run(chain: FittedChain, rule: Any) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    """An output rule on predicted raw rows, fed the model's predictions for those rows."""
+    columns = [c for c in ("prediction", "probability") if c in chain.output_columns]
+
+    def run(frame: pd.DataFrame) -> pd.DataFrame:
+        return rule.compute(frame, chain.predict(frame)[columns])
+
+    return run

@@ -1,12 +1,18 @@
-"""``lakescore monitor``: one quality row per published run in the quality table.
+"""``lakescore monitor``: one quality row per (published run, model version) in the quality table.
 
-Rates are over all stored outcomes of the run: ``exclusion_rate = excluded / rows``. Performance
-(accuracy, ROC AUC) is computed on predicted rows whose label is known, by joining the label table
-on the record keys; an excluded row is counted, never read as a prediction of the negative class.
+Rates are over all stored outcomes of the run: ``exclusion_rate = excluded / rows`` and
+``invalid_exclusion_rate`` = rows excluded with an ``invalid:<step>`` reason / rows. Null shares
+and drift read the run's input rows back from the source at the version the run pinned (joined on
+the record keys); drift is the PSI against the bins saved at training
+(:mod:`lakescore.monitoring.drift`). Performance is on scored rows only
+(:mod:`lakescore.monitoring.performance`). Thresholds in config/monitoring.yml mark a row
+``alert`` with its reasons.
 """
 
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -14,47 +20,115 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lakescore.config import ProjectConfig
+from lakescore.config import MonitoringConfig, ProjectConfig
 from lakescore.errors import LakescoreError
 from lakescore.frames import derive_label
+from lakescore.monitoring.drift import drift
+from lakescore.monitoring.performance import performance
+
+MAX_CATCH_UP = 20  # unmonitored runs handled per `lakescore monitor`, newest first
 
 
-def quality_metrics(predictions: pd.DataFrame, labels: pd.Series | None) -> dict[str, Any]:
-    """Quality figures of one run.
+def _share(part: int, whole: int) -> float:
+    return float(part / whole) if whole else 0.0
+
+
+def _nan_to_none(value: Any) -> Any:
+    return None if isinstance(value, float) and math.isnan(value) else value
+
+
+def prediction_distribution(predictions: pd.DataFrame) -> dict[str, Any]:
+    """Class shares (or value quantiles) of the predicted rows, and probability quantiles."""
+    scored = predictions[predictions["scoring_status"] == "predicted"]
+    out: dict[str, Any] = {}
+    if "probability" in scored.columns:
+        labels = scored["prediction"].dropna()
+        if pd.api.types.is_float_dtype(labels.dtype) and (labels == labels.round()).all():
+            labels = labels.astype("int64")  # integer classes read back as float: 1, not 1.0
+        shares = labels.astype(str).value_counts(normalize=True).sort_index()
+        out["classes"] = {str(k): float(v) for k, v in shares.items()}
+        column = "probability"
+    else:
+        column = "prediction"
+    values = scored[column].astype("float64").dropna()
+    if len(values):
+        out[f"{column}_quantiles"] = {f"p{q}": float(np.quantile(values, q / 100)) for q in (5, 25, 50, 75, 95)}
+    return out
+
+
+def quality_row(predictions: pd.DataFrame, *, inputs: pd.DataFrame | None = None,
+                labels: pd.Series | None = None, profile: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Quality figures of one run and model version.
 
     Parameters
     ----------
     predictions : DataFrame of shape (n_rows, ...)
-        The run's published rows (``prediction``, ``probability``, ``scoring_status``).
+        The run's stored outcomes (``prediction``, ``probability``, ``scoring_status``,
+        ``exclusion_reason``).
+    inputs : DataFrame of shape (n_rows, n_inputs) or None
+        The model's input columns of the same rows (any order), for null shares and drift.
     labels : Series of shape (n_rows,) or None
-        True labels aligned with ``predictions`` (missing where unknown).
+        True outcomes aligned with ``predictions`` by position.
+    profile : dict or None
+        The training drift profile (:func:`lakescore.monitoring.drift.training_profile`).
 
     Returns
     -------
-    dict with rows, predicted, excluded, exclusion_rate, mean_probability, share_predicted_late,
-    labelled_rows, accuracy and roc_auc (NaN when no labelled predicted row exists).
+    dict
+        rows, predicted, excluded, exclusion_rate, invalid_exclusion_rate, exclusions_by_reason,
+        null_share, prediction_distribution, mean_probability, psi (JSON texts for the mappings),
+        max_feature_psi, prediction_psi, and :func:`~lakescore.monitoring.performance.performance`.
     """
-    from sklearn.metrics import accuracy_score, roc_auc_score
-
-    predicted = (predictions["scoring_status"] == "predicted").to_numpy()
     rows = len(predictions)
-    out: dict[str, Any] = {
-        "rows": rows, "predicted": int(predicted.sum()), "excluded": int(rows - predicted.sum()),
-        "exclusion_rate": float((rows - predicted.sum()) / rows) if rows else 0.0,
-        "mean_probability": float(predictions.loc[predicted, "probability"].astype("float64").mean())
-        if predicted.any() else float("nan"),
-        "share_predicted_late": float((predictions.loc[predicted, "prediction"] == 1).mean())
-        if predicted.any() else float("nan"),
-        "labelled_rows": 0, "accuracy": float("nan"), "roc_auc": float("nan"),
+    status = predictions["scoring_status"]
+    reasons = predictions.loc[status == "excluded", "exclusion_reason"].astype(str)
+    by_reason = {str(k): int(v) for k, v in reasons.value_counts().sort_index().items()}
+    predicted = int((status == "predicted").sum())
+    probability = predictions.loc[status == "predicted", "probability"].astype("float64") \
+        if "probability" in predictions.columns else pd.Series([], dtype="float64")
+    psi = drift(profile, inputs if inputs is not None else pd.DataFrame(), predictions) if profile else {}
+    features = [v for k, v in psi.items() if k != "prediction" and not math.isnan(v)]
+    nulls = {c: float(inputs[c].isna().mean()) for c in inputs.columns} if inputs is not None and rows else {}
+    return {
+        "rows": rows, "predicted": predicted, "excluded": rows - predicted,
+        "exclusion_rate": _share(rows - predicted, rows),
+        "invalid_exclusion_rate": _share(sum(n for r, n in by_reason.items() if r.startswith("invalid:")), rows),
+        "exclusions_by_reason": json.dumps(by_reason, sort_keys=True),
+        "null_share": json.dumps(nulls, sort_keys=True),
+        "prediction_distribution": json.dumps(prediction_distribution(predictions), sort_keys=True),
+        "mean_probability": float(probability.mean()) if len(probability.dropna()) else float("nan"),
+        "psi": json.dumps({k: _nan_to_none(v) for k, v in psi.items()}, sort_keys=True),
+        "max_feature_psi": float(max(features)) if features else float("nan"),
+        "prediction_psi": float(psi.get("prediction", float("nan"))),
+        **performance(predictions, labels),
     }
-    if labels is not None:
-        known = predicted & labels.notna().to_numpy()
-        out["labelled_rows"] = int(known.sum())
-        if known.any():
-            truth = labels[known].astype("int64").to_numpy()
-            out["accuracy"] = float(accuracy_score(truth, predictions.loc[known, "prediction"].astype("int64")))
-            if len(np.unique(truth)) == 2:
-                out["roc_auc"] = float(roc_auc_score(truth, predictions.loc[known, "probability"].astype("float64")))
+
+
+def alerts(row: dict[str, Any], monitoring: MonitoringConfig) -> list[str]:
+    """Reasons a quality row passes a threshold of config/monitoring.yml.
+
+    Parameters
+    ----------
+    row : dict
+        A :func:`quality_row` (``exclusion_rate``, ``invalid_exclusion_rate``, ``psi`` JSON).
+    monitoring : MonitoringConfig
+        ``max_exclusion_rate``, ``max_invalid_exclusion_rate`` and ``max_psi`` (a value equal to
+        its threshold does not alert).
+
+    Returns
+    -------
+    list of str
+        One reason per threshold passed, e.g. ``psi[month] 8.1984 > max_psi 0.25``; empty: no alert.
+    """
+    out = []
+    if row["exclusion_rate"] > monitoring.max_exclusion_rate:
+        out.append(f"exclusion_rate {row['exclusion_rate']:.4f} > max_exclusion_rate {monitoring.max_exclusion_rate}")
+    if row["invalid_exclusion_rate"] > monitoring.max_invalid_exclusion_rate:
+        out.append(f"invalid_exclusion_rate {row['invalid_exclusion_rate']:.4f} > max_invalid_exclusion_rate "
+                   f"{monitoring.max_invalid_exclusion_rate}")
+    for column, value in sorted(json.loads(row["psi"]).items()):
+        if value is not None and value > monitoring.max_psi:
+            out.append(f"psi[{column}] {value:.4f} > max_psi {monitoring.max_psi}")
     return out
 
 
@@ -70,40 +144,109 @@ class MonitorResult:
                 **({"report": self.report} if self.report else {})}
 
 
+def _model_facts(runtime: Any, name: str, version: int) -> tuple[list[str] | None, dict[str, Any] | None]:
+    """Input columns (model signature) and drift profile of a registered version, when found."""
+    try:
+        mlflow = runtime.mlflow()
+        from mlflow.models import get_model_info
+
+        inputs = list(get_model_info(f"models:/{name}/{version}").signature.inputs.input_names())
+        run_id = mlflow.MlflowClient().get_model_version(name, str(version)).run_id
+    except Exception:  # a model outside this registry: no null shares, no drift
+        return None, None
+    try:
+        profile = mlflow.artifacts.load_dict(f"runs:/{run_id}/drift_profile.json")
+    except Exception:  # trained before drift profiles existed
+        profile = None
+    return inputs, profile
+
+
+def _run_rows(runtime: Any, table: str, receipt: dict[str, Any]) -> pd.DataFrame:
+    """The rows a run committed, read at the table version its commit created."""
+    try:
+        delta = runtime.delta_table(table, version=int(receipt["table_version"]))
+        return delta.to_pandas(filters=[("run_id", "=", receipt["run_id"])])
+    except Exception:  # that version was vacuumed: what is left of the run now
+        return runtime.delta_table(table).to_pandas(filters=[("run_id", "=", receipt["run_id"])])
+
+
+def _inputs(runtime: Any, receipt: dict[str, Any], keys: list[str], frame: pd.DataFrame,
+            columns: list[str]) -> pd.DataFrame:
+    source = receipt["source_table"]
+    try:
+        data = runtime.read_table(source, version=int(receipt["source_version_to"]), columns=[*keys, *columns])
+    except Exception:  # the pinned version is gone: the rows as they are now
+        data = runtime.read_table(source, columns=[*keys, *columns])
+    data = data.astype({k: frame[k].dtype for k in keys}, errors="ignore")
+    return frame[keys].merge(data, on=keys, how="left")[columns]
+
+
+def read_labels(runtime: Any, mon: MonitoringConfig, keys: list[str], frame: pd.DataFrame) -> pd.Series | None:
+    """True outcomes of ``frame``'s rows (by position) from ``label_table``, joined on the record
+    keys; None when no label table is configured or it does not exist yet."""
+    if not (mon.label_table and mon.label_column and runtime.table_exists(mon.label_table)):
+        return None
+    source = runtime.read_table(mon.label_table)
+    label = derive_label(source, column=mon.label_column, expression=mon.label_expression)
+    truth = source[keys].assign(_label=label.to_numpy()).astype({k: frame[k].dtype for k in keys}, errors="ignore")
+    return frame[keys].merge(truth, on=keys, how="left")["_label"]
+
+
+def run_quality(project: ProjectConfig, runtime: Any, receipt: dict[str, Any]) -> list[dict[str, Any]]:
+    """Quality rows of one published run (one per model version in its rows), with alerts."""
+    mon, keys = project.monitoring, list(project.training.data.record_keys)
+    frame = _run_rows(runtime, project.inference.prediction_table, receipt)
+    out = []
+    labels = read_labels(runtime, mon, keys, frame)
+    versions = sorted(frame["model_version"].dropna().unique().tolist()) or [receipt["model_version"]]
+    for version in versions:
+        mask = (frame["model_version"] == version).to_numpy(dtype=bool) if len(frame) else np.ones(0, bool)
+        part = frame[mask].reset_index(drop=True)
+        columns, profile = _model_facts(runtime, receipt["model_name"], int(version))
+        inputs = _inputs(runtime, receipt, keys, part, columns) if columns and len(part) else None
+        row = {"run_id": receipt["run_id"], "table_version": int(receipt["table_version"]),
+               "model_name": receipt["model_name"], "model_version": int(version),
+               "source_table": receipt["source_table"], "source_version_from": receipt.get("source_version_from"),
+               "source_version_to": int(receipt["source_version_to"]), "mode": receipt.get("mode"),
+               **quality_row(part, inputs=inputs, profile=profile,
+                             labels=None if labels is None else labels[mask].reset_index(drop=True)),
+               "monitored_at": datetime.now(timezone.utc)}
+        reasons = alerts(row, mon)
+        row["alert"], row["alert_reasons"] = bool(reasons), json.dumps(reasons)
+        out.append(row)
+    return out
+
+
 def monitor_project(project: ProjectConfig, runtime: Any, *, report: str | None = None) -> MonitorResult:
-    """Append the quality row of the latest published run (once per run).
+    """Append the quality rows of every published run not monitored yet (up to 20, newest first),
+    and write the HTML report when ``report`` names a path.
 
     Raises
     ------
     LakescoreError
         When nothing has been published yet.
     """
-    from lakescore.publish.delta_rs import receipts
+    from lakescore.publish.state import receipts
 
     inf, mon = project.inference, project.monitoring
-    keys = list(project.training.data.record_keys)
-    found = receipts(str(runtime.table_path(inf.prediction_table))) if runtime.table_exists(inf.prediction_table) else []
+    found = receipts(str(runtime.table_path(inf.prediction_table)))
     if not found:
         raise LakescoreError(f"nothing is published in {inf.prediction_table} yet; run `lakescore score --publish`")
-    receipt = found[0]
+    done: set[str] = set()
     if runtime.table_exists(mon.quality_table):
-        done = runtime.read_table(mon.quality_table, columns=["run_id"])["run_id"]
-        if (done == receipt["run_id"]).any():
-            row = runtime.read_table(mon.quality_table).query("run_id == @receipt['run_id']").iloc[0].to_dict()
-            return MonitorResult(mon.quality_table, "noop: run already monitored", row)
-    table = runtime.delta_table(inf.prediction_table)
-    predictions = table.to_pandas(filters=[("run_id", "=", receipt["run_id"])])
-    labels = None
-    if mon.label_table and mon.label_column:
-        source = runtime.read_table(mon.label_table)
-        label = derive_label(source, column=mon.label_column, expression=mon.label_expression)
-        joined = predictions[keys].merge(source[keys].assign(_label=label.to_numpy()), on=keys, how="left")
-        labels = joined["_label"]
-    row = {"run_id": receipt["run_id"], "model_name": receipt["model_name"],
-           "model_version": int(receipt["model_version"]), "source_table": receipt["source_table"],
-           "source_version": int(receipt["source_version"]),
-           **quality_metrics(predictions, labels),
-           "monitored_at": datetime.now(timezone.utc)}
-    row["alert"] = bool(row["exclusion_rate"] > mon.max_exclusion_rate)
-    runtime.write_table(mon.quality_table, pd.DataFrame([row]), mode="append")
-    return MonitorResult(mon.quality_table, "appended", row)
+        done = set(runtime.read_table(mon.quality_table, columns=["run_id"])["run_id"])
+    todo = [r for r in found if r["run_id"] not in done][:MAX_CATCH_UP]
+    rows = [row for receipt in reversed(todo) for row in run_quality(project, runtime, receipt)]
+    if rows:
+        frame = pd.DataFrame(rows).astype({"source_version_from": "Int64"})
+        runtime.write_table(mon.quality_table, frame, mode="append", schema_mode="merge")
+        action, latest = f"appended {len(rows)} row(s)", rows[-1]
+    else:
+        action = "noop: every published run is already monitored"
+        latest = runtime.read_table(mon.quality_table).sort_values("monitored_at").iloc[-1].to_dict()
+    written = None
+    if report:
+        from lakescore.monitoring.report import write_report
+
+        written = str(write_report(project, runtime, report))
+    return MonitorResult(mon.quality_table, action, latest, written)

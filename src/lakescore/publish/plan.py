@@ -1,21 +1,47 @@
-"""Pure publication decisions over table metadata: write, or replay no-op, or refuse.
+"""Pure publication decisions over table metadata: what to read, what to write, or why not.
 
-Delta app transactions (``app_id`` -> ``version``) record which source version a job published.
-delta-rs records them but does not enforce them (a replayed append with the same version
-duplicates rows), so the guard is here: a request whose source version is at or below the
-target's recorded transaction version for the same ``app_id`` writes nothing.
+Nothing here touches a table. The readers (:mod:`lakescore.publish.state` locally, the Spark
+writer on Databricks) turn table metadata into :class:`SourceState` and :class:`TargetState`;
+these functions decide, and every engine's writer carries the decision out with the same
+messages.
+
+Two decisions, one before scoring and one at the commit:
+
+- :func:`plan_scope`: which source rows a run scores (the pinned snapshot, the change data feed
+  window after the watermark, or nothing) and how they will be committed (append, replace a
+  period, replace the table);
+- :func:`decide`: against the target version the writer just read, is this request a replay
+  (found through its receipt), a conflict, stale, a refused model or schema change, or a write?
+
+The watermark is the source version stored in the receipt of the target's last lakescore commit,
+bound to the source and target table ids it was written for. Delta app transactions
+(``txnAppId``/``txnVersion``) ride along with every commit, with ``txnVersion`` = the target
+version the commit creates, but they are not the guard: delta-rs records them without enforcing
+them, so the guard is this module, applied to the snapshot the commit is made against.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
-from typing import Literal
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Literal
 
-from lakescore.errors import PublishError
+from lakescore.errors import (
+    CdfRecoveryRequiredError,
+    ChangeFeedDisabledError,
+    ModelChangeError,
+    PublishConflictError,
+    SchemaChangeError,
+    SourceChangedError,
+    StalePlanError,
+)
 
-RECEIPT_KEY = "lakescore.receipt"
+RECEIPT_MARKER = "lakescore_receipt"  # key (format number) inside the commit's userMetadata JSON
+RECEIPT_FORMAT = 1
+
+Action = Literal["create", "append", "replace_period", "replace_table", "noop"]
+Read = Literal["snapshot", "cdf", "none"]
 
 
 def app_id_for(job_name: str, target: str, prediction_table: str) -> str:
@@ -23,70 +49,488 @@ def app_id_for(job_name: str, target: str, prediction_table: str) -> str:
     return f"lakescore/{job_name}/{target}/{prediction_table}"
 
 
+def config_digest(publication: Any) -> str:
+    """SHA-256 of the publication settings that change what a commit means (mode, period, policies)."""
+    body = {k: getattr(publication, k) for k in ("mode", "period_column", "source_change_policy",
+                                                 "model_change_mode", "allow_empty")}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+# --- states ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Watermark:
+    """The last lakescore commit of a prediction table, as its receipt describes it."""
+
+    source_version: int
+    source_table_id: str
+    target_table_id: str
+    model_name: str
+    model_version: int
+    run_id: str
+    table_version: int
+
+
+@dataclass(frozen=True)
+class SourceState:
+    """The score source at the pinned version.
+
+    ``oldest_version`` is the oldest commit still in its log among the versions the window needs
+    (None when no window was looked at).
+    """
+
+    table: str
+    table_id: str
+    version: int
+    cdf_enabled: bool
+    oldest_version: int | None = None
+
+
+@dataclass(frozen=True)
+class TargetState:
+    """The prediction table at the version a writer read (``exists=False``: not created yet).
+
+    ``schema`` holds ``(column, delta type)`` pairs; ``receipts`` the lakescore receipts still in
+    the table's history, newest first, each with its ``table_version``.
+    """
+
+    table: str
+    exists: bool
+    version: int | None = None
+    table_id: str | None = None
+    schema: tuple[tuple[str, str], ...] = ()
+    has_rows: bool = False
+    receipts: tuple[dict[str, Any], ...] = ()
+
+    @property
+    def watermark(self) -> Watermark | None:
+        """The newest receipt as a :class:`Watermark`, or None when the table has none."""
+        if not self.receipts:
+            return None
+        r = self.receipts[0]
+        return Watermark(int(r["watermark_after"]), r["source_table_id"], r["target_table_id"],
+                         r["model_name"], int(r["model_version"]), r["run_id"], int(r["table_version"]))
+
+
+def parse_receipt(user_metadata: Any) -> dict[str, Any] | None:
+    """The receipt in a commit's ``userMetadata`` (a JSON text with ``lakescore_receipt``), or None."""
+    if not isinstance(user_metadata, str) or RECEIPT_MARKER not in user_metadata:
+        return None
+    try:
+        body = json.loads(user_metadata)
+    except ValueError:
+        return None
+    return body if isinstance(body, dict) and body.get(RECEIPT_MARKER) == RECEIPT_FORMAT else None
+
+
+# --- scope: what a run scores ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Scope:
+    """What one run reads from the source and how its predictions will be committed.
+
+    ``read`` is ``snapshot`` (the whole source at ``source_version_to``), ``cdf`` (inserted rows of
+    versions ``source_version_from``..``source_version_to``) or ``none`` (a no-op).
+    """
+
+    action: Action
+    read: Read
+    source_table_id: str
+    source_version_from: int | None
+    source_version_to: int
+    watermark_before: int | None
+    reason: str
+    recovery: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, body: dict[str, Any]) -> Scope:
+        return cls(**body)
+
+
+def _check_binding(wm: Watermark, target: str, target_id: str | None, source: str, source_id: str) -> None:
+    if wm.target_table_id == target_id and wm.source_table_id == source_id:
+        return
+    table, bound, now = ((target, wm.target_table_id, target_id) if wm.target_table_id != target_id
+                         else (source, wm.source_table_id, source_id))
+    raise CdfRecoveryRequiredError(
+        f"the watermark of {target} (source v{wm.source_version}, run {wm.run_id}) is bound to table id "
+        f"{bound} of {table}, which now has id {now} (it was recreated or copied). Rebuild from a "
+        "pinned snapshot: lakescore publish --recover-predictions",
+        table=target, source_version=wm.source_version,
+    )
+
+
+def _model_changed(wm: Watermark, model_name: str, model_version: int) -> bool:
+    return (wm.model_name, wm.model_version) != (model_name, model_version)
+
+
+def _reject_model_change(table: str, wm: Watermark, model_name: str, model_version: int) -> None:
+    raise ModelChangeError(
+        f"{table} holds predictions of {wm.model_name} v{wm.model_version} (run {wm.run_id}, table "
+        f"v{wm.table_version}); this run scored with {model_name} v{model_version} and "
+        "publication.model_change_mode is 'reject'. Pin model_version: "
+        f"{wm.model_version} in config/inference.yml, or set model_change_mode: incremental_append "
+        "or full_rebuild.",
+        table=table, held_version=wm.model_version, new_version=model_version,
+    )
+
+
+def plan_scope(publication: Any, source: SourceState, target: TargetState, *, model_name: str,
+               model_version: int, recover: bool = False) -> Scope:
+    """Decide which source rows a run scores, before any scoring.
+
+    Parameters
+    ----------
+    publication : PublicationConfig
+        ``mode``, ``source_change_policy``, ``model_change_mode``, ``allow_empty``.
+    source : SourceState
+        The source at the pinned version (``oldest_version`` filled when a window is needed).
+    target : TargetState
+        The prediction table now.
+    model_name, model_version : str, int
+        The model this run scores with.
+    recover : bool, default False
+        ``lakescore publish --recover-predictions``: rebuild the table from the pinned snapshot.
+
+    Returns
+    -------
+    Scope
+        A CDF window scope still has to be settled with :func:`settle_window` once its change
+        types are read.
+
+    Raises
+    ------
+    CdfRecoveryRequiredError
+        The watermark is bound to other table ids, the table has rows but no receipt, or the
+        source log no longer holds the window's first version.
+    ChangeFeedDisabledError
+        An incremental window on a source without ``delta.enableChangeDataFeed``.
+    ModelChangeError
+        ``model_change_mode: reject`` and the model differs from the table's.
+    StalePlanError
+        A snapshot older than the one the table already holds.
+    """
+    s, name, sid = source.version, source.table, source.table_id
+    wm = target.watermark if target.exists else None
+    before = wm.source_version if wm else None
+    if recover:
+        return Scope("replace_table", "snapshot", sid, None, s, before,
+                     f"recovery: rebuild {target.table} from {name} v{s} in one commit",
+                     recovery=f"rebuilt from {name} v{s}; watermark before: {before}")
+    if wm is None:
+        if target.has_rows:
+            raise CdfRecoveryRequiredError(
+                f"{target.table} v{target.version} has rows but no lakescore receipt, so its watermark "
+                f"is unknown and {name} cannot be published incrementally without duplicates. "
+                "Rebuild it from a pinned snapshot: lakescore publish --recover-predictions",
+                table=target.table)
+        if publication.mode == "snapshot":
+            return Scope("replace_period", "snapshot", sid, None, s, None, f"snapshot of {name} v{s}")
+        return Scope("append", "snapshot", sid, None, s, None, f"first publication: all of {name} v{s}")
+    _check_binding(wm, target.table, target.table_id, name, source.table_id)
+    if _model_changed(wm, model_name, model_version):
+        if publication.model_change_mode == "reject":
+            _reject_model_change(target.table, wm, model_name, model_version)
+        if publication.model_change_mode == "full_rebuild":
+            return Scope("replace_table", "snapshot", sid, None, s, before,
+                         f"model change v{wm.model_version} -> v{model_version}: full rebuild from {name} v{s}")
+    if publication.mode == "snapshot":
+        if s < wm.source_version:
+            raise _stale(target.table, wm, f"this run pinned {name} v{s}, older than the table's v{wm.source_version}")
+        return Scope("replace_period", "snapshot", sid, None, s, before, f"snapshot of {name} v{s}")
+    if s <= wm.source_version:
+        return Scope("noop", "none", sid, None, s, before,
+                     f"replay: no-op (no new versions of {name} since v{wm.source_version}; "
+                     f"watermark in {target.table} v{wm.table_version})")
+    first = wm.source_version + 1
+    if not source.cdf_enabled:
+        raise ChangeFeedDisabledError(
+            f"{name} does not have change data feed enabled, so versions v{first}..v{s} cannot be read "
+            f"incrementally. Run: ALTER TABLE {name} SET TBLPROPERTIES (delta.enableChangeDataFeed = true), "
+            "then lakescore publish --recover-predictions once; or set publication.mode: snapshot.",
+            table=name)
+    if source.oldest_version is not None and source.oldest_version > first:
+        raise cdf_recovery(name, target.table, first, s, f"its log starts at v{source.oldest_version}")
+    return Scope("append", "cdf", sid, first, s, before, f"{name} v{first}..v{s}: inserted rows")
+
+
+def cdf_recovery(source: str, target: str, first: int, last: int, why: str) -> CdfRecoveryRequiredError:
+    """The error for a change data feed that no longer covers the watermark."""
+    return CdfRecoveryRequiredError(
+        f"the change data feed of {source} no longer covers the watermark of {target}: versions "
+        f"v{first}..v{last} are needed but {why} (vacuumed or cleaned history). Rebuild from a pinned "
+        "snapshot in one commit: lakescore publish --recover-predictions",
+        table=target, source=source, first_version=first, last_version=last)
+
+
+def settle_window(scope: Scope, publication: Any, *, source_table: str, inserted: int,
+                  changes: dict[int, list[str]]) -> Scope:
+    """Finish a CDF window scope once its change types are known.
+
+    Parameters
+    ----------
+    inserted : int
+        Rows with ``_change_type = insert`` in the window.
+    changes : dict of int to list of str
+        Source version -> the non-insert change types in it (``update_postimage``, ``delete``, ...).
+
+    Returns
+    -------
+    Scope
+        Unchanged for inserts only; a no-op when nothing was inserted (unless ``allow_empty``);
+        a full rebuild under ``source_change_policy: rebuild_on_change``.
+
+    Raises
+    ------
+    SourceChangedError
+        An update or delete in the window under ``source_change_policy: reject``, naming the
+        versions.
+    """
+    window = f"v{scope.source_version_from}..v{scope.source_version_to}"
+    if changes:
+        found = ", ".join(f"v{v}: {'/'.join(sorted(set(kinds)))}" for v, kinds in sorted(changes.items()))
+        if publication.source_change_policy == "reject":
+            raise SourceChangedError(
+                f"{source_table} updated or deleted rows inside the window {window} ({found}); "
+                "incremental publication appends inserted rows only, so the published predictions "
+                "would no longer match the source. Set publication.source_change_policy: "
+                "rebuild_on_change, or run lakescore publish --recover-predictions once.",
+                table=source_table, versions=sorted(changes))
+        return replace(scope, action="replace_table", read="snapshot", source_version_from=None,
+                       reason=f"source change in {window} ({found}): rebuild from {source_table} "
+                              f"v{scope.source_version_to}")
+    if inserted == 0 and not publication.allow_empty:
+        return replace(scope, action="noop", read="none",
+                       reason=f"no-op: no inserted rows in {source_table} {window}")
+    return scope
+
+
+def period_bounds(low: Any, high: Any) -> tuple[str, str]:
+    """The UTC day boundaries a snapshot replaces: ``[floor(low), floor(high) + 1 day)``.
+
+    Parameters
+    ----------
+    low, high : timestamp or date
+        The smallest and largest ``period_column`` values of the run (naive timestamps are UTC).
+
+    Returns
+    -------
+    (str, str)
+        ISO 8601 instants, e.g. ``("2013-10-01T00:00:00Z", "2013-10-03T00:00:00Z")``.
+    """
+    import pandas as pd  # only for the timestamp arithmetic
+
+    def day(value: Any) -> Any:
+        stamp = pd.Timestamp(value)
+        stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
+        return stamp.floor("D")
+
+    start, end = day(low), day(high) + pd.Timedelta(days=1)
+    return start.strftime("%Y-%m-%dT%H:%M:%SZ"), end.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --- the commit decision -----------------------------------------------------------------------
+
 @dataclass(frozen=True)
 class PublishRequest:
-    """What one publication wants to commit."""
+    """What one publication wants to commit; its :attr:`digest` identifies it across runs."""
 
     app_id: str
     run_id: str
     prediction_table: str
     source_table: str
-    source_version: int
+    source_table_id: str
+    mode: str
+    action: Action
+    source_version_from: int | None
+    source_version_to: int
+    period_start: str | None
+    period_end: str | None
     model_name: str
     model_version: int
     artifact_sha256: str
-    columns: tuple[str, ...]
+    config_digest: str
+    schema: tuple[tuple[str, str], ...]
+    rows: int
+    recovery: str | None = None
 
     @property
     def digest(self) -> str:
-        """SHA-256 of the request without its run id (the same request, run twice, has one digest)."""
+        """SHA-256 of the request without its run id: the same request, run twice, has one digest."""
         body = {k: v for k, v in asdict(self).items() if k != "run_id"}
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
 @dataclass(frozen=True)
-class TargetState:
-    """What the prediction table looks like at the version the writer read."""
-
-    exists: bool
-    version: int | None = None
-    txn_version: int | None = None
-    columns: tuple[str, ...] | None = None
-
-
-@dataclass(frozen=True)
 class Decision:
-    action: Literal["write", "noop"]
+    """What the writer does against ``read_version`` (the target version it planned against).
+
+    ``txn_version`` is the app transaction version of the commit: the target version it creates.
+    """
+
+    action: Action
     message: str
     read_version: int | None
+    schema_mode: Literal["merge", "overwrite"] | None = None
+    watermark_before: int | None = None
+    watermark_after: int | None = None
+    replayed: dict[str, Any] | None = None
+
+    @property
+    def txn_version(self) -> int:
+        return 0 if self.read_version is None else self.read_version + 1
 
 
-def decide(request: PublishRequest, target: TargetState) -> Decision:
-    """Decide what to do with ``request`` against ``target``.
+def _stale(table: str, wm: Watermark, what: str) -> StalePlanError:
+    return StalePlanError(
+        f"{table} moved on since this run was planned: its last commit (v{wm.table_version}, run "
+        f"{wm.run_id}) published the source up to v{wm.source_version}, and {what}. Nothing was "
+        "written; score again (lakescore score --publish) to plan from the table as it is now.",
+        table=table, watermark=wm.source_version)
+
+
+def _schema_problem(request: PublishRequest, target: TargetState, migrate: bool) -> str | None:
+    held, new = dict(target.schema), dict(request.schema)
+    if held == new:
+        return None
+    if migrate:
+        return "overwrite" if request.action == "replace_table" else "merge"
+    extra = sorted(set(new) - set(held))
+    gone = sorted(set(held) - set(new))
+    retyped = sorted(c for c in set(new) & set(held) if new[c] != held[c])
+    raise SchemaChangeError(
+        f"{target.table} v{target.version} has columns {list(held)}, the predictions of "
+        f"{request.model_name} v{request.model_version} have {list(new)} (new: {extra}, missing: {gone}, "
+        f"other type: {retyped}). lakescore does not evolve the schema silently: write to a new "
+        "prediction_table, or run `lakescore publish --migrate`.",
+        table=target.table, new=extra, missing=gone, retyped=retyped)
+
+
+def _replay(request: PublishRequest, target: TargetState) -> Decision | None:
+    for receipt in target.receipts:
+        if receipt.get("request_digest") == request.digest:
+            return Decision("noop", (f"replay: no-op (run {receipt['run_id']} already published this request "
+                                     f"to {target.table} v{receipt['table_version']})"),
+                            target.version, replayed=receipt)
+        if receipt.get("run_id") == request.run_id:
+            raise PublishConflictError(
+                f"run {request.run_id} was already published to {target.table} v{receipt['table_version']} "
+                f"with a different request (digest {receipt.get('request_digest', '')[:12]}…, this one "
+                f"{request.digest[:12]}…). A run id names one request: score again for a new run id.",
+                table=target.table, run_id=request.run_id)
+    return None
+
+
+def _against_watermark(request: PublishRequest, target: TargetState, model_change_mode: str) -> Decision | None:
+    """Check a (non-recovery) request against the table's watermark: a no-op when its window is
+    already covered, else None; raises when it is stale, unbound or a refused model change."""
+    wm = target.watermark
+    if wm is None:
+        if target.has_rows:
+            raise CdfRecoveryRequiredError(
+                f"{target.table} v{target.version} has rows but no lakescore receipt; its watermark is "
+                "unknown. Rebuild it: lakescore publish --recover-predictions", table=target.table)
+        return None
+    _check_binding(wm, target.table, target.table_id, request.source_table, request.source_table_id)
+    if _model_changed(wm, request.model_name, request.model_version):
+        if model_change_mode == "reject":
+            _reject_model_change(target.table, wm, request.model_name, request.model_version)
+        if model_change_mode == "full_rebuild" and request.action != "replace_table":
+            raise _stale(target.table, wm, f"the model changed to v{request.model_version} since "
+                         "(model_change_mode: full_rebuild needs a full rescore)")
+    if request.action == "append" and request.source_version_from is not None:
+        if request.source_version_to <= wm.source_version:
+            return Decision("noop", (f"replay: no-op ({target.table} already holds {request.source_table} up to "
+                                     f"v{wm.source_version}, run {wm.run_id})"), target.version,
+                            watermark_before=wm.source_version)
+        if request.source_version_from != wm.source_version + 1:
+            raise _stale(target.table, wm, f"this run read v{request.source_version_from}..v{request.source_version_to}")
+    elif request.action == "append":  # a first publication, but the table has one already
+        raise _stale(target.table, wm, f"this run planned a first publication of v{request.source_version_to}")
+    elif request.source_version_to < wm.source_version:
+        raise _stale(target.table, wm, f"this run pinned v{request.source_version_to}")
+    return None
+
+
+def decide(request: PublishRequest, target: TargetState, *, allow_empty: bool = False,
+           model_change_mode: str = "incremental_append", migrate: bool = False) -> Decision:
+    """Decide what to do with ``request`` against ``target`` (the snapshot the commit will use).
+
+    Parameters
+    ----------
+    request : PublishRequest
+    target : TargetState
+        The prediction table at the version the writer read and will commit against.
+    allow_empty : bool, default False
+        Commit a request with no rows (its receipt advances the watermark); else a no-op.
+    model_change_mode : {"incremental_append", "full_rebuild", "reject"}
+    migrate : bool, default False
+        ``lakescore publish --migrate``: evolve the table's schema to the predictions'.
 
     Returns
     -------
     Decision
-        ``noop`` when the app transaction already covers ``request.source_version`` (a replay),
-        else ``write`` against ``target.version``.
+        ``create`` (the table does not exist yet), ``noop`` (a replay, a window already covered, a
+        no-op scope, an empty request) or the request's action against ``target.version``.
 
     Raises
     ------
-    PublishError
-        When the table's columns differ from the predictions' (no silent schema evolution).
+    PublishConflictError
+        The run id was published with a different request.
+    StalePlanError
+        The table's watermark moved since the run was scoped.
+    CdfRecoveryRequiredError
+        The watermark is bound to other table ids, or the table has rows and no receipt.
+    ModelChangeError, SchemaChangeError
+        A refused model or schema change.
     """
     if not target.exists:
-        return Decision("write", f"create {request.prediction_table}", None)
-    if target.txn_version is not None and target.txn_version >= request.source_version:
-        return Decision("noop", (f"replay: no-op ({request.source_table} v{request.source_version} was already "
-                                 f"published by {request.app_id}, up to v{target.txn_version})"), target.version)
-    if target.columns is not None and tuple(target.columns) != tuple(request.columns):
-        extra = sorted(set(request.columns) - set(target.columns))
-        gone = sorted(set(target.columns) - set(request.columns))
-        raise PublishError(
-            f"{request.prediction_table} has columns {list(target.columns)}, the predictions have "
-            f"{list(request.columns)} (new: {extra}, missing: {gone}). lakescore does not evolve the "
-            "schema silently: write to a new prediction_table, or run `lakescore publish --migrate`.",
-            table=request.prediction_table,
-        )
-    return Decision("write", f"append to {request.prediction_table} v{target.version}", target.version)
+        if request.action == "noop" or request.rows == 0:
+            return Decision("noop", f"no-op: no rows to publish and {target.table} does not exist yet", None)
+        return Decision("create", f"create {request.prediction_table}", None)
+    replay = _replay(request, target)
+    if replay is not None:
+        return replay
+    wm = target.watermark
+    before = wm.source_version if wm else None
+    if request.action == "noop":
+        return Decision("noop", "no-op: nothing to publish", target.version, watermark_before=before)
+    if request.recovery is None:
+        covered = _against_watermark(request, target, model_change_mode)
+        if covered is not None:
+            return covered
+    if request.rows == 0 and not allow_empty:
+        return Decision("noop", (f"no-op: {request.source_table} v{request.source_version_to} gave no rows to "
+                                 "publish (publication.allow_empty is false)"), target.version,
+                        watermark_before=before)
+    schema_mode = _schema_problem(request, target, migrate) if request.rows else None
+    action: Action = "append" if request.action == "replace_period" and request.rows == 0 else request.action
+    where = {"append": "append to", "replace_period": "replace a period of", "replace_table": "replace all of"}[action]
+    return Decision(action, f"{where} {target.table} v{target.version} -> v{target.version + 1}"  # type: ignore[operator]
+                    + (f" (schema {schema_mode}d)" if schema_mode else ""), target.version,
+                    schema_mode=schema_mode, watermark_before=before, watermark_after=request.source_version_to)
+
+
+def build_receipt(request: PublishRequest, decision: Decision, target: TargetState,
+                  **extra: Any) -> dict[str, Any]:
+    """The receipt a commit carries in its ``userMetadata`` (JSON), for ``lakescore receipts``.
+
+    ``extra`` adds run facts: certificate_sha256, rows_in, predicted, excluded, batch_compute,
+    env_manager, batch_rows.
+    """
+    return {
+        RECEIPT_MARKER: RECEIPT_FORMAT, "run_id": request.run_id, "request_digest": request.digest,
+        "app_id": request.app_id, "txn_version": decision.txn_version, "mode": request.mode,
+        "action": decision.action, "source_table": request.source_table,
+        "source_table_id": request.source_table_id, "source_version_from": request.source_version_from,
+        "source_version_to": request.source_version_to, "target_table": request.prediction_table,
+        "target_table_id": target.table_id, "target_read_version": decision.read_version,
+        "period_start": request.period_start, "period_end": request.period_end,
+        "model_name": request.model_name, "model_version": request.model_version,
+        "artifact_sha256": request.artifact_sha256, "config_digest": request.config_digest,
+        "watermark_before": decision.watermark_before, "watermark_after": decision.watermark_after,
+        "recovery": request.recovery, "schema_mode": decision.schema_mode, **extra,
+    }

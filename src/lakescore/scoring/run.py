@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -28,6 +28,7 @@ class ScoredRun:
     env_manager: str
     batch_rows: int
     predictions: pd.DataFrame
+    scope: dict[str, Any] = field(default_factory=dict)  # lakescore.publish.plan.Scope as JSON
 
     @property
     def counts(self) -> dict[str, int]:
@@ -39,10 +40,11 @@ class ScoredRun:
         reasons = self.predictions["exclusion_reason"].value_counts().to_dict()
         return {"run_id": self.run_id, "source": f"{self.plan.source_table}@v{self.plan.source_version}",
                 "model": f"{self.plan.model_name} v{self.plan.model_version}", "batch_compute": self.batch_compute,
-                **self.counts, "exclusions": {str(k): int(v) for k, v in reasons.items()}}
+                **self.counts, "exclusions": {str(k): int(v) for k, v in reasons.items()},
+                "scope": self.scope.get("reason")}
 
 
-def score_project(project: ProjectConfig, runtime: Any) -> ScoredRun:
+def score_project(project: ProjectConfig, runtime: Any, *, recover: bool = False) -> ScoredRun:
     """Score the project's source table with the selected model (``lakescore score``).
 
     Returns
@@ -55,22 +57,32 @@ def score_project(project: ProjectConfig, runtime: Any) -> ScoredRun:
     ------
     ConfigError
         From :func:`lakescore.scoring.preflight.preflight`, before any work.
+    PublishError
+        From :func:`lakescore.publish.scope.prepare_scope`: which rows to score is decided against
+        the prediction table's watermark before scoring (``recover``: the whole pinned snapshot).
     """
+    from lakescore.publish.scope import attach_period, empty_predictions, prepare_scope
+
     inf = project.inference
     plan = preflight(project, runtime)
-    if inf.batch_compute == "spark":
+    prepared = prepare_scope(project, runtime, plan, recover=recover)
+    source = prepared.source_runtime(runtime, plan.source_table)  # a CDF window: only its inserted rows
+    if prepared.empty:
+        scored = empty_predictions(plan.record_keys)
+    elif inf.batch_compute == "spark":
         from lakescore.scoring.spark import score_spark
 
-        scored = score_spark(runtime, plan, batch_rows=inf.spark_udf_prediction_batch_rows,
+        scored = score_spark(source, plan, batch_rows=inf.spark_udf_prediction_batch_rows,
                              env_manager=inf.spark_udf_env_manager)
     else:
         from lakescore.scoring.local import score_single_node
 
-        scored = score_single_node(runtime, plan, batch_rows=inf.spark_udf_prediction_batch_rows)
+        scored = score_single_node(source, plan, batch_rows=inf.spark_udf_prediction_batch_rows)
+    scored = attach_period(project, runtime, plan, prepared, scored)
     scored["model_name"] = pd.array([plan.model_name] * len(scored), dtype="string")
     scored["model_version"] = pd.array([plan.model_version] * len(scored), dtype="Int64")
     run = ScoredRun(uuid.uuid4().hex, plan, inf.batch_compute, inf.spark_udf_env_manager,
-                    inf.spark_udf_prediction_batch_rows, scored)
+                    inf.spark_udf_prediction_batch_rows, scored, prepared.scope.to_json())
     _stage(runtime, run)
     return run
 
@@ -80,7 +92,7 @@ def _stage(runtime: Any, run: ScoredRun) -> None:
     folder.mkdir(parents=True)
     run.predictions.to_parquet(folder / "predictions.parquet", index=False)
     meta = {"run_id": run.run_id, "plan": asdict(run.plan), "batch_compute": run.batch_compute,
-            "env_manager": run.env_manager, "batch_rows": run.batch_rows}
+            "env_manager": run.env_manager, "batch_rows": run.batch_rows, "scope": run.scope}
     (folder / "run.json").write_text(json.dumps(meta, indent=1))
 
 
@@ -103,4 +115,5 @@ def load_scored(runtime: Any, run_id: str | None = None) -> ScoredRun:
     plan = ScorePlan(**{**plan, "input_columns": tuple(plan["input_columns"]),
                         "record_keys": tuple(plan["record_keys"])})
     frame = pd.read_parquet(runs[-1].parent / "predictions.parquet", dtype_backend="numpy_nullable")
-    return ScoredRun(meta["run_id"], plan, meta["batch_compute"], meta["env_manager"], meta["batch_rows"], frame)
+    return ScoredRun(meta["run_id"], plan, meta["batch_compute"], meta["env_manager"], meta["batch_rows"], frame,
+                     meta.get("scope", {}))

@@ -23,7 +23,7 @@ def _result_type(output: Any) -> tuple[str, dict[str, str]]:
         kind = spec.type.name if hasattr(spec.type, "name") else str(spec.type)
         final[spec.name] = {"long": "bigint", "integer": "bigint", "double": "double",
                             "float": "double", "boolean": "boolean"}.get(kind, "string")
-    transport = {n: ("double" if t in ("bigint", "double") else t) for n, t in final.items()}
+    transport = {n: ("double" if t in ("bigint", "double") else "string") for n, t in final.items()}
     return ", ".join(f"{n} {t}" for n, t in transport.items()), final
 
 
@@ -51,8 +51,8 @@ def score_spark(runtime: Any, plan: ScorePlan, *, batch_rows: int, env_manager: 
         value = F.col(f"_r.{name}")
         if kind in ("bigint", "double"):
             value = F.when(F.isnan(value), F.lit(None)).otherwise(value).cast(kind)
-        elif kind == "string":
-            value = F.when(value == F.lit(NULL_SENTINEL), F.lit(None)).otherwise(value)
+        else:  # strings and booleans travel as text; "True"/"False" cast back to boolean
+            value = F.when(value == F.lit(NULL_SENTINEL), F.lit(None)).otherwise(value).cast(kind)
         fields.append(value.alias(name))
     table = scored.select(*plan.record_keys, *fields).toArrow()
     return _to_pandas(table).sort_values(list(plan.record_keys), ignore_index=True)

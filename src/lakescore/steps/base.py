@@ -9,7 +9,17 @@ A step kind is a class with
 - optionally ``flags(frame, state) -> bool array``: rows this step excludes, with
   ``exclusion = "outlier" | "invalid"`` naming the reason prefix.
 
-Steps with ``training_only = True`` (row filters) run at training and are skipped when scoring.
+Traits (class attributes, read by the chain and the admission checks, never by class name):
+
+- ``training_only``: a row step (Deduplicate, DropMissingRows, ``filter_step``); ``flags`` names the
+  rows it drops at training, and the prediction chain skips it, so 10 rows in give 10 rows out;
+- ``fixed``: learns nothing from the training rows (fixed edits, fixed bounds, row filters), so it
+  may run in the ``pre_split:`` recipe on the whole table before the train/holdout split;
+- ``row_filter``: its ``flags`` read only the row itself, so a pre-split use of it can be
+  re-applied at scoring as an eligibility check (``ineligible:<step name>``).
+
+A kind may stand for several: ``resolve(params)`` returns the kind that really learns (the
+``custom`` step resolves to the user step's flavour).
 """
 
 from __future__ import annotations
@@ -33,6 +43,10 @@ class StepParams(BaseModel):
     name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     columns: list[str] = Field(min_length=1)
 
+    def input_columns(self) -> list[str]:
+        """Every column the step reads (``columns`` plus, e.g., GroupImputer's ``by``)."""
+        return list(self.columns)
+
 
 class StepKind:
     """Base of every step kind. Subclasses set ``kind`` and override learn/apply."""
@@ -41,6 +55,13 @@ class StepKind:
     Params: ClassVar[type[StepParams]] = StepParams
     exclusion: ClassVar[Literal["outlier", "invalid"] | None] = None
     training_only: ClassVar[bool] = False
+    fixed: ClassVar[bool] = False
+    row_filter: ClassVar[bool] = False
+
+    @classmethod
+    def resolve(cls, params: Any) -> type[StepKind]:
+        """The kind that learns ``params`` (itself, except for dispatching kinds like ``custom``)."""
+        return cls
 
     @staticmethod
     def learn(frame: pd.DataFrame, y: pd.Series | None, params: Any) -> dict[str, Any]:
@@ -117,17 +138,38 @@ class FittedStep:
     def columns(self) -> list[str]:
         return list(self.state["columns"])
 
+    @property
+    def inputs(self) -> list[str]:
+        """Every column the step reads: ``columns`` plus ``state["extra_inputs"]`` (group keys)."""
+        return self.columns + [c for c in self.state.get("extra_inputs", []) if c not in self.columns]
+
     def apply(self, frame: pd.DataFrame) -> pd.DataFrame:
         """Row-local transform of ``frame`` (a copy is made first; the input is never changed)."""
-        require_columns(frame, self.columns, what=f"step '{self.name}'")
+        require_columns(frame, self.inputs, what=f"step '{self.name}'")
         return self.impl.apply(frame.copy(), self.state)
 
+    @property
+    def training_only(self) -> bool:
+        return self.impl.training_only
+
+    @property
+    def reusable_as_eligibility(self) -> bool:
+        """True when a pre-split use of this step can be re-applied at scoring as eligibility:
+        a row filter whose declared inference context (user steps) is the row itself."""
+        return self.impl.row_filter and self.state.get("inference_context", "row") == "row"
+
     def flags(self, frame: pd.DataFrame) -> np.ndarray:
-        """Boolean array of shape (n_rows,): True where this step excludes the row."""
-        if self.impl.exclusion is None:
+        """Boolean array of shape (n_rows,): True where this step excludes the row (or, for a
+        training-only step, drops it at training)."""
+        if self.impl.exclusion is None and not self.impl.training_only:
             return np.zeros(len(frame), dtype=bool)
-        require_columns(frame, self.columns, what=f"step '{self.name}'")
-        return np.asarray(self.impl.flags(frame, self.state), dtype=bool)
+        require_columns(frame, self.inputs, what=f"step '{self.name}'")
+        flagged = np.asarray(self.impl.flags(frame, self.state), dtype=bool)
+        if flagged.shape != (len(frame),):
+            raise StepError(f"step '{self.name}' ({self.kind}) flagged {flagged.shape} rows of a "
+                            f"{len(frame)}-row frame; flags must give one boolean per row",
+                            step=self.name)
+        return flagged
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "name": self.name, "state": encode_state(self.state),
@@ -150,18 +192,72 @@ def learn_step(raw: dict[str, Any], frame: pd.DataFrame, y: pd.Series | None) ->
         Bad config, or a column of the recipe that the frame lacks.
     """
     params = parse_params(raw)
-    missing = [c for c in params.columns if c not in frame.columns]
+    missing = [c for c in params.input_columns() if c not in frame.columns]
     if missing:
         raise StepError(
             f"step '{params.name}' ({params.step}) names column(s) {missing} that the training "
             f"frame does not have; available: {sorted(frame.columns)}",
             step=params.name,
         )
-    kind = step_kind(params.step)
+    kind = step_kind(params.step).resolve(params)
     state = kind.learn(frame, y, params)
     state["columns"] = list(params.columns)
+    extra = [c for c in params.input_columns() if c not in params.columns]
+    if extra:
+        state["extra_inputs"] = extra
+    try:
+        state = decode_state(encode_state(state))
+    except TypeError as err:
+        raise StepError(f"step '{params.name}' ({kind.kind}) learned state that is not JSON-able: "
+                        f"{err}", step=params.name) from err
     fitted = FittedStep(kind.kind, params.name, state, rows_in=len(frame), rows_out=len(frame))
-    if kind.exclusion is not None:
+    if kind.exclusion is not None or kind.training_only:
         kept = int((~fitted.flags(frame)).sum())
         fitted = FittedStep(kind.kind, params.name, state, rows_in=len(frame), rows_out=kept)
     return fitted
+
+
+# --- helpers shared by the step families ----------------------------------------------------
+
+def float_values(frame: pd.DataFrame, column: str, *, step: str) -> np.ndarray:
+    """The values of ``column`` as a float64 array of shape (n_rows,), missing as NaN.
+
+    Works for int64, nullable Int64/Float64/boolean (pd.NA becomes NaN), float and numeric object
+    columns. Element-wise, so a row's value never depends on its batch.
+
+    Raises
+    ------
+    StepError
+        When the column holds text, naming the step, the column and a sample value.
+    """
+    series = frame[column]
+    try:
+        return series.to_numpy(dtype="float64", na_value=np.nan)
+    except (TypeError, ValueError) as err:
+        sample = next((v for v in series if isinstance(v, str)), series.iloc[0] if len(series) else None)
+        raise StepError(
+            f"step '{step}' needs numbers in column '{column}' but found {sample!r}; encode the "
+            "column first (OneHotEncoder, OrdinalEncoder) or cast it (Casting to: Float64)",
+            step=step, column=column,
+        ) from err
+
+
+def float_matrix(frame: pd.DataFrame, columns: list[str], *, step: str) -> np.ndarray:
+    """``float_values`` of each column, stacked: array of shape (n_rows, n_columns)."""
+    if not columns:
+        return np.empty((len(frame), 0))
+    return np.column_stack([float_values(frame, c, step=step) for c in columns]).reshape(len(frame), len(columns))
+
+
+def text_values(frame: pd.DataFrame, column: str) -> np.ndarray:
+    """The values of ``column`` as strings (object array of shape (n_rows,)), missing as None.
+
+    Integers print without a decimal point in int64 and Int64 columns alike (``1``), floats with
+    one (``1.0``), so a category's text depends only on the column's dtype, never on the batch.
+    """
+    return frame[column].astype("string").to_numpy(dtype=object, na_value=None)
+
+
+def is_numeric(series: pd.Series) -> bool:
+    """True for numeric, non-boolean columns (int, Int64, float, Float64)."""
+    return pd.api.types.is_numeric_dtype(series.dtype) and not pd.api.types.is_bool_dtype(series.dtype)

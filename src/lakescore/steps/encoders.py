@@ -1,4 +1,10 @@
-"""Encoding steps: categories are learned at training and fixed in state."""
+"""Encoding steps: categories are learned at training and fixed in state as strings.
+
+A value's category is its text (:func:`lakescore.steps.base.text_values`): ``1`` in an integer
+column, ``1.0`` in a float column, the string itself in a text column. Every encoder writes float64
+columns, and a value not seen at training gets a fixed, documented code, so a row is encoded the
+same way in any batch.
+"""
 
 from __future__ import annotations
 
@@ -7,16 +13,23 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
-from pydantic import field_validator
+from pydantic import Field, field_validator
 
-from lakescore.steps.base import StepKind, StepParams, register
+from lakescore.errors import StepError
+from lakescore.steps.base import StepKind, StepParams, register, text_values
+
+
+def _present(frame: pd.DataFrame, column: str) -> np.ndarray:
+    """Non-missing category texts of ``column`` as an (n, 1) object array for sklearn."""
+    values = text_values(frame, column)
+    return values[pd.notna(values)].astype(object).reshape(-1, 1)
 
 
 class OneHotParams(StepParams):
     max_categories: None = None
     include_missing: Literal[False] = False
     column_names: Literal["slug", "raw"] = "slug"
-    min_frequency: int = 1
+    min_frequency: int = Field(default=1, ge=1)
 
     @field_validator("max_categories", mode="before")
     @classmethod
@@ -25,17 +38,46 @@ class OneHotParams(StepParams):
             raise ValueError("must be null: a capped category list depends on the training batch")
         return value
 
+    @field_validator("include_missing", mode="before")
+    @classmethod
+    def _no_missing_column(cls, value: Any) -> Any:
+        if value is not False:
+            raise ValueError("must be false: a missing value gives all zeros, never its own column")
+        return value
 
-def _slug(value: str) -> str:
+
+def slug(value: str) -> str:
+    """A safe column-name fragment: runs of characters other than ``[0-9A-Za-z_]`` become ``_``.
+
+    >>> slug("B6 / JetBlue")
+    'B6_JetBlue'
+    """
     return re.sub(r"[^0-9A-Za-z_]+", "_", value).strip("_") or "blank"
+
+
+def _check_names(step: str, names: list[str], frame: pd.DataFrame, dropped: list[str]) -> None:
+    seen: dict[str, int] = {}
+    for name in names:
+        seen[name] = seen.get(name, 0) + 1
+    twice = sorted(n for n, k in seen.items() if k > 1)
+    if twice:
+        raise StepError(f"step '{step}': categories give the same column name(s) {twice}; use "
+                        "column_names: raw, or repair the categories first (ValueReplacement)", step=step)
+    clash = sorted(n for n in names if n in frame.columns and n not in dropped)
+    if clash:
+        raise StepError(f"step '{step}': new column(s) {clash} already exist in the frame; rename "
+                        "the existing columns or encode another way", step=step)
 
 
 @register
 class OneHotEncoder(StepKind):
-    """One 0/1 float column per learned category; an unseen or missing value gives all zeros.
+    """One 0/1 float64 column per learned category; an unseen or missing value gives all zeros.
 
-    Categories are the training values as strings, learned by sklearn ``OneHotEncoder``; the
-    source column is dropped. ``column_names: slug`` turns ``dest=LAX`` into ``dest_LAX``.
+    Categories are the training values as strings, learned by sklearn ``OneHotEncoder``; with
+    ``min_frequency: k`` a category seen fewer than k times is infrequent and encodes like an
+    unseen one. The source column is dropped. ``column_names: slug`` turns ``dest=LAX`` into
+    ``dest_LAX``. ``max_categories`` must be null and ``include_missing`` false (both would make
+    the columns depend on the training batch or on missing values).
     """
 
     kind = "OneHotEncoder"
@@ -45,22 +87,138 @@ class OneHotEncoder(StepKind):
     def learn(frame: pd.DataFrame, y: pd.Series | None, params: Any) -> dict[str, Any]:
         from sklearn.preprocessing import OneHotEncoder as Sk
 
-        data = frame[params.columns].astype("string").dropna()
-        encoder = Sk(handle_unknown="ignore", min_frequency=params.min_frequency)
-        encoder.fit(data.astype(object))
-        categories = [[str(c) for c in cats] for cats in encoder.categories_]
-        names = []
-        for column, cats in zip(params.columns, categories):
-            named = [f"{column}_{_slug(c) if params.column_names == 'slug' else c}" for c in cats]
-            names.append(named)
+        categories, names = [], []
+        for column in params.columns:
+            data = _present(frame, column)
+            cats: list[str] = []
+            if len(data):
+                encoder = Sk(handle_unknown="infrequent_if_exist" if params.min_frequency > 1 else "ignore",
+                             min_frequency=params.min_frequency).fit(data)
+                rare = set(encoder.infrequent_categories_[0]) if params.min_frequency > 1 and \
+                    encoder.infrequent_categories_[0] is not None else set()
+                cats = [str(c) for c in encoder.categories_[0] if c not in rare]
+            categories.append(cats)
+            names.append([f"{column}_{slug(c) if params.column_names == 'slug' else c}" for c in cats])
+        _check_names(params.name, [n for group in names for n in group], frame, list(params.columns))
         return {"categories": categories, "names": names}
 
     @staticmethod
     def apply(frame: pd.DataFrame, state: dict[str, Any]) -> pd.DataFrame:
         encoded = {}
         for column, cats, names in zip(state["columns"], state["categories"], state["names"]):
-            values = frame[column].astype("string").to_numpy(dtype=object, na_value=None)
+            values = text_values(frame, column)
             for category, name in zip(cats, names):
                 encoded[name] = (values == category).astype("float64")
         out = frame.drop(columns=state["columns"])
-        return pd.concat([out, pd.DataFrame(encoded, index=frame.index, dtype="float64")], axis=1)
+        new = pd.DataFrame(encoded, index=frame.index, columns=[n for g in state["names"] for n in g],
+                           dtype="float64")
+        return pd.concat([out, new], axis=1)
+
+
+class OrdinalParams(StepParams):
+    unknown_value: float = -1.0
+    missing_value: float | None = None
+    categories: dict[str, list[str]] = Field(default_factory=dict)
+
+    @field_validator("categories")
+    @classmethod
+    def _unique(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        for column, cats in value.items():
+            if len(set(cats)) != len(cats):
+                raise ValueError(f"categories of {column!r} repeat a value: {cats}")
+        return value
+
+
+@register
+class OrdinalEncoder(StepKind):
+    """Replace each category by its position (0.0, 1.0, ...) in the learned or given order.
+
+    Learned order is sklearn ``OrdinalEncoder``'s (sorted text); ``categories: {col: [...]}`` fixes
+    it instead. An unseen value becomes ``unknown_value`` (default -1.0), a missing one
+    ``missing_value`` (default NaN, for a later imputer).
+    """
+
+    kind = "OrdinalEncoder"
+    Params = OrdinalParams
+
+    @staticmethod
+    def learn(frame: pd.DataFrame, y: pd.Series | None, params: Any) -> dict[str, Any]:
+        from sklearn.preprocessing import OrdinalEncoder as Sk
+
+        unknown = sorted(set(params.categories) - set(params.columns))
+        if unknown:
+            raise StepError(f"step '{params.name}': categories name column(s) {unknown} that are not in "
+                            f"columns {params.columns}; add them to columns or remove them", step=params.name)
+        categories = []
+        for column in params.columns:
+            if column in params.categories:
+                categories.append(list(params.categories[column]))
+                continue
+            data = _present(frame, column)
+            cats = Sk().fit(data).categories_[0] if len(data) else []
+            categories.append([str(c) for c in cats])
+        missing = np.nan if params.missing_value is None else params.missing_value
+        return {"categories": categories, "unknown": params.unknown_value, "missing": missing}
+
+    @staticmethod
+    def apply(frame: pd.DataFrame, state: dict[str, Any]) -> pd.DataFrame:
+        for column, cats in zip(state["columns"], state["categories"]):
+            codes = {c: float(i) for i, c in enumerate(cats)}
+            values = text_values(frame, column)
+            frame[column] = np.array([state["missing"] if v is None else codes.get(v, state["unknown"])
+                                      for v in values], dtype="float64")
+        return frame
+
+
+class TargetParams(StepParams):
+    smooth: Literal["auto"] | float = "auto"
+    target_type: Literal["auto", "binary", "continuous"] = "auto"
+
+
+@register
+class TargetEncoder(StepKind):
+    """Replace each category by its smoothed target mean (sklearn ``TargetEncoder``'s encodings).
+
+    A missing value is its own category when the training rows had one; an unseen category (or an
+    unseen missing value) gets the overall target mean. Training rows are encoded with the full
+    training encodings (not sklearn's cross-fitted ``fit_transform``), the same as scoring rows.
+    Binary and continuous targets only.
+    """
+
+    kind = "TargetEncoder"
+    Params = TargetParams
+
+    @staticmethod
+    def learn(frame: pd.DataFrame, y: pd.Series | None, params: Any) -> dict[str, Any]:
+        from sklearn.preprocessing import TargetEncoder as Sk
+
+        if y is None or len(y) != len(frame):
+            raise StepError(f"step '{params.name}' (TargetEncoder) needs the label at training; it "
+                            "cannot run in the pre-split recipe or without a label", step=params.name)
+        target = np.asarray(y.astype(object) if not pd.api.types.is_numeric_dtype(y.dtype) else y.astype("float64"))
+        data = np.column_stack([text_values(frame, c) for c in params.columns]).reshape(len(frame), -1)
+        data = np.where(pd.isna(data), np.nan, data).astype(object)
+        encoder = Sk(smooth=params.smooth, target_type=params.target_type).fit(data, target)
+        if encoder.target_type_ == "multiclass":
+            raise StepError(f"step '{params.name}': the label has {len(encoder.classes_)} classes; "
+                            "TargetEncoder here takes a binary or continuous label. Use OneHotEncoder",
+                            step=params.name)
+        mean = float(encoder.target_mean_)
+        categories, encodings, missing = [], [], []
+        for cats, codes in zip(encoder.categories_, encoder.encodings_):
+            known = [(str(c), float(v)) for c, v in zip(cats, codes) if not pd.isna(c)]
+            nan_codes = [float(v) for c, v in zip(cats, codes) if pd.isna(c)]
+            categories.append([c for c, _ in known])
+            encodings.append([v for _, v in known])
+            missing.append(nan_codes[0] if nan_codes else mean)
+        return {"categories": categories, "encodings": encodings, "missing": missing, "target_mean": mean}
+
+    @staticmethod
+    def apply(frame: pd.DataFrame, state: dict[str, Any]) -> pd.DataFrame:
+        for column, cats, codes, missing in zip(state["columns"], state["categories"], state["encodings"],
+                                                state["missing"]):
+            table = dict(zip(cats, codes))
+            values = text_values(frame, column)
+            frame[column] = np.array([missing if v is None else table.get(v, state["target_mean"])
+                                      for v in values], dtype="float64")
+        return frame

@@ -1,42 +1,227 @@
-"""Imputation steps. scikit-learn learns the fill values; apply reads them from state."""
+"""Simple imputation steps: one learned fill value per column (or per group), and missing flags.
+
+scikit-learn learns the fill values where it has the logic (``SimpleImputer``, ``MissingIndicator``);
+``apply`` only reads them from state, so a row is filled the same way in any batch.
+
+Output dtypes never depend on the batch: a numeric column comes out float64 (missing as NaN until
+filled), a text column comes out object (missing as None until filled).
+"""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
+import numpy as np
 import pandas as pd
+from pydantic import Field, model_validator
 
-from lakescore.steps.base import StepKind, StepParams, register
+from lakescore.errors import StepError
+from lakescore.steps.base import StepKind, StepParams, float_values, is_numeric, register
+
+Strategy = Literal["mean", "median", "most_frequent", "constant"]
 
 
 class SimpleImputerParams(StepParams):
-    strategy: Literal["mean", "median", "most_frequent", "constant"] = "mean"
+    strategy: Strategy = "mean"
     fill_value: float | str | None = None
+
+    @model_validator(mode="after")
+    def _fill_value_only_for_constant(self) -> SimpleImputerParams:
+        if self.strategy == "constant" and self.fill_value is None:
+            raise ValueError("strategy 'constant' needs fill_value (e.g. fill_value: 0)")
+        if self.strategy != "constant" and self.fill_value is not None:
+            raise ValueError(f"fill_value is only used with strategy 'constant', not {self.strategy!r}")
+        return self
+
+
+def _scalar(value: Any) -> Any:
+    return value.item() if hasattr(value, "item") else value
+
+
+def _check_fill(step: str, column: str, numeric: bool, value: Any) -> Any:
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        raise StepError(f"step '{step}': column '{column}' has no value in any training row, so "
+                        "there is nothing to learn a fill value from; drop the column or use "
+                        "strategy: constant", step=step, column=column)
+    if numeric and isinstance(value, str):
+        raise StepError(f"step '{step}': fill value {value!r} is text but column '{column}' is "
+                        "numeric; use a number as fill_value", step=step, column=column)
+    return value
+
+
+def learn_fill(frame: pd.DataFrame, column: str, strategy: Strategy, *, step: str) -> Any:
+    """The fill value of one column, learned by sklearn ``SimpleImputer``.
+
+    Parameters
+    ----------
+    frame : DataFrame of shape (n_rows, n_columns)
+    strategy : {"mean", "median", "most_frequent"}
+        Ties of most_frequent go to the smallest value (sklearn's rule).
+
+    Raises
+    ------
+    StepError
+        When every training value is missing, or mean/median is asked of a text column.
+    """
+    from sklearn.impute import SimpleImputer as Sk
+
+    numeric = is_numeric(frame[column])
+    if strategy in ("mean", "median") or numeric:
+        data = float_values(frame, column, step=step).reshape(-1, 1)
+    else:
+        series = frame[column]
+        data = series.astype(object).where(series.notna(), np.nan).to_numpy().reshape(-1, 1)
+    if not pd.notna(data).any():
+        return _check_fill(step, column, numeric, None)
+    imputer = Sk(strategy=strategy, missing_values=np.nan, keep_empty_features=True).fit(data)
+    return _check_fill(step, column, numeric, _scalar(imputer.statistics_[0]))
+
+
+def fill_column(series: pd.Series, value: Any, numeric: bool) -> pd.Series | np.ndarray:
+    """Element-wise fill: numeric -> float64 array, text -> object Series (same index)."""
+    if numeric:
+        values = series.to_numpy(dtype="float64", na_value=np.nan)
+        return np.where(np.isnan(values), float(value), values)
+    as_object = series.astype(object)
+    return as_object.where(as_object.notna(), value)
 
 
 @register
 class SimpleImputer(StepKind):
-    """Fill missing values with one learned value per column (sklearn ``SimpleImputer``)."""
+    """Fill missing values with one learned value per column (sklearn ``SimpleImputer``).
+
+    ``mean`` and ``median`` need numeric columns; ``most_frequent`` takes the smallest of tied
+    values; ``constant`` fills ``fill_value``. Numeric columns come out float64, text object.
+    """
 
     kind = "SimpleImputer"
     Params = SimpleImputerParams
 
     @staticmethod
     def learn(frame: pd.DataFrame, y: pd.Series | None, params: Any) -> dict[str, Any]:
-        from sklearn.impute import SimpleImputer as Sk
-
-        data = frame[params.columns]
-        if params.strategy in ("mean", "median"):
-            data = data.astype("float64")
+        numeric = [is_numeric(frame[c]) for c in params.columns]
+        if params.strategy == "constant":
+            fill = [_check_fill(params.name, c, n, params.fill_value) for c, n in zip(params.columns, numeric)]
         else:
-            data = data.astype(object).where(data.notna(), None)
-        imputer = Sk(strategy=params.strategy, fill_value=params.fill_value,
-                     missing_values=None if params.strategy not in ("mean", "median") else float("nan"))
-        imputer.fit(data)
-        return {"fill": [v.item() if hasattr(v, "item") else v for v in imputer.statistics_]}
+            fill = [learn_fill(frame, c, params.strategy, step=params.name) for c in params.columns]
+        if params.strategy in ("mean", "median"):
+            numeric = [True] * len(params.columns)
+        return {"fill": fill, "numeric": numeric}
 
     @staticmethod
     def apply(frame: pd.DataFrame, state: dict[str, Any]) -> pd.DataFrame:
-        for column, value in zip(state["columns"], state["fill"]):
-            frame[column] = frame[column].fillna(value)
+        for column, value, numeric in zip(state["columns"], state["fill"], state["numeric"]):
+            frame[column] = fill_column(frame[column], value, numeric)
+        return frame
+
+
+class GroupImputerParams(StepParams):
+    by: list[str] = Field(min_length=1)
+    strategy: Literal["mean", "median", "most_frequent"] = "mean"
+
+    def input_columns(self) -> list[str]:
+        return list(self.columns) + [c for c in self.by if c not in self.columns]
+
+    @model_validator(mode="after")
+    def _by_not_imputed(self) -> GroupImputerParams:
+        both = sorted(set(self.by) & set(self.columns))
+        if both:
+            raise ValueError(f"column(s) {both} are both imputed and group keys; list them in one place")
+        return self
+
+
+def _keys(frame: pd.DataFrame, by: list[str]) -> list[tuple[Any, ...]]:
+    """Group key of each row as a tuple of plain Python values (int, float, str, None)."""
+    columns = [frame[b].astype(object).where(frame[b].notna(), None).tolist() for b in by]
+    return list(zip(*columns)) if columns else []
+
+
+def _group_table(frame: pd.DataFrame, column: str, by: list[str], strategy: str, step: str) -> list[list[Any]]:
+    rows = []
+    keys = _keys(frame, by)
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    for position, key in enumerate(keys):
+        if None not in key:
+            groups.setdefault(key, []).append(position)
+    for key in sorted(groups, key=repr):
+        part = frame.iloc[groups[key]]
+        if part[column].notna().any():
+            rows.append([*key, learn_fill(part, column, strategy, step=step)])  # type: ignore[arg-type]
+    return rows
+
+
+@register
+class GroupImputer(StepKind):
+    """Fill a missing value with the statistic of the row's group (``by`` columns).
+
+    A row whose group was not seen at training, has a missing key, or whose group had no value of
+    the column gets the overall statistic of the training rows. Group tables are saved as rows
+    ``[key_1, ..., key_k, value]`` (JSON has no tuple keys).
+    """
+
+    kind = "GroupImputer"
+    Params = GroupImputerParams
+
+    @staticmethod
+    def learn(frame: pd.DataFrame, y: pd.Series | None, params: Any) -> dict[str, Any]:
+        numeric = [params.strategy != "most_frequent" or is_numeric(frame[c]) for c in params.columns]
+        overall = [learn_fill(frame, c, params.strategy, step=params.name) for c in params.columns]
+        tables = [_group_table(frame, c, params.by, params.strategy, params.name) for c in params.columns]
+        return {"by": list(params.by), "overall": overall, "tables": tables, "numeric": numeric}
+
+    @staticmethod
+    def apply(frame: pd.DataFrame, state: dict[str, Any]) -> pd.DataFrame:
+        keys = _keys(frame, state["by"])
+        for column, overall, table, numeric in zip(state["columns"], state["overall"], state["tables"],
+                                                   state["numeric"]):
+            lookup = {tuple(row[:-1]): row[-1] for row in table}
+            missing = frame[column].isna().to_numpy()
+            fills = [lookup.get(key, overall) if gap else None for key, gap in zip(keys, missing)]
+            if numeric:
+                values = frame[column].to_numpy(dtype="float64", na_value=np.nan)
+                filled = np.array([np.nan if f is None else f for f in fills], dtype="float64")
+                frame[column] = np.where(missing, filled, values)
+            else:
+                column_values = frame[column].astype(object)
+                frame[column] = column_values.where(~missing, pd.Series(fills, index=frame.index, dtype=object))
+        return frame
+
+
+class MissingIndicatorParams(StepParams):
+    features: Literal["all", "missing-only"] = "all"
+    suffix: str = Field(default="_missing", pattern=r"^[A-Za-z0-9_]+$")
+
+
+@register
+class MissingIndicator(StepKind):
+    """Add ``<column><suffix>`` = 1.0 where the value is missing, else 0.0 (float64).
+
+    With ``features: missing-only`` only the columns with a missing value in the training rows get
+    an indicator (sklearn ``MissingIndicator``); that list is fixed in state.
+    """
+
+    kind = "MissingIndicator"
+    Params = MissingIndicatorParams
+
+    @staticmethod
+    def learn(frame: pd.DataFrame, y: pd.Series | None, params: Any) -> dict[str, Any]:
+        from sklearn.impute import MissingIndicator as Sk
+
+        marks = np.where(frame[params.columns].isna().to_numpy(), np.nan, 0.0)
+        if len(frame):
+            chosen = Sk(features=params.features, missing_values=np.nan).fit(marks).features_
+        else:
+            chosen = np.arange(len(params.columns)) if params.features == "all" else np.array([], int)
+        indicated = [params.columns[i] for i in chosen]
+        names = [f"{c}{params.suffix}" for c in indicated]
+        clash = [n for n in names if n in frame.columns]
+        if clash:
+            raise StepError(f"step '{params.name}': indicator column(s) {clash} already exist; choose "
+                            "another suffix", step=params.name)
+        return {"indicated": indicated, "names": names}
+
+    @staticmethod
+    def apply(frame: pd.DataFrame, state: dict[str, Any]) -> pd.DataFrame:
+        for column, name in zip(state["indicated"], state["names"]):
+            frame[name] = frame[column].isna().to_numpy().astype("float64")
         return frame

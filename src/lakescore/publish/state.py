@@ -1,0 +1,144 @@
+"""Table metadata for the guard, read with delta-rs: the target's receipts, the source's change feed.
+
+Everything here reads; :mod:`lakescore.publish.plan` decides and :mod:`lakescore.publish.delta_rs`
+writes.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakescore.publish.plan import SourceState, TargetState, cdf_recovery, parse_receipt
+
+CDF_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
+
+
+def delta_schema(schema: Any) -> tuple[tuple[str, str], ...]:
+    """``(column, type)`` pairs of a ``deltalake.Schema`` or an Arrow schema, with Delta's primitive
+    type names (``long``, ``double``, ``string``, ``timestamp``, ...), the names Spark's
+    ``DataType.typeName()`` gives too."""
+    from deltalake import Schema
+
+    if not isinstance(schema, Schema):
+        schema = Schema.from_arrow(schema)
+    return tuple((f.name, getattr(f.type, "type", None) or str(f.type)) for f in schema.fields)
+
+
+def history_receipts(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The lakescore receipts of a table history (newest first), each with ``table_version`` and
+    ``committed_at`` (UTC ISO 8601)."""
+    out = []
+    for entry in history:
+        receipt = parse_receipt(entry.get("userMetadata"))
+        if receipt is not None:
+            stamp = datetime.fromtimestamp(entry.get("timestamp", 0) / 1000, tz=timezone.utc)
+            out.append({**receipt, "table_version": int(entry["version"]),
+                        "committed_at": stamp.isoformat(timespec="seconds")})
+    return out
+
+
+def read_target(path: str, name: str) -> tuple[Any, TargetState]:
+    """The prediction table and its :class:`TargetState`, read from one snapshot.
+
+    Parameters
+    ----------
+    path : str
+        Folder of the Delta table.
+    name : str
+        Its three-part name (for messages).
+
+    Returns
+    -------
+    (deltalake.DeltaTable or None, TargetState)
+        The table loaded at its current version (None when it does not exist) and its state at
+        that version: id, schema, whether it has files, and the receipts in its history. The
+        writer commits against that same table object.
+    """
+    from deltalake import DeltaTable
+
+    if not DeltaTable.is_deltatable(path):
+        return None, TargetState(name, exists=False)
+    table = DeltaTable(path)
+    receipts = history_receipts(table.history())
+    return table, TargetState(name, True, table.version(), table.metadata().id, delta_schema(table.schema()),
+                              bool(table.file_uris()), tuple(receipts))
+
+
+def receipts(path: str) -> list[dict[str, Any]]:
+    """Every lakescore receipt still in the history of the table at ``path`` (``lakescore receipts``).
+
+    Returns
+    -------
+    list of dict
+        Newest first, each with ``table_version`` and ``committed_at`` added; empty when the
+        table does not exist. Commits older than the log retention (30 days by default) are no
+        longer in the history.
+    """
+    from deltalake import DeltaTable
+
+    return history_receipts(DeltaTable(path).history()) if DeltaTable.is_deltatable(path) else []
+
+
+def read_source(table: Any, name: str, *, version: int, window_from: int | None = None) -> SourceState:
+    """The source's :class:`SourceState` at the pinned ``version``.
+
+    Parameters
+    ----------
+    table : deltalake.DeltaTable
+        The source, loaded at ``version``.
+    window_from : int or None
+        First version an incremental window needs; the log is searched back to it for
+        ``oldest_version`` (None: no window, the log is not read).
+    """
+    config = table.metadata().configuration
+    oldest = None
+    if window_from is not None and window_from <= version:
+        kept = [int(h["version"]) for h in table.history(limit=version - window_from + 1)]
+        oldest = min(kept) if kept else version + 1
+    return SourceState(name, table.metadata().id, version,
+                       str(config.get("delta.enableChangeDataFeed", "false")).lower() == "true", oldest)
+
+
+def read_window(table: Any, name: str, target: str, *, first: int, last: int,
+                columns: list[str]) -> tuple[pd.DataFrame, dict[int, list[str]]]:
+    """Inserted rows of versions ``first``..``last`` of the source's change data feed.
+
+    Returns
+    -------
+    (DataFrame of shape (n_inserted, len(columns)), dict of int to list of str)
+        The inserted rows (pandas dtypes as ``DeltaTable.to_pandas`` gives them) and, per source
+        version, the non-insert change types found (updates and deletes).
+
+    Raises
+    ------
+    CdfRecoveryRequiredError
+        When the feed cannot be read back to ``first`` (vacuumed data files, cleaned log).
+    """
+    from deltalake.exceptions import DeltaError
+
+    try:
+        data = pa.table(table.load_cdf(starting_version=first, ending_version=last,
+                                       columns=[*columns, "_change_type", "_commit_version"]))
+    except (DeltaError, pa.ArrowInvalid, OSError) as err:
+        raise cdf_recovery(name, target, first, last, f"reading it failed ({str(err).splitlines()[0][:200]})") from err
+    data = _plain_types(data)  # text comes back as string_view, which filter/take do not support
+    kinds = data["_change_type"]
+    inserted = pc.equal(kinds, "insert")
+    changes: dict[int, list[str]] = {}
+    other = data.filter(pc.invert(inserted)).select(["_change_type", "_commit_version"])
+    for kind, version in zip(other["_change_type"].to_pylist(), other["_commit_version"].to_pylist()):
+        changes.setdefault(int(version), []).append(str(kind))
+    rows = data.filter(inserted).select(columns)
+    return rows.to_pandas(), changes
+
+
+def _plain_types(data: pa.Table) -> pa.Table:
+    """``string_view`` (how the change feed returns text) as ``large_string``, like a table read."""
+    fields = [pa.field(f.name, pa.large_string() if pa.types.is_string_view(f.type) else f.type, f.nullable)
+              for f in data.schema]
+    return data.cast(pa.schema(fields))

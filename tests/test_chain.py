@@ -1,0 +1,189 @@
+"""FittedChain: exclusion reasons, training-only steps, pre-split eligibility, output rules, engines."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lakescore.chain import FittedChain
+from lakescore.frames import floats_close, to_pandas
+from lakescore.rules import EligibilityRule, OutputRule
+from lakescore.steps.recipe import learn_pre_split
+from lakescore.training import fit_chain
+from lakescore.usercode import FunctionRef
+
+FEATURES = ["month", "hour", "dep_delay", "distance", "carrier", "origin"]
+ENCODE = [{"step": "SimpleImputer", "name": "impute", "columns": ["dep_delay"], "strategy": "median"},
+          {"step": "StandardScaler", "name": "scale_all", "columns": ["month", "hour", "dep_delay", "distance"]},
+          {"step": "OneHotEncoder", "name": "one_hot", "columns": ["carrier", "origin"]}]
+
+
+def risk_band(frame, params):
+    """Output rule: 'high' when the probability of a late arrival is at least the threshold."""
+    high = frame["probability"] >= params["threshold"]
+    return pd.DataFrame({"risk_band": np.where(high, "high", "low"), "risk_points": (frame["probability"] * 100).round()},
+                        index=frame.index)
+
+
+def _rule():
+    ref = FunctionRef.resolve_name("features.scoring:has_departed", what="rule")
+    return EligibilityRule("cancelled", 1, ref, ("dep_time",))
+
+
+def _fit(flights, recipe, **options):
+    rows = flights[flights["arr_delay"].notna()]
+    label = (rows["arr_delay"] > 15).astype("int64")
+    return fit_chain(rows, label, recipe=recipe, model_class="LogisticRegression", model_params={"max_iter": 500},
+                     feature_columns=FEATURES, **options)
+
+
+def _request(flights, **edits):
+    """Real rows with some values replaced: edits maps column -> list of values for the first rows."""
+    rows = flights.head(10).copy()
+    for column, values in edits.items():
+        rows[column] = rows[column].astype(object if isinstance(values[0], str) else "float64")
+        rows.iloc[:len(values), rows.columns.get_loc(column)] = values
+    return rows
+
+
+def test_first_excluding_step_names_the_reason(flights_sample):
+    recipe = [{"step": "ManualBounds", "name": "not_negative", "columns": ["distance"], "lower": 1},
+              {"step": "ManualBounds", "name": "short_hop", "columns": ["distance"], "lower": 2},
+              {"step": "PowerTransformer", "name": "box_cox", "columns": ["distance"], "method": "box-cox"},
+              *ENCODE]
+    chain = _fit(flights_sample, recipe)
+    scored = chain.predict(_request(flights_sample, distance=[-5.0, 1.5, 1000.0]))
+    # -5 is below both bounds and cannot be Box-Cox transformed: the first step names it
+    assert scored["exclusion_reason"].tolist()[:3] == ["outlier:not_negative", "outlier:short_hop", pd.NA]
+    assert scored["scoring_status"].tolist()[:3] == ["excluded", "excluded", "predicted"]
+    assert scored["prediction"].isna().tolist()[:3] == [True, True, False]
+    assert scored["probability"].isna().tolist()[:3] == [True, True, False]
+
+
+def test_an_invalid_value_is_excluded_with_its_step(flights_sample):
+    recipe = [{"step": "PowerTransformer", "name": "box_cox", "columns": ["distance"], "method": "box-cox"}, *ENCODE]
+    scored = _fit(flights_sample, recipe).predict(_request(flights_sample, distance=[0.0]))
+    assert scored["exclusion_reason"].iloc[0] == "invalid:box_cox"
+    assert (scored["scoring_status"].iloc[1:] == "predicted").all()
+
+
+def test_ineligible_wins_over_outlier(flights_sample):
+    recipe = [{"step": "IQR", "name": "distance_outlier", "columns": ["distance"]}, *ENCODE]
+    chain = _fit(flights_sample, recipe, rules=[_rule()])
+    request = _request(flights_sample, distance=[99999.0, 99999.0], dep_time=[np.nan])
+    scored = chain.predict(request)
+    assert scored["exclusion_reason"].tolist()[:2] == ["ineligible:cancelled", "outlier:distance_outlier"]
+    assert chain.excludes_rows
+
+
+def test_training_only_steps_are_skipped_at_prediction(flights_sample):
+    recipe = [{"step": "DropMissingRows", "name": "need_delay", "columns": ["dep_delay"]},
+              {"step": "Deduplicate", "name": "dedupe", "columns": ["carrier", "origin", "month"]},
+              {"step": "custom", "name": "positive_distance", "ref": "features.preprocessing:positive_distance",
+               "columns": ["distance"]}, *ENCODE]
+    chain = _fit(flights_sample, recipe)
+    assert chain.steps[1].rows_out < chain.steps[1].rows_in  # dedupe dropped training rows
+    request = pd.concat([flights_sample.head(5)] * 2, ignore_index=True)  # 10 rows, 5 duplicated
+    request.loc[0, "dep_delay"], request.loc[1, "distance"] = np.nan, 0
+    scored = chain.predict(request)
+    assert len(scored) == 10 and scored.index.equals(request.index)
+    assert (scored["scoring_status"] == "predicted").all()
+
+
+def test_a_row_scores_the_same_alone_and_in_a_batch(flights_sample):
+    recipe = [{"step": "IQR", "name": "distance_outlier", "columns": ["distance"]}, *ENCODE,
+              {"step": "StandardScaler", "name": "scale", "columns": ["dep_delay", "distance"]}]
+    chain = _fit(flights_sample, recipe, rules=[_rule()])
+    batch = flights_sample.head(300)
+    whole = chain.predict(batch)
+    for i in range(0, 300, 37):
+        alone = chain.predict(batch.iloc[[i]])
+        assert alone["exclusion_reason"].equals(whole["exclusion_reason"].iloc[[i]])
+        assert floats_close(alone["probability"].astype("float64"), whole["probability"].iloc[[i]].astype("float64")).all()
+
+
+def test_output_rules_add_typed_columns_on_predicted_rows(flights_sample, tmp_path):
+    rule = OutputRule("risk", 1, FunctionRef.of(risk_band, what="rule"), (),
+                      (("risk_band", "string"), ("risk_points", "long")), {"threshold": 0.5})
+    recipe = [{"step": "IQR", "name": "distance_outlier", "columns": ["distance"]}, *ENCODE]
+    chain = _fit(flights_sample, recipe, output_rules=[rule])
+    assert chain.output_columns == ["prediction", "probability", "scoring_status", "exclusion_reason",
+                                    "risk_band", "risk_points"]
+    scored = chain.predict(_request(flights_sample, distance=[99999.0]))
+    assert {c: str(t) for c, t in scored.dtypes.items()} == chain.output_dtypes
+    assert scored["risk_band"].isna().iloc[0] and scored["risk_points"].isna().iloc[0]  # excluded row
+    probability = scored["probability"].iloc[1:].astype("float64")
+    assert scored["risk_band"].iloc[1:].tolist() == np.where(probability >= 0.5, "high", "low").tolist()
+    assert scored["risk_points"].iloc[1:].tolist() == [int(round(p * 100)) for p in probability]
+    empty = chain.predict(flights_sample.head(0))
+    assert list(empty.columns) == chain.output_columns and len(empty) == 0
+
+    again = FittedChain.load(chain.save(tmp_path / "chain"))
+    assert again.output_rules == chain.output_rules
+    pd.testing.assert_frame_equal(again.predict(flights_sample.head(50)), chain.predict(flights_sample.head(50)))
+
+
+def _pre_split(flights):
+    recipe = [{"step": "DropMissingRows", "name": "has_delay", "columns": ["dep_delay"]},
+              {"step": "ManualBounds", "name": "plausible_delay", "columns": ["dep_delay"], "upper": 600},
+              {"step": "DropMissingRows", "name": "has_label", "columns": ["arr_delay"]},
+              {"step": "ValueReplacement", "name": "rename", "columns": ["origin"], "replace": [["EWR", "Newark"]]}]
+    return learn_pre_split(flights, recipe=recipe, target_columns=["arr_delay"])
+
+
+@pytest.mark.parametrize("mode,reasons", [
+    ("combined", ["ineligible:has_delay", "ineligible:plausible_delay", pd.NA]),
+    ("pre_split", ["ineligible:has_delay", "ineligible:plausible_delay", pd.NA]),
+    ("rules", [pd.NA, pd.NA, pd.NA]),
+])
+def test_pre_split_filters_become_eligibility(flights_sample, mode, reasons, tmp_path):
+    pre = _pre_split(flights_sample)
+    assert pre.skipped == ("has_label",)
+    kept = flights_sample.loc[pre.kept]
+    chain = _fit(kept, ENCODE, pre_split=pre.steps, pre_split_skipped=pre.skipped, eligibility_mode=mode)
+    assert "arr_delay" not in chain.input_columns  # the target-reading step never runs at scoring
+    assert "origin_Newark" in chain.feature_columns  # the fixed edit ran before the encoder
+    request = _request(flights_sample, dep_delay=[np.nan, 900.0]).drop(columns=["arr_delay"])
+    scored = chain.predict(request)
+    assert scored["exclusion_reason"].tolist()[:3] == reasons
+    again = FittedChain.load(chain.save(tmp_path / "chain"))
+    assert (again.eligibility_mode, again.pre_split_skipped) == (mode, ("has_label",))
+    pd.testing.assert_frame_equal(again.predict(request), scored)
+
+
+def test_polars_training_frame_keeps_Int64_and_scores_like_pandas(flights_sample):
+    pl = pytest.importorskip("polars", reason="polars is the optional engine")
+    rows = flights_sample[flights_sample["arr_delay"].notna()].copy()
+    rows["dep_time"] = rows["dep_time"].astype("Int64")
+    rows.loc[rows.index[:3], "dep_time"] = pd.NA
+    as_polars = pl.from_pandas(rows[[*FEATURES, "dep_time"]])
+    back = to_pandas(as_polars)
+    assert str(back["dep_time"].dtype) == "Int64" and back["dep_time"].isna().sum() == 3
+    assert str(back["month"].dtype) == "Int64"  # a Polars integer column never comes back Float64
+
+    recipe = [{"step": "SimpleImputer", "name": "impute", "columns": ["dep_delay", "dep_time"], "strategy": "median"},
+              {"step": "StandardScaler", "name": "scale", "columns": ["hour", "dep_delay", "distance", "dep_time"]},
+              {"step": "OneHotEncoder", "name": "one_hot", "columns": ["carrier", "origin", "month"]}]
+    label = (rows["arr_delay"] > 15).astype("int64").to_numpy()
+    options = dict(recipe=recipe, model_class="LogisticRegression", model_params={"max_iter": 500},
+                   feature_columns=[*FEATURES, "dep_time"])
+    from_polars = fit_chain(as_polars, label, **options)
+    from_pandas = fit_chain(back, label, **options)
+    assert from_polars.engine == "polars" and from_pandas.engine == "pandas"
+    request = as_polars.head(20)
+    pd.testing.assert_frame_equal(from_polars.predict(request), from_pandas.predict(to_pandas(request)))
+    # a plain int64 pandas request gives the same answer as the Int64 one (month category "1" either way)
+    plain = rows[[*FEATURES, "dep_time"]].head(20).reset_index(drop=True)
+    assert from_polars.predict(plain)["probability"].equals(from_polars.predict(request)["probability"])
+
+
+def test_output_rules_load_from_scoring_config():
+    from lakescore.config import ScoringConfig
+    from lakescore.rules import load_output_rules
+
+    scoring = ScoringConfig.model_validate({"module": "test_chain", "output": [
+        {"name": "risk", "function": "risk_band", "version": 2, "params": {"threshold": 0.5},
+         "outputs": {"risk_band": "string", "risk_points": "long"}}]})
+    (rule,) = load_output_rules(scoring)
+    assert (rule.name, rule.version, rule.function.qualname) == ("risk", 2, "risk_band")
+    assert rule.outputs == (("risk_band", "string"), ("risk_points", "long"))
+    assert OutputRule.from_json(rule.to_json()) == rule
