@@ -119,3 +119,18 @@ def test_output_rule_columns_must_be_new_names(project_dir):
                                    "outputs": {"probability": "double"}}])
     with pytest.raises(ConfigError, match="output column 'probability' of rule 'band' must be a new name"):
         load_project(project_dir)
+
+
+def test_an_unknown_recipe_column_and_feature_fail_before_any_work(project_dir, runtime, flights_sample):
+    runtime.write_table("main.flights.flights", flights_sample)
+    path = project_dir / "training.yml"
+    data = yaml.safe_load(path.read_text())
+    data["preprocessing"][1]["columns"].append("dep_dely")
+    data["data"]["feature_columns"].append("wheels")
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError) as err:
+        train_project(load_project(project_dir), runtime)
+    text = str(err.value)
+    assert "config/training.yml: data.feature_columns names unknown column 'wheels' of main.flights.flights" in text
+    assert "config/training.yml: preprocessing[1] (impute_numeric) names unknown column 'dep_dely'" in text
+    assert not (runtime.home / "mlflow.db").exists()  # nothing was logged or registered
