@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import importlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Literal
 
@@ -52,7 +51,7 @@ from pydantic import Field
 from lakescore.errors import StepError
 from lakescore.frames import decode_state, encode_state
 from lakescore.steps.base import StepKind, StepParams, register
-from lakescore.usercode import FunctionRef, UserCodeError
+from lakescore.usercode import FunctionRef, UserCodeError, import_object
 
 Context = Literal["row", "group", "window", "global"]
 Flavour = Literal["column", "fitted", "filter"]
@@ -133,16 +132,7 @@ def resolve_user_step(ref: str, *, step: str) -> UserStep:
     UserCodeError
         When the module or attribute is missing, or the attribute is not a declared user step.
     """
-    module_name, sep, attribute = ref.partition(":")
-    if not sep:
-        module_name, _, attribute = ref.rpartition(".")
-    try:
-        obj: Any = importlib.import_module(module_name)
-        for part in attribute.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError, ValueError) as err:
-        raise UserCodeError(f"step '{step}': cannot import ref '{ref}' ({err}). Check the module and "
-                            "attribute name, and that the project package is installed") from err
+    obj = import_object(ref, what=f"step '{step}': ref")
     if not isinstance(obj, UserStep):
         raise UserCodeError(f"step '{step}': ref '{ref}' is a {type(obj).__name__}, not a user step. "
                             f"Declare it: my_step = column_step('{step}', my_function, output=[...])")

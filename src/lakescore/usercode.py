@@ -67,7 +67,14 @@ class FunctionRef:
         return cls(data["module"], data["qualname"], data["source"], data["source_sha256"])
 
 
-def _import(dotted: str, *, what: str) -> Callable[..., Any]:
+def import_object(dotted: str, *, what: str) -> Any:
+    """Import the object named ``module:qualname`` (or ``module.name``).
+
+    Raises
+    ------
+    UserCodeError
+        Naming ``what`` and the reference, when the module or attribute is missing.
+    """
     module_name, sep, qualname = dotted.partition(":")
     if not sep:
         module_name, _, qualname = dotted.rpartition(".")
@@ -75,11 +82,16 @@ def _import(dotted: str, *, what: str) -> Callable[..., Any]:
         obj: Any = importlib.import_module(module_name)
         for part in qualname.split("."):
             obj = getattr(obj, part)
-    except (ImportError, AttributeError) as err:
+    except (ImportError, AttributeError, ValueError) as err:
         raise UserCodeError(
-            f"{what}: cannot import '{dotted}' ({err}). Check the module and function name, and "
+            f"{what}: cannot import '{dotted}' ({err}). Check the module and attribute name, and "
             "that the project package is installed (make install)."
         ) from err
+    return obj
+
+
+def _import(dotted: str, *, what: str) -> Callable[..., Any]:
+    obj = import_object(dotted, what=what)
     if not callable(obj):
         raise UserCodeError(f"{what}: '{dotted}' is a {type(obj).__name__}, not a function")
     return obj
