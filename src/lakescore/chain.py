@@ -167,15 +167,15 @@ class FittedChain:
         n_rows = len(frame)
         out = pd.DataFrame(index=frame.index)
         label_dtype = self.label_dtype
-        prediction = pd.array([pd.NA] * n_rows, dtype=label_dtype)
-        probability = pd.array([pd.NA] * n_rows, dtype="Float64")
+        labels, proba = None, np.full(n_rows, np.nan)
         if len(rows):
             matrix = self._model_matrix(data)
             labels = self.model.predict(matrix)
-            prediction[rows] = pd.array(labels).astype(label_dtype)
             if self.task == "classification":
-                proba = self.model.predict_proba(matrix)
-                probability[rows] = proba[:, 1] if proba.shape[1] == 2 else proba.max(axis=1)
+                p = self.model.predict_proba(matrix)
+                proba[rows] = p[:, 1] if p.shape[1] == 2 else p.max(axis=1)
+        prediction = _masked(labels, rows, n_rows, label_dtype)
+        probability = pd.array(proba, dtype="Float64")  # NaN (no prediction) becomes <NA>
         out["prediction"] = prediction
         if self.task == "classification":
             out["probability"] = probability
@@ -224,6 +224,22 @@ class FittedChain:
             pre_split_skipped=tuple(meta.get("pre_split_skipped", [])),
             output_rules=tuple(OutputRule.from_json(r) for r in meta.get("output_rules", [])),
         )
+
+
+def _masked(values: np.ndarray | None, rows: np.ndarray, n_rows: int, dtype: str) -> Any:
+    """A nullable array of ``dtype`` and length ``n_rows``: ``values`` at positions ``rows``, NA elsewhere."""
+    if dtype == "string":
+        filled = np.full(n_rows, None, dtype=object)
+        if values is not None:
+            filled[rows] = np.asarray(values).astype(str)
+        return pd.array(filled, dtype="string")
+    numeric = np.zeros(n_rows, dtype="int64" if dtype == "Int64" else "float64")
+    mask = np.ones(n_rows, dtype=bool)
+    if values is not None:
+        numeric[rows] = values
+        mask[rows] = False
+    cls = pd.arrays.IntegerArray if dtype == "Int64" else pd.arrays.FloatingArray
+    return cls(numeric, mask)
 
 
 def pre_split_role(step: FittedStep, *, mode: str, skipped: tuple[str, ...] | list[str]) -> str:

@@ -104,15 +104,19 @@ class OneHotEncoder(StepKind):
 
     @staticmethod
     def apply(frame: pd.DataFrame, state: dict[str, Any]) -> pd.DataFrame:
-        encoded = {}
-        for column, cats, names in zip(state["columns"], state["categories"], state["names"]):
-            values = text_values(frame, column)
-            for category, name in zip(cats, names):
-                encoded[name] = (values == category).astype("float64")
-        out = frame.drop(columns=state["columns"])
-        new = pd.DataFrame(encoded, index=frame.index, columns=[n for g in state["names"] for n in g],
-                           dtype="float64")
-        return pd.concat([out, new], axis=1)
+        # each value is looked up in the fixed category list on its own (code -1: unseen or
+        # missing -> all zeros), then one 1.0 is set per row: O(rows) instead of O(rows x categories)
+        blocks = []
+        for column, cats in zip(state["columns"], state["categories"]):
+            codes = pd.Categorical(text_values(frame, column), categories=cats).codes
+            block = np.zeros((len(frame), len(cats)), dtype="float64")
+            known = np.flatnonzero(codes >= 0)
+            block[known, codes[known]] = 1.0
+            blocks.append(block)
+        names = [n for group in state["names"] for n in group]
+        matrix = np.hstack(blocks) if blocks else np.zeros((len(frame), 0))
+        new = pd.DataFrame(matrix, index=frame.index, columns=names)
+        return pd.concat([frame.drop(columns=state["columns"]), new], axis=1, copy=False)
 
 
 class OrdinalParams(StepParams):
