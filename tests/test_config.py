@@ -66,3 +66,15 @@ def test_the_cli_prints_the_problems_and_exits_2(project_dir, capsys):
     assert main(["score", "--config-dir", str(project_dir), "--home", str(project_dir / "home")]) == 2
     err = capsys.readouterr().err
     assert "invalid_config" in err and "got -5" in err
+
+
+@pytest.mark.parametrize("value,expected", [
+    (True, "must be a number between 1 and 100000; got True"),
+    ("5000", "must be a number between 1 and 100000; got '5000'"),
+    (2.5, "must be a whole number between 1 and 100000; got 2.5"),
+])
+def test_a_batch_size_that_is_not_a_whole_number_says_what_is_allowed(project_dir, value, expected):
+    _edit(project_dir, "inference.yml", spark_udf_prediction_batch_rows=value)
+    with pytest.raises(ConfigError) as err:
+        load_project(project_dir)
+    assert f"config/inference.yml: spark_udf_prediction_batch_rows {expected}" in str(err.value)

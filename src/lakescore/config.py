@@ -15,20 +15,29 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, WrapValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from lakescore.errors import ConfigError
 
 TABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*$")
 
 
-def _between(lo: float, hi: float) -> AfterValidator:
-    def check(value: float) -> float:
-        if not lo <= value <= hi:
-            raise ValueError(f"must be between {lo} and {hi}")
-        return value
+def _between(lo: float, hi: float) -> WrapValidator:
+    """A number in [lo, hi]. Booleans and text are refused (YAML ``yes`` or ``"5000"`` are not
+    numbers), and a wrong type gets the same message as a wrong value: what is allowed."""
 
-    return AfterValidator(check)
+    def check(value: Any, handler: Any) -> Any:
+        if isinstance(value, (bool, str)):
+            raise ValueError(f"must be a number between {lo} and {hi}")
+        try:
+            number = handler(value)
+        except ValidationError:
+            raise ValueError(f"must be a whole number between {lo} and {hi}") from None
+        if not lo <= number <= hi:
+            raise ValueError(f"must be between {lo} and {hi}")
+        return number
+
+    return WrapValidator(check)
 
 
 def _table_name(value: str) -> str:
@@ -243,6 +252,7 @@ class ServingConfig(_Strict):
     keep_warm: bool = False
     max_warm_copies: Annotated[int, _between(1, 256)] = 4
     memory_limit_mb: Annotated[int, _between(64, 1 << 20)] = 2048
+    copy_start: Literal["preloaded_fork", "new_process"] = "preloaded_fork"
     request_timeout_s: Annotated[float, _between(0.1, 3600)] = 30
     max_queue: Annotated[int, _between(0, 100000)] = 64
     max_body_bytes: Annotated[int, _between(1024, 1 << 30)] = 1 << 20

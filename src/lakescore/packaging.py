@@ -137,25 +137,28 @@ def log_and_register(chain: FittedChain, *, example: pd.DataFrame, name: str, al
     return RegisteredModel(name, version, info.run_id, f"models:/{name}/{version}", certificate)
 
 
-def resolve_version(name: str, *, selection: str, version: int | None) -> int:
-    """The registered version to score: ``pinned_version`` -> ``version``; ``champion`` -> the alias.
+def resolve_version(name: str, *, selection: str, version: int | None, alias: str = "champion") -> int:
+    """The registered version to score: ``pinned_version`` -> ``version``; ``champion`` -> the
+    version the registry ``alias`` (training.yml ``registry.alias``) points at.
 
     Raises
     ------
     ModelNotFoundError
-        When the model, version or alias does not exist.
+        When the model, version or alias does not exist, with the fix for that case.
     """
     client = mlflow.MlflowClient()
     try:
         if selection == "pinned_version":
             client.get_model_version(name, str(version))
             return int(version)  # type: ignore[arg-type]
-        return int(client.get_model_version_by_alias(name, "champion").version)
+        return int(client.get_model_version_by_alias(name, alias).version)
     except mlflow.exceptions.MlflowException as err:
-        want = f"version {version}" if selection == "pinned_version" else "alias 'champion'"
+        if selection == "pinned_version":
+            want, fix = f"version {version}", "fix model_version in inference.yml, or run `lakescore train`"
+        else:
+            want, fix = f"alias '{alias}'", "run `lakescore train` (it sets the alias), or pin model_version"
         raise ModelNotFoundError(
-            f"registered model {name} has no {want} ({err.message.splitlines()[0]}). "
-            "Run `lakescore train` first, or fix model_version in config/inference.yml."
+            f"registered model {name} has no {want} ({err.message.splitlines()[0]}). {fix.capitalize()}."
         ) from err
 
 

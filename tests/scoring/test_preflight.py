@@ -48,3 +48,19 @@ def test_the_sdk_refuses_runtime_spark(flights_sample):
     with pytest.raises(RuntimeUnsupportedError, match=r"score_frame\(runtime='spark'\) is not supported") as err:
         score_frame(flights_sample, "models:/x/1", runtime="spark")
     assert err.value.code == "runtime_unsupported"
+
+
+def test_champion_selection_follows_the_configured_registry_alias(runtime, project_dir, flights_sample, small_chain):
+    import yaml
+
+    path = project_dir / "training.yml"
+    cfg = yaml.safe_load(path.read_text())
+    cfg["registry"]["alias"] = "prod"
+    path.write_text(yaml.safe_dump(cfg))
+    runtime.write_table("main.flights.flights_incoming", flights_sample)
+    runtime.mlflow()
+    evidence = admit(small_chain, flights_sample.iloc[1000:])
+    with mlflow.start_run():
+        log_and_register(small_chain, example=flights_sample.head(5), name=NAME, alias="prod", evidence=evidence)
+        log_and_register(small_chain, example=flights_sample.head(5), name=NAME, alias="champion", evidence=evidence)
+    assert preflight(load_project(project_dir), runtime).model_version == 1  # prod, not champion (v2)

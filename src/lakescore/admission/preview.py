@@ -69,7 +69,8 @@ def preview_score(project: ProjectConfig, runtime: Any) -> list[str]:
     runtime.mlflow()
     inf = project.inference
     name = project.training.registry.model_name
-    version = resolve_version(name, selection=inf.score_model_selection, version=inf.model_version)
+    version = resolve_version(name, selection=inf.score_model_selection, version=inf.model_version,
+                              alias=project.training.registry.alias)
     uri = f"models:/{name}/{version}"
     lines = [f"Model {name} v{version} ({inf.score_model_selection})"]
     try:

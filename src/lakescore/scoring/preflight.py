@@ -51,7 +51,8 @@ def preflight(project: ProjectConfig, runtime: Any) -> ScorePlan:
     name = project.training.registry.model_name
     version, uri, cert = -1, "", None
     try:
-        version = resolve_version(name, selection=inf.score_model_selection, version=inf.model_version)
+        version = resolve_version(name, selection=inf.score_model_selection, version=inf.model_version,
+                              alias=project.training.registry.alias)
         uri = f"models:/{name}/{version}"
         cert = read_certificate(uri)
         require_admitted(cert)
