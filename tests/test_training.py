@@ -134,3 +134,22 @@ def test_an_unknown_recipe_column_and_feature_fail_before_any_work(project_dir, 
     assert "config/training.yml: data.feature_columns names unknown column 'wheels' of main.flights.flights" in text
     assert "config/training.yml: preprocessing[1] (impute_numeric) names unknown column 'dep_dely'" in text
     assert not (runtime.home / "mlflow.db").exists()  # nothing was logged or registered
+
+
+def test_model_filter_label_and_rule_problems_are_all_found_before_any_work(project_dir, runtime, flights_sample):
+    runtime.write_table("main.flights.flights", flights_sample)
+    for name, edit in (("training.yml", lambda d: d.update(model={"class": "LogisticRegresion", "params": {}}) or
+                        d["data"].update(filter="mnth <= 9", label_expression="arr_dely > 15")),
+                       ("scoring.yml", lambda d: d["eligibility"][0].update(columns=["dep_tme"]))):
+        path = project_dir / name
+        data = yaml.safe_load(path.read_text())
+        edit(data)
+        path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError) as err:
+        train_project(load_project(project_dir), runtime)
+    text = str(err.value)
+    assert "config/training.yml: model.class must be one of" in text and "got 'LogisticRegresion'" in text
+    assert "config/training.yml: data.filter 'mnth <= 9' cannot be evaluated on main.flights.flights" in text
+    assert "config/training.yml: data.label_expression 'arr_dely > 15' cannot be evaluated" in text
+    assert "config/scoring.yml: rule 'cancelled' reads unknown column 'dep_tme' of main.flights.flights" in text
+    assert len(err.value.problems) == 4 and not (runtime.home / "mlflow.db").exists()

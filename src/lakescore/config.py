@@ -299,6 +299,10 @@ class ProjectConfig:
     monitoring: MonitoringConfig
     serving: ServingConfig | None = None
 
+    def shown(self, name: str) -> str:
+        """How messages name one of this project's files, e.g. ``config/training.yml``."""
+        return f"{self.config_dir.resolve().name}/{name}.yml"
+
 
 _FILES: dict[str, type[_Strict]] = {
     "training": TrainingConfig,
@@ -342,7 +346,7 @@ def load_file(path: Path, model: type[_Strict], problems: list[str]) -> Any:
 
     Returns the validated model, or None when the file has problems.
     """
-    shown = f"{path.parent.name}/{path.name}"
+    shown = f"{path.parent.resolve().name}/{path.name}"
     if not path.exists():
         problems.append(f"{shown}: file not found; create it (see the template in config/)")
         return None

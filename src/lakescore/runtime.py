@@ -82,6 +82,13 @@ class LocalRuntime:
     def table_columns(self, name: str) -> list[str]:
         return [f.name for f in self.delta_table(name).schema().fields]
 
+    def empty_frame(self, name: str) -> pd.DataFrame:
+        """A frame with the table's columns and dtypes and no rows (reads no data file)."""
+        schema = self.delta_table(name).schema().to_arrow()
+        import pyarrow as pa  # schema only: no rows are read
+
+        return pa.schema(schema).empty_table().to_pandas()
+
     def read_table(self, name: str, *, version: int | None = None,
                    columns: list[str] | None = None) -> pd.DataFrame:
         """Read a table (at a pinned ``version``) into pandas."""

@@ -17,7 +17,7 @@ import pandas as pd
 
 from lakescore.chain import FittedChain, pre_split_role
 from lakescore.config import ProjectConfig
-from lakescore.errors import ConfigError, StepError
+from lakescore.errors import ConfigError, LakescoreError, StepError
 from lakescore.frames import derive_label, to_pandas
 from lakescore.models import build_model, task_of
 from lakescore.rules import EligibilityRule, OutputRule, load_output_rules, load_rules
@@ -160,44 +160,71 @@ class TrainResult:
                 "certificate": self.certificate}
 
 
-def preflight_training(project: ProjectConfig, runtime: Any) -> list[StepParams]:
-    """Check, before any work, that the training table exists and the recipe's columns and
-    parameters are valid; collect every problem into one ConfigError."""
+def preflight_training(project: ProjectConfig, runtime: Any) -> None:
+    """Check, before any work, everything training can check without reading rows: the table, the
+    feature, key and rule columns, the recipe's steps and columns, the row filter and label
+    expression (evaluated on an empty frame with the table's columns) and the model class and
+    parameters.
+
+    Raises
+    ------
+    ConfigError
+        Listing every problem, each naming the file, the key, the bad value and what is allowed.
+    """
+    from lakescore.models import MODEL_CLASSES
+
     cfg = project.training
+    shown = project.shown("training")
     problems = []
     try:
-        available = set(runtime.table_columns(cfg.data.table))
-    except Exception as err:  # TableNotFoundError carries the fix
-        raise ConfigError([f"config/training.yml: data.table {cfg.data.table!r}: {err}"]) from err
+        empty = runtime.empty_frame(cfg.data.table)
+    except LakescoreError as err:  # TableNotFoundError carries the fix
+        raise ConfigError([f"{shown}: data.table {cfg.data.table!r}: {err}"]) from err
+    available = set(empty.columns)
     for key in ("feature_columns", "record_keys"):
         for column in getattr(cfg.data, key):
             if column not in available:
-                problems.append(f"config/training.yml: data.{key} names unknown column {column!r} "
+                problems.append(f"{shown}: data.{key} names unknown column {column!r} "
                                 f"of {cfg.data.table}; available: {', '.join(sorted(available))}")
-    params = []
+    for rule in (*project.scoring.eligibility, *project.scoring.output):
+        problems += [f"{project.shown('scoring')}: rule {rule.name!r} reads unknown column {c!r} of "
+                     f"{cfg.data.table}" for c in rule.columns if c not in available]
+    for key, text in (("filter", cfg.data.filter), ("label_expression", cfg.data.label_expression)):
+        if text:
+            try:
+                empty.query(text, engine="python") if key == "filter" else empty.eval(text)
+            except Exception as err:  # pandas raises several types for a bad expression
+                problems.append(f"{shown}: data.{key} {text!r} cannot be evaluated on {cfg.data.table} "
+                                f"({type(err).__name__}: {err}); write a pandas expression over its columns")
     for i, raw in enumerate(cfg.pre_split):
         try:
             p = parse_params(raw)
         except StepError as err:
-            problems.append(f"config/training.yml: pre_split[{i}]: {err}")
+            problems.append(f"{shown}: pre_split[{i}]: {err}")
             continue
-        problems += [f"config/training.yml: pre_split[{i}] ({p.name}) names unknown column {c!r} of "
+        problems += [f"{shown}: pre_split[{i}] ({p.name}) names unknown column {c!r} of "
                      f"{cfg.data.table}" for c in p.input_columns() if c not in available]
     known = set(cfg.data.feature_columns)
     for i, raw in enumerate(cfg.preprocessing):
         try:
             p = parse_params(raw)
         except StepError as err:
-            problems.append(f"config/training.yml: preprocessing[{i}]: {err}")
+            problems.append(f"{shown}: preprocessing[{i}]: {err}")
             continue
-        params.append(p)
         for column in p.columns:
             if column not in known:
-                problems.append(f"config/training.yml: preprocessing[{i}] ({p.name}) names unknown column "
+                problems.append(f"{shown}: preprocessing[{i}] ({p.name}) names unknown column "
                                 f"{column!r}; feature_columns are {', '.join(cfg.data.feature_columns)}")
+    if cfg.model.class_name not in MODEL_CLASSES:
+        problems.append(f"{shown}: model.class must be one of {', '.join(sorted(MODEL_CLASSES))}; "
+                        f"got {cfg.model.class_name!r}")
+    else:
+        try:
+            build_model(cfg.model.class_name, cfg.model.params, random_state=cfg.defaults.random_state)
+        except ConfigError as err:
+            problems += err.problems
     if problems:
         raise ConfigError(problems)
-    return params
 
 
 def train_project(project: ProjectConfig, runtime: Any) -> TrainResult:

@@ -83,7 +83,7 @@ def prepare_scope(project: Any, runtime: Any, plan: Any, *, recover: bool = Fals
     inf = project.inference
     pub = inf.publication
     if pub.period_column and pub.period_column not in runtime.table_columns(plan.source_table):
-        raise ConfigError([f"config/inference.yml: publication.period_column {pub.period_column!r} is not a "
+        raise ConfigError([f"{project.shown('inference')}: publication.period_column {pub.period_column!r} is not a "
                            f"column of {plan.source_table}; available: "
                            f"{', '.join(sorted(runtime.table_columns(plan.source_table)))}"])
     _, target = read_target(str(runtime.table_path(inf.prediction_table)), inf.prediction_table)

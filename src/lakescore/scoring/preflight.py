@@ -46,7 +46,7 @@ def preflight(project: ProjectConfig, runtime: Any) -> ScorePlan:
         source_version = runtime.table_version(inf.score_source_table)
         columns = set(runtime.table_columns(inf.score_source_table))
     except LakescoreError as err:
-        problems.append(f"config/inference.yml: score_source_table {inf.score_source_table!r}: {err}")
+        problems.append(f"{project.shown('inference')}: score_source_table {inf.score_source_table!r}: {err}")
     runtime.mlflow()
     name = project.training.registry.model_name
     version, uri, cert = -1, "", None
@@ -63,14 +63,14 @@ def preflight(project: ProjectConfig, runtime: Any) -> ScorePlan:
     except (UncertifiedModelError, SparkPolarsUnsupportedError) as err:
         problems.append(f"{err.code}: {err}")
     except LakescoreError as err:
-        problems.append(f"config/inference.yml: score_model_selection {inf.score_model_selection!r}: {err}")
+        problems.append(f"{project.shown('inference')}: score_model_selection {inf.score_model_selection!r}: {err}")
     inputs: tuple[str, ...] = ()
     if uri and cert is not None:
         inputs = _input_columns(uri)
         if columns:
             missing = [c for c in (*keys, *inputs) if c not in columns]
             if missing:
-                problems.append(f"config/inference.yml: score_source_table {inf.score_source_table!r} lacks "
+                problems.append(f"{project.shown('inference')}: score_source_table {inf.score_source_table!r} lacks "
                                 f"column(s) {missing} that model {name} v{version} needs; available: "
                                 f"{', '.join(sorted(columns))}")
     if problems:
