@@ -227,6 +227,42 @@ def preflight_training(project: ProjectConfig, runtime: Any) -> None:
         raise ConfigError(problems)
 
 
+def prepare_rows(project: ProjectConfig, frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series, Any]:
+    """The project's training rows from a raw table frame: the row filter, the label, the
+    Polars boundary (``defaults.engine``) and the pre-split recipe, in that order.
+
+    Returns
+    -------
+    (frame, y, pre)
+        Rows kept (pandas), their labels (same index) and the learned pre-split recipe.
+    """
+    cfg = project.training
+    if cfg.data.filter:
+        frame = frame.query(cfg.data.filter, engine="python")
+    y = derive_label(frame, column=cfg.data.label_column, expression=cfg.data.label_expression)
+    if cfg.defaults.engine == "polars":
+        import polars as pl  # only for polars projects: the frame crosses the boundary once
+
+        frame = pl.from_pandas(frame)
+    frame_pd = to_pandas(frame)
+    y.index = frame_pd.index
+    pre = learn_pre_split(frame_pd, recipe=list(cfg.pre_split), target_columns=_target_columns(cfg.data),
+                          skip_target=project.scoring.skip_target_pre_split_steps)
+    return frame_pd.loc[pre.kept], y.loc[pre.kept], pre
+
+
+def fit_project_chain(project: ProjectConfig, frame: pd.DataFrame, y: pd.Series, pre: Any) -> FittedChain:
+    """:func:`fit_chain` with everything the project's config says: recipe, model, eligibility and
+    output rules, pre-split steps and mode, engine. Training and the smoke probe both use it, so
+    the probe checks the chain training would admit."""
+    cfg = project.training
+    return fit_chain(frame, y, recipe=list(cfg.preprocessing), model_class=cfg.model.class_name,
+                     model_params=cfg.model.params, feature_columns=list(cfg.data.feature_columns),
+                     rules=load_rules(project.scoring), random_state=cfg.defaults.random_state,
+                     engine=cfg.defaults.engine, pre_split=pre.steps, pre_split_skipped=pre.skipped,
+                     eligibility_mode=project.scoring.mode, output_rules=load_output_rules(project.scoring))
+
+
 def train_project(project: ProjectConfig, runtime: Any) -> TrainResult:
     """Train, certify and register the project's model (``lakescore train``).
 
@@ -243,28 +279,10 @@ def train_project(project: ProjectConfig, runtime: Any) -> TrainResult:
 
     cfg = project.training
     preflight_training(project, runtime)
-    rules = load_rules(project.scoring)
-    frame = runtime.read_table(cfg.data.table)
-    if cfg.data.filter:
-        frame = frame.query(cfg.data.filter, engine="python")
-    y = derive_label(frame, column=cfg.data.label_column, expression=cfg.data.label_expression)
-    if cfg.defaults.engine == "polars":
-        import polars as pl  # only for polars projects: the frame crosses the boundary once
-
-        frame = pl.from_pandas(frame)
-    frame_pd = to_pandas(frame)
-    y.index = frame_pd.index
-    pre = learn_pre_split(frame_pd, recipe=list(cfg.pre_split), target_columns=_target_columns(cfg.data),
-                          skip_target=project.scoring.skip_target_pre_split_steps)
-    frame_pd, y = frame_pd.loc[pre.kept], y.loc[pre.kept]
+    frame_pd, y, pre = prepare_rows(project, runtime.read_table(cfg.data.table))
     train_idx, hold_idx = train_test_split(np.arange(len(frame_pd)), test_size=cfg.split.holdout_fraction,
                                            random_state=cfg.split.random_state)
-    chain = fit_chain(frame_pd.iloc[train_idx], y.iloc[train_idx], recipe=list(cfg.preprocessing),
-                      model_class=cfg.model.class_name, model_params=cfg.model.params,
-                      feature_columns=list(cfg.data.feature_columns), rules=rules,
-                      random_state=cfg.defaults.random_state, engine=cfg.defaults.engine,
-                      pre_split=pre.steps, pre_split_skipped=pre.skipped,
-                      eligibility_mode=project.scoring.mode, output_rules=load_output_rules(project.scoring))
+    chain = fit_project_chain(project, frame_pd.iloc[train_idx], y.iloc[train_idx], pre)
     holdout = frame_pd.iloc[hold_idx]
     metrics = holdout_metrics(chain, holdout, y.iloc[hold_idx])
     evidence = admit(chain, holdout)  # identity, lint, probe: raises ProbeError before anything is logged

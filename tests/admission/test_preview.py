@@ -40,8 +40,22 @@ def test_smoke_probe_runs_every_check_on_a_csv_sample(tmp_path, flights_sample):
     flights_sample.head(300).to_csv(sample, index=False)
     lines, admitted = smoke_probe(load_project(Path(__file__).resolve().parents[2] / "config"), sample)
     assert admitted and lines[-1] == "Admitted."
-    assert lines.count("    fresh_module  passed") == 7  # rule, 4 steps, model, chain
+    assert lines.count("    fresh_module  passed") == 8  # eligibility rule, 4 steps, model, risk_band, chain
+    assert "  rule risk_band" in lines  # the output rule is probed, as training would
     assert "  model LogisticRegression" in lines
+
+
+def test_smoke_probe_names_the_problem_with_a_bad_sample(tmp_path, flights_sample):
+    config = load_project(Path(__file__).resolve().parents[2] / "config")
+    with pytest.raises(LakescoreError, match="does not exist"):
+        smoke_probe(config, tmp_path / "nope.csv")
+    (tmp_path / "empty.csv").write_text("")
+    with pytest.raises(LakescoreError, match="cannot be read"):
+        smoke_probe(config, tmp_path / "empty.csv")
+    on_time = flights_sample[(flights_sample["arr_delay"] <= 15) & (flights_sample["month"] <= 9)].head(100)
+    on_time.to_csv(tmp_path / "one_class.csv", index=False)
+    with pytest.raises(LakescoreError, match="cannot fit the recipe and model on .*one_class.csv"):
+        smoke_probe(config, tmp_path / "one_class.csv")
 
 
 def test_smoke_probe_refuses_a_sample_under_16_rows(tmp_path, flights_sample):

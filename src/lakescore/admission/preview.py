@@ -30,7 +30,7 @@ def _check_names(checks: list[Any]) -> str:
 def preview_train(project: ProjectConfig) -> list[str]:
     """Lines describing the lint result of every user function and the checks the probe would run."""
     from lakescore.custom import resolve_user_step
-    from lakescore.rules import load_rules
+    from lakescore.rules import load_output_rules, load_rules
 
     part_checks = _check_names(PART_CHECKS) + ", fresh_module"
     lines = [f"Recipe ({len(project.training.preprocessing)} steps), model {project.training.model.class_name}:"]
@@ -45,12 +45,13 @@ def preview_train(project: ProjectConfig) -> list[str]:
         else:
             lines.append(f"  built-in step {name} ({kind})")
         lines.append(f"    would probe: {part_checks}")
-    rules = load_rules(project.scoring)
+    rules = [("eligibility", r) for r in load_rules(project.scoring)]
+    rules += [("output", r) for r in load_output_rules(project.scoring)]
     lines.append(f"Project scoring rules: {'disabled' if not rules else len(rules)}")
-    for rule in rules:
+    for kind, rule in rules:
         findings = lint_function(rule.function.load(), part=f"Scoring rule '{rule.name}'")
         verdict = "lint passed" if not findings else "lint FAILED: " + "; ".join(f.message for f in findings)
-        lines.append(f"  eligibility rule {rule.name} v{rule.version}: {verdict}")
+        lines.append(f"  {kind} rule {rule.name} v{rule.version}: {verdict}")
         lines.append(f"    would probe: {part_checks}")
     lines.append(f"  model {project.training.model.class_name}: would probe: {part_checks}")
     lines.append(f"  whole chain: would probe: {_check_names(CHAIN_CHECKS)}")
@@ -96,12 +97,15 @@ def read_sample(path: str | Path) -> pd.DataFrame:
         For another file type or fewer than 16 rows.
     """
     path = Path(path)
-    if path.suffix.lower() == ".csv":
-        frame = pd.read_csv(path)
-    elif path.suffix.lower() in (".parquet", ".pq"):
-        frame = pd.read_parquet(path)
-    else:
+    if path.suffix.lower() not in (".csv", ".parquet", ".pq"):
         raise LakescoreError(f"sample {path} must be .csv or .parquet; got {path.suffix or 'no suffix'}")
+    if not path.is_file():
+        raise LakescoreError(f"sample {path} does not exist; give the path of a CSV or Parquet file")
+    try:
+        frame = pd.read_csv(path) if path.suffix.lower() == ".csv" else pd.read_parquet(path)
+    except (ValueError, OSError) as err:  # empty or unreadable file (pandas EmptyDataError is a ValueError)
+        raise LakescoreError(f"sample {path} cannot be read ({err}); give a CSV or Parquet file with a "
+                             "header row and at least 16 rows") from err
     if len(frame) < MIN_SAMPLE_ROWS:
         raise LakescoreError(f"sample {path} has {len(frame)} rows; the probe needs at least {MIN_SAMPLE_ROWS}")
     return frame
@@ -115,18 +119,17 @@ def smoke_probe(project: ProjectConfig, sample_path: str | Path) -> tuple[list[s
     (lines, admitted)
     """
     from lakescore.admission.evidence import examine
-    from lakescore.frames import derive_label
-    from lakescore.rules import load_rules
-    from lakescore.training import fit_chain
+    from lakescore.training import fit_project_chain, prepare_rows
 
-    cfg = project.training
     sample = read_sample(sample_path)
-    y = derive_label(sample, column=cfg.data.label_column, expression=cfg.data.label_expression)
-    chain = fit_chain(sample, y, recipe=list(cfg.preprocessing), model_class=cfg.model.class_name,
-                      model_params=cfg.model.params, feature_columns=list(cfg.data.feature_columns),
-                      rules=load_rules(project.scoring), random_state=cfg.defaults.random_state)
     try:
-        evidence, problems = examine(chain, sample)
+        frame, y, pre = prepare_rows(project, sample)
+        chain = fit_project_chain(project, frame, y, pre)
+    except ValueError as err:  # e.g. scikit-learn refusing a one-class sample
+        raise LakescoreError(f"cannot fit the recipe and model on {sample_path}: {err}. Give a sample with "
+                             "every class of the target and the recipe's columns.") from err
+    try:
+        evidence, problems = examine(chain, frame)
     except ProbeError as err:
         return [str(err)], False
     lines = [f"Probe on {evidence['sample_rows']} rows of {sample_path}:"]
