@@ -1,4 +1,4 @@
-"""The ``lakescore`` command: train, score, publish, monitor, demo.
+"""The ``lakescore`` command: train, score, publish, monitor, serve, demo.
 
 Every subcommand takes ``--config-dir`` (default ``config``) so one checkout can hold several
 projects' configs, and ``--target`` (the bundle target, default ``dev``) which names the job's
@@ -79,6 +79,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         from lakescore.publish.state import receipts
 
         runtime = _runtime(args)
+        runtime.delta_table(args.table)  # a missing table is an error, not an empty list
         return {"table": args.table, "receipts": receipts(str(runtime.table_path(args.table)))}
     project = load_project(args.config_dir)
     runtime = _runtime(args)

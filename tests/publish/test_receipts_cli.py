@@ -23,9 +23,9 @@ def test_receipts_lists_every_commit_newest_first(lake, capsys):
             for r in listed["receipts"]] == [(second.run_id, 2, 40, 1, 1), (first.run_id, 1, 100, None, 0)]
 
 
-def test_receipts_of_a_table_that_does_not_exist_is_empty(runtime, capsys):
-    assert main(["receipts", "main.flights.nothing", "--home", str(runtime.home)]) == 0
-    assert json.loads(capsys.readouterr().out)["receipts"] == []
+def test_receipts_of_a_table_that_does_not_exist_is_an_error(runtime, capsys):
+    assert main(["receipts", "main.flights.nothing", "--home", str(runtime.home)]) == 2
+    assert "table_not_found: table main.flights.nothing does not exist" in capsys.readouterr().err
 
 
 def test_publish_flags_parse():

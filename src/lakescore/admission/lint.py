@@ -37,6 +37,7 @@ COLUMN_ATTRS = {"columns", "dtypes"}  # len(df.columns) counts columns, not rows
 
 FIX_STATISTIC = "Compute it in learn() and read it from state in apply()."
 FIX_ORDER = "Read column values only; never the row order, the index or the batch size."
+FIX_RULE_STATISTIC = "Pass it to the rule in its params (scoring.yml), computed once from training data."
 FIX_STATE = "Keep state in learn()'s return value; apply() must not write anything outside the frame."
 
 
@@ -113,6 +114,8 @@ class _Visitor(ast.NodeVisitor):
                 self.guards.update(id(n) for n in ast.walk(node.test))
 
     def _add(self, node: ast.AST, rule: str, fix: str) -> None:
+        if fix == FIX_STATISTIC and self.part.startswith("Scoring rule"):
+            fix = FIX_RULE_STATISTIC  # rules have no learn()/apply()
         self.findings.append(LintFinding(self.part, self.file, self.offset + node.lineno - 1,
                                          ast.unparse(node), rule, fix))
 

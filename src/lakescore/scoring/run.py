@@ -108,8 +108,8 @@ def load_scored(runtime: Any, run_id: str | None = None) -> ScoredRun:
     if run_id is not None:
         runs = [p for p in runs if p.parent.name == run_id]
     if not runs:
-        raise LakescoreError(f"no scored run {run_id or ''} under {runtime.runs_dir()}; "
-                             "run `lakescore score` first")
+        which = f"scored run {run_id}" if run_id else "scored run"
+        raise LakescoreError(f"no {which} under {runtime.runs_dir()}; run `lakescore score` first")
     meta = json.loads(runs[-1].read_text())
     plan = meta["plan"]
     plan = ScorePlan(**{**plan, "input_columns": tuple(plan["input_columns"]),
