@@ -209,3 +209,16 @@ def test_file_stats_and_normalize():
     assert stats["minValues"] == {"k": 1, "p": 0.25, "s": "a", "t": "2013-10-01T00:00:00Z"}
     assert stats["maxValues"] == {"k": 3, "p": 0.5, "s": "b", "t": "2013-10-02T00:00:00Z"}
     assert stats["nullCount"] == {"k": 0, "p": 1, "s": 1, "t": 0}
+
+
+def test_a_source_that_reinserts_published_rows_is_refused_and_the_table_is_unchanged(lake):
+    from lakescore.errors import PublishError
+
+    lake.add_source(lake.flights.iloc[:200])
+    assert lake.publish(lake.score()).table_version == 1
+    lake.add_source(lake.flights.iloc[150:210])  # 50 keys published already, 10 new
+    with pytest.raises(PublishError, match=r"50 record key\(s\) already in main.flights.late_arrival_predictions"):
+        lake.publish(lake.score())
+    assert DeltaTable(lake.path).version() == 1
+    stored = lake.table()
+    assert len(stored) == 200 and stored["flight_id"].is_unique

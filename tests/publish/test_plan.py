@@ -200,3 +200,18 @@ def test_period_bounds_are_utc_days():
     low = pd.Timestamp("2013-10-01 05:00", tz="US/Eastern")  # 09:00 UTC
     high = pd.Timestamp("2013-10-02 23:30", tz="US/Eastern")  # 03:30 UTC on the 3rd
     assert period_bounds(low, high) == ("2013-10-01T00:00:00Z", "2013-10-04T00:00:00Z")
+
+
+def test_check_keys_refuses_a_key_stored_twice():
+    import pandas as pd
+
+    from lakescore.errors import PublishError
+    from lakescore.publish.plan import check_keys
+
+    new = pd.DataFrame({"flight_id": [1, 2, 3]})
+    check_keys(new, pd.DataFrame({"flight_id": [4, 5]}), keys=["flight_id"], table="t")
+    check_keys(new, None, keys=["flight_id"], table="t")
+    with pytest.raises(PublishError, match=r"1 record key\(s\) already in t \(e.g. \[\{'flight_id': 2\}\]\)"):
+        check_keys(new, pd.DataFrame({"flight_id": [2, 9]}), keys=["flight_id"], table="t")
+    with pytest.raises(PublishError, match=r"1 record key\(s\) within this run"):
+        check_keys(pd.DataFrame({"flight_id": [7, 7, 8]}), None, keys=["flight_id"], table="t")

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakescore.errors import PublishConflictError
-from lakescore.publish.plan import Decision, PublishRequest, TargetState, build_receipt, decide
+from lakescore.publish.plan import Decision, PublishRequest, TargetState, build_receipt, check_keys, decide
 from lakescore.publish.state import read_target
 
 MAX_ATTEMPTS = 8
@@ -171,7 +171,8 @@ def _commit(table: Any, path: str, data: pa.Table, decision: Decision, propertie
 
 def publish(path: str, data: pa.Table, request: PublishRequest, *, allow_empty: bool = False,
             model_change_mode: str = "incremental_append", migrate: bool = False,
-            period_column: str | None = None, **facts: Any) -> tuple[Decision, int | None, dict[str, Any] | None]:
+            period_column: str | None = None, keys: list[str] | None = None,
+            **facts: Any) -> tuple[Decision, int | None, dict[str, Any] | None]:
     """Commit ``data`` to the Delta table at ``path`` exactly once for ``request``.
 
     Parameters
@@ -183,6 +184,9 @@ def publish(path: str, data: pa.Table, request: PublishRequest, *, allow_empty: 
         Passed to :func:`lakescore.publish.plan.decide`.
     period_column : str or None
         The column ``replace_period`` filters on.
+    keys : list of str, optional
+        Record keys: an append is refused when it would store a key the snapshot already holds
+        (:func:`~lakescore.publish.plan.check_keys`).
     **facts
         Run facts for the receipt (certificate_sha256, rows_in, predicted, excluded, ...).
 
@@ -212,6 +216,9 @@ def publish(path: str, data: pa.Table, request: PublishRequest, *, allow_empty: 
         if decision.action == "create":
             _create(path, data)
             continue
+        if keys:
+            existing = table.to_pyarrow_table(columns=keys).to_pandas() if decision.action == "append" else None
+            check_keys(data.select(keys).to_pandas(), existing, keys=keys, table=request.prediction_table)
         receipt = build_receipt(request, decision, state, **facts)
         properties = CommitProperties(
             custom_metadata={"userMetadata": json.dumps(receipt, sort_keys=True)}, max_commit_retries=0,

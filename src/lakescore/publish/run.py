@@ -96,7 +96,8 @@ def publish_scored(project: ProjectConfig, runtime: Any, run: Any, *, migrate: b
     decision, version, receipt = delta_rs.publish(
         str(path), data, request, allow_empty=inf.publication.allow_empty,
         model_change_mode=inf.publication.model_change_mode, migrate=migrate,
-        period_column=inf.publication.period_column, read=Scope.from_json(run.scope).read,
+        period_column=inf.publication.period_column, keys=list(plan.record_keys),
+        read=Scope.from_json(run.scope).read,
         certificate_sha256=plan.certificate_sha256, **_counts(data), batch_compute=run.batch_compute,
         env_manager=run.env_manager, batch_rows=run.batch_rows)
     return PublishResult(inf.prediction_table, decision.action, decision.message, version, receipt)
