@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from typing import Any, Sequence
 
@@ -119,6 +120,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     raise AssertionError(args.command)  # argparse only lets known commands through
 
 
+def _plain(value: Any) -> Any:
+    """The summary as strict JSON: NaN and infinities (a metric with no rows) become null."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``lakescore`` console script. Returns the process exit status."""
     args = build_parser().parse_args(argv)
@@ -128,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"lakescore {args.command}: {err.code}: {err}", file=sys.stderr)
         return 2
     if args.command != "demo":
-        print(json.dumps(summary, indent=2, default=str))
+        print(json.dumps(_plain(summary), indent=2, default=str))
     return 0
 
 
