@@ -187,3 +187,20 @@ def test_output_rules_load_from_scoring_config():
     assert (rule.name, rule.version, rule.function.qualname) == ("risk", 2, "risk_band")
     assert rule.outputs == (("risk_band", "string"), ("risk_points", "long"))
     assert OutputRule.from_json(rule.to_json()) == rule
+
+
+def test_an_eligibility_rule_must_return_booleans_not_text(flights_sample):
+    from lakescore.errors import InputError
+    from lakescore.rules import EligibilityRule
+    from lakescore.usercode import FunctionRef
+
+    rule = EligibilityRule("departed", 1, FunctionRef("features.scoring", "has_departed", "", ""), ("dep_time",))
+    assert rule.eligible(flights_sample).sum() == flights_sample["dep_time"].notna().sum()
+    text = EligibilityRule("text", 1, FunctionRef.of(answers_no, what="rule"), ("dep_time",))
+    with pytest.raises(InputError, match="eligibility rule 'text' returned Series of dtype object"):
+        text.eligible(flights_sample)
+
+
+def answers_no(frame, params):
+    """A rule that answers in words: "no" would read as True if cast to bool."""
+    return pd.Series("no", index=frame.index)

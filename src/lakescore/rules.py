@@ -40,11 +40,14 @@ class EligibilityRule:
             When the rule does not return one boolean per row.
         """
         result = self.function.load()(frame[list(self.columns)].copy(), dict(self.params))
-        values = np.asarray(pd.Series(result).fillna(False), dtype=bool) if result is not None else None
+        series = pd.Series(result) if result is not None else None
+        is_bool = series is not None and (pd.api.types.is_bool_dtype(series.dtype) or len(series) == 0)
+        values = np.asarray(series.fillna(False), dtype=bool) if is_bool else None  # missing = not eligible
         if values is None or values.shape != (len(frame),):
             raise InputError(
-                f"eligibility rule '{self.name}' returned {type(result).__name__} of shape "
-                f"{getattr(values, 'shape', None)}; it must return one boolean per row "
+                f"eligibility rule '{self.name}' returned {type(result).__name__} of dtype "
+                f"{getattr(series, 'dtype', None)} and shape {getattr(series, 'shape', None)}; it must return one "
+                "boolean per row "
                 f"({len(frame)} rows). Return a boolean Series aligned with the frame."
             )
         return values

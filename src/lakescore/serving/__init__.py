@@ -1,0 +1,18 @@
+"""Warm endpoints: a pinned, certified version held in memory and answered over HTTP.
+
+Every answer comes from ``FittedChain.predict`` inside the same pyfunc that batch scoring loads
+(``mlflow.pyfunc.load_model("models:/<name>/<version>")``, whose ``load_context`` re-verifies the
+certificate). Modules, one idea each:
+
+- ``wire``: request parsing and validation, JSON replies with nulls;
+- ``app``: the FastAPI app of one copy (one process, one request at a time);
+- ``backend``: the ``ReplicaBackend`` seam and the local process backend;
+- ``router``: the copies of an endpoint and the quietest-idle-copy rule;
+- ``scaler``: the pure scaling decision and its inputs;
+- ``shadow`` / ``canary``: candidate comparison and the automatic rollback rule;
+- ``cold``: the cold path, a fresh process that scores as a batch job would;
+- ``recorder`` / ``drift``: buffered prediction records for the Delta inference table;
+- ``state``: token, audit events, copies and idempotent replies in SQLite under the runtime home;
+- ``endpoint`` / ``server`` / ``run``: the endpoint process (``lakescore serve``);
+- ``client``: retries, hold header and idempotency keys for callers.
+"""

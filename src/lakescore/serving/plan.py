@@ -1,0 +1,114 @@
+"""What an endpoint will serve, resolved once when it starts: the pinned version, its input
+columns and its task. Moving the ``champion`` alias later does not change the plan (the endpoint
+only marks itself stale); a redeploy does.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lakescore.config import ProjectConfig, ServingConfig
+from lakescore.errors import ConfigError, LakescoreError, ModelNotFoundError
+
+
+@dataclass(frozen=True)
+class EndpointPlan:
+    """The pinned version and everything the endpoint needs to know about it."""
+
+    name: str
+    model_name: str
+    version: int
+    selection: str
+    input_columns: dict[str, str]
+    task: str
+    settings: ServingConfig
+    home: Path
+    tracking_uri: str
+    training_table: str
+    training_filter: str | None
+    alias: str = "champion"
+
+    @property
+    def model_uri(self) -> str:
+        """The pinned version's ``models:/`` URI."""
+        return f"models:/{self.model_name}/{self.version}"
+
+    def uri(self, version: int) -> str:
+        """``models:/<model_name>/<version>``."""
+        return f"models:/{self.model_name}/{version}"
+
+    def summary(self) -> dict[str, Any]:
+        s = self.settings
+        return {"endpoint": self.name, "model": self.model_uri, "pinned_by": self.selection, "task": self.task,
+                "replicas": {"min": s.replicas.min, "max": s.replicas.max}, "keep_warm": s.keep_warm,
+                "profile": s.profile, "inference_table": s.inference_table, "host": s.host, "port": s.port}
+
+
+def input_columns(model_uri: str) -> dict[str, str]:
+    """Input column name -> signature type of a registered model version.
+
+    Raises
+    ------
+    ModelNotFoundError
+        When the version does not exist.
+    """
+    import mlflow  # registry access
+    from mlflow.models import get_model_info
+
+    try:
+        inputs = get_model_info(model_uri).signature.inputs.inputs
+    except mlflow.exceptions.MlflowException as err:
+        raise ModelNotFoundError(f"{model_uri} does not exist ({err.message.splitlines()[0]}); "
+                                 "ask for a registered version (`lakescore train` registers one)") from err
+    return {c.name: getattr(c.type, "name", str(c.type)) for c in inputs}
+
+
+def model_task(model_uri: str) -> str:
+    """The task (``classification`` | ``regression``) recorded in the version's saved chain."""
+    import mlflow  # registry access
+
+    local = mlflow.artifacts.download_artifacts(f"{model_uri}/artifacts/chain/chain.json")
+    return str(json.loads(Path(local).read_text())["task"])
+
+
+def plan_endpoint(project: ProjectConfig, runtime: Any) -> EndpointPlan:
+    """Resolve the version an endpoint pins (``model_selection`` in serving.yml) and read its
+    input columns and task.
+
+    Raises
+    ------
+    ConfigError
+        When serving.yml is missing, or the model, version or alias does not exist, or the version
+        has no certificate.
+    """
+    from lakescore.packaging import read_certificate, resolve_version
+
+    settings = project.serving
+    if settings is None:
+        raise ConfigError([f"{project.config_dir.name}/serving.yml: file not found; create it (see config/)"])
+    runtime.mlflow()
+    name = project.training.registry.model_name
+    try:
+        version = resolve_version(name, selection=settings.model_selection, version=settings.model_version,
+                                  alias=project.training.registry.alias)
+        read_certificate(f"models:/{name}/{version}")
+        columns = input_columns(f"models:/{name}/{version}")
+        task = model_task(f"models:/{name}/{version}")
+    except LakescoreError as err:
+        raise ConfigError([f"{project.config_dir.name}/serving.yml: model_selection "
+                           f"{settings.model_selection!r}: {err.code}: {err}"]) from err
+    return EndpointPlan(
+        name=settings.endpoint_name, model_name=name, version=version, selection=settings.model_selection,
+        input_columns=columns, task=task, settings=settings, home=runtime.home,
+        tracking_uri=_tracking_uri(), training_table=project.training.data.table,
+        training_filter=project.training.data.filter, alias=project.training.registry.alias,
+    )
+
+
+def _tracking_uri() -> str:
+    import mlflow  # set by runtime.mlflow()
+
+    return str(mlflow.get_tracking_uri())

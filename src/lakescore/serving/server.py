@@ -1,0 +1,224 @@
+"""The endpoint's HTTP app (what ``lakescore serve`` listens with on 127.0.0.1).
+
+Routes (all need ``Authorization: Bearer <token>``; 401 without it):
+
+- ``POST /invocations``: score rows (``dataframe_records`` or ``dataframe_split``). Headers:
+  ``X-Scale-Up-Timeout: N`` holds the request up to N seconds while a copy starts;
+  ``Idempotency-Key: K`` answers a retried request once (the first 200 reply is kept 24 h).
+- ``GET /status``: the endpoint's state, copies, last scale decision, shadow and canary figures.
+- ``POST /shadow`` ``{"version": N}`` / ``DELETE /shadow``: choose or retire the candidate.
+- ``POST /canary`` ``{"share_percent": P, "version": N}`` / ``DELETE /canary``: real traffic to it.
+- ``POST /flush``: append the buffered prediction records now.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator
+
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+from starlette.background import BackgroundTask
+
+from lakescore.errors import EndpointUnavailableError, RequestError
+from lakescore.serving.app import UNAUTHORIZED, authorized, error_reply, read_body, reply
+from lakescore.serving.endpoint import Endpoint, new_request_id
+from lakescore.serving.plan import input_columns
+from lakescore.serving.state import ServingState
+from lakescore.serving.wire import parse_request
+
+MAX_HOLD_S = 3600.0
+REPLY_KEPT_S = 86400.0
+
+
+def parse_hold(value: str | None) -> float | None:
+    """Seconds from an ``X-Scale-Up-Timeout`` header (None when absent).
+
+    Raises
+    ------
+    RequestError
+        When it is not a number of seconds between 0 and 3600.
+    """
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds <= MAX_HOLD_S:
+        raise RequestError(f"X-Scale-Up-Timeout must be seconds between 0 and {MAX_HOLD_S:g}; got {value!r}")
+    return seconds
+
+
+def _asked_version(body: bytes) -> int | None:
+    if b'"model_version"' not in body:
+        return None
+    try:
+        version = json.loads(body).get("model_version")
+    except (ValueError, AttributeError):
+        return None
+    return version if isinstance(version, int) and not isinstance(version, bool) and version > 0 else None
+
+
+async def _json_body(request: Request) -> dict[str, Any]:
+    raw = await request.body()
+    if not raw:
+        return {}
+    try:
+        body = json.loads(raw)
+    except json.JSONDecodeError as err:
+        raise RequestError(f"body is not valid JSON ({err}); send an object like {{\"version\": 2}}") from err
+    if not isinstance(body, dict):
+        raise RequestError("body must be a JSON object like {\"version\": 2}")
+    return body
+
+
+def _int_field(body: dict[str, Any], key: str, *, required: bool) -> int | None:
+    value = body.get(key)
+    if value is None and not required:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise RequestError(f"{key} must be a whole number; got {value!r}")
+    return value
+
+
+class Invocations:
+    """``POST /invocations``: token, idempotency, hold header, limits, validation, answer, and the
+    recording and mirroring that run after the reply is sent."""
+
+    def __init__(self, endpoint: Endpoint, *, token: str, state: ServingState) -> None:
+        self.endpoint, self.token, self.state = endpoint, token, state
+        self.in_flight: dict[str, asyncio.Future[tuple[int, bytes] | None]] = {}
+
+    async def columns_for(self, version: int | None) -> dict[str, str]:
+        """Input columns of ``version`` (the pinned one when None), read once from the registry."""
+        version = version or self.endpoint.plan.version
+        if version not in self.endpoint.columns:
+            uri = self.endpoint.plan.uri(version)
+            self.endpoint.columns[version] = await asyncio.to_thread(input_columns, uri)
+        return self.endpoint.columns[version]
+
+    async def __call__(self, request: Request) -> Response:
+        if not authorized(request, self.token):
+            return reply(401, UNAUTHORIZED)
+        key = request.headers.get("idempotency-key")
+        if key is None:
+            return await self._answer(request)
+        saved = await asyncio.to_thread(self.state.saved_reply, self.endpoint.plan.name, key, max_age_s=REPLY_KEPT_S)
+        if saved is None and key in self.in_flight:  # the same request is being answered: wait for it
+            saved = await asyncio.shield(self.in_flight[key])
+        if saved is not None:
+            return Response(saved[1], status_code=saved[0], media_type="application/json",
+                            headers={"Idempotent-Replayed": "true"})
+        future = self.in_flight[key] = asyncio.get_running_loop().create_future()
+        try:
+            response = await self._answer(request)
+            if response.status_code == 200:
+                body = bytes(response.body)
+                await asyncio.to_thread(self.state.save_reply, self.endpoint.plan.name, key, 200, body)
+                future.set_result((200, body))
+            return response
+        finally:
+            if not future.done():
+                future.set_result(None)  # waiters then run the request themselves
+            self.in_flight.pop(key, None)
+
+    async def _answer(self, request: Request) -> Response:
+        s = self.endpoint.s
+        received, started = time.time(), time.perf_counter()
+        request_id = new_request_id()
+        try:
+            hold = parse_hold(request.headers.get("x-scale-up-timeout"))
+            body = await read_body(request, s.max_body_bytes)
+            parsed = parse_request(body, await self.columns_for(_asked_version(body)),
+                                   max_body_bytes=s.max_body_bytes, max_rows=s.max_rows_per_request)
+            forward = parsed.to_body()
+            answer = await self.endpoint.answer(parsed, forward, hold_s=hold)
+        except Exception as err:  # every failure is a JSON reply; the endpoint keeps serving
+            headers = {"X-Request-Id": request_id}
+            if isinstance(err, EndpointUnavailableError):
+                headers["Retry-After"] = str(err.fields.get("retry_after_s", s.retry_after_s))
+            return error_reply(err, headers)
+        latency_ms = (time.perf_counter() - started) * 1000
+
+        async def after() -> None:
+            self.endpoint.after_reply(parsed, forward, answer, request_id=request_id, received_at=received,
+                                      latency_ms=latency_ms)
+
+        response = reply(answer.status, {**answer.payload, "request_id": request_id},
+                         {**answer.headers, "X-Request-Id": request_id})
+        response.background = BackgroundTask(after)
+        return response
+
+
+def create_endpoint_app(endpoint: Endpoint, *, token: str, state: ServingState, address: str = "") -> FastAPI:
+    """The endpoint's app; its lifespan starts and stops the endpoint (copies, loops, flush)."""
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await endpoint.start()
+        try:
+            yield
+        finally:
+            await endpoint.stop()
+
+    app = FastAPI(title="lakescore endpoint", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    invocations = Invocations(endpoint, token=token, state=state)
+
+    @app.post("/invocations")
+    async def invoke(request: Request) -> Response:
+        return await invocations(request)
+
+    @app.get("/status")
+    async def status(request: Request) -> Response:
+        if not authorized(request, token):
+            return reply(401, UNAUTHORIZED)
+        return reply(200, {**endpoint.status(), "address": address})
+
+    @app.post("/shadow")
+    async def shadow(request: Request) -> Response:
+        if not authorized(request, token):
+            return reply(401, UNAUTHORIZED)
+        try:
+            version = _int_field(await _json_body(request), "version", required=True)
+            return reply(200, await endpoint.choose_candidate(int(version)))  # type: ignore[arg-type]
+        except Exception as err:
+            return error_reply(err)
+
+    @app.delete("/shadow")
+    async def stop_shadow(request: Request) -> Response:
+        if not authorized(request, token):
+            return reply(401, UNAUTHORIZED)
+        await endpoint.retire_candidate(reason="stopped by request")
+        return reply(200, endpoint.candidate_summary())
+
+    @app.post("/canary")
+    async def canary(request: Request) -> Response:
+        if not authorized(request, token):
+            return reply(401, UNAUTHORIZED)
+        try:
+            body = await _json_body(request)
+            return reply(200, await endpoint.start_canary(
+                version=_int_field(body, "version", required=False),
+                share_percent=_int_field(body, "share_percent", required=False)))
+        except Exception as err:
+            return error_reply(err)
+
+    @app.delete("/canary")
+    async def stop_canary(request: Request) -> Response:
+        if not authorized(request, token):
+            return reply(401, UNAUTHORIZED)
+        await endpoint.retire_candidate(reason="canary stopped by request")
+        return reply(200, endpoint.candidate_summary())
+
+    @app.post("/flush")
+    async def flush(request: Request) -> Response:
+        if not authorized(request, token):
+            return reply(401, UNAUTHORIZED)
+        written = await asyncio.to_thread(endpoint.recorder.flush)
+        return reply(200, {"rows_written": written, **endpoint.recorder.summary()})
+
+    return app

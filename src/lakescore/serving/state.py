@@ -1,0 +1,168 @@
+"""Serving state under the runtime home: the bearer token and a SQLite database.
+
+``<home>/serving/token`` holds the token (created on first start, mode 0600).
+``<home>/serving/state.db`` holds
+
+- ``audit``: one row per event (``ml.predict_query``, ``ml.scale``, ``ml.shadow.start``, ...);
+- ``copies``: every resident copy of every endpoint on this home (for ``max_warm_copies``);
+- ``replies``: answers kept by ``Idempotency-Key`` so a retried request is answered once.
+
+Writers use WAL mode, so the endpoint process and a reader (a test, ``status``) do not block.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+import psutil
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS audit (id INTEGER PRIMARY KEY, ts REAL NOT NULL, event TEXT NOT NULL,
+    endpoint TEXT NOT NULL, detail TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS audit_event ON audit (event, endpoint);
+CREATE TABLE IF NOT EXISTS copies (copy_id TEXT PRIMARY KEY, endpoint TEXT NOT NULL, role TEXT NOT NULL,
+    version INTEGER NOT NULL, pid INTEGER, address TEXT, started_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS replies (endpoint TEXT NOT NULL, key TEXT NOT NULL, ts REAL NOT NULL,
+    status INTEGER NOT NULL, body TEXT NOT NULL, PRIMARY KEY (endpoint, key));
+"""
+
+
+def serving_dir(home: str | Path) -> Path:
+    """``<home>/serving``, created when missing."""
+    path = Path(home) / "serving"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def ensure_token(home: str | Path) -> str:
+    """The endpoint's bearer token: read ``<home>/serving/token``, or create it (32 random bytes,
+    URL-safe, file mode 0600) on first start."""
+    path = serving_dir(home) / "token"
+    if path.exists():
+        return path.read_text().strip()
+    token = secrets.token_urlsafe(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(token + "\n")
+    return token
+
+
+@dataclass(frozen=True)
+class AuditEvent:
+    """One audit row."""
+
+    ts: float
+    event: str
+    endpoint: str
+    detail: dict[str, Any]
+
+
+class ServingState:
+    """The SQLite state of all endpoints under one runtime home (thread-safe).
+
+    Parameters
+    ----------
+    home : str or Path
+        The runtime home (``.lakescore``); the database is ``<home>/serving/state.db``.
+    """
+
+    def __init__(self, home: str | Path) -> None:
+        self.path = serving_dir(home) / "state.db"
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(SCHEMA)
+
+    def close(self) -> None:
+        """Close the database connection."""
+        with self._lock:
+            self._db.close()
+
+    def _run(self, sql: str, rows: Iterable[tuple[Any, ...]] | tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            if isinstance(rows, tuple):
+                return self._db.execute(sql, rows).fetchall()
+            self._db.execute("BEGIN")
+            try:
+                self._db.executemany(sql, rows)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            return []
+
+    # --- audit -------------------------------------------------------------------------------
+
+    def audit(self, event: str, endpoint: str, **detail: Any) -> None:
+        """Write one audit event now (control events: scale, shadow, canary, copies)."""
+        self._run("INSERT INTO audit (ts, event, endpoint, detail) VALUES (?, ?, ?, ?)",
+                  (time.time(), event, endpoint, json.dumps(detail, default=str)))
+
+    def audit_many(self, events: list[AuditEvent]) -> None:
+        """Write many audit events in one transaction (the buffered ``ml.predict_query`` events)."""
+        self._run("INSERT INTO audit (ts, event, endpoint, detail) VALUES (?, ?, ?, ?)",
+                  [(e.ts, e.event, e.endpoint, json.dumps(e.detail, default=str)) for e in events])
+
+    def events(self, event: str | None = None, *, endpoint: str | None = None) -> list[AuditEvent]:
+        """Audit events in order, optionally only one kind and one endpoint."""
+        sql, args = "SELECT ts, event, endpoint, detail FROM audit WHERE 1=1", []
+        if event:
+            sql, args = sql + " AND event = ?", [*args, event]
+        if endpoint:
+            sql, args = sql + " AND endpoint = ?", [*args, endpoint]
+        rows = self._run(sql + " ORDER BY id", tuple(args))
+        return [AuditEvent(r[0], r[1], r[2], json.loads(r[3])) for r in rows]
+
+    # --- copies ------------------------------------------------------------------------------
+
+    def add_copy(self, copy_id: str, *, endpoint: str, role: str, version: int, pid: int | None,
+                 address: str | None) -> None:
+        """Record a started copy (counted against ``max_warm_copies`` while its process lives)."""
+        self._run("INSERT OR REPLACE INTO copies VALUES (?, ?, ?, ?, ?, ?, ?)",
+                  (copy_id, endpoint, role, version, pid, address, time.time()))
+
+    def remove_copy(self, copy_id: str) -> None:
+        """Forget a stopped copy."""
+        self._run("DELETE FROM copies WHERE copy_id = ?", (copy_id,))
+
+    def remove_endpoint_copies(self, endpoint: str) -> None:
+        """Forget every copy of ``endpoint`` (it is shutting down)."""
+        self._run("DELETE FROM copies WHERE endpoint = ?", (endpoint,))
+
+    def resident_copies(self) -> list[dict[str, Any]]:
+        """Copies of every endpoint whose process is still alive (dead ones are forgotten)."""
+        rows = self._run("SELECT copy_id, endpoint, role, version, pid, address FROM copies", ())
+        alive = []
+        for copy_id, endpoint, role, version, pid, address in rows:
+            if pid is not None and not psutil.pid_exists(pid):
+                self.remove_copy(copy_id)
+                continue
+            alive.append({"copy_id": copy_id, "endpoint": endpoint, "role": role, "version": version,
+                          "pid": pid, "address": address})
+        return alive
+
+    # --- idempotent replies ------------------------------------------------------------------
+
+    def save_reply(self, endpoint: str, key: str, status: int, body: bytes) -> None:
+        """Keep the reply to the request with ``Idempotency-Key: key``."""
+        self._run("INSERT OR REPLACE INTO replies VALUES (?, ?, ?, ?, ?)",
+                  (endpoint, key, time.time(), status, body.decode()))
+
+    def saved_reply(self, endpoint: str, key: str, *, max_age_s: float) -> tuple[int, bytes] | None:
+        """The kept (status, body) for ``key`` if younger than ``max_age_s`` seconds, else None."""
+        rows = self._run("SELECT status, body FROM replies WHERE endpoint = ? AND key = ? AND ts >= ?",
+                         (endpoint, key, time.time() - max_age_s))
+        return (int(rows[0][0]), rows[0][1].encode()) if rows else None
+
+    def forget_replies(self, *, older_than_s: float) -> None:
+        """Drop kept replies older than ``older_than_s`` seconds."""
+        self._run("DELETE FROM replies WHERE ts < ?", (time.time() - older_than_s,))

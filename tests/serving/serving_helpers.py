@@ -1,0 +1,174 @@
+"""Helpers of the serving tests: expected answers computed straight from the saved chain, JSON
+rows, and a real ``lakescore serve`` process on 127.0.0.1 with an authorised client."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import httpx
+import numpy as np
+import pandas as pd
+import psutil
+import yaml
+
+from lakescore.chain import FittedChain
+from lakescore.runtime import LocalRuntime
+
+REPO = Path(__file__).resolve().parents[2]
+MODEL = "main.flights.late_arrival"
+START_TIMEOUT_S = 120.0
+
+
+@dataclass(frozen=True)
+class Trained:
+    """Two certified versions of MODEL: v1 (champion) and v2 (other rows, stronger regularisation)."""
+
+    home: Path
+    config_dir: Path
+    requests: pd.DataFrame  # flights of months 10-12 to send, cancelled and outlier rows included
+    input_columns: tuple[str, ...]
+
+
+def chain_of(runtime: LocalRuntime, version: int) -> FittedChain:
+    """The saved chain of a version, read straight from its artifacts (no pyfunc, no server)."""
+    mlflow = runtime.mlflow()
+    local = mlflow.artifacts.download_artifacts(f"models:/{MODEL}/{version}/artifacts/chain")
+    return FittedChain.load(local)
+
+
+def records(frame: pd.DataFrame, columns: tuple[str, ...] | list[str]) -> list[dict[str, Any]]:
+    """Rows as JSON values: NaN -> None, numpy scalars -> Python."""
+    out = []
+    for row in frame[list(columns)].to_dict("records"):
+        clean = {}
+        for key, value in row.items():
+            if isinstance(value, np.generic):
+                value = value.item()
+            if isinstance(value, float) and math.isnan(value):
+                value = None
+            clean[key] = value
+        out.append(clean)
+    return out
+
+
+def expected_rows(chain: FittedChain, frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """``FittedChain.predict`` of the rows, as plain values (None for missing)."""
+    scored = chain.predict(frame[list(chain.input_columns)].reset_index(drop=True))
+    return [{k: (None if pd.isna(v) else (v.item() if isinstance(v, np.generic) else v)) for k, v in row.items()}
+            for row in scored.to_dict("records")]
+
+
+def assert_same_answers(got: list[dict[str, Any]], want: list[dict[str, Any]]) -> None:
+    """Row by row: equal labels, status and reason; probabilities within 1e-12 + 1e-9*|b|."""
+    assert len(got) == len(want)
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert g["prediction"] == w["prediction"], i
+        assert g["scoring_status"] == w["scoring_status"], i
+        assert g["exclusion_reason"] == w["exclusion_reason"], i
+        if w["probability"] is None:
+            assert g["probability"] is None, i
+        else:
+            assert abs(g["probability"] - w["probability"]) <= 1e-12 + 1e-9 * abs(w["probability"]), i
+
+
+@dataclass
+class RunningEndpoint:
+    """A ``lakescore serve`` process and an authorised client for it."""
+
+    proc: subprocess.Popen[bytes]
+    home: Path
+    address: str
+    token: str
+    log: Path
+    client: httpx.Client = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.client = httpx.Client(base_url=self.address, headers={"Authorization": f"Bearer {self.token}"},
+                                   timeout=120)
+
+    def score(self, rows: list[dict[str, Any]], **extra: Any) -> httpx.Response:
+        headers = extra.pop("headers", {})
+        return self.client.post("/invocations", json={"dataframe_records": rows, **extra}, headers=headers)
+
+    def status(self) -> dict[str, Any]:
+        return self.client.get("/status").json()
+
+    def wait_for(self, check: Callable[[dict[str, Any]], bool], *, what: str,
+                 timeout_s: float = START_TIMEOUT_S) -> dict[str, Any]:
+        """Poll ``/status`` every 0.25 s until ``check`` holds (bounded by ``timeout_s``)."""
+        deadline = time.monotonic() + timeout_s
+        status = self.status()
+        while not check(status):
+            assert self.proc.poll() is None, f"endpoint exited: {self.log.read_text()[-2000:]}"
+            assert time.monotonic() < deadline, f"timed out waiting for {what}; status: {json.dumps(status)[:1500]}"
+            time.sleep(0.25)
+            status = self.status()
+        return status
+
+    def events(self, event: str) -> list[Any]:
+        from lakescore.serving.state import ServingState
+
+        state = ServingState(self.home)
+        try:
+            return state.events(event)
+        finally:
+            state.close()
+
+    def stop(self) -> None:
+        self.client.close()
+        copies = [p for p in psutil.Process(self.proc.pid).children(recursive=True)] if self.proc.poll() is None else []
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        for child in copies:  # copies exit with their parent; make sure none is left
+            try:
+                child.wait(timeout=10)
+            except psutil.TimeoutExpired:
+                child.kill()
+            except psutil.NoSuchProcess:
+                pass
+
+
+def ready_copies(status: dict[str, Any], role: str = "serve") -> list[dict[str, Any]]:
+    return [c for c in status["copies"] if c["role"] == role and c["state"] == "ready"]
+
+
+def die_with_parent() -> None:
+    """Linux: SIGTERM this child when the test process dies, even without teardown (no orphans)."""
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+
+
+def launch(home: Path, config_dir: Path, **serving: Any) -> RunningEndpoint:
+    """Write serving.yml (the template with ``serving`` overrides, port 0) and start ``lakescore serve``."""
+    settings = yaml.safe_load((REPO / "config" / "serving.yml").read_text())
+    settings.update({"port": 0, **serving})
+    (config_dir / "serving.yml").write_text(yaml.safe_dump(settings))
+    log = config_dir.parent / f"serve-{settings.get('endpoint_name', 'late_arrival')}.log"
+    with open(log, "ab") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "lakescore.cli", "serve", "--config-dir", str(config_dir),
+                                 "--home", str(home)], stdout=out, stderr=out, stdin=subprocess.DEVNULL,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"}, preexec_fn=die_with_parent)
+    where = home / "serving" / "endpoints" / f"{settings['endpoint_name']}.json"
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not (where.exists() and json.loads(where.read_text())["pid"] == proc.pid):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"lakescore serve did not start: {log.read_text()[-3000:]}")
+        time.sleep(0.2)
+    info = json.loads(where.read_text())
+    token = Path(info["token_file"]).read_text().strip()
+    return RunningEndpoint(proc, home, info["address"], token, log)

@@ -1,0 +1,280 @@
+"""A real endpoint on 127.0.0.1: warm and cold answers equal batch scoring, the token, bad input,
+recording, stale marking, and a killed copy (cold fallback, no failed request)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pandas as pd
+import psutil
+import pytest
+import yaml
+
+from lakescore.config import ServingConfig, load_project
+from lakescore.runtime import LocalRuntime
+from lakescore.serving.backend import CopyStatus
+from lakescore.serving.endpoint import Endpoint
+from lakescore.serving.plan import EndpointPlan
+from lakescore.serving.state import ServingState
+from serving_helpers import MODEL, Trained, assert_same_answers, chain_of, expected_rows, launch, ready_copies, records
+
+
+class FakeBackend:
+    """The ReplicaBackend seam with scripted copy states (no processes)."""
+
+    def __init__(self) -> None:
+        self.states: dict[str, CopyStatus] = {}
+        self.started: list[str] = []
+        self.stopped: list[str] = []
+
+    def start(self, copy_id: str, version: int) -> str:
+        self.started.append(copy_id)
+        self.states[copy_id] = CopyStatus("starting", "loading")
+        return f"http://127.0.0.1:9/{copy_id}"
+
+    def status(self, copy_id: str) -> CopyStatus:
+        return self.states.get(copy_id, CopyStatus("stopped"))
+
+    def stop(self, copy_id: str) -> None:
+        self.stopped.append(copy_id)
+        self.states.pop(copy_id, None)
+
+
+def fake_endpoint(tmp_path, **settings) -> tuple[Endpoint, FakeBackend, ServingState]:  # type: ignore[no-untyped-def]
+    config = ServingConfig.model_validate({"inference_table": "main.s.inference", **settings})
+    plan = EndpointPlan(name="ep", model_name=MODEL, version=1, selection="champion", input_columns={"a": "long"},
+                        task="classification", settings=config, home=tmp_path, tracking_uri="sqlite://",
+                        training_table="main.s.train", training_filter=None)
+    backend, state = FakeBackend(), ServingState(tmp_path)
+    return Endpoint(plan, backend=backend, state=state, token="t", write=lambda frame: None), backend, state
+
+
+def test_a_copy_over_memory_limit_mb_is_replaced(tmp_path) -> None:
+    async def scenario() -> None:
+        ep, backend, state = fake_endpoint(tmp_path, memory_limit_mb=100)
+        first = await ep._start_copy("serve", 1)
+        backend.states[first.copy_id] = CopyStatus("ready", rss_bytes=90 * 2**20, pid=None)
+        await ep.health_pass()
+        assert first.state == "ready" and ep.status()["copies"][0]["resident_mb"] == 90.0
+        backend.states[first.copy_id] = CopyStatus("ready", rss_bytes=101 * 2**20)
+        await ep.health_pass()
+        assert backend.stopped == [first.copy_id] and len(backend.started) == 2
+        [event] = [e.detail for e in state.events("ml.copy.replaced")]
+        assert event == {"copy_id": first.copy_id, "memory_mb": 101.0, "measured": "resident", "memory_limit_mb": 100}
+
+    asyncio.run(scenario())
+
+
+def test_copies_that_fail_to_start_are_retried_with_backoff(tmp_path) -> None:
+    async def scenario() -> None:
+        ep, backend, state = fake_endpoint(tmp_path)
+        await ep.scale_pass()  # below replicas.min 1: start one
+        backend.states[backend.started[0]] = CopyStatus("failed", "model did not load: CertificateError: x")
+        await ep.health_pass()
+        assert ep.live() == [] and ep.start_failures == 1
+        assert [e.detail["detail"] for e in state.events("ml.copy.failed")] == ["model did not load: CertificateError: x"]
+        held = await ep.scale_pass()
+        assert held.action == "hold" and "1 copies failed to start in a row" in held.reason
+        assert "CertificateError: x" in held.reason and len(backend.started) == 1
+        assert ep.status()["state"] == "down"
+
+    asyncio.run(scenario())
+
+
+def test_max_warm_copies_counts_every_endpoint_and_the_candidates(tmp_path) -> None:
+    async def scenario() -> None:
+        ep, backend, state = fake_endpoint(tmp_path, max_warm_copies=2, replicas={"min": 1, "max": 2},
+                                           target_rpm_per_replica=1)
+        state.add_copy("other-serve-v5-1", endpoint="other", role="candidate", version=5, pid=None, address="x")
+        await ep.scale_pass()  # below replicas.min: one copy (2 resident with the other endpoint's)
+        backend.states[backend.started[0]] = CopyStatus("ready")
+        await ep.health_pass()
+        ep.arrivals, ep.reading = 100, (ep.reading[0] - 60, 0)  # 100 requests/min against 1 per copy
+        held = await ep.scale_pass()
+        assert held.action == "hold" and len(backend.started) == 1
+        assert held.reason.endswith("but max_warm_copies 2 copies are resident across endpoints")
+        assert ep.desired == 2 and ep.status()["state"] == "ready"
+        assert await ep._start_copy("candidate", 2) is None  # shadow and canary copies count too
+        assert len(backend.started) == 1
+
+    asyncio.run(scenario())
+
+
+@pytest.fixture(scope="module")
+def endpoint(module_home, trained: Trained):
+    home, config = module_home
+    ep = launch(home, config, endpoint_name="main", scale_interval_s=1, record_flush_interval_s=1,
+                record_flush_rows=10_000)
+    try:
+        ep.wait_for(lambda s: bool(ready_copies(s)), what="a ready copy")
+        yield ep
+    finally:
+        ep.stop()
+
+
+@pytest.fixture(scope="module")
+def runtime(module_home) -> LocalRuntime:
+    rt = LocalRuntime(module_home[0])
+    rt.mlflow()
+    return rt
+
+
+def test_requests_without_the_token_get_401(endpoint) -> None:
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {endpoint.token}"}):
+        for method, path in (("POST", "/invocations"), ("GET", "/status"), ("POST", "/shadow")):
+            resp = httpx.request(method, endpoint.address + path, headers=headers, json={})
+            assert resp.status_code == 401, (method, path, headers)
+            assert resp.json()["error_code"] == "unauthorized"
+
+
+def test_warm_answers_equal_batch_scoring(endpoint, trained: Trained, runtime: LocalRuntime, module_home) -> None:
+    rows = records(trained.requests, trained.input_columns)
+    resp = endpoint.score(rows)
+    assert resp.status_code == 200
+    body = resp.json()
+    assert body["served"] == "warm" and resp.headers["x-served-by"] == "warm"
+    assert [(r["served"], r["model_version"]) for r in body["predictions"]] == [("warm", 1)] * len(rows)
+    want = expected_rows(chain_of(runtime, 1), trained.requests)
+    assert_same_answers(body["predictions"], want)
+    reasons = {r["exclusion_reason"] for r in want}
+    assert None in reasons and len(reasons) >= 2  # the rows cover predicted and excluded answers
+    # One row at a time gives the same answers as the whole request.
+    for i in (0, 24, 27):
+        single = endpoint.score([rows[i]]).json()["predictions"]
+        assert_same_answers(single, [want[i]])
+
+    # The batch route on the same rows: `lakescore score` with batch_compute single_node.
+    home, config = module_home
+    inference = yaml.safe_load((config / "inference.yml").read_text())
+    inference["batch_compute"] = "single_node"
+    (config / "inference.yml").write_text(yaml.safe_dump(inference))
+    runtime.write_table(inference["score_source_table"], trained.requests.reset_index(drop=True))
+    from lakescore.scoring.run import score_project
+
+    batch = score_project(load_project(config), runtime).predictions
+    by_id = batch.set_index("flight_id")
+    batch_rows = [{k: (None if pd.isna(v) else v) for k, v in by_id.loc[fid, ["prediction", "probability",
+                   "scoring_status", "exclusion_reason"]].items()} for fid in trained.requests["flight_id"]]
+    assert_same_answers(body["predictions"], batch_rows)
+
+
+def test_malformed_input_gets_4xx_and_the_copy_keeps_serving(endpoint, trained: Trained) -> None:
+    copy = ready_copies(endpoint.status())[0]
+    good = records(trained.requests.head(2), trained.input_columns)
+    bad_requests = [
+        (b"{\"dataframe_records\": [", 400, "not valid JSON"),
+        ({"dataframe_records": [{**good[0], "tailnum": "N1"}]}, 400, "unknown column 'tailnum'"),
+        ({"dataframe_records": [{**good[0], "distance": "far"}]}, 400, "column 'distance' needs a whole number"),
+        ({"dataframe_records": [{k: v for k, v in good[0].items() if k != "origin"}]}, 400, "lacks column 'origin'"),
+        ({"dataframe_records": good * 600}, 413, "max_rows_per_request"),
+        (b"x" * ((1 << 20) + 1), 413, "max_body_bytes"),
+    ]
+    direct = httpx.Client(base_url=copy["address"], headers={"Authorization": f"Bearer {endpoint.token}"})
+    for body, status, names in bad_requests:
+        for client in (endpoint.client, direct):  # the endpoint, and the copy itself
+            resp = (client.post("/invocations", content=body) if isinstance(body, bytes)
+                    else client.post("/invocations", json=body))
+            assert resp.status_code == status, (names, resp.text)
+            assert names in resp.json()["message"]
+    direct.close()
+    assert endpoint.score(good).status_code == 200
+    after = ready_copies(endpoint.status())[0]
+    assert (after["copy_id"], after["pid"]) == (copy["copy_id"], copy["pid"])  # the same copy kept serving
+
+
+def test_another_version_is_answered_on_the_cold_path(endpoint, trained: Trained, runtime: LocalRuntime) -> None:
+    rows = records(trained.requests.head(8), trained.input_columns)
+    resp = endpoint.score(rows, model_version=2)
+    assert resp.status_code == 200
+    body = resp.json()
+    assert body["served"] == "cold" and body["model_version"] == 2
+    assert [(r["served"], r["model_version"]) for r in body["predictions"]] == [("cold", 2)] * 8
+    v2 = expected_rows(chain_of(runtime, 2), trained.requests.head(8))
+    assert_same_answers(body["predictions"], v2)
+    v1 = expected_rows(chain_of(runtime, 1), trained.requests.head(8))
+    assert [r["probability"] for r in v1] != [r["probability"] for r in v2]  # the versions really differ
+
+
+def test_a_retried_request_is_answered_once(endpoint, trained: Trained) -> None:
+    from lakescore.serving.client import ClientSettings, EndpointClient
+
+    rows = records(trained.requests.head(2), trained.input_columns)
+    assert endpoint.client.post("/flush").status_code == 200
+    before = len(endpoint.events("ml.predict_query"))
+    first = endpoint.score(rows, headers={"Idempotency-Key": "job-7:1"})
+    again = endpoint.score(rows, headers={"Idempotency-Key": "job-7:1"})
+    assert first.status_code == again.status_code == 200
+    assert again.headers["idempotent-replayed"] == "true"
+    assert again.json()["request_id"] == first.json()["request_id"]
+    client = EndpointClient.from_home(endpoint.home, "main", settings=ClientSettings(hold_s=5, deadline_s=60),
+                                      job_id="job-7")
+    assert client.predict(rows)["request_id"] == first.json()["request_id"]  # the client's key is job-7:1 too
+    client.close()
+    assert endpoint.client.post("/flush").status_code == 200
+    assert len(endpoint.events("ml.predict_query")) == before + 1
+
+
+def test_answers_are_recorded_in_batches_and_audited(endpoint, trained: Trained, runtime: LocalRuntime) -> None:
+    numeric = [c for c in trained.input_columns if pd.api.types.is_numeric_dtype(trained.requests[c].dtype)]
+    far = records(trained.requests.head(1), trained.input_columns)[0]
+    far[numeric[0]] = 10**7 if pd.api.types.is_integer_dtype(trained.requests[numeric[0]].dtype) else 1e7
+    drifted = endpoint.score([far]).json()["request_id"]
+    assert endpoint.client.post("/flush").status_code == 200
+    table = runtime.read_table("main.flights.late_arrival_inference")
+    audited = [e.detail for e in endpoint.events("ml.predict_query")]
+    assert len(table) == sum(e["rows"] for e in audited)
+    assert set(table["request_id"]) == {e["request_id"] for e in audited}
+    assert runtime.table_version("main.flights.late_arrival_inference") + 1 < len(audited)  # batched commits
+    cold = table[table["served"] == "cold"]
+    assert len(cold) == 8 and set(cold["model_version"]) == {2}
+    excluded = table[table["scoring_status"] == "excluded"]
+    assert len(excluded) >= 3 and excluded["prediction"].isna().all() and excluded["probability"].isna().all()
+    assert excluded["exclusion_reason"].notna().all()
+    check = table.loc[table["request_id"] == drifted, "drift_check"].tolist()
+    assert len(check) == 1 and f"out_of_range:{numeric[0]}" in check[0].split(";")
+
+
+def test_moving_the_champion_marks_stale_and_keeps_the_answers(endpoint, trained: Trained,
+                                                               runtime: LocalRuntime) -> None:
+    runtime.mlflow().MlflowClient().set_registered_model_alias(MODEL, "champion", "2")
+    status = endpoint.wait_for(lambda s: s["stale"], what="stale", timeout_s=30)
+    assert status["stale_reason"].startswith("champion is v2; this endpoint still serves v1")
+    resp = endpoint.score(records(trained.requests.head(3), trained.input_columns))
+    assert [r["model_version"] for r in resp.json()["predictions"]] == [1, 1, 1]
+    assert [e.detail["champion"] for e in endpoint.events("ml.endpoint.stale")] == [2]
+
+
+def test_a_killed_copy_falls_back_to_cold_with_no_failed_request(endpoint, trained: Trained,
+                                                                 runtime: LocalRuntime) -> None:
+    copy = ready_copies(endpoint.status())[0]
+    rows = records(trained.requests.head(4), trained.input_columns)
+    want = expected_rows(chain_of(runtime, 1), trained.requests.head(4))
+    os.kill(copy["pid"], signal.SIGKILL)
+    with ThreadPoolExecutor(2) as pool:
+        replies = list(pool.map(lambda part: endpoint.score(part), [rows[:2], rows[2:]]))
+    assert [r.status_code for r in replies] == [200, 200]
+    assert [r.json()["served"] for r in replies] == ["cold", "cold"]
+    assert_same_answers(replies[0].json()["predictions"] + replies[1].json()["predictions"], want)
+    failed = [e.detail for e in endpoint.events("ml.copy.failed")]
+    assert [f["copy_id"] for f in failed] == [copy["copy_id"]]
+    status = endpoint.wait_for(lambda s: bool(ready_copies(s)), what="a replacement copy")
+    assert ready_copies(status)[0]["copy_id"] != copy["copy_id"]
+    again = endpoint.score(rows)
+    assert again.json()["served"] == "warm"
+    assert_same_answers(again.json()["predictions"], want)
+
+
+def test_sigterm_stops_the_copies_and_removes_the_address_file(endpoint) -> None:
+    copies = [c["pid"] for c in endpoint.status()["copies"]]
+    endpoint.proc.send_signal(signal.SIGTERM)
+    assert endpoint.proc.wait(timeout=60) == 0
+    assert not (endpoint.home / "serving" / "endpoints" / "main.json").exists()
+    deadline = time.monotonic() + 15
+    while any(psutil.pid_exists(pid) for pid in copies) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert copies and not any(psutil.pid_exists(pid) for pid in copies)

@@ -1,0 +1,73 @@
+"""Buffered prediction records: one Delta append per flush, audit events with them."""
+
+from __future__ import annotations
+
+import time
+
+import pandas as pd
+import pytest
+
+from lakescore.serving.recorder import Answered, PredictionRecorder
+from lakescore.serving.state import ServingState
+
+TABLE = "main.serving.inference"
+
+
+def answered(request_id: str, n: int, *, version: int = 1, served: str = "warm") -> Answered:
+    inputs = [{"distance": 100 * (i + 1), "carrier": "UA"} for i in range(n)]
+    rows = [{"prediction": i % 2, "probability": 0.5, "scoring_status": "predicted", "exclusion_reason": None,
+             "model_version": version, "served": served} for i in range(n)]
+    rows[-1].update(prediction=None, probability=None, scoring_status="excluded", exclusion_reason="ineligible:x")
+    return Answered(request_id, time.time(), inputs, rows, 12.5)
+
+
+@pytest.fixture
+def recorder(runtime):
+    state = ServingState(runtime.home)
+    rec = PredictionRecorder(write=lambda f: runtime.write_table(TABLE, f, mode="append"), state=state,
+                             endpoint="ep", model_name="m", flush_rows=5,
+                             drift=lambda frame: ["out_of_range:distance" if d > 250 else "ok" for d in frame["distance"]])
+    yield rec, state
+    state.close()
+
+
+def test_rows_are_appended_in_one_commit_per_flush(recorder, runtime) -> None:
+    rec, state = recorder
+    assert rec.add(answered("r1", 2)) is False
+    assert rec.add(answered("r2", 3, version=2, served="cold")) is True  # 5 rows: a flush is due
+    assert rec.flush() == 5
+    assert rec.flush() == 0
+    table = runtime.read_table(TABLE).sort_values(["request_id", "row_index"], ignore_index=True)
+    assert runtime.table_version(TABLE) == 0  # one commit for both requests
+    assert table["request_id"].tolist() == ["r1", "r1", "r2", "r2", "r2"]
+    assert table["row_index"].tolist() == [0, 1, 0, 1, 2]
+    assert table["model_version"].tolist() == [1, 1, 2, 2, 2]
+    assert table["served"].tolist() == ["warm", "warm", "cold", "cold", "cold"]
+    assert table["prediction"].tolist() == ["0", None, "0", "1", None]
+    assert table["drift_check"].tolist() == ["ok", "ok", "ok", "ok", "out_of_range:distance"]
+    assert table["input"][2] == '{"carrier": "UA", "distance": 100}'
+    assert str(table["received_at"].dtype) == "datetime64[us, UTC]"
+    events = [e.detail for e in state.events("ml.predict_query")]
+    assert [(e["request_id"], e["rows"], e["served"], e["drifted_rows"]) for e in events] == [
+        ("r1", 2, "warm", 0), ("r2", 3, "cold", 1)]
+
+
+def test_a_failed_write_keeps_the_rows_for_the_next_flush(runtime) -> None:
+    state = ServingState(runtime.home)
+    written: list[pd.DataFrame] = []
+    fail = {"now": True}
+
+    def write(frame: pd.DataFrame) -> None:
+        if fail["now"]:
+            raise OSError("disk full")
+        written.append(frame)
+
+    rec = PredictionRecorder(write=write, state=state, endpoint="ep", model_name="m", flush_rows=100)
+    rec.add(answered("r1", 2))
+    assert rec.flush() == 0 and rec.summary()["last_error"] == "OSError: disk full"
+    assert rec.buffered == 2 and len(state.events("ml.predict_query")) == 1  # the audit is not lost
+    fail["now"] = False
+    rec.add(answered("r2", 1))
+    assert rec.flush() == 3 and [len(f) for f in written] == [3]
+    assert rec.summary()["last_error"] == ""
+    state.close()

@@ -1,0 +1,66 @@
+"""The quietest-copy rule and the bounded queue of requests waiting for a copy."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from lakescore.errors import EndpointUnavailableError
+from lakescore.serving.router import Copy, CopyPool, quietest, to_stop
+
+
+def copy(name: str, *, state: str = "ready", last_done: float = 0.0, busy: bool = False,
+         started_at: float = 0.0) -> Copy:
+    return Copy(name, 1, "serve", f"http://127.0.0.1/{name}", state=state, last_done=last_done, busy=busy,
+                started_at=started_at)
+
+
+def test_requests_go_to_the_idle_copy_that_waited_longest() -> None:
+    copies = [copy("a", last_done=30.0), copy("b", last_done=10.0, busy=True), copy("c", last_done=20.0),
+              copy("d", state="starting", last_done=0.0), copy("e", state="draining", last_done=1.0)]
+    assert quietest(copies).copy_id == "c"
+    assert quietest([copies[1], copies[3]]) is None
+
+
+def test_scale_down_stops_the_same_quietest_copy_or_a_starting_one_first() -> None:
+    ready = [copy("a", last_done=30.0), copy("c", last_done=20.0)]
+    assert to_stop(ready).copy_id == "c"
+    assert to_stop([*ready, copy("n", state="starting", started_at=50.0)]).copy_id == "n"
+    busy = [copy("a", last_done=30.0, busy=True), copy("c", last_done=20.0, busy=True)]
+    assert to_stop(busy).copy_id == "c"
+
+
+def test_a_waiting_request_gets_the_copy_released_to_it() -> None:
+    async def scenario() -> tuple[str, int]:
+        pool = CopyPool(max_queue=2, retry_after_s=5)
+        pool.copies["a"] = copy("a")
+        first = await pool.acquire("serve", wait_s=1)
+        waiter = asyncio.create_task(pool.acquire("serve", wait_s=5))
+        await asyncio.sleep(0.05)
+        assert pool.waiting == 1
+        await pool.release(first)
+        second = await waiter
+        return second.copy_id, second.requests
+
+    assert scenario_result(scenario()) == ("a", 1)
+
+
+def test_a_full_queue_is_refused_with_503_and_a_slow_copy_times_out() -> None:
+    async def scenario() -> None:
+        pool = CopyPool(max_queue=1, retry_after_s=9)
+        pool.copies["a"] = copy("a", busy=True)
+        waiter = asyncio.create_task(pool.acquire("serve", wait_s=0.3))
+        await asyncio.sleep(0.05)
+        with pytest.raises(EndpointUnavailableError) as caught:
+            await pool.acquire("serve", wait_s=1)
+        assert caught.value.http_status == 503 and caught.value.fields["retry_after_s"] == 9
+        assert "max_queue 1" in str(caught.value)
+        assert await waiter is None  # nobody released the busy copy in time
+        assert pool.waiting == 0
+
+    scenario_result(scenario())
+
+
+def scenario_result(coro):  # type: ignore[no-untyped-def]
+    return asyncio.run(asyncio.wait_for(coro, timeout=10))

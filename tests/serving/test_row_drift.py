@@ -1,0 +1,23 @@
+"""The per-row drift check recorded with each answer."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from lakescore.serving.drift import check_rows, reference_from, training_reference
+
+
+def test_rows_outside_training_ranges_or_values_are_flagged() -> None:
+    training = pd.DataFrame({"distance": [100, 500, 2500], "carrier": ["UA", "AA", "UA"], "hour": [5, 6, None]})
+    reference = reference_from(training, ["distance", "carrier", "hour"])
+    rows = pd.DataFrame({"distance": [100, 2501, None], "carrier": ["AA", "ZZ", None], "hour": [5, 4, 6]})
+    assert check_rows(reference, rows) == ["ok", "out_of_range:distance;out_of_range:hour;unseen:carrier", "ok"]
+    assert check_rows(None, rows) == ["no_reference"] * 3
+
+
+def test_the_reference_reads_the_training_rows_after_the_filter(runtime) -> None:
+    runtime.write_table("main.t.train", pd.DataFrame({"month": [1, 9, 12], "distance": [10, 20, 30],
+                                                      "arr_delay": [1.0, 2.0, None]}))
+    reference = training_reference(runtime, table="main.t.train", row_filter="month <= 9 and arr_delay.notna()",
+                                   columns=["month", "distance"])
+    assert reference.numeric == {"month": (1.0, 9.0), "distance": (10.0, 20.0)}

@@ -1,0 +1,68 @@
+"""config/serving.yml: profiles and collected errors."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from lakescore.config import load_project
+from lakescore.errors import ConfigError
+
+
+def write(project_dir, **keys) -> None:  # type: ignore[no-untyped-def]
+    settings = yaml.safe_load((project_dir / "serving.yml").read_text())
+    settings.update(keys)
+    (project_dir / "serving.yml").write_text(yaml.safe_dump(settings))
+
+
+def test_the_template_loads_with_one_copy(project_dir) -> None:
+    serving = load_project(project_dir).serving
+    assert (serving.replicas.min, serving.replicas.max, serving.host) == (1, 1, "127.0.0.1")
+
+
+@pytest.mark.parametrize(("profile", "replicas", "keep_warm", "client"), [
+    ("experiment", (0, 1), False, (600, 660, 660, [15, 30, 60, 120], False, False)),
+    ("background", (0, 2), False, (45, 60, 600, [15, 30, 60, 120], False, True)),
+    ("low_latency", (1, 3), True, (0, 30, 30, [1], True, False)),
+])
+def test_profiles_fill_what_the_file_leaves_out(project_dir, profile, replicas, keep_warm, client) -> None:
+    settings = yaml.safe_load((project_dir / "serving.yml").read_text())
+    assert "replicas" not in settings and "keep_warm" not in settings  # left to the profile
+    settings["profile"] = profile
+    (project_dir / "serving.yml").write_text(yaml.safe_dump(settings))
+    serving = load_project(project_dir).serving
+    c = serving.client
+    assert (serving.replicas.min, serving.replicas.max) == replicas and serving.keep_warm is keep_warm
+    assert (c.hold_s, c.timeout_s, c.deadline_s, c.retry_waits_s, c.retry_only_idempotent, c.durable_job_id) == client
+
+
+def test_keys_in_the_file_override_the_profile(project_dir) -> None:
+    write(project_dir, profile="low_latency", replicas={"min": 2, "max": 2}, client={"deadline_s": 45})
+    serving = load_project(project_dir).serving
+    assert (serving.replicas.min, serving.replicas.max, serving.client.deadline_s) == (2, 2, 45)
+    assert serving.client.retry_waits_s == [1]  # the rest of the profile's client block stays
+
+
+def test_every_problem_is_listed_at_once(project_dir) -> None:
+    write(project_dir, replicas={"min": 3, "max": 2}, max_warm_copies=1, host="0.0.0.0", profile="fast",
+          model_selection="pinned_version", idle_timeot_s=5, canary={"share_percent": 0})
+    with pytest.raises(ConfigError) as caught:
+        load_project(project_dir)
+    problems = "\n".join(caught.value.problems)
+    assert "serving.yml: unknown key 'idle_timeot_s' (did you mean 'idle_timeout_s'?)" in problems
+    assert "serving.yml: host must be '127.0.0.1'; got '0.0.0.0'" in problems
+    assert "serving.yml: profile must be 'experiment', 'background' or 'low_latency'; got 'fast'" in problems
+    assert "serving.yml: canary.share_percent must be between 1 and 100; got 0" in problems
+    write(project_dir, host="127.0.0.1", profile=None, idle_timeout_s=5, canary={"share_percent": 5})
+    settings = yaml.safe_load((project_dir / "serving.yml").read_text())
+    settings.pop("idle_timeot_s")
+    (project_dir / "serving.yml").write_text(yaml.safe_dump(settings))
+    with pytest.raises(ConfigError) as caught:
+        load_project(project_dir)
+    assert caught.value.problems == [
+        "config/serving.yml: replicas.min must be at most replicas.max; got min 3, max 2 (raise max or lower min)",
+        "config/serving.yml: replicas.max must be at most max_warm_copies; got 2 > 1 (raise max_warm_copies or "
+        "lower replicas.max)",
+        "config/serving.yml: model_version is required when model_selection is 'pinned_version'; got None "
+        "(set model_version: N, or use 'champion')",
+    ]

@@ -1,0 +1,76 @@
+"""Shadow comparison: the tally and its sentence, then a real candidate copy mirrored after replies."""
+
+from __future__ import annotations
+
+import pytest
+
+from lakescore.errors import ServingConflictError
+from lakescore.runtime import LocalRuntime
+from lakescore.serving.shadow import ShadowTally, check_comparable, rows_agree
+from serving_helpers import Trained, chain_of, expected_rows, ready_copies, records
+
+
+def row(prediction: object) -> dict[str, object]:
+    return {"prediction": prediction}
+
+
+def test_classification_compares_labels_exactly_and_exclusions_agree_only_with_exclusions() -> None:
+    agree = lambda a, b: rows_agree(row(a), row(b), task="classification", rtol=0.1, atol=1.0)  # noqa: E731
+    assert agree(1, 1) and not agree(0, 1) and agree(None, None) and not agree(None, 0)
+
+
+def test_regression_compares_within_atol_plus_rtol_of_the_served_value() -> None:
+    agree = lambda cand, served: rows_agree(row(cand), row(served), task="regression", rtol=0.01, atol=0.5)  # noqa: E731
+    assert agree(101.5, 100.0)  # |1.5| <= 0.5 + 0.01 * 100
+    assert not agree(101.6, 100.0)
+
+
+def test_below_100_rows_there_is_no_figure_and_the_sentence_says_how_many_more() -> None:
+    tally = ShadowTally(3, 2, "classification", 0.0, 0.0)
+    tally.add([row(1)] * 37, [row(1)] * 36 + [row(0)])
+    assert tally.sentence() == ("candidate v3 has 37 compared rows against v2; no agreement figure below 100 rows: "
+                                "63 more needed")
+    assert tally.summary()["agreement_percent"] is None
+    tally.compared, tally.agreed = 1208, 1177
+    assert tally.sentence() == "candidate v3 agreed with v2 on 97.4% of 1,208 compared rows"
+
+
+@pytest.mark.parametrize("task", ["clustering", "anomaly_detection", "recommendation"])
+def test_tasks_without_comparable_answers_refuse_to_start(task: str) -> None:
+    with pytest.raises(ServingConflictError, match=f"candidate v4 is a {task} model; shadow compares"):
+        check_comparable(task, 4)
+
+
+def test_a_shadow_mirrors_after_the_reply_and_compares(candidate_endpoint, trained: Trained,
+                                                       late_flights) -> None:
+    ep = candidate_endpoint
+    starts_before = len(ep.events("ml.shadow.start"))
+    assert ep.client.post("/shadow", json={"version": 1}).status_code == 409  # the served version
+    chosen = ep.client.post("/shadow", json={"version": 2})
+    assert chosen.status_code == 200, chosen.text
+    ep.wait_for(lambda s: bool(ready_copies(s, "candidate")), what="the candidate copy")
+    first, rest = late_flights.head(40), late_flights.iloc[40:140]
+    reply = ep.score(records(first, trained.input_columns))
+    assert {r["model_version"] for r in reply.json()["predictions"]} == {1}  # shadowing never answers
+    status = ep.wait_for(lambda s: s["shadow"]["compared_rows"] == 40, what="40 compared rows", timeout_s=60)
+    assert status["shadow"]["sentence"] == ("candidate v2 has 40 compared rows against v1; no agreement figure "
+                                            "below 100 rows: 60 more needed")
+    for part in (rest.head(50), rest.tail(50)):
+        assert ep.score(records(part, trained.input_columns)).status_code == 200
+    status = ep.wait_for(lambda s: s["shadow"]["compared_rows"] == 140, what="140 compared rows", timeout_s=60)
+
+    runtime = LocalRuntime(ep.home)
+    rows = late_flights.head(140)
+    v1, v2 = expected_rows(chain_of(runtime, 1), rows), expected_rows(chain_of(runtime, 2), rows)
+    agreed = sum(a["prediction"] == b["prediction"] for a, b in zip(v1, v2))
+    assert status["shadow"]["agreed_rows"] == agreed
+    assert status["shadow"]["sentence"] == f"candidate v2 agreed with v1 on {100 * agreed / 140:.1f}% of 140 compared rows"
+
+    # Choosing again retires the first candidate and resets the totals.
+    assert ep.client.post("/shadow", json={"version": 2}).status_code == 200
+    assert ep.status()["shadow"]["compared_rows"] == 0
+    assert len(ep.events("ml.shadow.start")) - starts_before == 2
+    stops = [e.detail for e in ep.events("ml.shadow.stop")]
+    assert stops[-1]["compared_rows"] == 140 and stops[-1]["reason"] == "replaced by candidate v2"
+    assert ep.client.delete("/shadow").status_code == 200
+    ep.wait_for(lambda s: not [c for c in s["copies"] if c["role"] == "candidate"], what="candidate stopped")

@@ -1,0 +1,80 @@
+"""Request parsing and reply encoding (no server)."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from lakescore.errors import RequestError
+from lakescore.serving.wire import dumps, parse_request, scored_rows
+
+COLUMNS = {"month": "long", "dep_delay": "double", "carrier": "string"}
+
+
+def parse(body: object, **limits: int) -> object:
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return parse_request(raw, COLUMNS, max_body_bytes=limits.get("max_body_bytes", 10_000),
+                         max_rows=limits.get("max_rows", 10))
+
+
+def test_records_and_split_give_the_same_typed_frame() -> None:
+    a = parse({"dataframe_records": [{"month": 10, "dep_delay": None, "carrier": "UA"},
+                                     {"month": 11.0, "dep_delay": 3, "carrier": None}]})
+    b = parse({"dataframe_split": {"columns": ["carrier", "month", "dep_delay"],
+                                   "data": [["UA", 10, None], [None, 11, 3.0]]}})
+    for request in (a, b):
+        assert list(request.frame.columns) == ["month", "dep_delay", "carrier"]  # the model's order
+        assert [str(t) for t in request.frame.dtypes] == ["int64", "float64", "object"]
+        assert request.frame["month"].tolist() == [10, 11]
+        assert pd.isna(request.frame["dep_delay"][0]) and request.frame["dep_delay"][1] == 3.0
+        assert request.frame["carrier"].tolist() == ["UA", None]
+    assert json.loads(a.to_body()) == {"dataframe_split": {"columns": ["month", "dep_delay", "carrier"],
+                                                           "data": [[10, None, "UA"], [11, 3.0, None]]}}
+
+
+@pytest.mark.parametrize(("body", "status", "names"), [
+    (b"{not json", 400, "not valid JSON"),
+    ([1, 2], 400, "must be a JSON object"),
+    ({"rows": []}, 400, "dataframe_records, dataframe_split"),
+    ({"dataframe_records": []}, 400, "no rows"),
+    ({"dataframe_records": [{"month": 1, "dep_delay": 1, "carrier": "UA", "tail": "N1"}]}, 400, "unknown column 'tail'"),
+    ({"dataframe_records": [{"month": 1, "carrier": "UA"}]}, 400, "lacks column 'dep_delay'"),
+    ({"dataframe_records": [{"month": "ten", "dep_delay": 1, "carrier": "UA"}]}, 400, "column 'month' needs a whole number"),
+    ({"dataframe_records": [{"month": 1.5, "dep_delay": 1, "carrier": "UA"}]}, 400, "column 'month' needs a whole number"),
+    ({"dataframe_records": [{"month": 1, "dep_delay": True, "carrier": "UA"}]}, 400, "column 'dep_delay' needs a finite number"),
+    ({"dataframe_records": [{"month": 1, "dep_delay": 1, "carrier": 7}]}, 400, "column 'carrier' needs text"),
+    ({"dataframe_records": [{"month": 1, "dep_delay": 1, "carrier": "UA"}] * 11}, 413, "max_rows_per_request"),
+    ({"dataframe_records": [{"month": 1, "dep_delay": 1, "carrier": "UA"}], "model_version": "2"}, 400, "model_version"),
+])
+def test_bad_requests_name_the_column_or_limit(body: object, status: int, names: str) -> None:
+    with pytest.raises(RequestError) as caught:
+        parse(body)
+    assert caught.value.http_status == status
+    assert names in str(caught.value)
+
+
+def test_oversized_body_names_the_limit() -> None:
+    body = json.dumps({"dataframe_records": [{"month": 1, "dep_delay": 1, "carrier": "x" * 2000}]}).encode()
+    with pytest.raises(RequestError) as caught:
+        parse(body, max_body_bytes=1024)
+    assert caught.value.http_status == 413
+    assert f"request body is {len(body):,} bytes; the limit is 1,024 (max_body_bytes" in str(caught.value)
+
+
+def test_replies_carry_null_never_nan_or_na() -> None:
+    scored = pd.DataFrame({
+        "prediction": pd.array([1, pd.NA], dtype="Int64"),
+        "probability": pd.array([0.25, pd.NA], dtype="Float64"),
+        "scoring_status": pd.array(["predicted", "excluded"], dtype="string"),
+        "exclusion_reason": pd.array([pd.NA, "ineligible:cancelled"], dtype="string"),
+    })
+    text = dumps({"predictions": scored_rows(scored, model_version=3, served="warm")}).decode()
+    assert "NaN" not in text and "<NA>" not in text
+    assert json.loads(text)["predictions"] == [
+        {"prediction": 1, "probability": 0.25, "scoring_status": "predicted", "exclusion_reason": None,
+         "model_version": 3, "served": "warm"},
+        {"prediction": None, "probability": None, "scoring_status": "excluded",
+         "exclusion_reason": "ineligible:cancelled", "model_version": 3, "served": "warm"},
+    ]
