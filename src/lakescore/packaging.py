@@ -178,11 +178,3 @@ def read_certificate(model_uri: str) -> Certificate:
             "in pieces. Retrain it with `lakescore train`."
         ) from err
     return Certificate.from_json(Path(local).read_text())
-
-
-def model_info_json(model: RegisteredModel) -> dict[str, Any]:
-    return {"name": model.name, "version": model.version, "run_id": model.run_id,
-            "model_uri": model.model_uri, "certificate_sha256": model.certificate.digest,
-            "artifact_sha256": model.certificate.artifact_sha256}
-
-

@@ -66,7 +66,7 @@ def preflight(project: ProjectConfig, runtime: Any) -> ScorePlan:
         problems.append(f"{project.shown('inference')}: score_model_selection {inf.score_model_selection!r}: {err}")
     inputs: tuple[str, ...] = ()
     if uri and cert is not None:
-        inputs = _input_columns(uri)
+        inputs = _signature_inputs(uri)
         if columns:
             missing = [c for c in (*keys, *inputs) if c not in columns]
             if missing:
@@ -90,7 +90,7 @@ def _engine(model_uri: str) -> str:
     return str(json.loads(Path(chain_json).read_text()).get("engine", "pandas"))
 
 
-def _input_columns(model_uri: str) -> tuple[str, ...]:
+def _signature_inputs(model_uri: str) -> tuple[str, ...]:
     from mlflow.models import get_model_info
 
     return tuple(get_model_info(model_uri).signature.inputs.input_names())
