@@ -34,7 +34,28 @@ MODEL_CLASSES: dict[str, tuple[str, Task]] = {
     "LGBMRegressor": ("lightgbm", "regression"),
     "XGBClassifier": ("xgboost", "classification"),
     "XGBRegressor": ("xgboost", "regression"),
+    "GradientBoostingClassifier": ("sklearn.ensemble", "classification"),
+    "GradientBoostingRegressor": ("sklearn.ensemble", "regression"),
+    "AdaBoostClassifier": ("sklearn.ensemble", "classification"),
+    "AdaBoostRegressor": ("sklearn.ensemble", "regression"),
+    "KNeighborsClassifier": ("sklearn.neighbors", "classification"),
+    "KNeighborsRegressor": ("sklearn.neighbors", "regression"),
+    "BernoulliNB": ("sklearn.naive_bayes", "classification"),
+    "GaussianNB": ("sklearn.naive_bayes", "classification"),
+    "MultinomialNB": ("sklearn.naive_bayes", "classification"),
+    "CalibratedClassifierCV": ("sklearn.calibration", "classification"),
+    "SGDClassifier": ("sklearn.linear_model", "classification"),
+    "SVC": ("sklearn.svm", "classification"),
+    "SVR": ("sklearn.svm", "regression"),
+    "VotingClassifier": ("sklearn.ensemble", "classification"),
+    "VotingRegressor": ("sklearn.ensemble", "regression"),
+    "StackingClassifier": ("sklearn.ensemble", "classification"),
+    "StackingRegressor": ("sklearn.ensemble", "regression"),
 }
+
+# ensembles: every member, calibration estimator and final estimator passes its own identity check
+ENSEMBLES = {"VotingClassifier", "VotingRegressor", "StackingClassifier", "StackingRegressor",
+             "CalibratedClassifierCV"}
 
 # parameters that make a fit repeatable, set from defaults.random_state when the class takes them
 _SEEDS = ("random_state",)

@@ -52,3 +52,24 @@ def test_swapping_one_ensemble_member_changes_the_fingerprint():
     other = RandomForestClassifier(n_estimators=3, random_state=1).fit(X, Y)
     forest.estimators_[1] = other.estimators_[1]
     assert fingerprint(forest) != before
+
+
+def test_an_ensemble_passes_only_when_every_member_does():
+    from sklearn.ensemble import StackingClassifier, VotingClassifier
+
+    voting = VotingClassifier([("lr", LogisticRegression()), ("rf", RandomForestClassifier(n_estimators=3))]).fit(X, Y)
+    assert identity_problems(voting) == [] and needs_model_probe(voting)
+    voting.estimators_[0] = MyLogisticRegression().fit(X, Y)  # a swapped member
+    assert identity_problems(voting)[0].startswith("VotingClassifier member 0: Model class ")
+    stacking = StackingClassifier([("lr", LogisticRegression())], final_estimator=MyLogisticRegression(), cv=2).fit(X, Y)
+    assert [p.split(":")[0] for p in identity_problems(stacking)] == ["StackingClassifier member 1"]
+
+
+def test_boosted_trees_fingerprint_their_native_trees():
+    from lightgbm import LGBMClassifier
+    from xgboost import XGBClassifier
+
+    for cls in (LGBMClassifier, XGBClassifier):
+        a = cls(n_estimators=3, n_jobs=1, verbosity=0 if cls is XGBClassifier else -1).fit(X, Y)
+        b = cls(n_estimators=4, n_jobs=1, verbosity=0 if cls is XGBClassifier else -1).fit(X, Y)
+        assert identity_problems(a) == [] and fingerprint(a) != fingerprint(b)

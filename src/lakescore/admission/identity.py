@@ -3,7 +3,10 @@
 A model passes when its class is exactly the registered class of that name (no subclass, no
 look-alike from another module), no method is replaced on the instance, and family conditions hold
 (XGBRegressor: gbtree booster, ``reg:squarederror`` or ``reg:logistic``, no custom objective or
-callbacks). Tuning wrappers (``GridSearchCV`` ...) are unwrapped to their refit estimator.
+callbacks). Tuning wrappers (``GridSearchCV`` ...) are unwrapped to their refit estimator. Voting,
+stacking and calibrated models pass only when every member, calibration estimator and final
+estimator passes its own check; the model fingerprint covers the members, so replacing one
+invalidates the certificate.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from lakescore.models import MODEL_CLASSES
+from lakescore.models import ENSEMBLES, MODEL_CLASSES
 
 # admitted on identity alone; every other registered class needs model probe evidence
 REVIEWED = {"LinearRegression", "LogisticRegression", "DecisionTreeClassifier", "DecisionTreeRegressor",
@@ -25,9 +28,28 @@ def unwrap(model: Any) -> Any:
     return getattr(model, "best_estimator_", model)
 
 
+def members(model: Any) -> list[Any]:
+    """The fitted members of an ensemble: voting/stacking ``estimators_`` (and stacking's
+    ``final_estimator_``), each calibrated classifier's ``estimator``; empty for other models."""
+    found = list(getattr(model, "estimators_", []) if type(model).__name__ in ENSEMBLES else [])
+    if hasattr(model, "final_estimator_"):
+        found.append(model.final_estimator_)
+    for calibrated in getattr(model, "calibrated_classifiers_", []):
+        found.append(calibrated.estimator)
+    return [m for m in found if m is not None and m != "drop"]
+
+
 def identity_problems(model: Any) -> list[str]:
-    """Why ``model`` fails the identity check (empty when it passes)."""
+    """Why ``model`` fails the identity check (empty when it passes); ensembles are checked member
+    by member, each problem prefixed with where the member sits."""
     model = unwrap(model)
+    problems = _own_problems(model)
+    for i, member in enumerate(members(model)):
+        problems += [f"{type(model).__name__} member {i}: {p}" for p in identity_problems(member)]
+    return problems
+
+
+def _own_problems(model: Any) -> list[str]:
     cls = type(model)
     name = cls.__name__
     if name not in MODEL_CLASSES:
@@ -51,5 +73,5 @@ def identity_problems(model: Any) -> list[str]:
 
 
 def needs_model_probe(model: Any) -> bool:
-    """True when the class is admitted only with model probe evidence."""
-    return type(unwrap(model)).__name__ not in REVIEWED
+    """True when the class is admitted only with model probe evidence (ensembles always are)."""
+    return type(unwrap(model)).__name__ not in REVIEWED or bool(members(unwrap(model)))

@@ -62,7 +62,7 @@ def _model_run(chain: FittedChain) -> Callable[[pd.DataFrame], pd.DataFrame]:
         if chain.task == "classification":
             proba = chain.model.predict_proba(matrix)
             for i in range(proba.shape[1]):
-                out[f"p{i}"] = proba[:, i]
+                out[f"p{i}"] = proba[:, i].astype("float64")  # XGBoost gives float32; lossless
         return out
 
     return run
