@@ -64,3 +64,15 @@ def test_champion_selection_follows_the_configured_registry_alias(runtime, proje
         log_and_register(small_chain, example=flights_sample.head(5), name=NAME, alias="prod", evidence=evidence)
         log_and_register(small_chain, example=flights_sample.head(5), name=NAME, alias="champion", evidence=evidence)
     assert preflight(load_project(project_dir), runtime).model_version == 1  # prod, not champion (v2)
+
+
+def test_a_source_column_of_another_type_is_refused_before_any_work(runtime, project_dir, flights_sample, small_chain):
+    as_text = flights_sample.assign(dep_delay=flights_sample["dep_delay"].astype(str))
+    runtime.write_table("main.flights.flights_incoming", as_text)
+    runtime.mlflow()
+    with mlflow.start_run():
+        log_and_register(small_chain, example=flights_sample.head(5), name=NAME, alias="champion",
+                         evidence=admit(small_chain, flights_sample.iloc[1000:]))
+    with pytest.raises(ConfigError, match="column 'dep_delay' holds string values; model main.flights.late_arrival "
+                                          "v1 reads number"):
+        preflight(load_project(project_dir), runtime)

@@ -66,13 +66,20 @@ def preflight(project: ProjectConfig, runtime: Any) -> ScorePlan:
         problems.append(f"{project.shown('inference')}: score_model_selection {inf.score_model_selection!r}: {err}")
     inputs: tuple[str, ...] = ()
     if uri and cert is not None:
-        inputs = _signature_inputs(uri)
+        kinds = _signature_kinds(uri)
+        inputs = tuple(kinds)
         if columns:
             missing = [c for c in (*keys, *inputs) if c not in columns]
             if missing:
                 problems.append(f"{project.shown('inference')}: score_source_table {inf.score_source_table!r} lacks "
                                 f"column(s) {missing} that model {name} v{version} needs; available: "
                                 f"{', '.join(sorted(columns))}")
+            source_kinds = {c: _kind_of_dtype(t) for c, t in runtime.empty_frame(inf.score_source_table).dtypes.items()}
+            problems += [
+                f"{project.shown('inference')}: score_source_table {inf.score_source_table!r} column {c!r} holds "
+                f"{source_kinds[c]} values; model {name} v{version} reads {kind}. Cast it in the source table, "
+                "or retrain on the source's types."
+                for c, kind in kinds.items() if c in source_kinds and source_kinds[c] != kind]
     if problems:
         raise ConfigError(problems)
     assert cert is not None  # problems is empty only when the certificate was read
@@ -90,7 +97,24 @@ def _engine(model_uri: str) -> str:
     return str(json.loads(Path(chain_json).read_text()).get("engine", "pandas"))
 
 
-def _signature_inputs(model_uri: str) -> tuple[str, ...]:
+def _signature_kinds(model_uri: str) -> dict[str, str]:
+    """Input column -> ``number | boolean | string | datetime | other`` from the model signature."""
     from mlflow.models import get_model_info
 
-    return tuple(get_model_info(model_uri).signature.inputs.input_names())
+    kinds = {"long": "number", "integer": "number", "double": "number", "float": "number",
+             "boolean": "boolean", "string": "string", "datetime": "datetime"}
+    return {spec.name: kinds.get(getattr(spec.type, "name", ""), "other")
+            for spec in get_model_info(model_uri).signature.inputs.inputs}
+
+
+def _kind_of_dtype(dtype: Any) -> str:
+    """The same kinds for a pandas dtype of the source table."""
+    import pandas as pd
+
+    if pd.api.types.is_bool_dtype(dtype):
+        return "boolean"
+    if pd.api.types.is_numeric_dtype(dtype):
+        return "number"
+    if pd.api.types.is_datetime64_any_dtype(dtype):
+        return "datetime"
+    return "string" if pd.api.types.is_object_dtype(dtype) or pd.api.types.is_string_dtype(dtype) else "other"
