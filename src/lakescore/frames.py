@@ -158,6 +158,14 @@ def to_transport(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def expression_columns(expression: str) -> list[str]:
+    """The column names a pandas expression reads (every bare name but True/False), sorted."""
+    import ast
+
+    names = {n.id for n in ast.walk(ast.parse(expression, mode="eval")) if isinstance(n, ast.Name)}
+    return sorted(names - {"True", "False"})
+
+
 def derive_label(frame: pd.DataFrame, *, column: str, expression: str | None) -> pd.Series:
     """The label of each row: ``frame[column]``, or ``expression`` evaluated with ``DataFrame.eval``.
 
@@ -169,14 +177,12 @@ def derive_label(frame: pd.DataFrame, *, column: str, expression: str | None) ->
     InputError
         When the column is absent or the expression reads a column the frame lacks.
     """
-    import ast
-
     if expression is None:
         require_columns(frame, [column], what="the label")
         label = frame[column]
     else:
-        names = sorted({n.id for n in ast.walk(ast.parse(expression, mode="eval")) if isinstance(n, ast.Name)})
-        require_columns(frame, [n for n in names if n not in ("True", "False")], what=f"label expression {expression!r}")
+        names = expression_columns(expression)
+        require_columns(frame, names, what=f"label expression {expression!r}")
         label = pd.Series(frame.eval(expression), index=frame.index)
         known = frame[names].notna().all(axis=1)
         label = label.astype(object).where(known, None)

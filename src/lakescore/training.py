@@ -18,7 +18,7 @@ import pandas as pd
 from lakescore.chain import FittedChain, pre_split_role
 from lakescore.config import ProjectConfig
 from lakescore.errors import ConfigError, LakescoreError, StepError
-from lakescore.frames import derive_label, to_pandas
+from lakescore.frames import derive_label, expression_columns, to_pandas
 from lakescore.models import build_model, task_of
 from lakescore.rules import EligibilityRule, OutputRule, load_output_rules, load_rules
 from lakescore.steps import FittedStep, learn_step, parse_params
@@ -35,13 +35,7 @@ def _input_columns(features: list[str], rules: list[Any], *more: list[str]) -> l
 
 def _target_columns(data: Any) -> list[str]:
     """The label column and every column its expression reads (a scoring request has none)."""
-    import ast
-
-    names = [data.label_column]
-    if data.label_expression:
-        tree = ast.parse(data.label_expression, mode="eval")
-        names += sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - {"True", "False"})
-    return names
+    return [data.label_column, *(expression_columns(data.label_expression) if data.label_expression else [])]
 
 
 def fit_chain(frame: Any, y: pd.Series, *, recipe: list[dict[str, Any]], model_class: str,
