@@ -78,6 +78,12 @@ class CertificateError(LakescoreError):
     code = "certificate_mismatch"
 
 
+class FingerprintError(CertificateError):
+    """A fitted model holds a value whose content cannot be digested (see ``content_digest``)."""
+
+    code = "fingerprint_unstable"
+
+
 class UncertifiedModelError(LakescoreError):
     """A model without a certificate was asked to score in pieces."""
 

@@ -7,7 +7,6 @@ saved model), not only their Python parameters.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 from typing import Any, Literal
 
@@ -107,49 +106,34 @@ def native_library(model: Any) -> str | None:
 
 
 def fingerprint(model: Any) -> str:
-    """SHA-256 of the model's learned content, stable across save and load.
+    """SHA-256 (hex) of the model's learned content, stable across processes and save/load.
 
     XGBoost: the booster's saved JSON model; LightGBM: the booster's model string; scikit-learn:
-    the exact class, its parameters and every fitted attribute (``name_``), members of ensembles
-    included, arrays by dtype, shape and bytes. A retrained, edited or swapped part changes it.
+    the exact class and its whole saved state (what pickle keeps: parameters, public and private
+    fitted attributes, ``Tree`` nodes, members of ensembles), digested by
+    :func:`lakescore.content_digest.content_digest`, which never reads ``repr``, ``id`` or an
+    address. A retrained, edited or swapped part changes it.
+
+    Raises
+    ------
+    FingerprintError
+        The model holds a value that cannot be saved (named by its path in the model).
     """
-    library = native_library(model)
+    from lakescore.content_digest import content_digest
+
+    return content_digest(model, special=_native_model)
+
+
+def _native_model(value: Any) -> bytes | None:
+    """The saved native model of a fitted XGBoost or LightGBM estimator, else None (unfitted ones,
+    such as an ensemble's ``estimators`` parameter, are digested by their saved parameters)."""
+    fitted = hasattr(value, "get_params") and getattr(value, "_Booster", None) is not None
+    library = native_library(value) if fitted else None
     if library == "xgboost":
-        payload = bytes(model.get_booster().save_raw(raw_format="json"))
-    elif library == "lightgbm":
-        payload = model.booster_.model_to_string().encode()
-    else:
-        digest = hashlib.sha256()
-        _feed(digest, model)
-        return digest.hexdigest()
-    return hashlib.sha256(payload).hexdigest()
-
-
-def _feed(digest: Any, value: Any) -> None:
-    import numpy as np
-
-    if hasattr(value, "get_params") and hasattr(value, "fit"):
-        cls = type(value)
-        digest.update(f"<{cls.__module__}.{cls.__qualname__}>".encode())
-        if native_library(value):
-            digest.update(fingerprint(value).encode())
-            return
-        _feed(digest, value.get_params(deep=False))
-        fitted = {k: v for k, v in vars(value).items() if k.endswith("_") and not k.startswith("_")}
-        _feed(digest, fitted)
-    elif isinstance(value, np.ndarray):
-        digest.update(f"<ndarray {value.dtype} {value.shape}>".encode())
-        digest.update(value.tobytes() if value.dtype != object else repr(value.tolist()).encode())
-    elif isinstance(value, dict):
-        for key in sorted(value, key=repr):
-            digest.update(repr(key).encode())
-            _feed(digest, value[key])
-    elif isinstance(value, (list, tuple)):
-        digest.update(f"<seq {len(value)}>".encode())
-        for item in value:
-            _feed(digest, item)
-    else:
-        digest.update(repr(value).encode())
+        return bytes(value.get_booster().save_raw(raw_format="json"))
+    if library == "lightgbm":
+        return value.booster_.model_to_string().encode()
+    return None
 
 
 def runtime_versions(model: Any) -> dict[str, str]:
