@@ -142,6 +142,13 @@ class CdfRecoveryRequiredError(PublishError):
     code = "cdf_recovery_required"
 
 
+class NullPeriodError(PublishError):
+    """A snapshot's ``publication.period_column`` holds nulls: those rows belong to no period, so
+    no later snapshot could replace them."""
+
+    code = "period_null"
+
+
 class ChangeFeedDisabledError(PublishError):
     """Incremental publication needs ``delta.enableChangeDataFeed = true`` on the score source."""
 

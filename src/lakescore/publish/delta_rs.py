@@ -10,6 +10,10 @@ Appends and full replacements are two steps: the Parquet files are written first
 ``create_write_transaction`` commits them. A process killed in between leaves only unreferenced
 files (``vacuum`` removes them) and an unchanged table, so the re-run publishes each row once.
 Replacing a period (``predicate`` overwrite) and schema migrations go through ``write_deltalake``.
+
+After the commit its receipt is appended to the receipts table, and every attempt first
+back-fills that table from the log, so a receipt survives the maintenance that erases the log
+(OPTIMIZE, VACUUM, checkpoints, log cleanup); see :mod:`lakescore.publish.plan`.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import pyarrow.compute as pc
 
 from lakescore.errors import PublishConflictError
 from lakescore.publish.plan import Decision, PublishRequest, TargetState, build_receipt, check_keys, decide
-from lakescore.publish.state import read_target
+from lakescore.publish.state import history_receipts, keep_receipts, read_target
 
 MAX_ATTEMPTS = 8
 ROWS_PER_FILE = 1_000_000
@@ -208,7 +212,9 @@ def publish(path: str, data: pa.Table, request: PublishRequest, *, allow_empty: 
 
     last_error: Exception | None = None
     for attempt in range(MAX_ATTEMPTS):
-        table, state = read_target(path, request.prediction_table)
+        table, state = read_target(path, request.prediction_table, app_id=request.app_id)
+        if state.exists:
+            keep_receipts(path, state.receipts)  # back-fill: the log may be cleaned before the next run
         decision = decide(request, state, allow_empty=allow_empty, model_change_mode=model_change_mode,
                           migrate=migrate)
         if decision.action == "noop":
@@ -230,11 +236,21 @@ def publish(path: str, data: pa.Table, request: PublishRequest, *, allow_empty: 
             time.sleep(0.05 * attempt)
             continue
         fault_pause("after_commit")
+        _record(path, request, decision)
         return decision, decision.txn_version, {**receipt, "table_version": decision.txn_version}
     raise PublishConflictError(
         f"could not commit to {request.prediction_table} after {MAX_ATTEMPTS} attempts: other commits kept "
         f"landing first ({last_error}). Nothing was written by this run; re-run the publish, it is safe "
         "to repeat.", table=request.prediction_table)
+
+
+def _record(path: str, request: PublishRequest, decision: Decision) -> None:
+    """Append the receipt of the commit just made, read back from the log with its timestamp (a
+    receipt not found among the newest commits is back-filled by the next publication)."""
+    from deltalake import DeltaTable
+
+    logged = history_receipts(DeltaTable(path).history(limit=16))
+    keep_receipts(path, [r for r in logged if (r["table_version"], r["run_id"]) == (decision.txn_version, request.run_id)])
 
 
 def _predicate(request: PublishRequest, state: TargetState, column: str | None) -> str | None:

@@ -14,10 +14,33 @@ Two decisions, one before scoring and one at the commit:
   (found through its receipt), a conflict, stale, a refused model or schema change, or a write?
 
 The watermark is the source version stored in the receipt of the target's last lakescore commit,
-bound to the source and target table ids it was written for. Delta app transactions
-(``txnAppId``/``txnVersion``) ride along with every commit, with ``txnVersion`` = the target
-version the commit creates, but they are not the guard: delta-rs records them without enforcing
-them, so the guard is this module, applied to the snapshot the commit is made against.
+bound to the source and target table ids it was written for. Receipts must outlive the commit
+history: OPTIMIZE, VACUUM, checkpoints and log cleanup (``delta.logRetentionDuration``) all erase
+``userMetadata`` from what a reader can see. So every receipt lives in two places:
+
+- the commit's ``userMetadata``, atomically with the rows (the source of truth while the commit
+  is still in the log);
+- the receipts table ``<prediction_table>_lakescore_receipts`` (:func:`receipts_table_for`), one
+  row per commit, appended right after the commit and back-filled from the log by every
+  publication (its rows are data, which no maintenance removes).
+
+Readers merge both (:func:`merge_receipts`). The Delta app transaction (``txnAppId``/``txnVersion``
+= the target version the commit creates) rides along with every commit and is kept in every
+checkpoint; it is the cross-check that makes the two-step record safe: when it names a commit
+whose receipt is in neither place (the process stopped between the commit and the receipts row,
+and the log was cleaned before anyone back-filled it), the watermark is unknown and publication
+asks for recovery instead of guessing (:func:`check_receipts_complete`). The guard itself is this
+module, applied to the snapshot the commit is made against (delta-rs records app transactions
+without enforcing them).
+
+Table properties were not chosen: Spark Delta cannot set them in the same commit as an append,
+and a list of receipts does not belong in a table's configuration.
+
+A snapshot (``publication.mode: snapshot``) replaces the rows of the UTC days its
+``period_column`` spans. A null period belongs to no day: such a row could never be replaced by a
+later snapshot (each one would add it again), so a snapshot with null periods is refused before
+scoring (:func:`check_period_nulls`) and again before the commit, naming the column and the count.
+An incremental publication appends and never filters on the period, so nulls are allowed there.
 """
 
 from __future__ import annotations
@@ -33,6 +56,7 @@ from lakescore.errors import (
     CdfRecoveryRequiredError,
     ChangeFeedDisabledError,
     ModelChangeError,
+    NullPeriodError,
     PublishConflictError,
     PublishError,
     SchemaChangeError,
@@ -42,6 +66,7 @@ from lakescore.errors import (
 
 RECEIPT_MARKER = "lakescore_receipt"  # key (format number) inside the commit's userMetadata JSON
 RECEIPT_FORMAT = 1
+RECEIPTS_SUFFIX = "_lakescore_receipts"  # the receipts table: <prediction_table>_lakescore_receipts
 
 Action = Literal["create", "append", "replace_period", "replace_table", "noop"]
 Read = Literal["snapshot", "cdf", "none"]
@@ -50,6 +75,12 @@ Read = Literal["snapshot", "cdf", "none"]
 def app_id_for(job_name: str, target: str, prediction_table: str) -> str:
     """The app transaction id of a job: ``lakescore/<job>/<target>/<table>`` (stable across runs)."""
     return f"lakescore/{job_name}/{target}/{prediction_table}"
+
+
+def receipts_table_for(prediction_table: str) -> str:
+    """The table that keeps every receipt of ``prediction_table`` beyond its log: the same name
+    with ``_lakescore_receipts`` appended (``main.f.preds`` -> ``main.f.preds_lakescore_receipts``)."""
+    return prediction_table + RECEIPTS_SUFFIX
 
 
 def config_digest(publication: Any) -> str:
@@ -93,8 +124,10 @@ class SourceState:
 class TargetState:
     """The prediction table at the version a writer read (``exists=False``: not created yet).
 
-    ``schema`` holds ``(column, delta type)`` pairs; ``receipts`` the lakescore receipts still in
-    the table's history, newest first, each with its ``table_version``.
+    ``schema`` holds ``(column, delta type)`` pairs; ``receipts`` the lakescore receipts of the
+    table, from its log and its receipts table (:func:`merge_receipts`), newest first, each with
+    its ``table_version``. ``app_txn`` is the app transaction version the table records for
+    ``app_id`` (None when it records none, or the engine cannot read it).
     """
 
     table: str
@@ -104,6 +137,8 @@ class TargetState:
     schema: tuple[tuple[str, str], ...] = ()
     has_rows: bool = False
     receipts: tuple[dict[str, Any], ...] = ()
+    app_id: str | None = None
+    app_txn: int | None = None
 
     @property
     def watermark(self) -> Watermark | None:
@@ -124,6 +159,111 @@ def parse_receipt(user_metadata: Any) -> dict[str, Any] | None:
     except ValueError:
         return None
     return body if isinstance(body, dict) and body.get(RECEIPT_MARKER) == RECEIPT_FORMAT else None
+
+
+def merge_receipts(logged: list[dict[str, Any]], stored: list[dict[str, Any]],
+                   table_id: str | None) -> list[dict[str, Any]]:
+    """One list of receipts from the table's log and its receipts table, newest first.
+
+    Parameters
+    ----------
+    logged : list of dict
+        Receipts still in the commit history (each with ``table_version``).
+    stored : list of dict
+        Rows of the receipts table, as receipts (may repeat one another or ``logged``).
+    table_id : str or None
+        The prediction table's id now.
+
+    Returns
+    -------
+    list of dict
+        One receipt per ``(target_table_id, table_version)`` (the logged copy wins). Receipts of
+        the table as it is now come first, by ``table_version`` descending; then receipts of
+        earlier tables of that name (dropped and recreated), by ``committed_at`` descending.
+    """
+    merged: dict[tuple[Any, int], dict[str, Any]] = {}
+    for receipt in [*stored, *logged]:
+        merged[(receipt.get("target_table_id"), int(receipt["table_version"]))] = receipt
+    current = sorted((r for r in merged.values() if r.get("target_table_id") == table_id),
+                     key=lambda r: -int(r["table_version"]))
+    earlier = sorted((r for r in merged.values() if r.get("target_table_id") != table_id),
+                     key=lambda r: (str(r.get("committed_at", "")), int(r["table_version"])), reverse=True)
+    return [*current, *earlier]
+
+
+def receipt_rows(found: list[dict[str, Any]], held: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows to append to the receipts table: one per receipt of ``found`` that ``held`` (the
+    table's rows, as receipts) lacks, keyed on ``(target_table_id, table_version)``.
+
+    Returns
+    -------
+    list of dict
+        ``target_table_id``, ``table_version``, ``run_id``, ``committed_at`` and ``receipt`` (the
+        whole receipt as JSON text, so it round-trips exactly), in the order of ``found``.
+    """
+    def key(r: dict[str, Any]) -> tuple[Any, int]:
+        return r.get("target_table_id"), int(r["table_version"])
+
+    have = {key(r) for r in held}
+    rows: dict[tuple[Any, int], dict[str, Any]] = {}
+    for r in found:
+        if key(r) not in have:
+            rows.setdefault(key(r), {"target_table_id": r.get("target_table_id"), "table_version": int(r["table_version"]),
+                                     "run_id": r.get("run_id"), "committed_at": r.get("committed_at"),
+                                     "receipt": json.dumps(r, sort_keys=True)})
+    return list(rows.values())
+
+
+def check_receipts_complete(target: TargetState) -> None:
+    """Refuse to trust a watermark when the table's app transaction names a newer commit of the
+    same job than any receipt found.
+
+    Raises
+    ------
+    CdfRecoveryRequiredError
+        Naming the commit version, the app id and the fix (``--recover-predictions``).
+    """
+    if target.app_txn is None or not target.exists:
+        return
+    known = [int(r["table_version"]) for r in target.receipts
+             if r.get("app_id") == target.app_id and r.get("target_table_id") == target.table_id]
+    if known and max(known) >= target.app_txn:
+        return
+    raise CdfRecoveryRequiredError(
+        f"{target.table}: its app transaction {target.app_id} records a lakescore commit at v{target.app_txn}, "
+        f"but the receipt of that commit is neither in the table's log nor in {receipts_table_for(target.table)} "
+        "(the publishing process stopped before recording it, and the log was cleaned since), so its "
+        "watermark is unknown. Rebuild from a pinned snapshot: lakescore publish --recover-predictions",
+        table=target.table, version=target.app_txn)
+
+
+def check_period_nulls(source: str, version: int, column: str, nulls: int) -> None:
+    """Refuse a snapshot whose ``period_column`` has null rows (see the module docstring).
+
+    Parameters
+    ----------
+    source : str
+        The score source (or the scored run) the rows come from, for the message.
+    version : int
+        Its pinned version.
+    column : str
+        ``publication.period_column``.
+    nulls : int
+        Rows whose ``column`` is null, counted by the engine (delta-rs or Spark).
+
+    Raises
+    ------
+    NullPeriodError
+        When ``nulls > 0``, naming the column, the count and the fixes.
+    """
+    if nulls <= 0:
+        return
+    raise NullPeriodError(
+        f"{source} v{version} has {nulls} row(s) with a null publication.period_column {column!r}. A snapshot "
+        f"replaces the rows of the days its {column} values span, and a row without a {column} belongs to no "
+        "day: no later snapshot could replace it, so nothing was written. Fill "
+        f"{column} at the source (or score a view without those rows), or set publication.mode: incremental.",
+        table=source, column=column, rows=nulls)
 
 
 # --- scope: what a run scores ------------------------------------------------------------------
@@ -223,6 +363,7 @@ def plan_scope(publication: Any, source: SourceState, target: TargetState, *, mo
         return Scope("replace_table", "snapshot", sid, None, s, before,
                      f"recovery: rebuild {target.table} from {name} v{s} in one commit",
                      recovery=f"rebuilt from {name} v{s}; watermark before: {before}")
+    check_receipts_complete(target)
     if wm is None:
         if target.has_rows:
             raise CdfRecoveryRequiredError(
@@ -430,6 +571,7 @@ def _replay(request: PublishRequest, target: TargetState) -> Decision | None:
 def _against_watermark(request: PublishRequest, target: TargetState, model_change_mode: str) -> Decision | None:
     """Check a (non-recovery) request against the table's watermark: a no-op when its window is
     already covered, else None; raises when it is stale, unbound or a refused model change."""
+    check_receipts_complete(target)
     wm = target.watermark
     if wm is None:
         if target.has_rows:

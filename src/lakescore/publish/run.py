@@ -11,7 +11,14 @@ import pyarrow.compute as pc
 from lakescore.config import ProjectConfig
 from lakescore.errors import StalePlanError
 from lakescore.publish import delta_rs
-from lakescore.publish.plan import PublishRequest, Scope, app_id_for, config_digest, period_bounds
+from lakescore.publish.plan import (
+    PublishRequest,
+    Scope,
+    app_id_for,
+    check_period_nulls,
+    config_digest,
+    period_bounds,
+)
 from lakescore.publish.state import delta_schema
 
 
@@ -37,6 +44,9 @@ def build_request(project: ProjectConfig, runtime: Any, run: Any, data: pa.Table
     ------
     StalePlanError
         The run was staged without a scope (by an older lakescore): score it again.
+    NullPeriodError
+        A snapshot run whose predictions have null ``period_column`` values (staged before
+        scoring refused them): nothing is written.
     """
     inf = project.inference
     if not getattr(run, "scope", None):
@@ -45,6 +55,9 @@ def build_request(project: ProjectConfig, runtime: Any, run: Any, data: pa.Table
     scope = Scope.from_json(run.scope)
     plan, column = run.plan, inf.publication.period_column
     start = end = None
+    if inf.publication.mode == "snapshot" and column and column in data.column_names:
+        check_period_nulls(f"scored run {run.run_id} of {plan.source_table}", scope.source_version_to, column,
+                           data[column].null_count)
     if scope.action == "replace_period" and data.num_rows and column:
         start, end = period_bounds(run.predictions[column].min(), run.predictions[column].max())
     return PublishRequest(

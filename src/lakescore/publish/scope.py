@@ -14,8 +14,8 @@ from typing import Any
 import pandas as pd
 
 from lakescore.errors import ConfigError
-from lakescore.publish.plan import Scope, plan_scope, settle_window
-from lakescore.publish.state import read_source, read_target, read_window
+from lakescore.publish.plan import Scope, app_id_for, check_period_nulls, plan_scope, settle_window
+from lakescore.publish.state import period_nulls, read_source, read_target, read_window
 
 
 class WindowSource:
@@ -75,6 +75,9 @@ def prepare_scope(project: Any, runtime: Any, plan: Any, *, recover: bool = Fals
     ------
     ConfigError
         ``publication.period_column`` is not a column of the source.
+    NullPeriodError
+        A snapshot whose ``publication.period_column`` has null rows
+        (:func:`~lakescore.publish.plan.check_period_nulls`): refused before scoring.
     PublishError
         Any refusal of :func:`~lakescore.publish.plan.plan_scope` or
         :func:`~lakescore.publish.plan.settle_window` (recovery required, source changed, model
@@ -86,13 +89,17 @@ def prepare_scope(project: Any, runtime: Any, plan: Any, *, recover: bool = Fals
         raise ConfigError([f"{project.shown('inference')}: publication.period_column {pub.period_column!r} is not a "
                            f"column of {plan.source_table}; available: "
                            f"{', '.join(sorted(runtime.table_columns(plan.source_table)))}"])
-    _, target = read_target(str(runtime.table_path(inf.prediction_table)), inf.prediction_table)
+    _, target = read_target(str(runtime.table_path(inf.prediction_table)), inf.prediction_table,
+                            app_id=app_id_for(inf.job_name, runtime.target, inf.prediction_table))
     source_table = runtime.delta_table(plan.source_table, version=plan.source_version)
     wm = target.watermark
     window_from = wm.source_version + 1 if wm and pub.mode == "incremental" and not recover else None
     source = read_source(source_table, plan.source_table, version=plan.source_version, window_from=window_from)
     scope = plan_scope(pub, source, target, model_name=plan.model_name, model_version=plan.model_version,
                        recover=recover)
+    if pub.mode == "snapshot" and scope.read == "snapshot" and pub.period_column:
+        check_period_nulls(plan.source_table, plan.source_version, pub.period_column,
+                           period_nulls(source_table, pub.period_column))
     if scope.read != "cdf":
         return PreparedScope(scope)
     columns = list(dict.fromkeys([*plan.record_keys, *plan.input_columns, *([pub.period_column] if pub.period_column else [])]))

@@ -12,8 +12,11 @@ Delta ``DataFrameWriter`` options:
 - ``replaceWhere`` for a snapshot period, ``mergeSchema`` / ``overwriteSchema`` for ``--migrate``.
 
 A write that Delta skipped or that lost a race is detected by looking for its receipt afterwards;
-the writer then re-plans, exactly like the local one. It cannot run here (no Delta jars); its
-option building is unit-tested.
+the writer then re-plans, exactly like the local one. Receipts are kept beyond the log in the
+receipts table (:func:`lakescore.publish.plan.receipts_table_for`), back-filled before each
+attempt and appended after the commit, as the local writer does. Spark SQL cannot read a table's
+app transactions, so ``TargetState.app_txn`` stays None here (no cross-check). It cannot run here
+(no Delta jars); its option building and state reading are unit-tested.
 """
 
 from __future__ import annotations
@@ -23,8 +26,18 @@ from typing import Any
 
 from lakescore.errors import PublishConflictError
 from lakescore.publish.delta_rs import period_predicate
-from lakescore.publish.plan import Decision, PublishRequest, TargetState, build_receipt, decide
-from lakescore.publish.state import history_receipts
+from lakescore.publish.plan import (
+    Decision,
+    PublishRequest,
+    TargetState,
+    build_receipt,
+    check_period_nulls,
+    decide,
+    merge_receipts,
+    receipt_rows,
+    receipts_table_for,
+)
+from lakescore.publish.state import RECEIPTS_SCHEMA, history_receipts
 
 MAX_ATTEMPTS = 8
 
@@ -73,17 +86,49 @@ def write_options(request: PublishRequest, decision: Decision, receipt: dict[str
 
 
 def target_state(name: str, *, table_id: str, schema: list[tuple[str, str]], num_files: int,
-                 history: list[dict[str, Any]]) -> TargetState:
+                 history: list[dict[str, Any]], stored: list[dict[str, Any]] = ()) -> TargetState:  # type: ignore[assignment]
     """A :class:`TargetState` from ``DESCRIBE DETAIL`` (id, numFiles), the table schema (name,
-    ``DataType.typeName()``) and ``DESCRIBE HISTORY`` rows (version, timestamp in ms, userMetadata)."""
+    ``DataType.typeName()``), ``DESCRIBE HISTORY`` rows (version, timestamp in ms, userMetadata)
+    and the receipts table's receipts (``stored``, parsed from its ``receipt`` column).
+
+    The version is the newest in the history (maintenance commits included): the history is
+    never empty, since log cleanup keeps the commits after the last checkpoint.
+    """
     ordered = sorted(history, key=lambda h: -int(h["version"]))
     version = int(ordered[0]["version"]) if ordered else 0
     return TargetState(name, True, version, table_id, tuple(schema), num_files > 0,
-                       tuple(history_receipts(ordered)))
+                       tuple(merge_receipts(history_receipts(ordered), list(stored), table_id)))
+
+
+def stored_receipts(spark: Any, name: str) -> list[dict[str, Any]]:
+    """The receipts in the receipts table of ``name`` (empty when it does not exist yet)."""
+    table = receipts_table_for(name)
+    if not spark.catalog.tableExists(table):
+        return []
+    return [json.loads(r["receipt"]) for r in spark.table(table).select("receipt").collect()]
+
+
+def keep_receipts(spark: Any, name: str, found: list[dict[str, Any]]) -> int:
+    """Append to the receipts table of ``name`` the receipts of ``found`` it lacks (see
+    :func:`lakescore.publish.state.keep_receipts`); returns how many."""
+    rows = receipt_rows(found, stored_receipts(spark, name))
+    if rows:
+        schema = ", ".join(f"{f.name} {'bigint' if f.name == 'table_version' else 'string'}" for f in RECEIPTS_SCHEMA)
+        spark.createDataFrame(rows, schema).write.format("delta").mode("append").saveAsTable(receipts_table_for(name))
+    return len(rows)
+
+
+def period_nulls(frame: Any, column: str) -> int:
+    """Rows of the Spark DataFrame ``frame`` (the source at its pinned version) whose ``column`` is
+    null, for :func:`lakescore.publish.plan.check_period_nulls`."""
+    from pyspark.sql import functions as F  # Spark only on this engine
+
+    return int(frame.where(F.col(column).isNull()).count())
 
 
 def read_target(spark: Any, name: str) -> TargetState:
-    """The prediction table's :class:`TargetState`, read with Spark SQL."""
+    """The prediction table's :class:`TargetState`, read with Spark SQL (receipts from its
+    history and its receipts table)."""
     if not spark.catalog.tableExists(name):
         return TargetState(name, exists=False)
     detail = spark.sql(f"DESCRIBE DETAIL {name}").first()
@@ -92,7 +137,7 @@ def read_target(spark: Any, name: str) -> TargetState:
                for r in spark.sql(f"DESCRIBE HISTORY {name}").select("version", "timestamp", "userMetadata").collect()]
     schema = [(f.name, f.dataType.typeName()) for f in spark.table(name).schema.fields]
     return target_state(name, table_id=detail["id"], schema=schema, num_files=int(detail["numFiles"]),
-                        history=history)
+                        history=history, stored=stored_receipts(spark, name))
 
 
 def publish(spark: Any, frame: Any, request: PublishRequest, *, allow_empty: bool = False,
@@ -104,12 +149,19 @@ def publish(spark: Any, frame: Any, request: PublishRequest, *, allow_empty: boo
 
     Raises
     ------
+    NullPeriodError
+        A snapshot whose ``period_column`` has null rows; nothing is written.
     PublishConflictError
         Still not committed after 8 attempts.
     """
+    if request.mode == "snapshot" and period_column:
+        check_period_nulls(request.source_table, request.source_version_to, period_column,
+                           period_nulls(frame, period_column))
     last: Exception | None = None
     for _ in range(MAX_ATTEMPTS):
         state = read_target(spark, request.prediction_table)
+        if state.exists:
+            keep_receipts(spark, request.prediction_table, list(state.receipts))  # back-fill before log cleanup
         decision = decide(request, state, allow_empty=allow_empty, model_change_mode=model_change_mode,
                           migrate=migrate)
         if decision.action == "noop":
@@ -130,6 +182,7 @@ def publish(spark: Any, frame: Any, request: PublishRequest, *, allow_empty: boo
         landed = [r for r in read_target(spark, request.prediction_table).receipts
                   if r["run_id"] == request.run_id and r["request_digest"] == request.digest]
         if landed:  # else Delta skipped the write (txnVersion already seen): plan again
+            keep_receipts(spark, request.prediction_table, landed[:1])
             return decision, landed[0]["table_version"], landed[0]
     raise PublishConflictError(f"could not commit to {request.prediction_table} after {MAX_ATTEMPTS} attempts "
                                f"({last}); nothing was written by this run, re-run the publish.",

@@ -1,7 +1,8 @@
 """Table metadata for the guard, read with delta-rs: the target's receipts, the source's change feed.
 
-Everything here reads; :mod:`lakescore.publish.plan` decides and :mod:`lakescore.publish.delta_rs`
-writes.
+Everything here reads, except :func:`keep_receipts`, which appends receipts to the receipts table
+(see :mod:`lakescore.publish.plan` for why it exists); :mod:`lakescore.publish.plan` decides and
+:mod:`lakescore.publish.delta_rs` writes.
 """
 
 from __future__ import annotations
@@ -9,11 +10,26 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
+import json
+from collections.abc import Iterable
+
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakescore.publish.plan import SourceState, TargetState, cdf_recovery, parse_receipt
+from lakescore.publish.plan import (
+    RECEIPTS_SUFFIX,
+    SourceState,
+    TargetState,
+    cdf_recovery,
+    merge_receipts,
+    parse_receipt,
+    receipt_rows,
+)
+
+RECEIPTS_SCHEMA = pa.schema([("target_table_id", pa.large_string()), ("table_version", pa.int64()),
+                             ("run_id", pa.large_string()), ("committed_at", pa.large_string()),
+                             ("receipt", pa.large_string())])
 
 CDF_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
 
@@ -42,7 +58,47 @@ def history_receipts(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def read_target(path: str, name: str) -> tuple[Any, TargetState]:
+def receipts_path(path: str) -> str:
+    """Folder of the receipts table of the prediction table at ``path`` (a sibling folder, i.e. the
+    table :func:`lakescore.publish.plan.receipts_table_for` names)."""
+    return str(path).rstrip("/") + RECEIPTS_SUFFIX
+
+
+def stored_receipts(path: str) -> list[dict[str, Any]]:
+    """The receipts kept in the receipts table of the prediction table at ``path`` (any order,
+    possibly repeated; empty when it does not exist yet)."""
+    from deltalake import DeltaTable
+
+    folder = receipts_path(path)
+    if not DeltaTable.is_deltatable(folder):
+        return []
+    return [json.loads(text) for text in DeltaTable(folder).to_pyarrow_table(columns=["receipt"])["receipt"].to_pylist()]
+
+
+def keep_receipts(path: str, found: Iterable[dict[str, Any]]) -> int:
+    """Append to the receipts table every receipt of ``found`` that it does not hold yet.
+
+    Parameters
+    ----------
+    path : str
+        Folder of the prediction table.
+    found : iterable of dict
+        Receipts with ``table_version`` and ``committed_at`` (from the log, or merged).
+
+    Returns
+    -------
+    int
+        Receipts appended (0 when all were kept already: nothing is written).
+    """
+    from deltalake import write_deltalake
+
+    rows = receipt_rows(list(found), stored_receipts(path))
+    if rows:
+        write_deltalake(receipts_path(path), pa.Table.from_pylist(rows, schema=RECEIPTS_SCHEMA), mode="append")
+    return len(rows)
+
+
+def read_target(path: str, name: str, *, app_id: str | None = None) -> tuple[Any, TargetState]:
     """The prediction table and its :class:`TargetState`, read from one snapshot.
 
     Parameters
@@ -51,37 +107,56 @@ def read_target(path: str, name: str) -> tuple[Any, TargetState]:
         Folder of the Delta table.
     name : str
         Its three-part name (for messages).
+    app_id : str or None
+        The job's app transaction id, whose recorded version is read into ``app_txn``.
 
     Returns
     -------
     (deltalake.DeltaTable or None, TargetState)
         The table loaded at its current version (None when it does not exist) and its state at
-        that version: id, schema, whether it has files, and the receipts in its history. The
-        writer commits against that same table object.
+        that version: id, schema, whether it has files, its receipts (log and receipts table
+        merged) and its app transaction version. The writer commits against that same table
+        object.
     """
     from deltalake import DeltaTable
 
     if not DeltaTable.is_deltatable(path):
-        return None, TargetState(name, exists=False)
+        return None, TargetState(name, exists=False, app_id=app_id)
     table = DeltaTable(path)
-    receipts = history_receipts(table.history())
-    return table, TargetState(name, True, table.version(), table.metadata().id, delta_schema(table.schema()),
-                              bool(table.file_uris()), tuple(receipts))
+    table_id = table.metadata().id
+    found = merge_receipts(history_receipts(table.history()), stored_receipts(path), table_id)
+    return table, TargetState(name, True, table.version(), table_id, delta_schema(table.schema()),
+                              bool(table.file_uris()), tuple(found), app_id,
+                              table.transaction_version(app_id) if app_id else None)
 
 
 def receipts(path: str) -> list[dict[str, Any]]:
-    """Every lakescore receipt still in the history of the table at ``path`` (``lakescore receipts``).
+    """Every lakescore receipt of the table at ``path`` (``lakescore receipts``).
 
     Returns
     -------
     list of dict
-        Newest first, each with ``table_version`` and ``committed_at`` added; empty when the
-        table does not exist. Commits older than the log retention (30 days by default) are no
-        longer in the history.
+        Newest first (:func:`~lakescore.publish.plan.merge_receipts`), each with ``table_version``
+        and ``committed_at``; empty when the table does not exist. Receipts of commits older than
+        the log (cleaned after ``delta.logRetentionDuration``, 30 days by default) come from the
+        receipts table.
     """
     from deltalake import DeltaTable
 
-    return history_receipts(DeltaTable(path).history()) if DeltaTable.is_deltatable(path) else []
+    if not DeltaTable.is_deltatable(path):
+        return []
+    table = DeltaTable(path)
+    return merge_receipts(history_receipts(table.history()), stored_receipts(path), table.metadata().id)
+
+
+def period_nulls(table: Any, column: str) -> int:
+    """Rows of the delta-rs ``table`` (at its loaded version) whose ``column`` is null.
+
+    Reads that one column; files whose statistics show no nulls are skipped by the dataset.
+    """
+    import pyarrow.dataset as ds
+
+    return int(table.to_pyarrow_dataset().count_rows(filter=ds.field(column).is_null()))
 
 
 def read_source(table: Any, name: str, *, version: int, window_from: int | None = None) -> SourceState:
