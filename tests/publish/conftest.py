@@ -103,6 +103,19 @@ class Lake:
     def publish(self, run: ScoredRun, **kwargs: Any) -> PublishResult:
         return publish_scored(self.project, self.runtime, run, **kwargs)
 
+    def maintain(self) -> None:
+        """Routine maintenance of the prediction table, with delta-rs: a short log retention,
+        OPTIMIZE twice, a checkpoint, log cleanup and VACUUM (which leave no commit of the
+        publications in its history)."""
+        from deltalake import DeltaTable
+
+        DeltaTable(self.path).alter.set_table_properties({"delta.logRetentionDuration": "interval 0 seconds"})
+        DeltaTable(self.path).optimize.compact()
+        DeltaTable(self.path).optimize.compact()
+        DeltaTable(self.path).create_checkpoint()
+        DeltaTable(self.path).cleanup_metadata()
+        DeltaTable(self.path).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+
     def table(self) -> pd.DataFrame:
         return self.runtime.read_table(TARGET)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -11,6 +12,7 @@ from lakescore.errors import (
     CdfRecoveryRequiredError,
     ChangeFeedDisabledError,
     ModelChangeError,
+    NullPeriodError,
     PublishConflictError,
     SchemaChangeError,
     SourceChangedError,
@@ -21,10 +23,13 @@ from lakescore.publish.plan import (
     SourceState,
     TargetState,
     build_receipt,
+    check_period_nulls,
     decide,
+    merge_receipts,
     parse_receipt,
     period_bounds,
     plan_scope,
+    receipt_rows,
     settle_window,
 )
 
@@ -215,3 +220,47 @@ def test_check_keys_refuses_a_key_stored_twice():
         check_keys(new, pd.DataFrame({"flight_id": [2, 9]}), keys=["flight_id"], table="t")
     with pytest.raises(PublishError, match=r"1 record key\(s\) within this run"):
         check_keys(pd.DataFrame({"flight_id": [7, 7, 8]}), None, keys=["flight_id"], table="t")
+
+
+def test_merge_receipts_keeps_one_per_commit_current_table_first():
+    logged = [receipt("r3", version=3), receipt("r2", version=2)]
+    stored = [receipt("r1", version=1), receipt("r2", version=2),
+              {**receipt("old", version=9, target_id="gone"), "committed_at": "2020-01-01T00:00:00+00:00"},
+              {**receipt("older", version=12, target_id="gone"), "committed_at": "2019-01-01T00:00:00+00:00"}]
+    merged = merge_receipts(logged, stored, "tid")
+    assert [(r["run_id"], r["table_version"]) for r in merged] == [("r3", 3), ("r2", 2), ("r1", 1), ("old", 9),
+                                                                    ("older", 12)]
+
+
+def test_receipt_rows_add_only_missing_commits_as_exact_json():
+    held = [receipt("r1", version=1)]
+    rows = receipt_rows([receipt("r2", version=2), receipt("r1", version=1), receipt("r2", version=2)], held)
+    assert [(r["target_table_id"], r["table_version"], r["run_id"]) for r in rows] == [("tid", 2, "r2")]
+    assert json.loads(rows[0]["receipt"]) == receipt("r2", version=2)
+
+
+def test_an_app_transaction_newer_than_every_receipt_requires_recovery():
+    mine = {**receipt("r1", version=1), "app_id": "app"}
+    fine = replace(target(mine, version=3), app_id="app", app_txn=1)
+    assert plan_scope(PUB, source(), fine, model_name="m", model_version=1).source_version_from == 5
+    lost = replace(fine, app_txn=3)
+    with pytest.raises(CdfRecoveryRequiredError, match=(
+            r"main.s.preds: its app transaction app records a lakescore commit at v3, but the receipt of that "
+            r"commit is neither in the table's log nor in main.s.preds_lakescore_receipts")):
+        plan_scope(PUB, source(), lost, model_name="m", model_version=1)
+    with pytest.raises(CdfRecoveryRequiredError, match="at v3"):
+        decide(request(), lost)
+    unknown = replace(target(version=3, has_rows=False), app_id="app", app_txn=0)  # no receipt at all
+    with pytest.raises(CdfRecoveryRequiredError, match="at v0"):
+        decide(request(action="replace_period", source_version_from=None), unknown)
+    assert plan_scope(PUB, source(), lost, model_name="m", model_version=1, recover=True).action == "replace_table"
+
+
+def test_check_period_nulls_names_column_count_and_fix():
+    check_period_nulls(SRC, 6, "sched_ts", 0)
+    with pytest.raises(NullPeriodError) as err:
+        check_period_nulls(SRC, 6, "sched_ts", 3)
+    assert err.value.code == "period_null" and err.value.fields == {"table": SRC, "column": "sched_ts", "rows": 3}
+    assert str(err.value).startswith("main.s.src v6 has 3 row(s) with a null publication.period_column 'sched_ts'.")
+    assert str(err.value).endswith("Fill sched_ts at the source (or score a view without those rows), or set "
+                                   "publication.mode: incremental.")

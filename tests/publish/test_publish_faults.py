@@ -157,3 +157,25 @@ def test_cleaned_source_log_requires_recovery(lake):
         lake.score()
     lake.publish(lake.score(recover=True))
     lake.assert_whole()
+
+
+def test_receipt_lost_between_commit_and_receipts_table_then_log_cleaned_requires_recovery(lake, tmp_path):
+    run = _published_window(lake)
+    marker = tmp_path / "committed"
+    child = _publisher(lake, run, pause="after_commit", marker=marker)
+    _wait_for(marker)
+    os.kill(child.pid, signal.SIGKILL)  # committed v2, its receipt never reached the receipts table
+    child.wait(timeout=30)
+    lake.maintain()  # ... and the log that held it is cleaned before anyone publishes again
+    assert [r["table_version"] for r in receipts(lake.path)] == [1]
+    lake.add_source(lake.flights.iloc[800:820])
+    with pytest.raises(CdfRecoveryRequiredError, match=(
+            r"records a lakescore commit at v2, but the receipt of that commit is neither in the table's log nor "
+            r"in main.flights.late_arrival_predictions_lakescore_receipts")) as err:
+        lake.score()
+    assert "lakescore publish --recover-predictions" in str(err.value)
+    assert len(lake.table()) == 800  # nothing guessed, nothing appended twice
+    recovered = lake.publish(lake.score(recover=True))
+    assert recovered.action == "replace_table"
+    lake.assert_whole()
+    assert len(lake.table()) == 820

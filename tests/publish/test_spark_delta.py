@@ -61,3 +61,35 @@ def test_history_rows_give_the_same_state_and_decision_as_delta_rs():
     decision = decide(REQUEST, state)
     assert (decision.action, decision.read_version, decision.txn_version) == ("append", 2, 3)
     assert decide(earlier, state).message == "replay: no-op (run run-0 already published this request to main.f.preds v1)"
+
+
+def test_receipts_table_rows_outlive_a_cleaned_history():
+    earlier = replace(REQUEST, run_id="run-0", source_version_from=None, source_version_to=4)
+    state_then = target_state("main.f.preds", table_id="tid", schema=list(SCHEMA), num_files=0,
+                              history=[{"version": 0, "timestamp": 0, "userMetadata": None}])
+    receipt = {**build_receipt(earlier, decide(earlier, state_then), state_then), "table_version": 1,
+               "committed_at": "2023-11-14T22:15:00+00:00"}
+    cleaned = [{"version": 9, "timestamp": 1_700_000_900_000, "userMetadata": None}]  # OPTIMIZE after log cleanup
+    state = target_state("main.f.preds", table_id="tid", schema=list(SCHEMA), num_files=1, history=cleaned,
+                         stored=[json.loads(json.dumps(receipt))])
+    assert (state.version, state.watermark.source_version, state.watermark.table_version) == (9, 4, 1)
+    assert decide(earlier, state).action == "noop"
+    assert (decide(REQUEST, state).action, decide(REQUEST, state).txn_version) == ("append", 10)
+
+
+@pytest.mark.spark
+def test_null_periods_are_counted_on_spark_and_refused_before_any_write(spark):
+    from datetime import date, datetime, timezone
+
+    from lakescore.errors import NullPeriodError
+    from lakescore.publish.spark_delta import period_nulls, publish
+
+    stamp = datetime(2013, 10, 1, 5, tzinfo=timezone.utc)
+    frame = spark.createDataFrame([(1, stamp, date(2013, 10, 1)), (2, None, date(2013, 10, 2)), (3, stamp, None),
+                                   (4, None, None)], "flight_id long, sched_ts timestamp, sched_day date")
+    assert (period_nulls(frame, "sched_ts"), period_nulls(frame, "sched_day")) == (2, 2)
+    snapshot = replace(REQUEST, mode="snapshot", action="replace_period", source_version_from=None,
+                       prediction_table="preds_null_period")  # one-part: the local catalog has no UC names
+    with pytest.raises(NullPeriodError, match=r"main.f.src v6 has 2 row\(s\) with a null publication.period_column 'sched_day'"):
+        publish(spark, frame, snapshot, period_column="sched_day")
+    assert not spark.catalog.tableExists("preds_null_period")  # refused before creating it
