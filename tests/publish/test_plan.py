@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 
 import pytest
@@ -25,11 +24,9 @@ from lakescore.publish.plan import (
     build_receipt,
     check_period_nulls,
     decide,
-    merge_receipts,
     parse_receipt,
     period_bounds,
     plan_scope,
-    receipt_rows,
     settle_window,
 )
 
@@ -220,23 +217,6 @@ def test_check_keys_refuses_a_key_stored_twice():
         check_keys(new, pd.DataFrame({"flight_id": [2, 9]}), keys=["flight_id"], table="t")
     with pytest.raises(PublishError, match=r"1 record key\(s\) within this run"):
         check_keys(pd.DataFrame({"flight_id": [7, 7, 8]}), None, keys=["flight_id"], table="t")
-
-
-def test_merge_receipts_keeps_one_per_commit_current_table_first():
-    logged = [receipt("r3", version=3), receipt("r2", version=2)]
-    stored = [receipt("r1", version=1), receipt("r2", version=2),
-              {**receipt("old", version=9, target_id="gone"), "committed_at": "2020-01-01T00:00:00+00:00"},
-              {**receipt("older", version=12, target_id="gone"), "committed_at": "2019-01-01T00:00:00+00:00"}]
-    merged = merge_receipts(logged, stored, "tid")
-    assert [(r["run_id"], r["table_version"]) for r in merged] == [("r3", 3), ("r2", 2), ("r1", 1), ("old", 9),
-                                                                    ("older", 12)]
-
-
-def test_receipt_rows_add_only_missing_commits_as_exact_json():
-    held = [receipt("r1", version=1)]
-    rows = receipt_rows([receipt("r2", version=2), receipt("r1", version=1), receipt("r2", version=2)], held)
-    assert [(r["target_table_id"], r["table_version"], r["run_id"]) for r in rows] == [("tid", 2, "r2")]
-    assert json.loads(rows[0]["receipt"]) == receipt("r2", version=2)
 
 
 def test_an_app_transaction_newer_than_every_receipt_requires_recovery():

@@ -63,10 +63,15 @@ from lakescore.errors import (
     SourceChangedError,
     StalePlanError,
 )
-
-RECEIPT_MARKER = "lakescore_receipt"  # key (format number) inside the commit's userMetadata JSON
-RECEIPT_FORMAT = 1
-RECEIPTS_SUFFIX = "_lakescore_receipts"  # the receipts table: <prediction_table>_lakescore_receipts
+from lakescore.publish.receipts import (  # noqa: F401  (parse_receipt and the constants are re-exported)
+    RECEIPT_FORMAT,
+    RECEIPT_MARKER,
+    RECEIPTS_SUFFIX,
+    merge_receipts,
+    parse_receipt,
+    receipt_rows,
+    receipts_table_for,
+)
 
 Action = Literal["create", "append", "replace_period", "replace_table", "noop"]
 Read = Literal["snapshot", "cdf", "none"]
@@ -75,12 +80,6 @@ Read = Literal["snapshot", "cdf", "none"]
 def app_id_for(job_name: str, target: str, prediction_table: str) -> str:
     """The app transaction id of a job: ``lakescore/<job>/<target>/<table>`` (stable across runs)."""
     return f"lakescore/{job_name}/{target}/{prediction_table}"
-
-
-def receipts_table_for(prediction_table: str) -> str:
-    """The table that keeps every receipt of ``prediction_table`` beyond its log: the same name
-    with ``_lakescore_receipts`` appended (``main.f.preds`` -> ``main.f.preds_lakescore_receipts``)."""
-    return prediction_table + RECEIPTS_SUFFIX
 
 
 def config_digest(publication: Any) -> str:
@@ -148,70 +147,6 @@ class TargetState:
         r = self.receipts[0]
         return Watermark(int(r["watermark_after"]), r["source_table_id"], r["target_table_id"],
                          r["model_name"], int(r["model_version"]), r["run_id"], int(r["table_version"]))
-
-
-def parse_receipt(user_metadata: Any) -> dict[str, Any] | None:
-    """The receipt in a commit's ``userMetadata`` (a JSON text with ``lakescore_receipt``), or None."""
-    if not isinstance(user_metadata, str) or RECEIPT_MARKER not in user_metadata:
-        return None
-    try:
-        body = json.loads(user_metadata)
-    except ValueError:
-        return None
-    return body if isinstance(body, dict) and body.get(RECEIPT_MARKER) == RECEIPT_FORMAT else None
-
-
-def merge_receipts(logged: list[dict[str, Any]], stored: list[dict[str, Any]],
-                   table_id: str | None) -> list[dict[str, Any]]:
-    """One list of receipts from the table's log and its receipts table, newest first.
-
-    Parameters
-    ----------
-    logged : list of dict
-        Receipts still in the commit history (each with ``table_version``).
-    stored : list of dict
-        Rows of the receipts table, as receipts (may repeat one another or ``logged``).
-    table_id : str or None
-        The prediction table's id now.
-
-    Returns
-    -------
-    list of dict
-        One receipt per ``(target_table_id, table_version)`` (the logged copy wins). Receipts of
-        the table as it is now come first, by ``table_version`` descending; then receipts of
-        earlier tables of that name (dropped and recreated), by ``committed_at`` descending.
-    """
-    merged: dict[tuple[Any, int], dict[str, Any]] = {}
-    for receipt in [*stored, *logged]:
-        merged[(receipt.get("target_table_id"), int(receipt["table_version"]))] = receipt
-    current = sorted((r for r in merged.values() if r.get("target_table_id") == table_id),
-                     key=lambda r: -int(r["table_version"]))
-    earlier = sorted((r for r in merged.values() if r.get("target_table_id") != table_id),
-                     key=lambda r: (str(r.get("committed_at", "")), int(r["table_version"])), reverse=True)
-    return [*current, *earlier]
-
-
-def receipt_rows(found: list[dict[str, Any]], held: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows to append to the receipts table: one per receipt of ``found`` that ``held`` (the
-    table's rows, as receipts) lacks, keyed on ``(target_table_id, table_version)``.
-
-    Returns
-    -------
-    list of dict
-        ``target_table_id``, ``table_version``, ``run_id``, ``committed_at`` and ``receipt`` (the
-        whole receipt as JSON text, so it round-trips exactly), in the order of ``found``.
-    """
-    def key(r: dict[str, Any]) -> tuple[Any, int]:
-        return r.get("target_table_id"), int(r["table_version"])
-
-    have = {key(r) for r in held}
-    rows: dict[tuple[Any, int], dict[str, Any]] = {}
-    for r in found:
-        if key(r) not in have:
-            rows.setdefault(key(r), {"target_table_id": r.get("target_table_id"), "table_version": int(r["table_version"]),
-                                     "run_id": r.get("run_id"), "committed_at": r.get("committed_at"),
-                                     "receipt": json.dumps(r, sort_keys=True)})
-    return list(rows.values())
 
 
 def check_receipts_complete(target: TargetState) -> None:

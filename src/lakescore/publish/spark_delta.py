@@ -33,10 +33,8 @@ from lakescore.publish.plan import (
     build_receipt,
     check_period_nulls,
     decide,
-    merge_receipts,
-    receipt_rows,
-    receipts_table_for,
 )
+from lakescore.publish.receipts import merge_receipts, receipt_rows, receipts_table_for
 from lakescore.publish.state import RECEIPTS_SCHEMA, history_receipts
 
 MAX_ATTEMPTS = 8

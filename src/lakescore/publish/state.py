@@ -17,15 +17,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakescore.publish.plan import (
-    RECEIPTS_SUFFIX,
-    SourceState,
-    TargetState,
-    cdf_recovery,
-    merge_receipts,
-    parse_receipt,
-    receipt_rows,
-)
+from lakescore.publish.plan import SourceState, TargetState, cdf_recovery
+from lakescore.publish.receipts import RECEIPTS_SUFFIX, merge_receipts, parse_receipt, receipt_rows
 
 RECEIPTS_SCHEMA = pa.schema([("target_table_id", pa.large_string()), ("table_version", pa.int64()),
                              ("run_id", pa.large_string()), ("committed_at", pa.large_string()),

@@ -1,0 +1,30 @@
+"""Receipts as data: merging the log's with the receipts table's, and the rows to append."""
+
+from __future__ import annotations
+
+import json
+
+from lakescore.publish.receipts import merge_receipts, receipt_rows
+
+
+def receipt(run_id: str, *, version: int, target_id: str = "tid") -> dict:
+    return {"lakescore_receipt": 1, "run_id": run_id, "request_digest": f"d-{run_id}", "table_version": version,
+            "watermark_after": version + 3, "source_table_id": "sid", "target_table_id": target_id,
+            "model_name": "m", "model_version": 1}
+
+
+def test_merge_receipts_keeps_one_per_commit_current_table_first():
+    logged = [receipt("r3", version=3), receipt("r2", version=2)]
+    stored = [receipt("r1", version=1), receipt("r2", version=2),
+              {**receipt("old", version=9, target_id="gone"), "committed_at": "2020-01-01T00:00:00+00:00"},
+              {**receipt("older", version=12, target_id="gone"), "committed_at": "2019-01-01T00:00:00+00:00"}]
+    merged = merge_receipts(logged, stored, "tid")
+    assert [(r["run_id"], r["table_version"]) for r in merged] == [("r3", 3), ("r2", 2), ("r1", 1), ("old", 9),
+                                                                    ("older", 12)]
+
+
+def test_receipt_rows_add_only_missing_commits_as_exact_json():
+    held = [receipt("r1", version=1)]
+    rows = receipt_rows([receipt("r2", version=2), receipt("r1", version=1), receipt("r2", version=2)], held)
+    assert [(r["target_table_id"], r["table_version"], r["run_id"]) for r in rows] == [("tid", 2, "r2")]
+    assert json.loads(rows[0]["receipt"]) == receipt("r2", version=2)
