@@ -166,6 +166,24 @@ class RequestError(InputError):
         self.http_status = http_status
 
 
+class IdempotencyKeyReusedError(RequestError):
+    """An ``Idempotency-Key`` came with a request other than the one it was first used for (other
+    rows, other values or another ``model_version``). Always 422: the stored answer is not replayed
+    for rows it never scored, and the new rows are not scored under a used key."""
+
+    code = "idempotency_key_reused"
+
+    def __init__(self, message: str, **fields: object) -> None:
+        super().__init__(message, http_status=422, **fields)
+
+
+class StateVersionError(LakescoreError):
+    """A state database was written by a newer lakescore (its schema version is above the one this
+    version reads)."""
+
+    code = "state_version_unsupported"
+
+
 class ServingError(LakescoreError):
     """The endpoint could not answer (a copy failed and so did the cold path)."""
 

@@ -12,7 +12,7 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from lakescore.errors import EndpointUnavailableError, LakescoreError, RequestError
+from lakescore.errors import EndpointUnavailableError, IdempotencyKeyReusedError, LakescoreError, RequestError
 from lakescore.serving.client import ClientSettings, EndpointClient
 
 OK = (200, {"predictions": [{"prediction": 1, "served": "warm", "model_version": 1}]})
@@ -102,6 +102,23 @@ def test_refused_input_is_not_retried(server) -> None:
     with pytest.raises(RequestError, match="unknown column 'x'") as caught:
         client(address, ClientSettings(), FakeTime()).predict([{"x": 1}])
     assert caught.value.http_status == 400 and len(script.seen) == 1
+
+
+def test_a_reused_key_is_raised_as_such_and_not_retried(server) -> None:
+    address, script = server
+    script.seen.clear()
+    script.replies[:] = [(422, {"error_code": "idempotency_key_reused", "key": "nightly:1",
+                                "message": "Idempotency-Key 'nightly:1' on endpoint 'ep' was first used for another "
+                                           "request"})]
+    with pytest.raises(IdempotencyKeyReusedError, match=r"^422 idempotency_key_reused: Idempotency-Key 'nightly:1' "
+                                                        r".* Keys of job 'nightly' are 'nightly:<n>'") as caught:
+        client(address, ClientSettings(), FakeTime(), job_id="nightly").predict([{"a": 3}])
+    assert caught.value.http_status == 422 and caught.value.fields == {"key": "nightly:1"}
+    assert len(script.seen) == 1
+    script.replies[:] = [(422, {"error_code": "idempotency_key_reused", "message": "first used for another"})]
+    with pytest.raises(IdempotencyKeyReusedError) as caught:  # a key the caller chose: no job hint
+        client(address, ClientSettings(), FakeTime(), job_id="nightly").predict([{"a": 3}], idempotency_key="mine")
+    assert "Keys of job" not in str(caught.value) and caught.value.fields == {"key": "mine"}
 
 
 def test_low_latency_retries_once_and_only_idempotent_requests(server) -> None:

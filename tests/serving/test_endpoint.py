@@ -1,4 +1,5 @@
 """A real endpoint on 127.0.0.1: warm and cold answers equal batch scoring, the token, bad input,
+idempotency keys (replayed for the same request, 422 for another, one scored when they race),
 recording, stale marking, and a killed copy (cold fallback, no failed request)."""
 
 from __future__ import annotations
@@ -6,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -16,6 +18,7 @@ import pytest
 import yaml
 
 from lakescore.config import ServingConfig, load_project
+from lakescore.errors import IdempotencyKeyReusedError
 from lakescore.runtime import LocalRuntime
 from lakescore.serving.backend import CopyStatus
 from lakescore.serving.endpoint import Endpoint
@@ -219,6 +222,38 @@ def test_a_retried_request_is_answered_once(endpoint, trained: Trained) -> None:
     assert len(endpoint.events("ml.predict_query")) == before + 1
 
 
+def test_a_key_used_again_for_other_rows_is_refused_with_422(endpoint, trained: Trained) -> None:
+    from lakescore.serving.client import ClientSettings, EndpointClient
+
+    columns = list(trained.input_columns)
+    one = records(trained.requests.iloc[[2]], columns)
+    two = records(trained.requests.iloc[[3, 4]], columns)
+    key = {"Idempotency-Key": "job-9:1"}
+    assert endpoint.client.post("/flush").status_code == 200
+    before = len(endpoint.events("ml.predict_query"))
+    first = endpoint.score(one, headers=key)
+    assert first.status_code == 200 and len(first.json()["predictions"]) == 1
+    other = endpoint.score(two, headers=key)  # the issue: this got 200 and the one-row answer, replayed
+    assert other.status_code == 422 and "idempotent-replayed" not in other.headers
+    refused = other.json()
+    assert refused["error_code"] == "idempotency_key_reused" and refused["key"] == "job-9:1"
+    assert refused["message"].startswith("Idempotency-Key 'job-9:1' on endpoint 'main' was first used for another")
+    assert endpoint.score(one, headers=key, model_version=2).status_code == 422  # another version is another request
+    split = {"dataframe_split": {"columns": columns[::-1], "data": [[one[0][c] for c in columns[::-1]]]}}
+    same = endpoint.client.post("/invocations", json=split, headers=key)  # the same row in the other shape
+    assert same.status_code == 200 and same.headers["idempotent-replayed"] == "true"
+    assert same.json()["request_id"] == first.json()["request_id"]
+    rerun = EndpointClient.from_home(endpoint.home, "main", settings=ClientSettings(hold_s=5, deadline_s=60),
+                                     job_id="job-9")
+    with pytest.raises(IdempotencyKeyReusedError, match="'job-9:1' on endpoint 'main'.*a re-run must send the same "
+                                                        "rows in the same order") as caught:
+        rerun.predict(two)  # a re-run of job-9 whose first request has other rows
+    assert caught.value.http_status == 422 and caught.value.fields["key"] == "job-9:1" and len(rerun.attempts) == 0
+    rerun.close()
+    assert endpoint.client.post("/flush").status_code == 200
+    assert len(endpoint.events("ml.predict_query")) == before + 1  # one request was scored
+
+
 def test_answers_are_recorded_in_batches_and_audited(endpoint, trained: Trained, runtime: LocalRuntime) -> None:
     numeric = [c for c in trained.input_columns if pd.api.types.is_numeric_dtype(trained.requests[c].dtype)]
     far = records(trained.requests.head(1), trained.input_columns)[0]
@@ -237,6 +272,39 @@ def test_answers_are_recorded_in_batches_and_audited(endpoint, trained: Trained,
     assert excluded["exclusion_reason"].notna().all()
     check = table.loc[table["request_id"] == drifted, "drift_check"].tolist()
     assert len(check) == 1 and f"out_of_range:{numeric[0]}" in check[0].split(";")
+
+
+def test_concurrent_first_uses_of_a_key_score_one_request(endpoint, trained: Trained, runtime: LocalRuntime) -> None:
+    """Eight requests at once under one new key, four with one row and four with two other rows, on
+    the cold path (seconds per request, so the others arrive while the first is being scored)."""
+    columns = list(trained.input_columns)
+    bodies = {1: records(trained.requests.iloc[[5]], columns), 2: records(trained.requests.iloc[[6, 7]], columns)}
+    want = {1: expected_rows(chain_of(runtime, 2), trained.requests.iloc[[5]]),
+            2: expected_rows(chain_of(runtime, 2), trained.requests.iloc[[6, 7]])}
+    cold_before = endpoint.status()["counts"].get("cold", 0)
+    start = threading.Barrier(8)
+    headers = {"Authorization": f"Bearer {endpoint.token}", "Idempotency-Key": "job-10:1"}
+
+    def send(n_rows: int) -> tuple[int, httpx.Response]:
+        start.wait(timeout=30)
+        return n_rows, httpx.post(f"{endpoint.address}/invocations", headers=headers, timeout=120,
+                                  json={"dataframe_records": bodies[n_rows], "model_version": 2})
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(send, [1, 2] * 4))
+    answered = [(n, r) for n, r in results if r.status_code == 200]
+    refused = [(n, r) for n, r in results if r.status_code != 200]
+    assert len(answered) == len(refused) == 4, [r.status_code for _, r in results]
+    winner = answered[0][0]  # whichever body claimed the key first
+    assert {n for n, _ in answered} == {winner} and {n for n, _ in refused} == {3 - winner}
+    assert len({r.json()["request_id"] for _, r in answered}) == 1
+    assert sorted(r.headers.get("idempotent-replayed", "") for _, r in answered) == ["", "true", "true", "true"]
+    for _, r in answered:
+        assert_same_answers(r.json()["predictions"], want[winner])
+    for _, r in refused:
+        assert r.status_code == 422 and r.json()["error_code"] == "idempotency_key_reused"
+        assert "Idempotency-Key 'job-10:1'" in r.json()["message"]
+    assert endpoint.status()["counts"]["cold"] == cold_before + 1  # one request was scored
 
 
 def test_moving_the_champion_marks_stale_and_keeps_the_answers(endpoint, trained: Trained,

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import sqlite3
 import stat
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
+import pytest
+
+from lakescore.errors import IdempotencyKeyReusedError, StateVersionError
 from lakescore.serving.state import ServingState, ensure_token
 
 
@@ -31,9 +37,84 @@ def test_audit_copies_and_replies_round_trip(tmp_path) -> None:
     finally:
         live.kill()
         live.wait()
-    state.save_reply("ep", "k1", 200, b'{"a":1}')
-    assert state.saved_reply("ep", "k1", max_age_s=60) == (200, b'{"a":1}')
-    assert state.saved_reply("other", "k1", max_age_s=60) is None
+    state.save_reply("ep", "k1", 200, b'{"a":1}', request_digest="d1")
+    assert state.saved_reply("ep", "k1", request_digest="d1", max_age_s=60) == (200, b'{"a":1}')
+    assert state.saved_reply("other", "k1", request_digest="d2", max_age_s=60) is None
     state.forget_replies(older_than_s=-1)
-    assert state.saved_reply("ep", "k1", max_age_s=60) is None
+    assert state.saved_reply("ep", "k1", request_digest="d1", max_age_s=60) is None
     state.close()
+
+
+def test_a_kept_reply_answers_only_the_request_it_answered(tmp_path) -> None:
+    state = ServingState(tmp_path)
+    state.save_reply("ep", "job-7:1", 200, b'{"predictions":[1]}', request_digest="a" * 64)
+    with pytest.raises(IdempotencyKeyReusedError) as caught:
+        state.saved_reply("ep", "job-7:1", request_digest="b" * 64, max_age_s=60)
+    assert caught.value.code == "idempotency_key_reused" and caught.value.http_status == 422
+    assert "Idempotency-Key 'job-7:1' on endpoint 'ep'" in str(caught.value)
+    assert "digest aaaaaaaaaaaa, this one bbbbbbbbbbbb" in str(caught.value)
+    assert state.saved_reply("ep", "job-7:1", request_digest="a" * 64, max_age_s=60) == (200, b'{"predictions":[1]}')
+    state.close()
+
+
+OLD_SCHEMA = """
+CREATE TABLE audit (id INTEGER PRIMARY KEY, ts REAL NOT NULL, event TEXT NOT NULL, endpoint TEXT NOT NULL,
+    detail TEXT NOT NULL);
+CREATE INDEX audit_event ON audit (event, endpoint);
+CREATE TABLE copies (copy_id TEXT PRIMARY KEY, endpoint TEXT NOT NULL, role TEXT NOT NULL,
+    version INTEGER NOT NULL, pid INTEGER, address TEXT, started_at REAL NOT NULL);
+CREATE TABLE replies (endpoint TEXT NOT NULL, key TEXT NOT NULL, ts REAL NOT NULL,
+    status INTEGER NOT NULL, body TEXT NOT NULL, PRIMARY KEY (endpoint, key));
+INSERT INTO audit (ts, event, endpoint, detail) VALUES (1.0, 'ml.scale', 'ep', '{"action": "up"}');
+INSERT INTO replies VALUES ('ep', 'job-7:1', 2e9, 200, '{"predictions": [1]}');
+INSERT INTO replies VALUES ('ep', 'job-7:2', 2e9, 200, '{"predictions": [2]}');
+"""
+
+
+def old_state_db(home: Path) -> Path:
+    """A state database as the version before request digests wrote it (user_version 0)."""
+    path = home / "serving" / "state.db"
+    path.parent.mkdir(parents=True)
+    db = sqlite3.connect(path)
+    db.executescript(OLD_SCHEMA)
+    db.close()
+    return path
+
+
+def test_an_old_state_db_is_migrated_once_keeping_audit_and_dropping_replies(tmp_path) -> None:
+    path = old_state_db(tmp_path)
+    with ThreadPoolExecutor(4) as pool:  # four openers at once: one migrates
+        states = list(pool.map(lambda _: ServingState(tmp_path), range(4)))
+    for opened in states[1:]:
+        opened.close()
+    state = states[0]
+    assert [(e.event, e.endpoint, e.detail) for e in state.events("ml.scale")] == [("ml.scale", "ep", {"action": "up"})]
+    [migrated] = [e.detail for e in state.events("ml.state.migrated")]
+    assert migrated == {"path": str(path), "from_version": 1, "to_version": 2, "replies_dropped": 2}
+    # the old reply answered an unknown request: it is never replayed, for any digest
+    assert state.saved_reply("ep", "job-7:1", request_digest="a" * 64, max_age_s=1e10) is None
+    state.save_reply("ep", "job-7:1", 200, b"{}", request_digest="a" * 64)
+    assert state.saved_reply("ep", "job-7:1", request_digest="a" * 64, max_age_s=60) == (200, b"{}")
+    state.close()
+    again = ServingState(tmp_path)
+    assert len(again.events("ml.state.migrated")) == 1
+    again.close()
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert [r[1] for r in db.execute("PRAGMA table_info(replies)")] == [
+        "endpoint", "key", "request_digest", "ts", "status", "body"]
+    db.close()
+
+
+def test_a_state_db_of_a_newer_version_is_refused_with_what_to_do(tmp_path) -> None:
+    path = old_state_db(tmp_path)
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA user_version = 7")
+    db.close()
+    with pytest.raises(StateVersionError, match=r"has schema version 7; this lakescore reads versions up to 2\. "
+                                                r"Upgrade lakescore, or move the file away") as caught:
+        ServingState(tmp_path)
+    assert caught.value.code == "state_version_unsupported" and str(path) in str(caught.value)
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT count(*) FROM replies").fetchone()[0] == 2  # left as it was
+    db.close()

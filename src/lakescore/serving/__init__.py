@@ -12,6 +12,7 @@ certificate). Modules, one idea each:
 - ``shadow`` / ``canary``: candidate comparison and the automatic rollback rule;
 - ``cold``: the cold path, a fresh process that scores as a batch job would;
 - ``recorder`` / ``drift``: buffered prediction records for the Delta inference table;
+- ``idempotency``: request digests that bind an ``Idempotency-Key`` to one request, and its claims;
 - ``state``: token, audit events, copies and idempotent replies in SQLite under the runtime home;
 - ``endpoint`` / ``server`` / ``run``: the endpoint process (``lakescore serve``);
 - ``client``: retries, hold header and idempotency keys for callers.

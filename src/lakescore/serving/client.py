@@ -12,7 +12,10 @@ low_latency    1-3        0       30         30        one retry, only if idempo
 =============  =========  ======  =========  ========  ==================================
 
 With a durable job id, the n-th request of a job carries the key ``<job_id>:<n>``, so a job that is
-re-run after a crash gets the answers its first run already received, not second ones.
+re-run after a crash gets the answers its first run already received, not second ones. A key is
+bound to the request it was first sent with: a re-run whose n-th request has other rows gets
+:class:`~lakescore.errors.IdempotencyKeyReusedError` (422, not retried), never the first run's
+answer to other rows.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ from typing import Any, Callable
 
 import httpx
 
-from lakescore.errors import EndpointUnavailableError, LakescoreError, RequestError, ServingError
+from lakescore.errors import (EndpointUnavailableError, IdempotencyKeyReusedError, LakescoreError, RequestError,
+                              ServingError)
 
 RETRYABLE_STATUS = (429, 503)
 
@@ -135,6 +139,8 @@ class EndpointClient:
 
         Raises
         ------
+        IdempotencyKeyReusedError
+            The key was first used with other rows (422); not retried.
         RequestError
             The endpoint refused the input (4xx); not retried.
         EndpointUnavailableError
@@ -184,6 +190,12 @@ class EndpointClient:
         except ValueError:
             payload = {"message": resp.text[:300]}
         message = f"{resp.status_code} {payload.get('error_code', '')}: {payload.get('message', '')}"
+        if payload.get("error_code") == IdempotencyKeyReusedError.code:
+            key = headers.get("Idempotency-Key", "")
+            durable = self.job_id is not None and key.startswith(f"{self.job_id}:")
+            hint = (f" Keys of job {self.job_id!r} are '{self.job_id}:<n>': a re-run must send the same rows in "
+                    "the same order; give a different run a new job_id.") if durable else ""
+            raise IdempotencyKeyReusedError(message + hint, key=key)
         if 400 <= resp.status_code < 500:
             raise RequestError(message, http_status=resp.status_code)
         raise ServingError(message)

@@ -4,7 +4,9 @@ Routes (all need ``Authorization: Bearer <token>``; 401 without it):
 
 - ``POST /invocations``: score rows (``dataframe_records`` or ``dataframe_split``). Headers:
   ``X-Scale-Up-Timeout: N`` holds the request up to N seconds while a copy starts;
-  ``Idempotency-Key: K`` answers a retried request once (the first 200 reply is kept 24 h).
+  ``Idempotency-Key: K`` answers a retried request once (the first 200 reply is kept 24 h, bound
+  to the request's digest); the same key with another request gets 422 ``idempotency_key_reused``
+  (see :mod:`lakescore.serving.idempotency`).
 - ``GET /status``: the endpoint's state, copies, last scale decision, shadow and canary figures.
 - ``POST /shadow`` ``{"version": N}`` / ``DELETE /shadow``: choose or retire the candidate.
 - ``POST /canary`` ``{"share_percent": P, "version": N}`` / ``DELETE /canary``: real traffic to it.
@@ -26,9 +28,10 @@ from starlette.background import BackgroundTask
 from lakescore.errors import EndpointUnavailableError, RequestError
 from lakescore.serving.app import UNAUTHORIZED, authorized, error_reply, read_body, reply
 from lakescore.serving.endpoint import Endpoint, new_request_id
+from lakescore.serving.idempotency import KeyClaims, Kept, request_digest
 from lakescore.serving.plan import input_columns
 from lakescore.serving.state import ServingState
-from lakescore.serving.wire import parse_request
+from lakescore.serving.wire import ScoreRequest, parse_request
 
 MAX_HOLD_S = 3600.0
 REPLY_KEPT_S = 86400.0
@@ -86,12 +89,12 @@ def _int_field(body: dict[str, Any], key: str, *, required: bool) -> int | None:
 
 
 class Invocations:
-    """``POST /invocations``: token, idempotency, hold header, limits, validation, answer, and the
+    """``POST /invocations``: token, hold header, limits, validation, idempotency, answer, and the
     recording and mirroring that run after the reply is sent."""
 
     def __init__(self, endpoint: Endpoint, *, token: str, state: ServingState) -> None:
         self.endpoint, self.token, self.state = endpoint, token, state
-        self.in_flight: dict[str, asyncio.Future[tuple[int, bytes] | None]] = {}
+        self.claims = KeyClaims(endpoint.plan.name)
 
     async def columns_for(self, version: int | None) -> dict[str, str]:
         """Input columns of ``version`` (the pinned one when None), read once from the registry."""
@@ -104,29 +107,6 @@ class Invocations:
     async def __call__(self, request: Request) -> Response:
         if not authorized(request, self.token):
             return reply(401, UNAUTHORIZED)
-        key = request.headers.get("idempotency-key")
-        if key is None:
-            return await self._answer(request)
-        saved = await asyncio.to_thread(self.state.saved_reply, self.endpoint.plan.name, key, max_age_s=REPLY_KEPT_S)
-        if saved is None and key in self.in_flight:  # the same request is being answered: wait for it
-            saved = await asyncio.shield(self.in_flight[key])
-        if saved is not None:
-            return Response(saved[1], status_code=saved[0], media_type="application/json",
-                            headers={"Idempotent-Replayed": "true"})
-        future = self.in_flight[key] = asyncio.get_running_loop().create_future()
-        try:
-            response = await self._answer(request)
-            if response.status_code == 200:
-                body = bytes(response.body)
-                await asyncio.to_thread(self.state.save_reply, self.endpoint.plan.name, key, 200, body)
-                future.set_result((200, body))
-            return response
-        finally:
-            if not future.done():
-                future.set_result(None)  # waiters then run the request themselves
-            self.in_flight.pop(key, None)
-
-    async def _answer(self, request: Request) -> Response:
         s = self.endpoint.s
         received, started = time.time(), time.perf_counter()
         request_id = new_request_id()
@@ -136,12 +116,51 @@ class Invocations:
             parsed = parse_request(body, await self.columns_for(_asked_version(body)),
                                    max_body_bytes=s.max_body_bytes, max_rows=s.max_rows_per_request)
             forward = parsed.to_body()
-            answer = await self.endpoint.answer(parsed, forward, hold_s=hold)
+            key = request.headers.get("idempotency-key")
+            if key is None:
+                return await self._answer(parsed, forward, hold, request_id, received, started)
+            return await self._answer_once(key, parsed, forward, hold, request_id, received, started)
         except Exception as err:  # every failure is a JSON reply; the endpoint keeps serving
-            headers = {"X-Request-Id": request_id}
-            if isinstance(err, EndpointUnavailableError):
-                headers["Retry-After"] = str(err.fields.get("retry_after_s", s.retry_after_s))
-            return error_reply(err, headers)
+            return self._error(err, request_id)
+
+    async def _answer_once(self, key: str, parsed: ScoreRequest, forward: bytes, hold: float | None,
+                           request_id: str, received: float, started: float) -> Response:
+        """Answer a request with ``Idempotency-Key: key``: replay the answer kept for the same request
+        (waiting when it is being answered now), refuse another request under the key (422), or
+        score it and keep the 200 answer."""
+        digest = request_digest(forward, parsed.model_version)
+        kept: Kept | None = await self.claims.wait_turn(key, digest)
+        if kept is not None:
+            return self._replayed(kept)
+        try:
+            kept = await asyncio.to_thread(self.state.saved_reply, self.endpoint.plan.name, key,
+                                           request_digest=digest, max_age_s=REPLY_KEPT_S)
+            if kept is not None:
+                return self._replayed(kept)
+            response = await self._answer(parsed, forward, hold, request_id, received, started)
+            if response.status_code == 200:
+                body = bytes(response.body)
+                await asyncio.to_thread(self.state.save_reply, self.endpoint.plan.name, key, 200, body,
+                                        request_digest=digest)
+                kept = (200, body)  # kept once it is saved: waiters then replay what a retry would
+            return response
+        finally:
+            self.claims.release(key, kept)
+
+    def _replayed(self, kept: Kept) -> Response:
+        self.endpoint.counts["replayed"] += 1
+        return Response(kept[1], status_code=kept[0], media_type="application/json",
+                        headers={"Idempotent-Replayed": "true"})
+
+    def _error(self, err: Exception, request_id: str) -> Response:
+        headers = {"X-Request-Id": request_id}
+        if isinstance(err, EndpointUnavailableError):
+            headers["Retry-After"] = str(err.fields.get("retry_after_s", self.endpoint.s.retry_after_s))
+        return error_reply(err, headers)
+
+    async def _answer(self, parsed: ScoreRequest, forward: bytes, hold: float | None, request_id: str,
+                      received: float, started: float) -> Response:
+        answer = await self.endpoint.answer(parsed, forward, hold_s=hold)  # errors: a JSON reply in __call__
         latency_ms = (time.perf_counter() - started) * 1000
 
         async def after() -> None:

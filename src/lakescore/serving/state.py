@@ -5,9 +5,18 @@
 
 - ``audit``: one row per event (``ml.predict_query``, ``ml.scale``, ``ml.shadow.start``, ...);
 - ``copies``: every resident copy of every endpoint on this home (for ``max_warm_copies``);
-- ``replies``: answers kept by ``Idempotency-Key`` so a retried request is answered once.
+- ``replies``: answers kept by ``Idempotency-Key`` with the digest of the request they answered
+  (:mod:`lakescore.serving.idempotency`), so a retried request is answered once and another request
+  under the same key is refused, never answered with them.
 
 Writers use WAL mode, so the endpoint process and a reader (a test, ``status``) do not block.
+
+The schema's version is SQLite's ``user_version`` (``SCHEMA_VERSION``). A database from before it
+(``user_version`` 0, ``replies`` without ``request_digest``) is migrated when opened, in one
+``BEGIN IMMEDIATE`` transaction so that concurrent openers migrate once: its kept replies are
+dropped (nothing says which request each answered, so none may be replayed; a retry of one is
+scored again) and an ``ml.state.migrated`` audit event counts them; audit and copies are kept.
+A database of a newer version is refused with :class:`~lakescore.errors.StateVersionError`.
 """
 
 from __future__ import annotations
@@ -24,15 +33,21 @@ from typing import Any, Iterable
 
 import psutil
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS audit (id INTEGER PRIMARY KEY, ts REAL NOT NULL, event TEXT NOT NULL,
-    endpoint TEXT NOT NULL, detail TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS audit_event ON audit (event, endpoint);
-CREATE TABLE IF NOT EXISTS copies (copy_id TEXT PRIMARY KEY, endpoint TEXT NOT NULL, role TEXT NOT NULL,
-    version INTEGER NOT NULL, pid INTEGER, address TEXT, started_at REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS replies (endpoint TEXT NOT NULL, key TEXT NOT NULL, ts REAL NOT NULL,
-    status INTEGER NOT NULL, body TEXT NOT NULL, PRIMARY KEY (endpoint, key));
-"""
+from lakescore.errors import StateVersionError
+from lakescore.serving.idempotency import Kept, check_same_request
+
+SCHEMA_VERSION = 2  # 2: replies carry request_digest
+SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS audit (id INTEGER PRIMARY KEY, ts REAL NOT NULL, event TEXT NOT NULL,
+    endpoint TEXT NOT NULL, detail TEXT NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS audit_event ON audit (event, endpoint)",
+    """CREATE TABLE IF NOT EXISTS copies (copy_id TEXT PRIMARY KEY, endpoint TEXT NOT NULL, role TEXT NOT NULL,
+    version INTEGER NOT NULL, pid INTEGER, address TEXT, started_at REAL NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS replies (endpoint TEXT NOT NULL, key TEXT NOT NULL,
+    request_digest TEXT NOT NULL, ts REAL NOT NULL, status INTEGER NOT NULL, body TEXT NOT NULL,
+    PRIMARY KEY (endpoint, key))""",
+)
+AUDIT_INSERT = "INSERT INTO audit (ts, event, endpoint, detail) VALUES (?, ?, ?, ?)"
 
 
 def serving_dir(home: str | Path) -> Path:
@@ -80,7 +95,41 @@ class ServingState:
         self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(SCHEMA)
+        try:
+            self._ensure_schema()
+        except BaseException:
+            self._db.close()
+            raise
+
+    def _ensure_schema(self) -> None:
+        """Create the tables, or migrate them (and audit ``ml.state.migrated``) in one transaction."""
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")  # concurrent openers: one migrates, the others then see version 2
+        try:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise StateVersionError(
+                    f"serving state {self.path} has schema version {version}; this lakescore reads versions up "
+                    f"to {SCHEMA_VERSION}. Upgrade lakescore, or move the file away to start with empty serving "
+                    "state (audit events and kept replies are then left behind in it).", path=str(self.path),
+                    version=version)
+            if version < SCHEMA_VERSION:
+                columns = [r[1] for r in db.execute("PRAGMA table_info(replies)").fetchall()]
+                dropped = None
+                if columns and "request_digest" not in columns:  # version 1: replies keyed by the key alone
+                    dropped = db.execute("SELECT count(*) FROM replies").fetchone()[0]
+                    db.execute("DROP TABLE replies")
+                for statement in SCHEMA:
+                    db.execute(statement)
+                if dropped is not None:
+                    db.execute(AUDIT_INSERT, (time.time(), "ml.state.migrated", "", json.dumps(
+                        {"path": str(self.path), "from_version": 1, "to_version": SCHEMA_VERSION,
+                         "replies_dropped": dropped})))
+                db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
 
     def close(self) -> None:
         """Close the database connection."""
@@ -104,13 +153,11 @@ class ServingState:
 
     def audit(self, event: str, endpoint: str, **detail: Any) -> None:
         """Write one audit event now (control events: scale, shadow, canary, copies)."""
-        self._run("INSERT INTO audit (ts, event, endpoint, detail) VALUES (?, ?, ?, ?)",
-                  (time.time(), event, endpoint, json.dumps(detail, default=str)))
+        self._run(AUDIT_INSERT, (time.time(), event, endpoint, json.dumps(detail, default=str)))
 
     def audit_many(self, events: list[AuditEvent]) -> None:
         """Write many audit events in one transaction (the buffered ``ml.predict_query`` events)."""
-        self._run("INSERT INTO audit (ts, event, endpoint, detail) VALUES (?, ?, ?, ?)",
-                  [(e.ts, e.event, e.endpoint, json.dumps(e.detail, default=str)) for e in events])
+        self._run(AUDIT_INSERT, [(e.ts, e.event, e.endpoint, json.dumps(e.detail, default=str)) for e in events])
 
     def events(self, event: str | None = None, *, endpoint: str | None = None) -> list[AuditEvent]:
         """Audit events in order, optionally only one kind and one endpoint."""
@@ -152,16 +199,27 @@ class ServingState:
 
     # --- idempotent replies ------------------------------------------------------------------
 
-    def save_reply(self, endpoint: str, key: str, status: int, body: bytes) -> None:
-        """Keep the reply to the request with ``Idempotency-Key: key``."""
-        self._run("INSERT OR REPLACE INTO replies VALUES (?, ?, ?, ?, ?)",
-                  (endpoint, key, time.time(), status, body.decode()))
+    def save_reply(self, endpoint: str, key: str, status: int, body: bytes, *, request_digest: str) -> None:
+        """Keep the reply to the request with ``Idempotency-Key: key`` and digest ``request_digest``
+        (:func:`lakescore.serving.idempotency.request_digest`)."""
+        self._run("INSERT OR REPLACE INTO replies (endpoint, key, request_digest, ts, status, body) "
+                  "VALUES (?, ?, ?, ?, ?, ?)", (endpoint, key, request_digest, time.time(), status, body.decode()))
 
-    def saved_reply(self, endpoint: str, key: str, *, max_age_s: float) -> tuple[int, bytes] | None:
-        """The kept (status, body) for ``key`` if younger than ``max_age_s`` seconds, else None."""
-        rows = self._run("SELECT status, body FROM replies WHERE endpoint = ? AND key = ? AND ts >= ?",
-                         (endpoint, key, time.time() - max_age_s))
-        return (int(rows[0][0]), rows[0][1].encode()) if rows else None
+    def saved_reply(self, endpoint: str, key: str, *, request_digest: str, max_age_s: float) -> Kept | None:
+        """The kept (status, body) for ``key`` if younger than ``max_age_s`` seconds, else None.
+
+        Raises
+        ------
+        IdempotencyKeyReusedError
+            When the kept reply answered another request (its digest differs from ``request_digest``).
+        """
+        rows = self._run("SELECT request_digest, status, body FROM replies WHERE endpoint = ? AND key = ? "
+                         "AND ts >= ?", (endpoint, key, time.time() - max_age_s))
+        if not rows:
+            return None
+        kept_digest, status, body = rows[0]
+        check_same_request(endpoint, key, kept_digest, request_digest)
+        return int(status), body.encode()
 
     def forget_replies(self, *, older_than_s: float) -> None:
         """Drop kept replies older than ``older_than_s`` seconds."""
