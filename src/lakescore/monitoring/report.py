@@ -35,8 +35,9 @@ DRIFT_RUNS = 5  # latest runs side by side in the drift table
 STYLE = ("body{font-family:sans-serif;margin:2em;max-width:1400px}"
          ".scroll{max-width:100%;overflow-x:auto;margin-bottom:1em}"
          "table{border-collapse:collapse;font-size:12px;width:100%}"
-         "td,th{border:1px solid #ccc;padding:3px 6px;vertical-align:top;overflow-wrap:anywhere}"
-         "th{background:#f3f3f3;text-align:left}td.num{text-align:right;white-space:nowrap}"
+         "td,th{border:1px solid #ccc;padding:3px 6px;vertical-align:top}td{overflow-wrap:anywhere}"
+         "th{background:#f3f3f3;text-align:left;font-weight:600}td.num{text-align:right;white-space:nowrap}"
+         "td.reasons{min-width:15em}td.flag{white-space:nowrap}"
          "td.id{font-family:monospace;font-size:11px;word-break:break-all;min-width:8em}"
          "tr.alert{background:#fdd}td.over{background:#fdd;font-weight:bold}img{max-width:100%}")
 
@@ -61,11 +62,20 @@ def _figure(title: str) -> tuple[Any, Any]:
     return fig, ax
 
 
-def _version_axis(ax: Any, label: str) -> None:
-    """A table version axis: whole-number ticks only (a version 0.5 does not exist)."""
+def _version_axis(ax: Any, label: str, versions: Any) -> None:
+    """A table version axis: whole-number ticks only (a version 0.96 does not exist).
+
+    Up to 12 distinct versions get a tick each, exactly where the points are (a single version
+    too, where matplotlib's integer locator would fall back to fractions); more get
+    ``MaxNLocator(integer=True)``.
+    """
     from matplotlib.ticker import MaxNLocator
 
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    present = sorted({int(v) for v in versions})
+    if 0 < len(present) <= 12:
+        ax.set_xticks(present)
+    else:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel(label)
 
 
@@ -77,7 +87,7 @@ def rates_plot(quality: pd.DataFrame, *, max_exclusion_rate: float, max_invalid:
     ax.plot(x, quality["invalid_exclusion_rate"], marker="s", label="invalid_exclusion_rate")
     ax.axhline(max_exclusion_rate, color="C0", ls="--", lw=1, label="max_exclusion_rate")
     ax.axhline(max_invalid, color="C1", ls=":", lw=1, label="max_invalid_exclusion_rate")
-    _version_axis(ax, "prediction table version")
+    _version_axis(ax, "prediction table version", x)
     ax.legend(fontsize=7)
     return fig
 
@@ -89,7 +99,7 @@ def drift_plot(quality: pd.DataFrame, *, max_psi: float) -> Any:
     ax.plot(x, quality["max_feature_psi"].astype("float64"), marker="o", label="max feature PSI")
     ax.plot(x, quality["prediction_psi"].astype("float64"), marker="s", label="prediction PSI")
     ax.axhline(max_psi, color="red", ls="--", lw=1, label="max_psi")
-    _version_axis(ax, "prediction table version")
+    _version_axis(ax, "prediction table version", x)
     ax.legend(fontsize=7)
     return fig
 
@@ -142,8 +152,8 @@ def performance_plot(quality: pd.DataFrame, *, runs: int = 8) -> Any | None:
             if metric in part.columns:
                 ax.plot(part["label_table_version"].astype(int), part[metric].astype("float64"), ls=style,
                         marker="o", color=f"C{i % 10}", label=f"{metric}, run v{table_version} (model v{model_version})")
-    _version_axis(ax, "label table version")
-    ax.legend(fontsize=6)
+    _version_axis(ax, "label table version", shown["label_table_version"])
+    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the axes: no point hidden
     return fig
 
 
@@ -167,7 +177,7 @@ def drift_table(quality: pd.DataFrame, *, max_psi: float, runs: int = DRIFT_RUNS
 
 
 def _table(frame: pd.DataFrame, *, alert_rows: bool = False) -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in frame.columns)
+    head = "".join(f"<th>{html.escape(c).replace('_', '_<wbr>')}</th>" for c in frame.columns)
     cells = []
     for _, row in frame.iterrows():
         style = ' class="alert"' if alert_rows and bool(row.get("alert")) else ""
@@ -178,7 +188,9 @@ def _table(frame: pd.DataFrame, *, alert_rows: bool = False) -> str:
 
 def _cell(column: str, value: Any) -> str:
     if column == "alert_reasons" and isinstance(value, str):
-        return f"<td>{'<br>'.join(html.escape(r) for r in json.loads(value or '[]'))}</td>"
+        return f"<td class=\"reasons\">{'<br>'.join(html.escape(r) for r in json.loads(value or '[]'))}</td>"
+    if isinstance(value, (bool, np.bool_)):
+        return f'<td class="flag">{"yes" if value else "no"}</td>'
     kind = ' class="id"' if column == "run_id" else (' class="num"' if isinstance(value, (int, float, np.number))
                                                      and not isinstance(value, bool) else "")
     return f"<td{kind}>{html.escape(_fmt(value))}</td>"
