@@ -299,8 +299,8 @@ def monitor_project(project: ProjectConfig, runtime: Any, *, report: str | None 
     todo = [r for r in found if r["run_id"] not in set(latest["run_id"])][:MAX_CATCH_UP]
     stale = _stale(latest, snapshot)
     recheck = [r for r in found[:MAX_RELABEL] if r["run_id"] in set(stale["run_id"])]
-    remeasured = [row for receipt in reversed(recheck)
-                  for row in remeasure(project, runtime, receipt, stale[stale["run_id"] == receipt["run_id"]], snapshot)]
+    remeasured = [row for receipt in reversed(recheck) for row in
+                  remeasure(project, runtime, receipt, stale[stale["run_id"] == receipt["run_id"]], snapshot)]
     rows = [row for receipt in reversed(todo) for row in run_quality(project, runtime, receipt, snapshot)]
     rows = remeasured + rows
     if rows:

@@ -134,8 +134,8 @@ def histogram_plot(predictions: pd.DataFrame) -> Any:
 def performance_plot(quality: pd.DataFrame, *, runs: int = 8) -> Any | None:
     """Performance of each run against the label table version it was measured on, a Figure.
 
-    One line per run (the latest ``runs``, labelled by prediction table version): accuracy (solid)
-    and ROC AUC (dashed) for a classifier, RMSE for a regressor. None when no measurement has a
+    One line per run (the latest ``runs``, labelled by prediction table version): accuracy (solid,
+    circles) and ROC AUC (dashed, squares) for a classifier, RMSE for a regressor. None when no measurement has a
     labelled row and a label table version.
     """
     measured = with_tracking_columns(quality)
@@ -143,15 +143,16 @@ def performance_plot(quality: pd.DataFrame, *, runs: int = 8) -> Any | None:
     if measured.empty:
         return None
     classifier = "accuracy" in measured.columns and measured["accuracy"].notna().any()
-    metrics = [("accuracy", "-"), ("roc_auc", "--")] if classifier else [("rmse", "-")]
+    metrics = [("accuracy", "-", "o"), ("roc_auc", "--", "s")] if classifier else [("rmse", "-", "o")]
     fig, ax = _figure("Performance as labels arrive")
     shown = measured[measured["table_version"].isin(sorted(measured["table_version"].unique())[-runs:])]
     for i, ((table_version, model_version), part) in enumerate(shown.groupby(["table_version", "model_version"])):
         part = part.sort_values(["label_table_version", "monitored_at"])
-        for metric, style in metrics:
+        for metric, style, marker in metrics:
             if metric in part.columns:
                 ax.plot(part["label_table_version"].astype(int), part[metric].astype("float64"), ls=style,
-                        marker="o", color=f"C{i % 10}", label=f"{metric}, run v{table_version} (model v{model_version})")
+                        marker=marker, color=f"C{i % 10}",
+                        label=f"{metric}, run v{table_version} (model v{model_version})")
     _version_axis(ax, "label table version", shown["label_table_version"])
     ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the axes: no point hidden
     return fig
