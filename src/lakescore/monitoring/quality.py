@@ -296,9 +296,10 @@ def monitor_project(project: ProjectConfig, runtime: Any, *, report: str | None 
     quality = runtime.read_table(mon.quality_table) if runtime.table_exists(mon.quality_table) else None
     latest = latest_measurements(quality) if quality is not None else pd.DataFrame(columns=["run_id"])
     snapshot = label_snapshot(runtime, mon, list(project.training.data.record_keys))
-    todo = [r for r in found if r["run_id"] not in set(latest["run_id"])][:MAX_CATCH_UP]
-    stale = _stale(latest, snapshot)
-    recheck = [r for r in found[:MAX_RELABEL] if r["run_id"] in set(stale["run_id"])]
+    monitored, stale = set(latest["run_id"]), _stale(latest, snapshot)
+    todo = [r for r in found if r["run_id"] not in monitored][:MAX_CATCH_UP]
+    stale_runs = set(stale["run_id"])
+    recheck = [r for r in found[:MAX_RELABEL] if r["run_id"] in stale_runs]
     remeasured = [row for receipt in reversed(recheck) for row in
                   remeasure(project, runtime, receipt, stale[stale["run_id"] == receipt["run_id"]], snapshot)]
     rows = [row for receipt in reversed(todo) for row in run_quality(project, runtime, receipt, snapshot)]
