@@ -28,4 +28,17 @@ fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.lock
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 touch .venv/.installed
+
+# Headless Chromium renders the monitoring report in tests/monitoring/test_report.py (skipped
+# without it). Optional: install it when we can, never fail set-up for it.
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "lakescore set-up: installing chromium (headless report check) with apt-get"
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
+      || echo "lakescore set-up: could not install chromium; the report's browser test will be skipped" >&2
+  else
+    echo "lakescore set-up: chromium not found; the report's browser test will be skipped." >&2
+    echo "  to run it: apt-get install -y chromium (as root)" >&2
+  fi
+fi
 echo "lakescore set-up: environment ready in .venv"

@@ -1,5 +1,6 @@
 """``lakescore monitor`` end to end: a real registered model with its drift profile, the real
-single-node scoring route, a real publish, the quality table and the HTML report."""
+single-node scoring route, a real publish, the quality table, labels that arrive late in a real
+Delta label table, and the HTML report."""
 
 from __future__ import annotations
 
@@ -8,15 +9,18 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from sklearn.metrics import accuracy_score, roc_auc_score
+from deltalake import DeltaTable, write_deltalake
+from sklearn.metrics import accuracy_score, log_loss, roc_auc_score
 
 from lakescore.admission.evidence import admit
 from lakescore.config import load_project
 from lakescore.monitoring.drift import training_profile
-from lakescore.monitoring.quality import monitor_project
+from lakescore.monitoring.labels import TRACKING_COLUMNS
+from lakescore.monitoring.quality import NOOP, monitor_project
 from lakescore.packaging import log_and_register
 from lakescore.publish.run import publish_scored
 from lakescore.rules import load_rules
@@ -28,14 +32,13 @@ MODEL, QUALITY = "main.flights.late_arrival", "main.flights.late_arrival_quality
 FEATURES = ["month", "day", "hour", "dep_delay", "distance", "carrier", "origin", "dest"]
 
 
-@pytest.fixture
-def project(runtime, project_dir: Path, flights_sample: pd.DataFrame):
-    """Flights in the lake, a model trained on months 1-9 registered with its drift profile, and
-    months 10-12 scored and published."""
+def publish_project(runtime, project_dir: Path, flights_sample: pd.DataFrame, lake: pd.DataFrame):
+    """``lake`` as the flights (label) table, a model trained on months 1-9 of the sample registered
+    with its drift profile, and 300 flights of months 10-12 scored and published."""
     path = project_dir / "inference.yml"
     path.write_text(yaml.safe_dump({**yaml.safe_load(path.read_text()), "batch_compute": "single_node"}))
     project = load_project(project_dir)
-    runtime.write_table(FLIGHTS, flights_sample)
+    runtime.write_table(FLIGHTS, lake)
     incoming = flights_sample[flights_sample["month"] >= 10]
     runtime.write_table(INCOMING, incoming.iloc[:300].reset_index(drop=True),
                         configuration={"delta.enableChangeDataFeed": "true"})
@@ -51,6 +54,12 @@ def project(runtime, project_dir: Path, flights_sample: pd.DataFrame):
                         "drift_profile.json")
     publish_scored(project, runtime, score_project(project, runtime))
     return project
+
+
+@pytest.fixture
+def project(runtime, project_dir: Path, flights_sample: pd.DataFrame):
+    """Every label already known when the run is first monitored."""
+    return publish_project(runtime, project_dir, flights_sample, flights_sample)
 
 
 def test_quality_rows_drift_and_performance(project, runtime, tmp_path):
@@ -71,7 +80,7 @@ def test_quality_rows_drift_and_performance(project, runtime, tmp_path):
     assert row["labelled_rows"] == len(scored)
     assert row["accuracy"] == pytest.approx(accuracy_score(truth, scored["prediction"].astype(int)))
     assert row["roc_auc"] == pytest.approx(roc_auc_score(truth, scored["probability"]))
-    assert monitor_project(project, runtime).action == "noop: every published run is already monitored"
+    assert monitor_project(project, runtime).action == NOOP
     from deltalake import write_deltalake
 
     incoming = runtime.read_table(FLIGHTS).query("month >= 10").iloc[300:340]
@@ -81,10 +90,68 @@ def test_quality_rows_drift_and_performance(project, runtime, tmp_path):
     assert second.action == "appended 1 row(s)" and second.row["rows"] == 40
     quality = runtime.read_table(QUALITY)
     assert sorted(quality["table_version"]) == [1, 2] and quality["run_id"].is_unique
+    assert list(quality["label_table_version"]) == [0, 0] and list(quality["measurement"]) == ["first", "first"]
 
     html = (tmp_path / "out" / "report.html").read_text()
     images = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', html)
-    assert len(images) == 4  # exclusion rate, drift, calibration, prediction histogram
+    assert len(images) == 5  # exclusion rate, drift, performance by label arrival, calibration, histogram
     assert all(base64.b64decode(i).startswith(b"\x89PNG\r\n\x1a\n") for i in images)
     assert not re.search(r'(src|href)="(?!data:)', html)  # self-contained: nothing to fetch
     assert "psi[month]" in html
+
+
+def expected_performance(runtime, flights_sample: pd.DataFrame) -> dict[str, float]:
+    """sklearn's figures on the published rows that were predicted and have a known arrival delay."""
+    table = runtime.read_table("main.flights.late_arrival_predictions")
+    joined = table.merge(flights_sample[["flight_id", "arr_delay"]], on="flight_id")
+    scored = joined[(joined["scoring_status"] == "predicted") & joined["arr_delay"].notna()]
+    truth = (scored["arr_delay"] > 15).astype(int)
+    return {"labelled_rows": len(scored),
+            "accuracy": accuracy_score(truth, scored["prediction"].astype(int)),
+            "roc_auc": roc_auc_score(truth, scored["probability"]),
+            "log_loss": log_loss(truth, scored["probability"].astype(float), labels=[0, 1])}
+
+
+@pytest.mark.parametrize("older_table", [False, True], ids=["current", "table-written-before-label-tracking"])
+def test_labels_that_arrive_late_are_measured(runtime, project_dir, flights_sample, tmp_path, older_table):
+    waiting = flights_sample.assign(arr_delay=flights_sample["arr_delay"].where(flights_sample["month"] <= 9))
+    project = publish_project(runtime, project_dir, flights_sample, waiting)
+    first = monitor_project(project, runtime)
+    assert first.row["labelled_rows"] == 0 and np.isnan(first.row["accuracy"])
+    assert first.row["label_table_version"] == 0 and first.row["measurement"] == "first"
+    if older_table:  # the quality table as a lakescore without label tracking wrote it
+        old = runtime.read_table(QUALITY).drop(columns=list(TRACKING_COLUMNS))
+        write_deltalake(str(runtime.table_path(QUALITY)), old, mode="overwrite", schema_mode="overwrite")
+        assert not set(TRACKING_COLUMNS) & set(runtime.table_columns(QUALITY))
+
+    # the delays arrive: a real MERGE into the label table, its version 1
+    arrived = flights_sample[flights_sample["month"] >= 10][["flight_id", "arr_delay"]]
+    DeltaTable(str(runtime.table_path(FLIGHTS))).merge(
+        arrived, predicate="t.flight_id = s.flight_id", source_alias="s", target_alias="t",
+    ).when_matched_update(updates={"arr_delay": "s.arr_delay"}).execute()
+    assert runtime.table_version(FLIGHTS) == 1
+    second = monitor_project(project, runtime, report=str(tmp_path / "report.html"))
+    assert second.action == "appended 1 row(s) (1 re-measured on label table version 1)"
+    expected = expected_performance(runtime, flights_sample)
+    assert expected["labelled_rows"] > 100
+    assert second.row["labelled_rows"] == expected["labelled_rows"]
+    for metric in ("accuracy", "roc_auc", "log_loss"):
+        assert second.row[metric] == pytest.approx(expected[metric], rel=1e-12), metric
+
+    quality = runtime.read_table(QUALITY).sort_values("monitored_at").reset_index(drop=True)
+    assert len(quality) == 2 and quality["run_id"].nunique() == 1
+    assert quality["measurement"].tolist() == ([None] if older_table else ["first"]) + ["labels_changed"]
+    assert quality["label_table_version"].astype("Int64").fillna(-1).tolist() == [-1 if older_table else 0, 1]
+    assert quality["labelled_rows"].tolist() == [0, expected["labelled_rows"]]  # the first figure is kept
+    assert quality["monitored_at"].iloc[0] < quality["monitored_at"].iloc[1]
+    assert quality["psi"].iloc[0] == quality["psi"].iloc[1] and quality["rows"].tolist() == [300, 300]
+
+    assert monitor_project(project, runtime).action == NOOP  # no label change: nothing to do
+    # the label table moves on, but not for this run's flights: still nothing to re-measure
+    DeltaTable(str(runtime.table_path(FLIGHTS))).update(predicate="month = 1", updates={"arr_delay": "arr_delay + 1"})
+    assert runtime.table_version(FLIGHTS) == 2
+    assert monitor_project(project, runtime).action == NOOP
+    assert len(runtime.read_table(QUALITY)) == 2
+
+    page = (tmp_path / "report.html").read_text()
+    assert "Measurements as labels arrived" in page and 'alt="Performance by label arrival"' in page

@@ -2,8 +2,11 @@
 
 Plots are drawn with matplotlib's object API (no pyplot state, Agg canvas) and embedded as
 base64 PNGs, so the file opens anywhere with no other file next to it: exclusion rates over runs,
-drift (PSI) over runs, calibration of the latest labelled run, and the prediction histogram by
-model version.
+drift (PSI) over runs with a table of the features that moved most, performance against label
+arrival (label table version) with every measurement in a table, calibration of the latest labelled
+run, and the prediction histogram by model version. Table versions are whole numbers on every axis.
+Tables sit in horizontally scrolling boxes with wrapping cells, so the page never runs off the
+right edge of the window.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import json
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -18,14 +22,28 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lakescore.config import ProjectConfig
+from lakescore.config import MonitoringConfig, ProjectConfig
+from lakescore.monitoring.labels import latest_measurements, with_tracking_columns
 
 SUMMARY_COLUMNS = ["table_version", "run_id", "model_version", "source_version_to", "rows", "predicted",
                    "excluded", "exclusion_rate", "invalid_exclusion_rate", "max_feature_psi", "prediction_psi",
-                   "accuracy", "roc_auc", "alert", "alert_reasons"]
+                   "labelled_rows", "accuracy", "roc_auc", "rmse", "label_table_version", "alert", "alert_reasons"]
+MEASUREMENT_COLUMNS = ["table_version", "model_version", "measurement", "label_table_version", "monitored_at",
+                       "labelled_rows", "accuracy", "roc_auc", "log_loss", "rmse", "mae"]
+TOP_MOVERS = 15  # features in the drift table
+DRIFT_RUNS = 5  # latest runs side by side in the drift table
+STYLE = ("body{font-family:sans-serif;margin:2em;max-width:1400px}"
+         ".scroll{max-width:100%;overflow-x:auto;margin-bottom:1em}"
+         "table{border-collapse:collapse;font-size:12px;width:100%}"
+         "td,th{border:1px solid #ccc;padding:3px 6px;vertical-align:top}td{overflow-wrap:anywhere}"
+         "th{background:#f3f3f3;text-align:left;font-weight:600}td.num{text-align:right;white-space:nowrap}"
+         "td.reasons{min-width:15em}td.flag{white-space:nowrap}"
+         "td.id{font-family:monospace;font-size:11px;word-break:break-all;min-width:8em}"
+         "tr.alert{background:#fdd}td.over{background:#fdd;font-weight:bold}img{max-width:100%}")
 
 
-def _png(fig: Any) -> str:
+def png(fig: Any) -> str:
+    """The figure as a base64 PNG (Agg canvas, 90 dpi, tight box)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg  # headless: no display needed
 
     FigureCanvasAgg(fig)
@@ -44,33 +62,50 @@ def _figure(title: str) -> tuple[Any, Any]:
     return fig, ax
 
 
-def rates_plot(quality: pd.DataFrame, *, max_exclusion_rate: float, max_invalid: float) -> str:
-    """Exclusion and invalid-exclusion rate per run (x: prediction table version), as a PNG (base64)."""
+def _version_axis(ax: Any, label: str, versions: Any) -> None:
+    """A table version axis: whole-number ticks only (a version 0.96 does not exist).
+
+    Up to 12 distinct versions get a tick each, exactly where the points are (a single version
+    too, where matplotlib's integer locator would fall back to fractions); more get
+    ``MaxNLocator(integer=True)``.
+    """
+    from matplotlib.ticker import MaxNLocator
+
+    present = sorted({int(v) for v in versions})
+    if 0 < len(present) <= 12:
+        ax.set_xticks(present)
+    else:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel(label)
+
+
+def rates_plot(quality: pd.DataFrame, *, max_exclusion_rate: float, max_invalid: float) -> Any:
+    """Exclusion and invalid-exclusion rate per run (x: prediction table version), a matplotlib Figure."""
     fig, ax = _figure("Exclusion rate over runs")
     x = quality["table_version"].astype(int)
     ax.plot(x, quality["exclusion_rate"], marker="o", label="exclusion_rate")
     ax.plot(x, quality["invalid_exclusion_rate"], marker="s", label="invalid_exclusion_rate")
     ax.axhline(max_exclusion_rate, color="C0", ls="--", lw=1, label="max_exclusion_rate")
     ax.axhline(max_invalid, color="C1", ls=":", lw=1, label="max_invalid_exclusion_rate")
-    ax.set_xlabel("prediction table version")
+    _version_axis(ax, "prediction table version", x)
     ax.legend(fontsize=7)
-    return _png(fig)
+    return fig
 
 
-def drift_plot(quality: pd.DataFrame, *, max_psi: float) -> str:
-    """Largest feature PSI and prediction PSI per run, as a PNG (base64)."""
+def drift_plot(quality: pd.DataFrame, *, max_psi: float) -> Any:
+    """Largest feature PSI and prediction PSI per run (x: prediction table version), a Figure."""
     fig, ax = _figure("Drift (PSI against training) over runs")
     x = quality["table_version"].astype(int)
     ax.plot(x, quality["max_feature_psi"].astype("float64"), marker="o", label="max feature PSI")
     ax.plot(x, quality["prediction_psi"].astype("float64"), marker="s", label="prediction PSI")
     ax.axhline(max_psi, color="red", ls="--", lw=1, label="max_psi")
-    ax.set_xlabel("prediction table version")
+    _version_axis(ax, "prediction table version", x)
     ax.legend(fontsize=7)
-    return _png(fig)
+    return fig
 
 
-def calibration_plot(probability: np.ndarray, truth: np.ndarray, *, bins: int = 10) -> str:
-    """Observed rate against mean predicted probability in ``bins`` equal-width bins (PNG, base64)."""
+def calibration_plot(probability: np.ndarray, truth: np.ndarray, *, bins: int = 10) -> Any:
+    """Observed rate against mean predicted probability in ``bins`` equal-width bins, a Figure."""
     fig, ax = _figure(f"Calibration (latest labelled run, {len(truth):,} rows)")
     edges = np.linspace(0, 1, bins + 1)
     which = np.clip(np.digitize(probability, edges[1:-1]), 0, bins - 1)
@@ -81,10 +116,10 @@ def calibration_plot(probability: np.ndarray, truth: np.ndarray, *, bins: int = 
     ax.set_xlabel("mean predicted probability")
     ax.set_ylabel("observed rate")
     ax.legend(fontsize=7)
-    return _png(fig)
+    return fig
 
 
-def histogram_plot(predictions: pd.DataFrame) -> str:
+def histogram_plot(predictions: pd.DataFrame) -> Any:
     """Histogram of ``probability`` (or ``prediction``) of predicted rows, one series per model version."""
     column = "probability" if "probability" in predictions.columns else "prediction"
     fig, ax = _figure(f"{column} by model version")
@@ -93,32 +128,143 @@ def histogram_plot(predictions: pd.DataFrame) -> str:
         ax.hist(part[column].astype("float64").dropna(), bins=30, alpha=0.5, density=True, label=f"v{version}")
     ax.set_xlabel(column)
     ax.legend(fontsize=7)
-    return _png(fig)
+    return fig
 
 
-def render(title: str, quality: pd.DataFrame, images: dict[str, str]) -> str:
-    """The HTML page: the latest quality rows, then each image inline (``data:image/png;base64``)."""
-    shown = quality[[c for c in SUMMARY_COLUMNS if c in quality.columns]].tail(20)
+def performance_plot(quality: pd.DataFrame, *, runs: int = 8) -> Any | None:
+    """Performance of each run against the label table version it was measured on, a Figure.
+
+    One line per run (the latest ``runs``, labelled by prediction table version): accuracy (solid,
+    circles) and ROC AUC (dashed, squares) for a classifier, RMSE for a regressor. None when no measurement has a
+    labelled row and a label table version.
+    """
+    measured = with_tracking_columns(quality)
+    measured = measured[(measured["labelled_rows"].fillna(0) > 0) & measured["label_table_version"].notna()]
+    if measured.empty:
+        return None
+    classifier = "accuracy" in measured.columns and measured["accuracy"].notna().any()
+    metrics = [("accuracy", "-", "o"), ("roc_auc", "--", "s")] if classifier else [("rmse", "-", "o")]
+    fig, ax = _figure("Performance as labels arrive")
+    shown = measured[measured["table_version"].isin(sorted(measured["table_version"].unique())[-runs:])]
+    for i, ((table_version, model_version), part) in enumerate(shown.groupby(["table_version", "model_version"])):
+        part = part.sort_values(["label_table_version", "monitored_at"])
+        for metric, style, marker in metrics:
+            if metric in part.columns:
+                ax.plot(part["label_table_version"].astype(int), part[metric].astype("float64"), ls=style,
+                        marker=marker, color=f"C{i % 10}",
+                        label=f"{metric}, run v{table_version} (model v{model_version})")
+    _version_axis(ax, "label table version", shown["label_table_version"])
+    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the axes: no point hidden
+    return fig
+
+
+def drift_table(quality: pd.DataFrame, *, max_psi: float, runs: int = DRIFT_RUNS, top: int = TOP_MOVERS) -> str:
+    """HTML table of the features that moved most: PSI per feature for the latest ``runs`` runs
+    (newest first), sorted by the newest run's PSI, largest first, the ``top`` largest only.
+    A PSI above ``max_psi`` is highlighted."""
+    latest = latest_measurements(quality).sort_values(["table_version", "model_version"]).tail(runs).iloc[::-1]
+    psi = {f"run v{r.table_version} (model v{r.model_version})": json.loads(r.psi or "{}")
+           for r in latest.itertuples()}
+    frame = pd.DataFrame(psi, dtype="float64")
+    if frame.empty:
+        return "<p>No drift figures: the model has no drift profile.</p>"
+    frame = frame.sort_values(list(frame.columns), ascending=False, na_position="last").head(top)
+    head = "<th>feature</th>" + "".join(f"<th>PSI {html.escape(c)}</th>" for c in frame.columns)
+    body = "".join(
+        f"<tr><td>{html.escape(str(feature))}</td>" + "".join(
+            f'<td class="num{" over" if v > max_psi else ""}">{_fmt(float(v))}</td>' for v in values) + "</tr>"
+        for feature, values in frame.iterrows())
+    return f'<div class="scroll"><table><tr>{head}</tr>{body}</table></div>'
+
+
+def _table(frame: pd.DataFrame, *, alert_rows: bool = False) -> str:
+    head = "".join(f"<th>{html.escape(c).replace('_', '_<wbr>')}</th>" for c in frame.columns)
     cells = []
-    for _, row in shown.iterrows():
-        style = ' class="alert"' if bool(row.get("alert")) else ""
-        values = "".join(f"<td>{html.escape(_fmt(v))}</td>" for v in row.tolist())
+    for _, row in frame.iterrows():
+        style = ' class="alert"' if alert_rows and bool(row.get("alert")) else ""
+        values = "".join(_cell(c, v) for c, v in row.items())
         cells.append(f"<tr{style}>{values}</tr>")
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in shown.columns)
-    figures = "".join(f'<h2>{html.escape(name)}</h2><img alt="{html.escape(name)}" '
-                      f'src="data:image/png;base64,{data}">' for name, data in images.items())
+    return f'<div class="scroll"><table><tr>{head}</tr>{"".join(cells)}</table></div>'
+
+
+def _cell(column: str, value: Any) -> str:
+    if column == "alert_reasons" and isinstance(value, str):
+        return f"<td class=\"reasons\">{'<br>'.join(html.escape(r) for r in json.loads(value or '[]'))}</td>"
+    if isinstance(value, (bool, np.bool_)):
+        return f'<td class="flag">{"yes" if value else "no"}</td>'
+    kind = ' class="id"' if column == "run_id" else (' class="num"' if isinstance(value, (int, float, np.number))
+                                                     and not isinstance(value, bool) else "")
+    return f"<td{kind}>{html.escape(_fmt(value))}</td>"
+
+
+def render(title: str, quality: pd.DataFrame, images: dict[str, str], *,
+           sections: dict[str, str] | None = None) -> str:
+    """The HTML page: the latest quality row of each run (the last 20), every measurement on
+    arriving labels, then ``sections`` (title -> HTML) and each image inline
+    (``data:image/png;base64``), in that order."""
+    latest = latest_measurements(quality)
+    shown = latest[[c for c in SUMMARY_COLUMNS if c in latest.columns]].tail(20)
+    shown = shown.loc[:, [c for c in shown.columns if c in ("alert", "alert_reasons") or shown[c].notna().any()]]
+    measured = with_tracking_columns(quality)
+    measured = measured[measured["run_id"].isin(measured.loc[measured["measurement"] == "labels_changed", "run_id"])]
+    parts = [f"<h2>Runs (latest measurement)</h2>{_table(shown, alert_rows=True)}"]
+    if not measured.empty:
+        columns = [c for c in MEASUREMENT_COLUMNS if c in measured.columns and measured[c].notna().any()]
+        parts.append("<h2>Measurements as labels arrived</h2>"
+                     f"{_table(measured.sort_values(['table_version', 'monitored_at'])[columns])}")
+    parts += [f"<h2>{html.escape(name)}</h2>{body}" for name, body in (sections or {}).items()]
+    parts += [f'<h2>{html.escape(name)}</h2><img alt="{html.escape(name)}" src="data:image/png;base64,{data}">'
+              for name, data in images.items()]
     stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>"
-            "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;font-size:12px}"
-            "td,th{border:1px solid #ccc;padding:3px 6px}tr.alert{background:#fdd}</style></head><body>"
-            f"<h1>{html.escape(title)}</h1><p>written {stamp}</p><table><tr>{head}</tr>{''.join(cells)}</table>"
-            f"{figures}</body></html>")
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1><p>written {stamp}</p>"
+            f"{''.join(parts)}</body></html>")
 
 
 def _fmt(value: Any) -> str:
     if isinstance(value, float):
         return "" if np.isnan(value) else f"{value:.4f}"
+    if value is None or value is pd.NA or value is pd.NaT:
+        return ""
+    if isinstance(value, pd.Timestamp):
+        return value.isoformat(timespec="seconds")
     return str(value)
+
+
+def report_html(title: str, quality: pd.DataFrame, predictions: pd.DataFrame, labels: pd.Series | None,
+                monitoring: MonitoringConfig) -> str:
+    """The whole report page from the quality table and the prediction table.
+
+    Parameters
+    ----------
+    title : str
+        Page title.
+    quality : DataFrame
+        The quality table as read (every measurement).
+    predictions : DataFrame
+        The prediction table (for the histogram, and the latest run's rows for calibration).
+    labels : Series or None
+        Labels of the latest run's rows by position in ``predictions[run_id == latest]``.
+    monitoring : MonitoringConfig
+        Thresholds drawn on the plots.
+    """
+    quality = quality.sort_values(["table_version", "model_version", "monitored_at"])
+    runs = latest_measurements(quality)
+    images = {"Exclusion rate": png(rates_plot(runs, max_exclusion_rate=monitoring.max_exclusion_rate,
+                                              max_invalid=monitoring.max_invalid_exclusion_rate)),
+              "Drift": png(drift_plot(runs, max_psi=monitoring.max_psi))}
+    performance = performance_plot(quality)
+    if performance is not None:
+        images["Performance by label arrival"] = png(performance)
+    latest = predictions[predictions["run_id"] == runs["run_id"].iloc[-1]].reset_index(drop=True)
+    if labels is not None and "probability" in latest.columns:
+        use = (latest["scoring_status"] == "predicted").to_numpy() & labels.notna().to_numpy()
+        if use.any():
+            images["Calibration"] = png(calibration_plot(latest.loc[use, "probability"].to_numpy(dtype="float64"),
+                                                         labels[use].to_numpy(dtype="float64")))
+    images["Prediction histogram"] = png(histogram_plot(predictions))
+    sections = {"Drift by feature (top movers)": drift_table(quality, max_psi=monitoring.max_psi)}
+    return render(title, quality, images, sections=sections)
 
 
 def write_report(project: ProjectConfig, runtime: Any, path: str | Path) -> Path:
@@ -132,22 +278,12 @@ def write_report(project: ProjectConfig, runtime: Any, path: str | Path) -> Path
     from lakescore.monitoring.quality import read_labels
 
     inf, mon = project.inference, project.monitoring
-    quality = runtime.read_table(mon.quality_table).sort_values(["table_version", "model_version"])
+    quality = runtime.read_table(mon.quality_table).sort_values(["table_version", "model_version", "monitored_at"])
     table = runtime.read_table(inf.prediction_table)
-    images = {"Exclusion rate": rates_plot(quality, max_exclusion_rate=mon.max_exclusion_rate,
-                                           max_invalid=mon.max_invalid_exclusion_rate),
-              "Drift": drift_plot(quality, max_psi=mon.max_psi)}
     keys = list(project.training.data.record_keys)
-    latest = table[table["run_id"] == quality["run_id"].iloc[-1]].reset_index(drop=True)
+    latest = table[table["run_id"] == latest_measurements(quality)["run_id"].iloc[-1]].reset_index(drop=True)
     labels = read_labels(runtime, mon, keys, latest)
-    if labels is not None and "probability" in latest.columns:
-        use = (latest["scoring_status"] == "predicted").to_numpy() & labels.notna().to_numpy()
-        if use.any():
-            images["Calibration"] = calibration_plot(latest.loc[use, "probability"].to_numpy(dtype="float64"),
-                                                     labels[use].to_numpy(dtype="float64"))
-    images["Prediction histogram"] = histogram_plot(table)
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render(f"lakescore monitoring: {inf.prediction_table}", quality, images))
+    out.write_text(report_html(f"lakescore monitoring: {inf.prediction_table}", quality, table, labels, mon))
     return out
-
