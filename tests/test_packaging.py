@@ -6,7 +6,6 @@ import pytest
 
 from lakescore.admission.evidence import admit
 from lakescore.errors import CertificateError, UncertifiedModelError
-from lakescore.frames import NULL_SENTINEL
 from lakescore.packaging import batch_slices, log_and_register, predict_in_batches
 
 
@@ -67,12 +66,21 @@ def test_the_registered_pyfunc_scores_like_the_chain(registered, small_chain, fl
     assert (want["exclusion_reason"] == "ineligible:cancelled").sum() == flights_sample["dep_time"].isna().sum()
 
 
-def test_null_transport_encodes_missing_strings_with_the_sentinel(registered, small_chain, flights_sample):
+def test_null_transport_carries_a_null_mask_beside_each_output(registered, small_chain, flights_sample):
     model = mlflow.pyfunc.load_model(registered.model_uri)
     got = model.predict(flights_sample[list(small_chain.input_columns)], params={"null_transport": True})
-    predicted = got["scoring_status"] == "predicted"
-    assert (got.loc[predicted, "exclusion_reason"] == NULL_SENTINEL).all()
-    assert got.loc[~predicted, "probability"].isna().all()
+    assert list(got.columns) == ["prediction", "_lakescore_null_prediction", "probability",
+                                 "_lakescore_null_probability", "scoring_status", "_lakescore_null_scoring_status",
+                                 "exclusion_reason", "_lakescore_null_exclusion_reason"]
+    want = small_chain.predict(flights_sample)
+    predicted = (want["scoring_status"] == "predicted").to_numpy()
+    assert (got["scoring_status"].to_numpy() == want["scoring_status"].to_numpy()).all()
+    assert flights_sample["dep_time"].isna().sum() < (~predicted).sum() < len(flights_sample)
+    assert (got["_lakescore_null_exclusion_reason"].to_numpy() == predicted).all()
+    assert (got.loc[predicted, "exclusion_reason"] == "").all()  # a filler, never read: the mask says null
+    assert (got["_lakescore_null_probability"].to_numpy() == ~predicted).all()
+    assert got["prediction"].dtype == "int64" and got.loc[~predicted, "prediction"].eq(0).all()
+    assert not got["_lakescore_null_scoring_status"].any()
 
 
 def test_a_worker_refuses_a_tampered_artifact(registered, runtime):

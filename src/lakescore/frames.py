@@ -132,30 +132,51 @@ def require_columns(frame: pd.DataFrame, columns: list[str] | tuple[str, ...], *
         )
 
 
-# --- the null-transport sentinel ------------------------------------------------------------
-# mlflow.pyfunc.spark_udf casts each string field of a struct result with ``astype(str)`` when a
-# batch mixes values and nulls, so None arrives in Spark as the text "None" and pd.NA as "<NA>"
-# (mlflow 3.17, pyfunc/__init__.py _convert_struct_values). The Spark route therefore sends a
-# missing string as this sentinel and turns it back into a SQL null right after the UDF.
-# Missing numbers travel as NaN, which Arrow already turns into null.
-NULL_SENTINEL = "<lakescore:null>"
+# --- the Spark transport: values plus a null mask ---------------------------------------------
+# mlflow.pyfunc.spark_udf casts each field of a struct result with ``astype(<numpy type>)``
+# (mlflow 3.17, pyfunc/__init__.py _convert_struct_values): a missing string becomes the text
+# "None" or "<NA>", a missing integer fails the cast, and a double carries integers above 2**53
+# inexactly. So the Spark route sends every output column with no missing values, in its own type
+# (integers as int64, never through float64), plus one boolean field per column that marks the
+# rows where it is null. No value of any type is reserved to mean null.
+NULL_MASK_PREFIX = "_lakescore_null_"
+TRANSPORT_TYPES = {"Int64": "bigint", "Float64": "double", "boolean": "boolean", "string": "string"}
+"""pandas dtype of a scored column -> Spark type of its transport field (and of the final column)."""
+
+
+def null_mask_name(column: str) -> str:
+    """The transport field that marks the rows where ``column`` is null."""
+    return f"{NULL_MASK_PREFIX}{column}"
 
 
 def to_transport(frame: pd.DataFrame) -> pd.DataFrame:
-    """Encode a scored frame for a Spark struct result: strings with missing values become the
-    :data:`NULL_SENTINEL`, nullable numbers become float64 with NaN.
+    """Encode a scored frame for a Spark struct result: values with nothing missing, and a mask.
 
     Parameters
     ----------
     frame : DataFrame of shape (n_rows, n_outputs), as returned by ``FittedChain.predict``.
+
+    Returns
+    -------
+    DataFrame of shape (n_rows, 2 * n_outputs), same index: each column (integers as int64,
+    numbers as float64, booleans as bool, text as str; a missing value filled with 0, 0.0, False
+    or "") followed by its boolean mask :func:`null_mask_name` (True where the value is null).
     """
-    out = pd.DataFrame(index=frame.index)
+    out: dict[str, Any] = {}
     for name, column in frame.items():
-        if pd.api.types.is_numeric_dtype(column.dtype) and not pd.api.types.is_bool_dtype(column.dtype):
-            out[name] = column.astype("float64")
+        missing = column.isna().to_numpy(dtype=bool)
+        dtype = column.dtype
+        if pd.api.types.is_bool_dtype(dtype):
+            values: Any = column.astype("boolean").fillna(False).to_numpy(dtype=bool)
+        elif pd.api.types.is_integer_dtype(dtype):
+            values = column.astype("Int64").to_numpy(dtype="int64", na_value=0)
+        elif pd.api.types.is_numeric_dtype(dtype):
+            values = column.astype("Float64").to_numpy(dtype="float64", na_value=0.0)
         else:
-            out[name] = column.astype(object).where(column.notna(), NULL_SENTINEL).astype(str)
-    return out
+            values = np.array(["" if m else str(v) for v, m in zip(column.tolist(), missing)], dtype=object)
+        out[name] = values
+        out[null_mask_name(name)] = missing
+    return pd.DataFrame(out, index=frame.index)
 
 
 def expression_columns(expression: str) -> list[str]:

@@ -1,8 +1,15 @@
 """The MLflow pyfunc wrapper, its signature, and the registry.
 
 The logged model holds the saved chain folder and its certificate as artifacts. ``load_context``
-re-verifies the certificate before anything is scored; ``predict`` slices its input into model
-calls of at most ``batch_rows`` rows and calls ``FittedChain.predict`` on each.
+re-verifies the certificate before anything is scored; ``predict`` conforms each input column to
+the signature's type (:mod:`lakescore.conform`; a row holding a value of another kind is excluded
+as ``invalid:<column>``), slices the rest into model calls of at most ``batch_rows`` rows and calls
+``FittedChain.predict`` on each.
+
+MLflow's own input-schema enforcement is switched off for this model (the signature is marked as
+checked by the model itself): it fails a whole batch on one null in an integer column and puts the
+batch's rows into its error message. The signature still declares every input's type, which
+preflight compares with the source table and :func:`lakescore.conform.conform_inputs` applies.
 """
 
 from __future__ import annotations
@@ -14,11 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import mlflow
+import numpy as np
 import pandas as pd
 
 from lakescore.admission.certificate import Certificate, evidence_text, require_admitted, seal, verify
 from lakescore.chain import FittedChain
 from lakescore.errors import ModelNotFoundError, UncertifiedModelError
+from lakescore.conform import conform_inputs
 from lakescore.frames import to_transport
 
 DEFAULT_BATCH_ROWS = 10000
@@ -45,12 +54,13 @@ class LakescoreModel(mlflow.pyfunc.PythonModel):
     """The pyfunc every route loads: a certified ``FittedChain``.
 
     Params (per call): ``batch_rows`` (int, rows per model call, default 10000) and
-    ``null_transport`` (bool, default False: encode missing strings with the sentinel that the
-    Spark route decodes; see :mod:`lakescore.frames`).
+    ``null_transport`` (bool, default False: return each output with a null mask, the form the
+    Spark route decodes; see :func:`lakescore.frames.to_transport`).
     """
 
     chain: FittedChain
     certificate: Certificate
+    input_kinds: dict[str, str]
 
     def load_context(self, context: Any) -> None:
         chain_dir = Path(context.artifacts["chain"])
@@ -62,11 +72,48 @@ class LakescoreModel(mlflow.pyfunc.PythonModel):
         evidence_path = context.artifacts.get("evidence")
         require_admitted(self.certificate, Path(evidence_path).read_text() if evidence_path else None)
         verify(self.certificate, chain_dir, self.chain)
+        self.input_kinds = dict((context.model_config or {}).get("input_kinds", {}))
 
     def predict(self, context: Any, model_input: pd.DataFrame, params: dict[str, Any] | None = None) -> pd.DataFrame:
         params = params or {}
-        scored = predict_in_batches(self.chain, model_input, int(params.get("batch_rows", DEFAULT_BATCH_ROWS)))
+        frame, reasons = conform_inputs(model_input, getattr(self, "input_kinds", {}))
+        invalid = pd.notna(reasons)
+        batch_rows = int(params.get("batch_rows", DEFAULT_BATCH_ROWS))
+        scored = predict_in_batches(self.chain, frame[~invalid] if invalid.any() else frame, batch_rows)
+        if invalid.any():
+            scored = with_excluded_rows(scored, frame.index, reasons, self.chain.output_dtypes)
         return to_transport(scored) if params.get("null_transport") else scored
+
+
+def with_excluded_rows(scored: pd.DataFrame, index: pd.Index, reasons: Any, dtypes: dict[str, str]) -> pd.DataFrame:
+    """Put the rows that conformance excluded back among the scored ones, in input order.
+
+    Parameters
+    ----------
+    scored : DataFrame of shape (n_valid, n_outputs)
+        ``FittedChain.predict`` of the rows whose ``reasons`` entry is missing, in input order.
+    index : Index of length n_rows
+        The input frame's index.
+    reasons : array of object, shape (n_rows,)
+        ``invalid:<column>`` or None, from :func:`lakescore.conform.conform_inputs`.
+    dtypes : dict of str to str
+        ``FittedChain.output_dtypes``.
+
+    Returns
+    -------
+    DataFrame of shape (n_rows, n_outputs) with ``index``: excluded rows have ``scoring_status``
+    ``excluded``, their reason, and every other output null.
+    """
+    from lakescore.chain import STATUS_EXCLUDED
+
+    invalid = pd.notna(reasons)
+    excluded = pd.DataFrame({name: pd.array([None] * int(invalid.sum()), dtype=dtype) for name, dtype in dtypes.items()},
+                            index=np.flatnonzero(invalid))
+    excluded["scoring_status"] = pd.array([STATUS_EXCLUDED] * len(excluded), dtype="string")
+    excluded["exclusion_reason"] = pd.array(reasons[invalid].tolist(), dtype="string")
+    kept = scored.set_axis(np.flatnonzero(~invalid))
+    merged = pd.concat([kept, excluded]).sort_index()
+    return merged.astype(dict(dtypes)).set_axis(index)
 
 
 def signature_for(chain: FittedChain, example: pd.DataFrame) -> Any:
@@ -75,7 +122,8 @@ def signature_for(chain: FittedChain, example: pd.DataFrame) -> Any:
     Outputs, from ``chain.output_dtypes``: ``prediction`` (long for integer classes, string for
     text classes, double for regression), ``probability`` (double, classification),
     ``scoring_status`` and ``exclusion_reason`` (string), then output-rule columns; every output
-    may be null except ``scoring_status``.
+    may be null except ``scoring_status``. Inputs keep the types of ``example``; the signature is
+    marked as enforced by the model (see the module note), and :func:`input_kinds` reads it back.
     """
     from mlflow.models import ModelSignature, infer_signature
     from mlflow.types.schema import ColSpec, ParamSchema, ParamSpec, Schema
@@ -86,7 +134,15 @@ def signature_for(chain: FittedChain, example: pd.DataFrame) -> Any:
                for name, dtype in chain.output_dtypes.items()]
     params = ParamSchema([ParamSpec("batch_rows", "long", DEFAULT_BATCH_ROWS),
                           ParamSpec("null_transport", "boolean", False)])
-    return ModelSignature(inputs=inputs, outputs=Schema(outputs), params=params)
+    signature = ModelSignature(inputs=inputs, outputs=Schema(outputs), params=params)
+    # lakescore conforms inputs row by row (conform_inputs); MLflow's enforcement would fail the batch
+    signature._is_signature_from_type_hint = True
+    return signature
+
+
+def input_kinds(signature: Any) -> dict[str, str]:
+    """Input column -> MLflow type name (``long``, ``double``, ``string``, ...) of a signature."""
+    return {spec.name: getattr(spec.type, "name", str(spec.type)) for spec in signature.inputs.inputs}
 
 
 @dataclass(frozen=True)
@@ -125,10 +181,11 @@ def log_and_register(chain: FittedChain, *, example: pd.DataFrame, name: str, al
         cert_path.write_text(certificate.to_json())
         evidence_path = Path(tmp) / "partition_probe.json"
         evidence_path.write_text(evidence_text(evidence))
+        signature = signature_for(chain, example)
         info = mlflow.pyfunc.log_model(
-            name="model", python_model=LakescoreModel(),
+            name="model", python_model=LakescoreModel(), model_config={"input_kinds": input_kinds(signature)},
             artifacts={"chain": str(chain_dir), "certificate": str(cert_path), "evidence": str(evidence_path)},
-            signature=signature_for(chain, example), registered_model_name=name,
+            signature=signature, registered_model_name=name,
             input_example=example[list(chain.input_columns)].head(3),
         )
     version = int(info.registered_model_version)

@@ -96,3 +96,69 @@ def test_a_missing_source_table_fails_before_any_work(slice_project):
     assert "config/inference.yml: score_source_table 'main.flights.nope'" in text
     assert "has no alias 'champion'" in text  # nothing trained yet: both problems in one message
     assert not runtime.table_exists(project.inference.prediction_table)
+
+
+def _serving_helpers():
+    """tests/serving/serving_helpers.py (a real ``lakescore serve`` process and its client)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    if "serving_helpers" not in sys.modules:
+        path = Path(__file__).resolve().parents[1] / "serving" / "serving_helpers.py"
+        spec = importlib.util.spec_from_file_location("serving_helpers", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["serving_helpers"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["serving_helpers"]
+
+
+def test_a_random_forest_trains_scores_on_both_routes_and_serves_the_same_answers(spark_runtime, project_dir,
+                                                                                  demo_tables):
+    """A scikit-learn tree model end to end on a 3,000-flight slice: its fingerprint must survive
+    registration, Spark workers, the single-node pyfunc and a warm endpoint copy."""
+    import yaml
+
+    helpers = _serving_helpers()
+    runtime = spark_runtime
+    flights = demo_tables[FLIGHTS].iloc[::110].head(3000).sort_values("flight_id", ignore_index=True)
+    runtime.write_table(FLIGHTS, flights)
+    incoming = flights[flights["month"] >= 10].head(300).reset_index(drop=True)
+    runtime.write_table(INCOMING, incoming)
+    training = yaml.safe_load((project_dir / "training.yml").read_text())
+    training["model"] = {"class": "RandomForestClassifier", "params": {"n_estimators": 8, "max_depth": 6}}
+    (project_dir / "training.yml").write_text(yaml.safe_dump(training))
+    project = load_project(project_dir)
+
+    trained = train_project(project, runtime)
+    assert trained.version == 1 and 0.5 < trained.metrics["roc_auc"] <= 1.0
+    on_spark = score_project(project, runtime).predictions
+    single = dataclasses.replace(project, inference=project.inference.model_copy(update={"batch_compute": "single_node"}))
+    on_one_node = score_project(single, runtime).predictions
+    assert on_spark["flight_id"].tolist() == on_one_node["flight_id"].tolist() == sorted(incoming["flight_id"])
+    for column in ("prediction", "scoring_status", "exclusion_reason", "risk_band"):
+        assert on_spark[column].equals(on_one_node[column]), column
+    assert floats_close(on_spark["probability"].astype("float64"), on_one_node["probability"].astype("float64")).all()
+    predicted = on_spark["scoring_status"] == "predicted"
+    assert predicted.sum() > 200 and set(on_spark.loc[predicted, "prediction"]) <= {0, 1}
+    # an 8-tree forest's probability is a mean of leaf frequencies: a value in [0, 1], never null when predicted
+    p = on_spark.loc[predicted, "probability"].astype("float64")
+    assert p.between(0, 1).all() and p.nunique() > 5
+
+    endpoint = helpers.launch(runtime.home, project_dir, endpoint_name="forest", scale_interval_s=1,
+                              record_flush_interval_s=1)
+    try:
+        endpoint.wait_for(lambda s: bool(helpers.ready_copies(s)), what="a ready copy")
+        rows = incoming.head(40)
+        resp = endpoint.score(helpers.records(rows, helpers.chain_of(runtime, 1).input_columns))
+        assert resp.status_code == 200, resp.text[:500]
+        served = resp.json()["predictions"]
+    finally:
+        endpoint.stop()
+    batch = on_one_node.set_index("flight_id").loc[rows["flight_id"]]
+    want = [{"prediction": None if pd.isna(r.prediction) else int(r.prediction),
+             "probability": None if pd.isna(r.probability) else float(r.probability),
+             "scoring_status": r.scoring_status,
+             "exclusion_reason": None if pd.isna(r.exclusion_reason) else r.exclusion_reason}
+            for r in batch.itertuples()]
+    helpers.assert_same_answers(served, want)

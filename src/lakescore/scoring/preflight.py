@@ -33,7 +33,14 @@ def preflight(project: ProjectConfig, runtime: Any) -> ScorePlan:
     ConfigError
         Listing every problem: a source table that does not exist, a model/version/alias that does
         not exist, missing input or key columns, a model without an admitting certificate
-        (``uncertified_model``), or a Polars-trained chain on Spark (``spark_polars_unsupported``).
+        (``uncertified_model``), a Polars-trained chain on Spark (``spark_polars_unsupported``), or
+        a source column whose kind (number, boolean, string, datetime) differs from the signature's.
+
+    Notes
+    -----
+    Nullability is not refused here: a null reaches the chain as a null (its recipe imputes it),
+    and a single value of the wrong kind excludes only its row as ``invalid:<column>``
+    (:mod:`lakescore.conform`, applied by the pyfunc on every route).
     """
     from lakescore.packaging import read_certificate, resolve_version
 

@@ -1,9 +1,14 @@
 """The Spark route: ``mlflow.pyfunc.spark_udf`` over the pinned snapshot, in admitted batches.
 
 Each worker loads the pyfunc (whose ``load_context`` re-verifies the certificate) and slices every
-Arrow batch it receives into model calls of at most ``spark_udf_prediction_batch_rows`` rows. The
-UDF returns a struct; missing strings travel as :data:`lakescore.frames.NULL_SENTINEL` and are
-turned back into SQL nulls here, so an ``exclusion_reason`` arrives as null, never "None"/"<NA>".
+Arrow batch it receives into model calls of at most ``spark_udf_prediction_batch_rows`` rows.
+
+Transport, both ways exact. In: the inputs cross as a struct; an integer column reaches the worker
+as nullable Int64 (``spark.sql.execution.pythonUDF.pandas.preferIntExtensionDtype``, set here for
+the session), never as float64, so 2**53 + 1 stays 2**53 + 1 and a null stays a null. Out: the UDF
+returns each output in its own Spark type (bigint, double, boolean, string) with no value missing,
+plus one boolean null-mask field per output (:func:`lakescore.frames.to_transport`); the mask turns
+the value back into a SQL null here. No text or number is reserved to mean null.
 """
 
 from __future__ import annotations
@@ -12,19 +17,22 @@ from typing import Any
 
 import pandas as pd
 
-from lakescore.frames import NULL_SENTINEL
+from lakescore.frames import TRANSPORT_TYPES, null_mask_name
+from lakescore.rules import OUTPUT_TYPES
 from lakescore.scoring.preflight import ScorePlan
 
+INT_EXTENSION_CONF = "spark.sql.execution.pythonUDF.pandas.preferIntExtensionDtype"
 
-def _result_type(output: Any) -> tuple[str, dict[str, str]]:
-    """Struct DDL for the UDF, and the final Spark type of each field."""
-    final = {}
-    for spec in output.inputs:
-        kind = spec.type.name if hasattr(spec.type, "name") else str(spec.type)
-        final[spec.name] = {"long": "bigint", "integer": "bigint", "double": "double",
-                            "float": "double", "boolean": "boolean"}.get(kind, "string")
-    transport = {n: ("double" if t in ("bigint", "double") else "string") for n, t in final.items()}
-    return ", ".join(f"{n} {t}" for n, t in transport.items()), final
+
+def result_fields(output: Any) -> dict[str, str]:
+    """Output column -> Spark type (bigint, double, boolean, string), from the signature outputs."""
+    return {spec.name: TRANSPORT_TYPES[OUTPUT_TYPES.get(getattr(spec.type, "name", ""), "string")]
+            for spec in output.inputs}
+
+
+def transport_ddl(fields: dict[str, str]) -> str:
+    """Struct DDL of the UDF result: each field in its own type, then its boolean null mask."""
+    return ", ".join(f"{name} {kind}, {null_mask_name(name)} boolean" for name, kind in fields.items())
 
 
 def score_spark(runtime: Any, plan: ScorePlan, *, batch_rows: int, env_manager: str) -> pd.DataFrame:
@@ -32,29 +40,24 @@ def score_spark(runtime: Any, plan: ScorePlan, *, batch_rows: int, env_manager: 
 
     Returns
     -------
-    DataFrame of shape (n_source_rows, n_keys + 4), sorted by the record keys, with nullable
-    dtypes (Int64 labels, Float64 probabilities, string status and reason).
+    DataFrame of shape (n_source_rows, n_keys + n_outputs), sorted by the record keys, with nullable
+    dtypes (Int64 integers, Float64 probabilities, string status and reason, boolean).
     """
     import mlflow  # heavy: only on the scoring path
     from mlflow.models import get_model_info
     from pyspark.sql import functions as F
 
     spark = runtime.spark()
+    spark.conf.set(INT_EXTENSION_CONF, "true")  # integer inputs reach the worker as Int64, not float64
     source = runtime.spark_source(plan.source_table, version=plan.source_version)
     source = source.repartition(spark.sparkContext.defaultParallelism)  # every core gets batches
-    ddl, final = _result_type(get_model_info(plan.model_uri).signature.outputs)
-    udf = mlflow.pyfunc.spark_udf(spark, plan.model_uri, result_type=ddl, env_manager=env_manager,
+    fields = result_fields(get_model_info(plan.model_uri).signature.outputs)
+    udf = mlflow.pyfunc.spark_udf(spark, plan.model_uri, result_type=transport_ddl(fields), env_manager=env_manager,
                                   params={"batch_rows": batch_rows, "null_transport": True})
     scored = source.select(*plan.record_keys, udf(F.struct(*plan.input_columns)).alias("_r"))
-    fields = []
-    for name, kind in final.items():
-        value = F.col(f"_r.{name}")
-        if kind in ("bigint", "double"):
-            value = F.when(F.isnan(value), F.lit(None)).otherwise(value).cast(kind)
-        else:  # strings and booleans travel as text; "True"/"False" cast back to boolean
-            value = F.when(value == F.lit(NULL_SENTINEL), F.lit(None)).otherwise(value).cast(kind)
-        fields.append(value.alias(name))
-    table = scored.select(*plan.record_keys, *fields).toArrow()
+    columns = [F.when(F.col(f"_r.{null_mask_name(name)}"), F.lit(None).cast(kind))
+               .otherwise(F.col(f"_r.{name}")).alias(name) for name, kind in fields.items()]
+    table = scored.select(*plan.record_keys, *columns).toArrow()
     return _to_pandas(table).sort_values(list(plan.record_keys), ignore_index=True)
 
 

@@ -1,0 +1,136 @@
+"""Input conformance: each raw column against the type the model signature declares, row by row.
+
+Every route hands the pyfunc a frame whose columns may not have the types the model was trained
+on: a single-node read of an integer column with a null arrives as float64, a Spark batch as
+nullable Int64, an HTTP request as Python objects. :func:`conform_inputs` turns each declared column
+into one dtype per signature type, so every route gives the chain the same frame:
+
+====================  ==========================================================================
+signature type        column handed to the chain
+====================  ==========================================================================
+``long``/``integer``  ``Int64`` (nullable; never through float64, so 2**53 + 1 stays exact)
+``double``/``float``  ``float64`` (null is NaN)
+``string``            ``object`` of str and None
+``boolean``           ``boolean`` (nullable)
+``datetime``          ``datetime64[ns]`` (null is NaT)
+====================  ==========================================================================
+
+A null is a value like any other: it goes to the chain, whose recipe imputes it (or whose model
+takes it). A value of another kind — text in a number column, 1.5 in an integer column, a number in
+a text column, a date that does not parse, a boolean where a number is declared — cannot be given to
+the model: its row is marked ``invalid:<column>`` (the first such column) and the pyfunc excludes it
+(``scoring_status = excluded``) instead of failing the batch. No value is ever printed.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+INT64_MAX = 2**63 - 1
+
+
+def conform_inputs(frame: pd.DataFrame, kinds: dict[str, str]) -> tuple[pd.DataFrame, np.ndarray]:
+    """Convert each column named in ``kinds`` to its signature type and find the rows that cannot be.
+
+    Parameters
+    ----------
+    frame : DataFrame of shape (n_rows, n_columns)
+        Raw request or batch rows; columns not in ``kinds`` are passed through untouched, and a
+        column of ``kinds`` that the frame lacks is left for the chain to report.
+    kinds : dict of str to str
+        Column -> MLflow signature type name (``long``, ``integer``, ``double``, ``float``,
+        ``string``, ``boolean``, ``datetime``); other names are not checked.
+
+    Returns
+    -------
+    frame : DataFrame of shape (n_rows, n_columns), same index, declared columns converted.
+    reasons : ndarray of object, shape (n_rows,)
+        ``"invalid:<column>"`` for a row holding a value of the wrong kind (first such column in
+        ``kinds`` order), None for a row the model can take.
+    """
+    out = frame.copy(deep=False)
+    reasons = np.full(len(frame), None, dtype=object)
+    for name, kind in kinds.items():
+        if name not in out.columns or kind not in _CONVERTERS:
+            continue
+        column, bad = _CONVERTERS[kind](out[name])
+        out[name] = column
+        reasons[bad & pd.isna(reasons)] = f"invalid:{name}"
+    return out, reasons
+
+
+def _to_integers(column: pd.Series) -> tuple[pd.Series, np.ndarray]:
+    dtype = column.dtype
+    if pd.api.types.is_integer_dtype(dtype) and not pd.api.types.is_unsigned_integer_dtype(dtype):
+        return column.astype("Int64"), np.zeros(len(column), dtype=bool)
+    values = column.tolist()
+    missing = np.array([_is_missing(v) for v in values], dtype=bool)
+    good = np.array([not m and _is_integer(v) for v, m in zip(values, missing)], dtype=bool)
+    data = np.array([int(v) if g else 0 for v, g in zip(values, good)], dtype="int64")
+    array = pd.arrays.IntegerArray(data, ~good)
+    return pd.Series(array, index=column.index, name=column.name), ~good & ~missing
+
+
+def _to_floats(column: pd.Series) -> tuple[pd.Series, np.ndarray]:
+    dtype = column.dtype
+    if pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype):
+        return column.astype("Float64").astype("float64"), np.zeros(len(column), dtype=bool)
+    values = column.tolist()
+    missing = np.array([_is_missing(v) for v in values], dtype=bool)
+    good = np.array([not m and _is_number(v) for v, m in zip(values, missing)], dtype=bool)
+    data = np.array([float(v) if g else np.nan for v, g in zip(values, good)], dtype="float64")
+    return pd.Series(data, index=column.index, name=column.name), ~good & ~missing
+
+
+def _to_strings(column: pd.Series) -> tuple[pd.Series, np.ndarray]:
+    values = column.tolist()
+    missing = np.array([_is_missing(v) for v in values], dtype=bool)
+    good = np.array([not m and isinstance(v, str) for v, m in zip(values, missing)], dtype=bool)
+    data = np.array([v if g else None for v, g in zip(values, good)], dtype=object)
+    return pd.Series(data, index=column.index, name=column.name), ~good & ~missing
+
+
+def _to_booleans(column: pd.Series) -> tuple[pd.Series, np.ndarray]:
+    values = column.tolist()
+    missing = np.array([_is_missing(v) for v in values], dtype=bool)
+    good = np.array([not m and isinstance(v, (bool, np.bool_)) for v, m in zip(values, missing)], dtype=bool)
+    data = np.array([bool(v) if g else False for v, g in zip(values, good)], dtype=bool)
+    array = pd.arrays.BooleanArray(data, ~good)
+    return pd.Series(array, index=column.index, name=column.name), ~good & ~missing
+
+
+def _to_datetimes(column: pd.Series) -> tuple[pd.Series, np.ndarray]:
+    if pd.api.types.is_datetime64_any_dtype(column.dtype):
+        return column, np.zeros(len(column), dtype=bool)
+    missing = column.isna().to_numpy(dtype=bool)
+    is_text_or_time = np.array([isinstance(v, (str, pd.Timestamp, np.datetime64)) or hasattr(v, "isoformat")
+                                for v in column.tolist()], dtype=bool)
+    parsed = pd.to_datetime(column.where(is_text_or_time), errors="coerce", format="mixed")
+    bad = ~missing & parsed.isna().to_numpy(dtype=bool)
+    return parsed, bad
+
+
+def _is_missing(value: Any) -> bool:
+    return value is None or value is pd.NA or value is pd.NaT or (isinstance(value, float) and np.isnan(value))
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+
+
+def _is_integer(value: Any) -> bool:
+    """An int, or a finite float with no fraction within int64 (JSON has no integer type)."""
+    if isinstance(value, (numbers.Integral)) and not isinstance(value, (bool, np.bool_)):
+        return -INT64_MAX - 1 <= int(value) <= INT64_MAX
+    if _is_number(value):
+        number = float(value)
+        return bool(np.isfinite(number)) and number == np.floor(number) and abs(number) < 2.0**63
+    return False
+
+
+_CONVERTERS = {"long": _to_integers, "integer": _to_integers, "double": _to_floats, "float": _to_floats,
+               "string": _to_strings, "boolean": _to_booleans, "datetime": _to_datetimes}

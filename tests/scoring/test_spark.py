@@ -1,0 +1,116 @@
+"""The Spark route's transport, checked against the single-node route on the same registered model:
+integers above 2**53 in and out stay exact, a text equal to any null marker stays text, a null in
+an integer feature is imputed by the recipe, and a value of the wrong kind excludes only its row."""
+
+import textwrap
+
+import mlflow
+import numpy as np
+import pandas as pd
+import pytest
+
+from lakescore.admission.evidence import admit
+from lakescore.config import ScoringConfig
+from lakescore.frames import derive_label
+from lakescore.rules import load_output_rules, load_rules
+from lakescore.scoring.local import score_frame, score_single_node
+from lakescore.scoring.preflight import ScorePlan
+from lakescore.scoring.spark import score_spark
+from lakescore.packaging import log_and_register
+from lakescore.training import fit_chain
+from conftest import DEMO_RECIPE
+
+pytestmark = pytest.mark.spark
+
+BIG = 2**53 + 1  # 9007199254740993: the first integer a double cannot hold
+MARKERS = ["<lakescore:null>", "None", "<NA>", "", "nan"]
+RULES = '''
+import pandas as pd
+
+def carry(frame, params):
+    """Output rule: a constant above 2**53, the row's own big key and its tag, untouched."""
+    return pd.DataFrame({"bucket": frame["big"] * 0 + (2**53 + 1), "big_out": frame["big"],
+                         "tag_out": frame["tag"]})
+'''
+MODULE = "lakescore_transport_rules"
+SOURCE = "main.t.transport_source"
+
+
+@pytest.fixture
+def registered(spark_runtime, spark, tmp_path, monkeypatch, flights_sample):
+    folder = tmp_path / "rules"
+    folder.mkdir()
+    (folder / f"{MODULE}.py").write_text(textwrap.dedent(RULES))
+    monkeypatch.syspath_prepend(str(folder))
+    spark.sparkContext.addPyFile(str(folder / f"{MODULE}.py"))  # the workers import the rule by name
+    frame = flights_sample.assign(big=BIG + np.arange(len(flights_sample)) * 2,
+                                  tag=[MARKERS[i % len(MARKERS)] for i in range(len(flights_sample))])
+    scoring = ScoringConfig.model_validate({
+        "eligibility": [{"name": "cancelled", "function": "has_departed", "columns": ["dep_time"]}],
+        "output": [{"name": "carry", "function": f"{MODULE}:carry", "columns": ["big", "tag"],
+                    "outputs": {"bucket": "long", "big_out": "long", "tag_out": "string"}}]})
+    train = frame.iloc[:1500]
+    chain = fit_chain(train, derive_label(train, column="is_late", expression="arr_delay > 15"),
+                      recipe=DEMO_RECIPE, model_class="LogisticRegression", model_params={"max_iter": 300},
+                      feature_columns=["dep_delay", "distance", "hour", "carrier", "origin"],
+                      rules=load_rules(scoring), output_rules=load_output_rules(scoring))
+    spark_runtime.mlflow()
+    with mlflow.start_run():
+        model = log_and_register(chain, example=train.head(5), name="main.t.transport", alias="champion",
+                                 evidence=admit(chain, frame.iloc[1500:]))
+    return spark_runtime, model, chain, frame
+
+
+def plan_for(runtime, model, chain) -> ScorePlan:
+    return ScorePlan(SOURCE, runtime.table_version(SOURCE), model.name, model.version, model.model_uri,
+                     tuple(chain.input_columns), ("flight_id",), model.certificate.digest,
+                     model.certificate.artifact_sha256)
+
+
+def test_big_integers_and_marker_texts_cross_both_routes_exactly(registered):
+    runtime, model, chain, frame = registered
+    source = frame.iloc[1500:1800].reset_index(drop=True)
+    source["hour"] = source["hour"].astype("Int64")
+    source.loc[[3, 40], "hour"] = pd.NA  # hour was trained as int64; the recipe imputes it (median)
+    runtime.write_table(SOURCE, source)
+    plan = plan_for(runtime, model, chain)
+
+    on_spark = score_spark(runtime, plan, batch_rows=64, env_manager="local")
+    on_one_node = score_single_node(runtime, plan, batch_rows=64)
+    for scored in (on_spark, on_one_node):
+        assert scored["flight_id"].tolist() == sorted(source["flight_id"])
+        expected = source.sort_values("flight_id", ignore_index=True)
+        predicted = (scored["scoring_status"] == "predicted").to_numpy()
+        assert predicted.sum() > 250 and (~predicted).sum() > 0
+        assert scored["bucket"].dtype == "Int64" and scored["big_out"].dtype == "Int64"
+        assert scored.loc[predicted, "bucket"].eq(9007199254740993).all()  # not ...992
+        assert (scored.loc[predicted, "big_out"].to_numpy(dtype=object)
+                == expected.loc[predicted, "big"].to_numpy(dtype=object)).all()
+        assert scored.loc[predicted, "tag_out"].tolist() == expected.loc[predicted, "tag"].tolist()
+        assert set(scored.loc[predicted, "tag_out"]) == set(MARKERS)  # "" and "None" are values, not nulls
+        assert scored.loc[~predicted, ["bucket", "big_out", "tag_out", "probability"]].isna().all().all()
+        assert scored.loc[predicted, "exclusion_reason"].isna().all()
+        assert scored.loc[scored["flight_id"].isin(source.loc[[3, 40], "flight_id"]), "scoring_status"].tolist() \
+            == ["predicted", "predicted"]  # a null in an imputed integer feature is imputed, not fatal
+    assert on_spark["flight_id"].tolist() == on_one_node["flight_id"].tolist()
+    pd.testing.assert_frame_equal(on_spark.drop(columns="flight_id"), on_one_node.drop(columns="flight_id"),
+                                  check_exact=False, rtol=1e-9, atol=1e-12)
+
+
+def test_a_value_of_the_wrong_kind_excludes_only_its_row(registered):
+    runtime, model, chain, frame = registered
+    rows = frame.iloc[1500:1506][list(chain.input_columns)].reset_index(drop=True).astype(object)
+    rows.loc[1, "hour"] = "seven"     # text in an integer column
+    rows.loc[2, "hour"] = 6.5         # a fraction in an integer column
+    rows.loc[3, "carrier"] = 17       # a number in a text column
+    rows.loc[4, "dep_delay"] = "late"  # text in a number column
+    rows.loc[5, "hour"] = 7.0         # a whole float is an integer (JSON has no integer type)
+    got = score_frame(rows, model.model_uri)
+    assert got["exclusion_reason"].tolist()[1:5] == ["invalid:hour", "invalid:hour", "invalid:carrier",
+                                                     "invalid:dep_delay"]
+    assert got["scoring_status"].tolist()[1:5] == ["excluded"] * 4
+    assert got.loc[1:4, ["prediction", "probability", "bucket"]].isna().all().all()
+    clean = frame.iloc[[1500, 1505]].reset_index(drop=True).assign(hour=[frame["hour"].iloc[1500], 7])
+    want = chain.predict(clean)
+    assert got.loc[[0, 5], "prediction"].tolist() == want["prediction"].tolist()
+    assert np.allclose(got.loc[[0, 5], "probability"].astype(float), want["probability"].astype(float), rtol=1e-9)

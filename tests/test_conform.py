@@ -1,0 +1,51 @@
+"""Input conformance: each column to its signature type, a value of the wrong kind marks its row."""
+
+import numpy as np
+import pandas as pd
+
+from lakescore.conform import conform_inputs
+
+BIG = 2**53 + 1
+
+
+def test_integers_stay_exact_and_nullable_on_every_input_form():
+    frame = pd.DataFrame({
+        "from_int64": np.array([BIG, 2, 3], dtype="int64"),
+        "from_Int64": pd.array([BIG, None, 3], dtype="Int64"),
+        "from_float": [4.0, np.nan, 6.0],          # a single-node read of an integer column with a null
+        "from_json": pd.Series([BIG, None, 7.0], dtype=object),
+    })
+    out, reasons = conform_inputs(frame, {c: "long" for c in frame.columns})
+    assert all(out[c].dtype == "Int64" for c in frame.columns)
+    assert out["from_int64"].tolist() == [9007199254740993, 2, 3]
+    assert out["from_Int64"].iloc[0] == 9007199254740993 and out["from_Int64"].isna().tolist() == [False, True, False]
+    assert out["from_float"].tolist()[::2] == [4, 6] and out["from_float"].isna().tolist() == [False, True, False]
+    assert out["from_json"].iloc[0] == 9007199254740993 and out["from_json"].iloc[2] == 7
+    assert reasons.tolist() == [None, None, None]  # a null is a value the recipe may impute
+
+
+def test_a_value_of_the_wrong_kind_names_the_first_bad_column_of_its_row():
+    frame = pd.DataFrame({
+        "n": pd.Series([1, "seven", 6.5, True, 2], dtype=object),
+        "x": pd.Series([1.5, 2, "late", None, 3], dtype=object),
+        "s": pd.Series(["a", "b", None, "c", 17], dtype=object),
+        "b": pd.Series([True, None, False, "yes", False], dtype=object),
+        "t": pd.Series(["2013-01-01 05:00", None, "x", "2013-02-01", "2013-03-01"], dtype=object),
+    })
+    out, reasons = conform_inputs(frame, {"n": "long", "x": "double", "s": "string", "b": "boolean", "t": "datetime"})
+    assert reasons.tolist() == [None, "invalid:n", "invalid:n", "invalid:n", "invalid:s"]
+    assert out["x"].dtype == "float64" and out["x"].tolist()[:2] == [1.5, 2.0] and np.isnan(out["x"].iloc[2])
+    assert out["s"].tolist() == ["a", "b", None, "c", None]
+    assert out["b"].dtype == "boolean" and out["b"].isna().tolist() == [False, True, False, True, False]
+    assert out["t"].iloc[0] == pd.Timestamp("2013-01-01 05:00") and out["t"].isna().tolist()[1:3] == [True, True]
+    # each column alone: every bad value is found, not only the first of its row
+    _, only_b = conform_inputs(frame, {"b": "boolean"})
+    assert only_b.tolist() == [None, None, None, "invalid:b", None]
+    _, only_t = conform_inputs(frame, {"t": "datetime"})
+    assert only_t.tolist() == [None, None, "invalid:t", None, None]
+
+
+def test_undeclared_and_absent_columns_are_left_alone():
+    frame = pd.DataFrame({"free": ["anything", 1]})
+    out, reasons = conform_inputs(frame, {"absent": "long", "free": "binary"})
+    assert out["free"].tolist() == ["anything", 1] and reasons.tolist() == [None, None]
