@@ -11,6 +11,7 @@ import argparse
 import ast
 import copy
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -28,8 +29,10 @@ from lakescore.config import DEFAULT_CATALOG, DEFAULT_SCHEMA, load_project
 
 ROOT = Path(__file__).resolve().parents[1]
 RESOURCES = ROOT / "resources"
-# shared/ sits beside the repository, here and in CI.
-SCHEMA_PATH = ROOT.parent / "shared" / "reference" / "databricks_bundle_schema.json"
+# shared/ sits beside the repository, here and in CI; a git worktree elsewhere names it with
+# LAKESCORE_BUNDLE_SCHEMA.
+SCHEMA_PATH = Path(os.environ.get("LAKESCORE_BUNDLE_SCHEMA",
+                                  ROOT.parent / "shared" / "reference" / "databricks_bundle_schema.json"))
 # Stand-ins for references that only the CLI resolves, used when parsing task parameters.
 WORKSPACE_FILE_PATH = "/Workspace/Users/someone/.bundle/lakescore/dev/files"
 CLI_REFERENCES = {"workspace.file_path": WORKSPACE_FILE_PATH, "workspace.current_user.short_name": "someone"}
