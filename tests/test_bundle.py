@@ -11,24 +11,31 @@ import argparse
 import ast
 import copy
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 import pytest
 import yaml
 from jsonschema import Draft202012Validator
 from jsonschema.validators import validator_for
+from packaging.requirements import Requirement
 
 from lakescore.cli import build_parser
+from lakescore.config import DEFAULT_CATALOG, DEFAULT_SCHEMA, load_project
 
 ROOT = Path(__file__).resolve().parents[1]
 RESOURCES = ROOT / "resources"
-# shared/ sits beside the repository, here and in CI.
-SCHEMA_PATH = ROOT.parent / "shared" / "reference" / "databricks_bundle_schema.json"
+# shared/ sits beside the repository, here and in CI; a git worktree elsewhere names it with
+# LAKESCORE_BUNDLE_SCHEMA.
+SCHEMA_PATH = Path(os.environ.get("LAKESCORE_BUNDLE_SCHEMA",
+                                  ROOT.parent / "shared" / "reference" / "databricks_bundle_schema.json"))
 # Stand-ins for references that only the CLI resolves, used when parsing task parameters.
 WORKSPACE_FILE_PATH = "/Workspace/Users/someone/.bundle/lakescore/dev/files"
-CLI_REFERENCES = {"bundle.target": "dev", "workspace.file_path": WORKSPACE_FILE_PATH}
+CLI_REFERENCES = {"workspace.file_path": WORKSPACE_FILE_PATH, "workspace.current_user.short_name": "someone"}
 REQUIRED_VARIABLES = {"catalog", "schema", "config_dir", "score_cron", "node_type_id", "spark_version"}
 
 
@@ -174,12 +181,17 @@ def _entry_argv(script: Path) -> list[str]:
     return fixed
 
 
-def _substitute(text: str) -> str:
+def _substitute(text: str, target: str = "dev") -> str:
+    """Resolve references as the CLI does for one target: its variable values, else the defaults."""
+    overrides = (BUNDLE["targets"][target] or {}).get("variables", {})
+
     def value(match: re.Match[str]) -> str:
         name = match.group(1)
         if name.startswith("var."):
             assert name[4:] in VARIABLES, f"${{{name}}} is not a variable of databricks.yml"
-            return str(VARIABLES[name[4:]]["default"])
+            return _substitute(str(overrides.get(name[4:], VARIABLES[name[4:]]["default"])), target)
+        if name == "bundle.target":
+            return target
         assert name in CLI_REFERENCES, f"unexpected reference ${{{name}}} in task parameters"
         return CLI_REFERENCES[name]
 
@@ -215,8 +227,57 @@ def test_task_parameters_parse_with_the_lakescore_command(job_key: str, task: di
     assert args.config_dir == "/Workspace/Users/someone/.bundle/lakescore/dev/files/config"
     assert args.target == "dev"
     assert args.runtime == "databricks"
+    assert (args.catalog, args.schema) == ("main", "flights_someone")
     if job_key == "score":
         assert args.publish is True
+
+
+# --- Each target writes its own tables ----------------------------------------------------------
+
+# Worked out by hand from databricks.yml's targets and config/*.yml (user "someone" deploys dev).
+TARGET_NAMESPACES = {"dev": ("main", "flights_someone"), "staging": ("main", "flights_staging"),
+                     "prod": ("main", "flights")}
+
+
+def _task_args(job_key: str, target: str) -> argparse.Namespace:
+    (task,) = _load(RESOURCES / f"{job_key}.job.yml")["resources"]["jobs"][job_key]["tasks"]
+    spark_task = task["spark_python_task"]
+    fixed = _entry_argv(RESOURCES / spark_task["python_file"])
+    return build_parser().parse_args([*fixed, *(_substitute(p, target) for p in spark_task["parameters"])])
+
+
+@pytest.mark.parametrize("target", sorted(TARGET_NAMESPACES))
+@pytest.mark.parametrize("job_key", ["train", "score", "monitor", "serve"])
+def test_every_task_passes_the_targets_catalog_and_schema(job_key: str, target: str) -> None:
+    args = _task_args(job_key, target)
+    assert (args.catalog, args.schema) == TARGET_NAMESPACES[target]
+    assert args.target == target
+
+
+@pytest.mark.parametrize("target", sorted(TARGET_NAMESPACES))
+def test_a_targets_variables_name_the_tables_through_the_config_loader(target: str) -> None:
+    args = _task_args("score", target)
+    assert Path(args.config_dir).name == VARIABLES["config_dir"]["default"] == "config"
+    project = load_project(ROOT / "config", catalog=args.catalog, schema=args.schema)
+    ns = ".".join(TARGET_NAMESPACES[target])
+    assert project.inference.score_source_table == f"{ns}.flights_incoming"
+    assert project.inference.prediction_table == f"{ns}.late_arrival_predictions"
+    assert project.monitoring.quality_table == f"{ns}.late_arrival_quality"
+    assert project.serving is not None and project.serving.inference_table == f"{ns}.late_arrival_inference"
+    assert project.training.registry.model_name == f"{ns}.late_arrival"
+
+
+def test_dev_staging_and_prod_write_no_table_in_common() -> None:
+    written = {}
+    for target in TARGET_NAMESPACES:
+        args = _task_args("score", target)
+        project = load_project(ROOT / "config", catalog=args.catalog, schema=args.schema)
+        assert project.serving is not None
+        written[target] = {project.inference.prediction_table, project.monitoring.quality_table,
+                           project.serving.inference_table, project.training.registry.model_name}
+    assert written["dev"].isdisjoint(written["staging"])
+    assert written["dev"].isdisjoint(written["prod"])
+    assert written["staging"].isdisjoint(written["prod"])
 
 
 # --- databricks.yml ---------------------------------------------------------------------------
@@ -227,6 +288,41 @@ def test_every_variable_has_a_description() -> None:
     missing = [name for name, spec in VARIABLES.items() if not str(spec.get("description", "")).strip()]
     assert missing == []
     assert (VARIABLES["catalog"]["default"], VARIABLES["schema"]["default"]) == ("main", "flights")
+    # a local run (no --catalog / --schema) names the same tables as the bundle's defaults
+    assert (DEFAULT_CATALOG, DEFAULT_SCHEMA) == ("main", "flights")
+
+
+def test_job_clusters_run_the_18_lts_ml_runtime() -> None:
+    assert VARIABLES["spark_version"]["default"] == "18.x-cpu-ml-scala2.13"
+    for path in RESOURCE_FILES:
+        for job in _load(path)["resources"]["jobs"].values():
+            for cluster in job["job_clusters"]:
+                assert cluster["new_cluster"]["spark_version"] == "${var.spark_version}", path.name
+
+
+# --- The wheel on Databricks Runtime 18 LTS ML --------------------------------------------------
+
+PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+CORE = {Requirement(text).name: Requirement(text) for text in PROJECT["dependencies"]}
+# Versions the runtime brings: MLflow from the DBR 18 LTS ML release notes; the others are the
+# 17.3 LTS ML versions (pietern/databricks-environments constraints), which 18 LTS ML does not go
+# below; the upper ends are this machine's versions (README, "Databricks Runtime").
+RUNTIME_VERSIONS = {"mlflow-skinny": ["3.8.1", "3.17.2"], "pandas": ["2.2.3", "2.3.3", "3.1.1"],
+                    "numpy": ["2.1.3", "2.4.6"], "pyarrow": ["19.0.1", "25.0.1"],
+                    "scikit-learn": ["1.6.1", "1.9.1"], "pydantic": ["2.10.6", "2.14.4"], "pyyaml": ["6.0.2"]}
+
+
+@pytest.mark.parametrize("name", sorted(RUNTIME_VERSIONS))
+def test_core_dependency_ranges_keep_the_runtimes_own_versions(name: str) -> None:
+    for version in RUNTIME_VERSIONS[name]:
+        assert CORE[name].specifier.contains(version), f"{CORE[name]} would replace the runtime's {name} {version}"
+
+
+def test_the_wheel_leaves_pyspark_and_full_mlflow_to_the_runtime_and_allows_python_3_12() -> None:
+    assert "pyspark" not in CORE and "mlflow" not in CORE
+    assert not CORE["mlflow-skinny"].specifier.contains("3.8.0")  # older than DBR 18 LTS ML's MLflow
+    requires = Requirement(f"python{PROJECT['requires-python']}").specifier
+    assert [v for v in ("3.10", "3.11.7", "3.12.3", "3.13.0") if requires.contains(v)] == ["3.11.7", "3.12.3"]
 
 
 def test_targets_dev_staging_prod_with_dev_the_default() -> None:

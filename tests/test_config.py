@@ -78,3 +78,58 @@ def test_a_batch_size_that_is_not_a_whole_number_says_what_is_allowed(project_di
     with pytest.raises(ConfigError) as err:
         load_project(project_dir)
     assert f"config/inference.yml: spark_udf_prediction_batch_rows {expected}" in str(err.value)
+
+
+# --- ${catalog} / ${schema} in table names ------------------------------------------------------
+
+def test_placeholders_take_the_catalog_and_schema_given_and_full_names_stay(project_dir):
+    _edit(project_dir, "monitoring.yml", label_table="main.shared.flights_labels")
+    project = load_project(project_dir, catalog="dev", schema="flights_alice")
+    assert project.inference.prediction_table == "dev.flights_alice.late_arrival_predictions"
+    assert project.inference.score_source_table == "dev.flights_alice.flights_incoming"
+    assert project.training.data.table == "dev.flights_alice.flights"
+    assert project.monitoring.label_table == "main.shared.flights_labels"  # written out in full: as it is
+    assert (project.catalog, project.schema) == ("dev", "flights_alice")
+
+
+def test_without_a_catalog_or_schema_the_placeholders_are_main_and_flights(project_dir):
+    project = load_project(project_dir, schema="flights_staging")
+    assert project.inference.prediction_table == "main.flights_staging.late_arrival_predictions"
+    assert load_project(project_dir).monitoring.quality_table == "main.flights.late_arrival_quality"
+
+
+def test_a_placeholder_inside_a_name_part_is_replaced_too(project_dir):
+    _edit(project_dir, "inference.yml", prediction_table="${catalog}.${schema}_out.preds")
+    assert load_project(project_dir, catalog="c", schema="s").inference.prediction_table == "c.s_out.preds"
+
+
+def test_an_unknown_placeholder_names_file_key_value_and_fix_with_the_other_problems(project_dir):
+    _edit(project_dir, "inference.yml", prediction_table="${catlog}.${schema}.preds",
+          spark_udf_prediction_batch_rows=0)
+    _edit(project_dir, "serving.yml", inference_table="${env}.inference")
+    with pytest.raises(ConfigError) as err:
+        load_project(project_dir, catalog="dev")
+    problems = err.value.problems
+    assert len(problems) == 3, problems
+    assert ("config/inference.yml: prediction_table uses the unknown placeholder ${catlog} (write ${catalog} or "
+            "${schema}, or the name itself); got '${catlog}.${schema}.preds'") in problems
+    assert ("config/serving.yml: inference_table uses the unknown placeholder ${env} (write ${catalog} or "
+            "${schema}, or the name itself); got '${env}.inference'") in problems
+
+
+def test_a_name_that_is_not_three_parts_after_substitution_shows_what_it_became(project_dir):
+    _edit(project_dir, "inference.yml", prediction_table="${schema}.preds")
+    with pytest.raises(ConfigError) as err:
+        load_project(project_dir, schema="flights_dev")
+    assert ("config/inference.yml: prediction_table must be a three-part table name catalog.schema.table "
+            "(letters, digits, _) (resolved to 'flights_dev.preds'); got '${schema}.preds'") in str(err.value)
+
+
+@pytest.mark.parametrize("catalog,schema,bad", [("dev-cat", None, "--catalog"), (None, "1st", "--schema"),
+                                                 ("a.b", None, "--catalog")])
+def test_a_catalog_or_schema_that_is_not_a_name_is_listed_once(project_dir, catalog, schema, bad):
+    with pytest.raises(ConfigError) as err:
+        load_project(project_dir, catalog=catalog, schema=schema)
+    (problem,) = err.value.problems  # the tables fall back to the default, so no echo per table
+    assert problem.startswith(f"{bad} must be a Unity Catalog name of letters, digits and _")
+    assert f"got {catalog or schema!r}" in problem

@@ -1,8 +1,9 @@
 """The ``lakescore`` command: train, score, publish, monitor, serve, demo.
 
 Every subcommand takes ``--config-dir`` (default ``config``) so one checkout can hold several
-projects' configs, and ``--target`` (the bundle target, default ``dev``) which names the job's
-publication identity. Errors from lakescore print as one message and exit with status 2.
+projects' configs, ``--target`` (the bundle target, default ``dev``) which names the job's
+publication identity, and ``--catalog`` / ``--schema``, the values of ``${catalog}`` /
+``${schema}`` in the config's table names (the bundle passes its variables). Errors from lakescore print as one message and exit with status 2.
 """
 
 from __future__ import annotations
@@ -21,6 +22,10 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", default="dev", help="bundle target this run belongs to (default: dev)")
     parser.add_argument("--runtime", choices=["local", "databricks"], default=None,
                         help="where tables and models live (default: databricks on a cluster, else local)")
+    parser.add_argument("--catalog", default=None,
+                        help="value of ${catalog} in the config's table names (default: main)")
+    parser.add_argument("--schema", default=None,
+                        help="value of ${schema} in the config's table names (default: flights)")
     parser.add_argument("--home", default=".lakescore",
                         help="local runtime folder for MLflow, Delta tables and state (default: .lakescore)")
 
@@ -82,7 +87,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         runtime = _runtime(args)
         runtime.delta_table(args.table)  # a missing table is an error, not an empty list
         return {"table": args.table, "receipts": receipts(str(runtime.table_path(args.table)))}
-    project = load_project(args.config_dir)
+    project = load_project(args.config_dir, catalog=args.catalog, schema=args.schema)
     runtime = _runtime(args)
     if args.command == "train":
         from lakescore.training import train_project

@@ -15,11 +15,19 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AfterValidator, WrapValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, WrapValidator,
+                      model_validator)
 
 from lakescore.errors import ConfigError
 
 TABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*$")
+IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# A table name may write the catalog and schema as ${catalog} / ${schema}; the values come from
+# --catalog / --schema (the bundle passes its ${var.catalog} / ${var.schema}), else these defaults,
+# which are also the bundle variables' defaults and what the local demo loads into.
+DEFAULT_CATALOG = "main"
+DEFAULT_SCHEMA = "flights"
+PLACEHOLDER = re.compile(r"\$\{([^}]*)\}")
 
 
 def _between(lo: float, hi: float) -> WrapValidator:
@@ -40,10 +48,18 @@ def _between(lo: float, hi: float) -> WrapValidator:
     return WrapValidator(check)
 
 
-def _table_name(value: str) -> str:
-    if not TABLE_NAME.match(value):
-        raise ValueError("must be a three-part table name catalog.schema.table (letters, digits, _)")
-    return value
+def _table_name(value: str, info: ValidationInfo) -> str:
+    """A three-part name, after ``${catalog}`` / ``${schema}`` are replaced with the run's values."""
+    namespace = info.context or {"catalog": DEFAULT_CATALOG, "schema": DEFAULT_SCHEMA}
+    unknown = [m.group(0) for m in PLACEHOLDER.finditer(value) if m.group(1) not in namespace]
+    if unknown:
+        raise ValueError(f"uses the unknown placeholder {unknown[0]} (write ${{catalog}} or ${{schema}}, "
+                         "or the name itself)")
+    resolved = PLACEHOLDER.sub(lambda m: namespace[m.group(1)], value)
+    if not TABLE_NAME.match(resolved):
+        shown = f" (resolved to {resolved!r})" if resolved != value else ""
+        raise ValueError(f"must be a three-part table name catalog.schema.table (letters, digits, _){shown}")
+    return resolved
 
 
 TableName = Annotated[str, AfterValidator(_table_name)]
@@ -298,6 +314,8 @@ class ProjectConfig:
     scoring: ScoringConfig
     monitoring: MonitoringConfig
     serving: ServingConfig | None = None
+    catalog: str = DEFAULT_CATALOG  # what ${catalog} and ${schema} stood for in the table names
+    schema: str = DEFAULT_SCHEMA
 
     def shown(self, name: str) -> str:
         """How messages name one of this project's files, e.g. ``config/training.yml``."""
@@ -341,9 +359,12 @@ def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
     return [f.alias or name for name, f in fields.items()]
 
 
-def load_file(path: Path, model: type[_Strict], problems: list[str]) -> Any:
+def load_file(path: Path, model: type[_Strict], problems: list[str], *,
+              namespace: dict[str, str] | None = None) -> Any:
     """Read and validate one YAML file, appending every problem to ``problems``.
 
+    ``namespace`` holds the values of the ``${catalog}`` / ``${schema}`` placeholders in table
+    names (default: ``DEFAULT_CATALOG`` / ``DEFAULT_SCHEMA``).
     Returns the validated model, or None when the file has problems.
     """
     shown = f"{path.parent.resolve().name}/{path.name}"
@@ -359,19 +380,43 @@ def load_file(path: Path, model: type[_Strict], problems: list[str]) -> Any:
         problems.append(f"{shown}: must be a mapping of keys; got {type(raw).__name__}")
         return None
     try:
-        return model.model_validate(raw)
+        return model.model_validate(raw, context=namespace)
     except ValidationError as err:
         problems.extend(f"{shown}: {_describe(e, model)}" for e in err.errors())
         return None
 
 
-def load_project(config_dir: str | Path = "config") -> ProjectConfig:
+def _namespace(catalog: str | None, schema: str | None, problems: list[str]) -> dict[str, str]:
+    """The placeholder values; a value that is not an identifier is a problem (and the default stands in)."""
+    namespace = {"catalog": DEFAULT_CATALOG, "schema": DEFAULT_SCHEMA}
+    for key, value in (("catalog", catalog), ("schema", schema)):
+        if value is None:
+            continue
+        if IDENTIFIER.match(value):
+            namespace[key] = value
+        else:
+            problems.append(f"--{key} must be a Unity Catalog name of letters, digits and _ (not starting with "
+                            f"a digit); got {value!r} (set the bundle variable {key} to such a name)")
+    return namespace
+
+
+def load_project(config_dir: str | Path = "config", *, catalog: str | None = None,
+                 schema: str | None = None) -> ProjectConfig:
     """Load and validate every config file of a project.
+
+    Table names may write their catalog and schema as ``${catalog}`` and ``${schema}``, e.g.
+    ``prediction_table: ${catalog}.${schema}.late_arrival_predictions``; this is how the bundle's
+    ``catalog`` / ``schema`` variables (passed by its jobs as ``--catalog`` / ``--schema``) choose
+    the tables each target writes. A name written out in full is used as it is.
 
     Parameters
     ----------
     config_dir : str or Path, default "config"
         Folder holding training.yml, inference.yml, scoring.yml, monitoring.yml and serving.yml.
+    catalog : str, optional
+        Value of ``${catalog}``; default ``DEFAULT_CATALOG`` ("main").
+    schema : str, optional
+        Value of ``${schema}``; default ``DEFAULT_SCHEMA`` ("flights").
 
     Returns
     -------
@@ -380,12 +425,15 @@ def load_project(config_dir: str | Path = "config") -> ProjectConfig:
     Raises
     ------
     ConfigError
-        Listing every problem in every file (missing or misspelled keys, out-of-range values,
-        cross-file mismatches), each naming the file, the key, the bad value and what is allowed.
+        Listing every problem in every file (missing or misspelled keys, out-of-range values, unknown
+        placeholders, cross-file mismatches), each naming the file, the key, the bad value and what
+        is allowed; a catalog or schema that is not a plain identifier is listed with them.
     """
     root = Path(config_dir)
     problems: list[str] = []
-    loaded = {name: load_file(root / f"{name}.yml", model, problems) for name, model in _FILES.items()}
+    namespace = _namespace(catalog, schema, problems)
+    loaded = {name: load_file(root / f"{name}.yml", model, problems, namespace=namespace)
+              for name, model in _FILES.items()}
     inference = loaded["inference"]
     if isinstance(inference, InferenceConfig):
         if inference.score_model_selection == "pinned_version" and inference.model_version is None:
@@ -402,4 +450,4 @@ def load_project(config_dir: str | Path = "config") -> ProjectConfig:
         problems += _serving_problems(loaded["serving"], f"{root.name}/serving.yml")
     if problems:
         raise ConfigError(problems)
-    return ProjectConfig(config_dir=root, **loaded)  # type: ignore[arg-type]
+    return ProjectConfig(config_dir=root, **loaded, **namespace)  # type: ignore[arg-type]
