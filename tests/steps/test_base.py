@@ -70,6 +70,14 @@ def test_float_values_refuses_text_naming_the_column_and_a_fix():
         float_values(frame, "carrier", step="s")
 
 
+def test_a_text_column_of_numbers_quotes_the_value_that_failed():
+    frame = pd.DataFrame({"distance": ["4500.0", None, "212", "n/a", "x"]}, dtype=object)
+    with pytest.raises(StepError) as err:
+        learn_step({"step": "StandardScaler", "name": "scale", "columns": ["distance"]}, frame, None)
+    assert str(err.value) == ("step 'scale' needs numbers in column 'distance' but found 'n/a'; encode the column "
+                              "first (OneHotEncoder, OrdinalEncoder) or cast it (Casting to: Float64)")
+
+
 def test_float_values_reads_nullable_integers_as_float_with_nan():
     frame = pd.DataFrame({"dep_time": pd.array([517, None], dtype="Int64")})
     values = float_values(frame, "dep_time", step="s")

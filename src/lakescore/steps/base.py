@@ -219,6 +219,18 @@ def learn_step(raw: dict[str, Any], frame: pd.DataFrame, y: pd.Series | None) ->
 
 # --- helpers shared by the step families ----------------------------------------------------
 
+def _is_number(value: Any) -> bool:
+    """True when ``float(value)`` takes it (``'4500.0'`` too) or it is missing: the values that
+    :func:`float_values` converts, so the one it quotes is the one that failed."""
+    if value is None or value is pd.NA or value is pd.NaT:
+        return True
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
 def float_values(frame: pd.DataFrame, column: str, *, step: str) -> np.ndarray:
     """The values of ``column`` as a float64 array of shape (n_rows,), missing as NaN.
 
@@ -228,13 +240,14 @@ def float_values(frame: pd.DataFrame, column: str, *, step: str) -> np.ndarray:
     Raises
     ------
     StepError
-        When the column holds text, naming the step, the column and a sample value.
+        When the column holds text that is not a number, naming the step, the column and the first
+        value that failed (``'n/a'``, not a number-like ``'4500.0'`` before it).
     """
     series = frame[column]
     try:
         return series.to_numpy(dtype="float64", na_value=np.nan)
     except (TypeError, ValueError) as err:
-        sample = next((v for v in series if isinstance(v, str)), series.iloc[0] if len(series) else None)
+        sample = next((v for v in series if not _is_number(v)), series.iloc[0] if len(series) else None)
         raise StepError(
             f"step '{step}' needs numbers in column '{column}' but found {sample!r}; encode the "
             "column first (OneHotEncoder, OrdinalEncoder) or cast it (Casting to: Float64)",
