@@ -102,7 +102,12 @@ def fills_a_module_dict(df, state):
     return df
 
 
+def lower_carrier(frame):
+    return frame["carrier"].str.lower()
+
+
 from lakescore.custom import column_step  # noqa: E402  (kept last: the line numbers above are asserted)
 
 batch_centred_step = column_step("batch_centred", batch_centred, output=["dep_delay"])
 forward_fill_step = column_step("forward_fill", forward_fill, output=["dep_delay"])
+lower_carrier_step = column_step("carrier_lc", lower_carrier, output=["carrier_lc"])

@@ -18,6 +18,10 @@ Traits (class attributes, read by the chain and the admission checks, never by c
 - ``row_filter``: its ``flags`` read only the row itself, so a pre-split use of it can be
   re-applied at scoring as an eligibility check (``ineligible:<step name>``).
 
+``outputs(params)`` names the columns a step adds, from its config alone (no rows), so training's
+preflight and the smoke probe know which columns a later step may read. Kinds whose new column
+names come from the training values (OneHotEncoder) declare none.
+
 A kind may stand for several: ``resolve(params)`` returns the kind that really learns (the
 ``custom`` step resolves to the user step's flavour).
 """
@@ -57,6 +61,12 @@ class StepKind:
     training_only: ClassVar[bool] = False
     fixed: ClassVar[bool] = False
     row_filter: ClassVar[bool] = False
+
+    @classmethod
+    def outputs(cls, params: Any) -> list[str]:
+        """Columns this step adds to the frame, from its config alone (none by default: it edits
+        its ``columns`` in place)."""
+        return []
 
     @classmethod
     def resolve(cls, params: Any) -> type[StepKind]:
