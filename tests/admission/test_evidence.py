@@ -43,3 +43,26 @@ def test_a_step_failure_is_reported_once_and_the_output_rule_and_chain_blame_it(
     ]
     assert evidence["rules"][-1]["name"] == "risk_band"  # the evidence keeps the raw result
     assert {c["check"]: c["status"] for c in evidence["rules"][-1]["checks"]}["fresh_module"] == "failed"
+
+
+def test_a_custom_forward_fill_is_refused_by_the_lint_and_by_perturb(flights_sample, monkeypatch):
+    from lakescore.frames import derive_label
+    from lakescore.training import fit_chain
+
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))  # broken_user_code.forward_fill_step
+    recipe = [{"step": "custom", "name": "forward_fill", "columns": ["dep_delay"],
+               "ref": "broken_user_code:forward_fill_step"},
+              {"step": "SimpleImputer", "name": "impute", "columns": ["dep_delay", "distance"], "strategy": "median"}]
+    y = derive_label(flights_sample, column="is_late", expression="arr_delay > 15")
+    chain = fit_chain(flights_sample, y, recipe=recipe, model_class="LogisticRegression",
+                      model_params={"max_iter": 300}, feature_columns=["dep_delay", "distance"])
+    holdout = flights_sample.iloc[1000:][flights_sample["dep_delay"].iloc[1000:].notna()]  # no gap, as in the issue
+    _, problems = examine(chain, holdout)
+    assert problems == [
+        "Custom step 'forward_fill' reads other rows (broken_user_code.py line 82: frame['dep_delay'].ffill()). "
+        "Read only the row's own values: fill a gap with a value learned in learn() and read from state "
+        "(e.g. fillna(state['dep_delay'])), never from the rows around it.",
+        "Custom step 'forward_fill' partition probe failed perturb: blanked_row_reads_neighbours. Fill a missing "
+        "value from a value learned in learn() and kept in state, never from other rows (ffill, bfill, "
+        "interpolate, batch statistics).",
+    ]

@@ -54,8 +54,8 @@ def module_variables(modules: list[str]) -> dict[str, tuple[str, str]]:
             if var.startswith("__") or isinstance(value, (types.ModuleType, types.FunctionType, type,
                                                            types.BuiltinFunctionType)):
                 continue
-            text = repr(value)
-            if " at 0x" not in text:
+            text = repr(sorted(value, key=repr)) if isinstance(value, (set, frozenset)) else repr(value)
+            if " at 0x" not in text:  # sets sorted: their order follows the process's hash seed
                 short = text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS - 3] + "..."
                 found[f"{name}.{var}"] = (hashlib.sha256(text.encode()).hexdigest(), short)
     return found
