@@ -153,3 +153,46 @@ def test_model_filter_label_and_rule_problems_are_all_found_before_any_work(proj
     assert "config/training.yml: data.label_expression 'arr_dely > 15' cannot be evaluated" in text
     assert "config/scoring.yml: rule 'cancelled' reads unknown column 'dep_tme' of main.flights.flights" in text
     assert len(err.value.problems) == 4 and not (runtime.home / "mlflow.db").exists()
+
+
+def _carrier_lc_recipe(project_dir: Path, monkeypatch, one_hot_columns: list[str]):
+    """The demo recipe with a column_step making carrier_lc before the one-hot encoder."""
+    monkeypatch.syspath_prepend(str(Path(__file__).parent / "admission"))  # broken_user_code.lower_carrier_step
+    path = project_dir / "training.yml"
+    data = yaml.safe_load(path.read_text())
+    data["preprocessing"].insert(3, {"step": "custom", "name": "carrier_lc", "columns": ["carrier"],
+                                     "ref": "broken_user_code:lower_carrier_step"})
+    data["preprocessing"][4]["columns"] = one_hot_columns
+    path.write_text(yaml.safe_dump(data))
+    return load_project(project_dir)
+
+
+def test_a_later_step_reads_a_custom_steps_output_in_preflight_and_smoke_probe(
+        project_dir, runtime, flights_sample, monkeypatch, tmp_path):
+    from lakescore.admission.preview import smoke_probe
+
+    runtime.write_table("main.flights.flights", flights_sample)
+    project = _carrier_lc_recipe(project_dir, monkeypatch, ["carrier", "carrier_lc", "origin", "dest"])
+    preflight_training(project, runtime)  # no ConfigError
+    sample = tmp_path / "sample.csv"
+    flights_sample.head(300).to_csv(sample, index=False)
+    lines, admitted = smoke_probe(project, sample)
+    assert admitted and "  custom step carrier_lc" in lines
+
+
+def test_a_column_no_step_makes_is_refused_by_preflight_and_smoke_probe_alike(
+        project_dir, runtime, flights_sample, monkeypatch, tmp_path):
+    from lakescore.admission.preview import smoke_probe
+
+    runtime.write_table("main.flights.flights", flights_sample)
+    project = _carrier_lc_recipe(project_dir, monkeypatch, ["carrier", "carrier_lx", "origin", "dest"])
+    expected = ("config/training.yml: preprocessing[4] (one_hot) names unknown column 'carrier_lx': no earlier step "
+                "outputs it and feature_columns are hour, dep_delay, distance, carrier, origin, dest; fix the name "
+                "or add the step that makes it before this one")
+    with pytest.raises(ConfigError) as preflight:
+        preflight_training(project, runtime)
+    sample = tmp_path / "sample.csv"
+    flights_sample.head(300).to_csv(sample, index=False)
+    with pytest.raises(ConfigError) as smoke:
+        smoke_probe(project, sample)
+    assert preflight.value.problems == smoke.value.problems == [expected]

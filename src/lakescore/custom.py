@@ -174,10 +174,16 @@ def _outputs(step: str, result: Any, output: list[str], frame: pd.DataFrame) -> 
     return result
 
 
+def _declared_outputs(cls: type[StepKind], params: Any) -> list[str]:
+    """The declared ``output=[...]`` of the user step ``params.ref`` (a filter step adds none)."""
+    return list(resolve_user_step(params.ref, step=params.name).output)
+
+
 class _UserKind(StepKind):
     """Shared learn/apply of the column and fitted flavours."""
 
     user_code: ClassVar[bool] = True
+    outputs = classmethod(_declared_outputs)  # type: ignore[assignment]
 
     @staticmethod
     def learn(frame: pd.DataFrame, y: pd.Series | None, params: Any) -> dict[str, Any]:
@@ -235,6 +241,8 @@ class CustomStep(StepKind):
     kind = "custom"
     Params = CustomParams
     user_code = True
+
+    outputs = classmethod(_declared_outputs)  # type: ignore[assignment]
 
     @classmethod
     def resolve(cls, params: Any) -> type[StepKind]:

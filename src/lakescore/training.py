@@ -21,7 +21,7 @@ from lakescore.errors import ConfigError, LakescoreError, StepError
 from lakescore.frames import derive_label, expression_columns, to_pandas
 from lakescore.models import build_model, task_of
 from lakescore.rules import EligibilityRule, OutputRule, load_output_rules, load_rules
-from lakescore.steps import FittedStep, learn_step, parse_params
+from lakescore.steps import FittedStep, learn_step, parse_params, step_kind
 from lakescore.steps.base import StepParams
 from lakescore.steps.recipe import learn_pre_split
 
@@ -154,6 +154,70 @@ class TrainResult:
                 "certificate": self.certificate}
 
 
+def _declared(raw: dict[str, Any]) -> tuple[StepParams, list[str]]:
+    """Parse one recipe entry and name the columns it adds (``StepKind.outputs``).
+
+    Raises
+    ------
+    LakescoreError
+        A bad entry (StepError) or a custom step whose ``ref`` cannot be imported (UserCodeError).
+    """
+    params = parse_params(raw)
+    return params, list(step_kind(params.step).outputs(params))
+
+
+def recipe_problems(project: ProjectConfig, available: set[str] | list[str], *, source: str) -> list[str]:
+    """Check the ``pre_split:`` and ``preprocessing:`` recipes in order, from config alone.
+
+    Each entry must parse, and each column it reads must exist when it runs: a ``pre_split`` step
+    reads the source's columns or an earlier pre-split step's outputs; a ``preprocessing`` step reads
+    ``feature_columns`` or the outputs of any earlier step (built-in steps' declared outputs, e.g.
+    FeatureInteraction's ``a_x_b``, and a user step's ``output=[...]``). Training's preflight and the
+    smoke probe both use it, so they accept the same recipes.
+
+    Parameters
+    ----------
+    project : ProjectConfig
+    available : set of str
+        The source's columns (the training table, or the smoke probe's sample file).
+    source : str
+        How messages name the source (the table name or the sample path).
+
+    Returns
+    -------
+    list of str
+        One problem per bad entry or unknown column, each as ``config/training.yml: <key>[i] (<name>) ...``.
+    """
+    cfg = project.training
+    shown = project.shown("training")
+    problems: list[str] = []
+    known = set(available)
+    made: set[str] = set()
+    for key, recipe in (("pre_split", cfg.pre_split), ("preprocessing", cfg.preprocessing)):
+        if key == "preprocessing":
+            known = set(cfg.data.feature_columns) | made
+        for i, raw in enumerate(recipe):
+            try:
+                p, outputs = _declared(raw)
+            except LakescoreError as err:
+                problems.append(f"{shown}: {key}[{i}]: {err}")
+                continue
+            columns = p.input_columns() if key == "pre_split" else p.columns
+            for column in columns:
+                if column in known:
+                    continue
+                if key == "pre_split":
+                    problems.append(f"{shown}: pre_split[{i}] ({p.name}) names unknown column {column!r} of {source}")
+                else:
+                    problems.append(f"{shown}: preprocessing[{i}] ({p.name}) names unknown column {column!r}: no "
+                                    f"earlier step outputs it and feature_columns are "
+                                    f"{', '.join(cfg.data.feature_columns)}; fix the name or add the step that "
+                                    "makes it before this one")
+            known.update(outputs)
+            made.update(outputs)
+    return problems
+
+
 def preflight_training(project: ProjectConfig, runtime: Any) -> None:
     """Check, before any work, everything training can check without reading rows: the table, the
     feature, key and rule columns, the recipe's steps and columns, the row filter and label
@@ -190,25 +254,7 @@ def preflight_training(project: ProjectConfig, runtime: Any) -> None:
             except Exception as err:  # pandas raises several types for a bad expression
                 problems.append(f"{shown}: data.{key} {text!r} cannot be evaluated on {cfg.data.table} "
                                 f"({type(err).__name__}: {err}); write a pandas expression over its columns")
-    for i, raw in enumerate(cfg.pre_split):
-        try:
-            p = parse_params(raw)
-        except StepError as err:
-            problems.append(f"{shown}: pre_split[{i}]: {err}")
-            continue
-        problems += [f"{shown}: pre_split[{i}] ({p.name}) names unknown column {c!r} of "
-                     f"{cfg.data.table}" for c in p.input_columns() if c not in available]
-    known = set(cfg.data.feature_columns)
-    for i, raw in enumerate(cfg.preprocessing):
-        try:
-            p = parse_params(raw)
-        except StepError as err:
-            problems.append(f"{shown}: preprocessing[{i}]: {err}")
-            continue
-        for column in p.columns:
-            if column not in known:
-                problems.append(f"{shown}: preprocessing[{i}] ({p.name}) names unknown column "
-                                f"{column!r}; feature_columns are {', '.join(cfg.data.feature_columns)}")
+    problems += recipe_problems(project, available, source=cfg.data.table)
     if cfg.model.class_name not in MODEL_CLASSES:
         problems.append(f"{shown}: model.class must be one of {', '.join(sorted(MODEL_CLASSES))}; "
                         f"got {cfg.model.class_name!r}")

@@ -106,3 +106,45 @@ class BrokenModuleState(_Base):
         for c in state["columns"]:
             frame[c] = frame[c].astype("float64") * SCALE
         return frame
+
+
+@register
+class BrokenForwardFill(_Base):
+    """Fills a gap from the row before it (perturb's blanking must catch it)."""
+
+    kind = "BrokenForwardFill"
+
+    @staticmethod
+    def apply(frame, state):
+        for c in state["columns"]:
+            frame[c] = frame[c].astype("float64").ffill()
+        return frame
+
+
+@register
+class BrokenCountsMissing(_Base):
+    """Counts the batch's missing values into every row (perturb's blanking must catch it)."""
+
+    kind = "BrokenCountsMissing"
+
+    @staticmethod
+    def apply(frame, state):
+        frame["gaps"] = float(frame[state["columns"]].isna().to_numpy().sum())
+        return frame
+
+
+CACHE = {}
+
+
+@register
+class BrokenModuleCache(_Base):
+    """Divides by half the first batch's largest value, kept in a module dict (fresh_module must catch it)."""
+
+    kind = "BrokenModuleCache"
+
+    @staticmethod
+    def apply(frame, state):
+        for c in state["columns"]:
+            scale = CACHE.setdefault(c, float(frame[c].abs().max()) / 2.5)
+            frame[c] = frame[c].astype("float64") / scale
+        return frame

@@ -78,6 +78,36 @@ def batch_centred(frame):
     return frame["dep_delay"] - frame["dep_delay"].mean()
 
 
+def forward_fill(frame):
+    return frame["dep_delay"].ffill()
+
+
+CACHE = {}
+SEEN_ROWS = []
+
+
+def codes_by_first_seen(df, state):
+    codes = CACHE.setdefault("carrier", {})
+    df["code"] = df["carrier"].map(lambda c: codes.setdefault(c, len(codes)))
+    return df
+
+
+def logs_widths(df, state):
+    SEEN_ROWS.append(df.shape[1])
+    return df
+
+
+def fills_a_module_dict(df, state):
+    CACHE["width"] = df.shape[1]
+    return df
+
+
+def lower_carrier(frame):
+    return frame["carrier"].str.lower()
+
+
 from lakescore.custom import column_step  # noqa: E402  (kept last: the line numbers above are asserted)
 
 batch_centred_step = column_step("batch_centred", batch_centred, output=["dep_delay"])
+forward_fill_step = column_step("forward_fill", forward_fill, output=["dep_delay"])
+lower_carrier_step = column_step("carrier_lc", lower_carrier, output=["carrier_lc"])

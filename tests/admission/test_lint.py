@@ -69,3 +69,46 @@ def test_aligning_a_new_series_with_the_frame_index_passes_but_reading_it_fails(
     assert lint_source(ok, "rule", part="p") == []
     bad = "def rule(df, params):\n    return pd.Series(df.index > 5, index=df.index)\n"
     assert [f.call for f in lint_source(bad, "rule", part="p")] == ["df.index"]
+
+
+def test_a_forward_fill_is_refused_as_reading_other_rows():
+    assert messages(user.forward_fill) == [
+        "Custom step 'forward_fill' reads other rows (broken_user_code.py line 82: frame['dep_delay'].ffill()). "
+        "Read only the row's own values: fill a gap with a value learned in learn() and read from state "
+        "(e.g. fillna(state['dep_delay'])), never from the rows around it."]
+
+
+@pytest.mark.parametrize("body", ["df['x'].ffill()", "df['x'].bfill()", "df.pad()", "df['x'].backfill()",
+                                  "df['x'].fillna(method='ffill')", "df['x'].replace(-1, method='pad')",
+                                  "df['x'].interpolate()", "df['x'].cumsum()", "df['x'].cumprod()",
+                                  "df['x'].cummax()", "df['x'].cummin()", "df['x'].rolling(3).mean()",
+                                  "df['x'].expanding().sum()", "df['x'].ewm(span=3).mean()", "df['x'].shift(1)",
+                                  "df['x'].diff()", "df['x'].pct_change()", "df['x'].rank()"])
+def test_every_call_that_reads_neighbouring_rows_is_one_finding(body):
+    source = f"def apply(df, state):\n    df['y'] = {body}\n    return df\n"
+    found = lint_source(source, "apply", part="Custom step 's'", file="preprocessing.py", first_line=7)
+    call = body.removesuffix(".mean()").removesuffix(".sum()")  # a window's aggregate is not a second finding
+    assert [f.message.split(". ")[0] for f in found] == [
+        f"Custom step 's' reads other rows (preprocessing.py line 8: {call})"]
+
+
+def test_a_fill_with_a_value_or_method_none_passes():
+    source = "def apply(df, state):\n    df['y'] = df['x'].fillna(state['x'], method=None)\n    return df\n"
+    assert lint_source(source, "apply", part="p") == []
+
+
+@pytest.mark.parametrize("fn,line,call", [
+    (user.codes_by_first_seen, 90, "CACHE.setdefault('carrier', {})"),
+    (user.logs_widths, 96, "SEEN_ROWS.append(df.shape[1])"),
+    (user.fills_a_module_dict, 101, "CACHE['width'] = df.shape[1]"),
+])
+def test_changing_a_module_level_dict_or_list_is_refused(fn, line, call):
+    assert messages(fn) == [
+        f"Custom step '{fn.__name__}' writes shared process state (broken_user_code.py line {line}: {call}). "
+        "Keep state in learn()'s return value; apply() must not write anything outside the frame."]
+
+
+def test_a_local_dict_and_numpy_append_are_not_shared_state():
+    module = "import numpy as np\nCACHE = {}\n\ndef apply(df, state):\n    CACHE = {}\n    CACHE.update(a=1)\n" \
+             "    df['y'] = np.append(df['x'].to_numpy(), [])\n    return df\n"
+    assert lint_source(module, "apply", part="p", module_source=module) == []

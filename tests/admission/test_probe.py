@@ -12,7 +12,7 @@ from lakescore.admission.compare import compare
 from lakescore.admission.fresh import check_fresh_module
 from lakescore.admission.parts import Part, chain_parts
 from lakescore.admission.probe import (ProbeError, check_empty, check_index_shift, check_perturb, check_repeat,
-                                       check_reverse, make_check_chunks, perturbed)
+                                       blanked, check_reverse, make_check_chunks, perturbed)
 from lakescore.chain import FittedChain
 from lakescore.steps.base import FittedStep
 
@@ -102,8 +102,11 @@ def test_state_that_a_fresh_process_cannot_reproduce_fails_fresh_module(broken, 
     monkeypatch.setattr(broken, "SCALE", 3.0)  # this process differs from a fresh import
     parts = chain_parts(chain, flights_sample.iloc[1000:1256])
     results = check_fresh_module(chain, parts)
-    assert results["step:0"].status == "failed" and results["step:0"].reason == "output_mismatch"
-    assert results["step:0"].message.startswith("Step 'module_state' (BrokenModuleState) partition probe failed fresh_module")
+    assert results["step:0"].message == (
+        "Step 'module_state' (BrokenModuleState) partition probe failed fresh_module: output_mismatch; module "
+        "variable broken_steps.SCALE is 3.0 in this process but 1.0 in a fresh import. Keep everything apply() "
+        "reads in the saved state (learn()'s return value), never in module variables that training or scoring "
+        "changes.")
     assert results["step:1"].status == "passed"  # the built-in steps reload exactly
     assert results["chain"].status == "failed"
 
@@ -163,3 +166,59 @@ def test_the_selectable_boosted_models_pass_every_check(model_class, flights_sam
     evidence = admit(chain, rows.iloc[1000:])
     assert evidence["model"]["class"] == model_class and evidence["model"]["needs_probe"]
     assert {c["status"] for c in evidence["model"]["checks"]} == {"passed"}
+
+
+def test_a_forward_fill_fails_perturb_when_a_row_is_blanked(broken, sample):
+    rows = sample[sample["dep_delay"].notna()]  # like the issue's holdout: no gap to fill
+    part = step_part("BrokenForwardFill", ["dep_delay"], rows)
+    assert [check(part).status for check in (make_check_chunks(1), make_check_chunks(7), check_reverse)] == \
+        ["passed"] * 3
+    result = check_perturb(part)
+    assert result.message == (
+        "Step 'brokenforwardfill' (BrokenForwardFill) partition probe failed perturb: blanked_row_reads_neighbours. "
+        "Fill a missing value from a value learned in learn() and kept in state, never from other rows (ffill, "
+        "bfill, interpolate, batch statistics).")
+
+
+def test_a_count_of_the_batch_gaps_fails_perturb_when_a_row_is_blanked(broken, sample):
+    rows = sample[sample["dep_delay"].notna()]
+    result = check_perturb(step_part("BrokenCountsMissing", ["dep_delay"], rows))
+    assert (result.status, result.reason) == ("failed", "blank_moved_other_rows")
+
+
+def test_blanking_uses_each_columns_own_missing_value():
+    frame = pd.DataFrame({"f": [1.0, 2.0], "i": [1, 2], "I": pd.array([1, 2], dtype="Int64"), "o": ["a", "b"],
+                          "s": pd.array(["a", "b"], dtype="string"), "b": [True, False],
+                          "d": pd.to_datetime(["2013-01-01", "2013-01-02"])})
+    out = blanked(frame, 1)
+    assert [str(t) for t in out.dtypes] == [str(t) for t in frame.dtypes]
+    assert out.iloc[0].tolist() == frame.iloc[0].tolist()
+    assert [v is pd.NA or v is None or v is pd.NaT or (isinstance(v, float) and np.isnan(v))
+            for v in out.iloc[1]] == [True, False, True, True, True, False, True]
+    assert (out["i"].iloc[1], out["b"].iloc[1]) == (2, False)  # int64 and bool have no missing value of their own
+
+
+def test_a_step_that_refuses_missing_values_passes_the_blank_part_of_perturb(sample):
+    x = sample[["dep_delay", "distance"]].fillna(0).astype("float64")
+    model = DummyClassifier(strategy="prior").fit(x, np.arange(len(x)) % 2)
+
+    def run(frame):
+        if frame.isna().any().any():
+            raise ValueError("Input X contains NaN.")
+        return pd.DataFrame({"p": model.predict(frame)}, index=frame.index)
+
+    assert check_perturb(Part("model", "model", "Model", run, x)).status == "passed"
+
+
+def test_a_module_cache_filled_at_training_fails_fresh_module_naming_the_cache(broken, small_chain, flights_sample):
+    step = FittedStep("BrokenModuleCache", "module_cache", {"columns": ["dep_delay"]})
+    chain = FittedChain(small_chain.input_columns, small_chain.feature_columns, (step, *small_chain.steps),
+                        small_chain.model, small_chain.task, small_chain.classes, small_chain.rules)
+    broken.CACHE.clear()
+    try:
+        step.apply(flights_sample.head(3).assign(dep_delay=[1.0, 4.0, 5.0]))  # "training" fills the cache
+        results = check_fresh_module(chain, chain_parts(chain, flights_sample.iloc[1000:1256]))
+    finally:
+        broken.CACHE.clear()
+    assert results["step:0"].reason == ("output_mismatch; module variable broken_steps.CACHE is "
+                                        "{'dep_delay': 2.0} in this process but {} in a fresh import")

@@ -8,12 +8,43 @@ import lakescore.custom  # noqa: F401  (registers the user step kinds)
 from lakescore.errors import InputError, StepError
 from lakescore.steps import STEPS, FittedStep, learn_step, parse_params
 from lakescore.steps.base import float_values, text_values
-from step_contract import CASES, RESOLVED
+from step_contract import CASES, RESOLVED, learning_frame
 
 
 def test_every_builtin_step_has_contract_cases():
     ours = {k for k, cls in STEPS.items() if cls.__module__.startswith("lakescore.")}
     assert ours - RESOLVED == set(CASES), "add a CASES entry in tests/steps/step_contract.py for each new step"
+
+
+DATA_NAMED = {"OneHotEncoder"}  # its new columns are named after the training values: none declared
+
+
+@pytest.mark.parametrize("raw", [pytest.param({"step": k, **e}, id=f"{k}-{e['name']}")
+                                 for k, entries in CASES.items() for e in entries])
+def test_declared_outputs_name_every_column_a_step_adds(raw, flights_sample):
+    train, label = learning_frame(flights_sample)
+    added = [c for c in learn_step(raw, train, label).apply(train).columns if c not in train.columns]
+    declared = STEPS[raw["step"]].outputs(parse_params(raw))
+    if raw["step"] in DATA_NAMED:
+        assert declared == [] and added
+    else:
+        assert set(added) <= set(declared) and set(declared) - set(added) <= set(
+            f"{c}_missing" for c in raw["columns"]), (added, declared)  # missing-only adds fewer
+
+
+def test_declared_outputs_of_new_column_steps_are_known_from_config():
+    def declared(raw):
+        return STEPS[raw["step"]].outputs(parse_params(raw))
+
+    assert declared({"step": "FeatureInteraction", "name": "f", "columns": ["distance", "air_time"],
+                     "operation": "ratio"}) == ["distance_per_air_time"]
+    assert declared({"step": "PolynomialFeatures", "name": "p", "columns": ["hour", "dep_delay"]}) == [
+        "hour_pow2", "hour_x_dep_delay", "dep_delay_pow2"]
+    assert declared({"step": "DateFeatures", "name": "d", "columns": ["time_hour"], "parts": ["month", "hour"]}) == [
+        "time_hour_month", "time_hour_hour"]
+    assert declared({"step": "StandardScaler", "name": "s", "columns": ["distance"]}) == []
+    assert declared({"step": "custom", "name": "clock", "ref": "features.preprocessing:dep_clock_step",
+                     "columns": ["hour", "minute"]}) == ["dep_clock"]
 
 
 def test_unknown_step_lists_the_known_ones():
@@ -68,6 +99,14 @@ def test_float_values_refuses_text_naming_the_column_and_a_fix():
     frame = pd.DataFrame({"carrier": ["UA", "AA"]})
     with pytest.raises(StepError, match=r"step 's' needs numbers in column 'carrier' but found 'UA'; encode"):
         float_values(frame, "carrier", step="s")
+
+
+def test_a_text_column_of_numbers_quotes_the_value_that_failed():
+    frame = pd.DataFrame({"distance": ["4500.0", None, "212", "n/a", "x"]}, dtype=object)
+    with pytest.raises(StepError) as err:
+        learn_step({"step": "StandardScaler", "name": "scale", "columns": ["distance"]}, frame, None)
+    assert str(err.value) == ("step 'scale' needs numbers in column 'distance' but found 'n/a'; encode the column "
+                              "first (OneHotEncoder, OrdinalEncoder) or cast it (Casting to: Float64)")
 
 
 def test_float_values_reads_nullable_integers_as_float_with_nan():

@@ -20,6 +20,14 @@ def test_plain_int64_cast_of_text_is_refused_with_the_fix():
         learn_step({"step": "Casting", "name": "c", "columns": ["tailnum"], "to": "int64"}, frame, None)
 
 
+def test_plain_int64_cast_of_text_numbers_quotes_the_value_that_is_not_a_number():
+    frame = pd.DataFrame({"distance": ["4500", "212", "n/a", "17"]})
+    with pytest.raises(StepError) as err:
+        learn_step({"step": "Casting", "name": "c", "columns": ["distance"], "to": "int64"}, frame, None)
+    assert str(err.value) == ("step 'c': column 'distance' holds text (e.g. 'n/a'), so a plain int64 cast would "
+                              "change dtype from batch to batch; cast to Int64 (to: Int64)")
+
+
 def test_plain_int64_cast_of_a_column_with_missing_values_is_refused(flights_sample):
     with pytest.raises(StepError, match="column 'dep_time' holds missing values.*cast to Int64"):
         learn_step({"step": "Casting", "name": "c", "columns": ["dep_time"], "to": "int64"}, flights_sample, None)

@@ -17,7 +17,7 @@ from lakescore.admission.fresh import check_fresh_module
 from lakescore.admission.identity import identity_problems, needs_model_probe
 from lakescore.admission.lint import LintFinding, lint_function, lint_source
 from lakescore.admission.parts import chain_parts, is_custom
-from lakescore.admission.probe import SAMPLE_ROWS, CheckResult, ProbeError, probe_parts
+from lakescore.admission.probe import SAMPLE_ROWS, CheckResult, ProbeError, probe_parts, problem_messages
 from lakescore.chain import FittedChain
 from lakescore.frames import encode_state
 from lakescore.models import fingerprint
@@ -109,7 +109,7 @@ def examine(chain: FittedChain, holdout: pd.DataFrame) -> tuple[dict[str, Any], 
     results = probe_parts(parts)
     for key, result in check_fresh_module(chain, parts).items():
         results[key].append(result)
-    problems += [r.message for rs in results.values() for r in rs if r.status == "failed"]
+    problems += problem_messages(parts, results)
     return _evidence(chain, parts, results, lint, len(sample)), problems
 
 

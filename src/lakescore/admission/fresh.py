@@ -3,18 +3,23 @@ imported code, and score each part's sample there. Any difference from this proc
 
 Run as ``python -m lakescore.admission.fresh <folder>``: the folder holds the saved chain
 (``chain/``) and ``job.pkl`` (the samples by part key and the modules to import first); the child
-writes ``outputs.pkl``.
+writes ``outputs.pkl``, with the module variables of the user's modules as a fresh import leaves
+them. A failure names the variables this process changed (e.g. a dict filled by ``setdefault``
+during training), so the message says what differs, not only that answers do.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import os
 import pickle
 import subprocess
 import sys
 import tempfile
+import types
 from pathlib import Path
+from typing import Any
 
 from lakescore.admission.compare import compare
 from lakescore.admission.parts import Part, chain_parts
@@ -22,6 +27,45 @@ from lakescore.admission.probe import CheckResult
 from lakescore.chain import FittedChain
 
 TIMEOUT_S = 300
+SHOWN_CHARS = 60
+
+
+def _modules(chain: FittedChain) -> list[str]:
+    """Modules the chain's code lives in: step kinds, user functions of custom steps, rule functions."""
+    names = {step.impl.__module__ for step in (*chain.pre_split, *chain.steps)}
+    for step in (*chain.pre_split, *chain.steps):
+        names.update(ref["module"] for role in ("apply", "learn")
+                     if isinstance(ref := step.state.get(role), dict) and "module" in ref)
+    names.update(rule.function.module for rule in (*chain.rules, *chain.output_rules))
+    return sorted(names)
+
+
+def module_variables(modules: list[str]) -> dict[str, tuple[str, str]]:
+    """The data variables of the user's modules: ``{"module.NAME": (sha256 of repr, short repr)}``.
+
+    Functions, classes and modules are left out, and so are lakescore's own modules and values whose
+    repr holds a memory address (they differ in every process)."""
+    found: dict[str, tuple[str, str]] = {}
+    for name in modules:
+        if name == "lakescore" or name.startswith("lakescore."):
+            continue
+        module = sys.modules.get(name) or importlib.import_module(name)
+        for var, value in vars(module).items():
+            if var.startswith("__") or isinstance(value, (types.ModuleType, types.FunctionType, type,
+                                                           types.BuiltinFunctionType)):
+                continue
+            text = repr(sorted(value, key=repr)) if isinstance(value, (set, frozenset)) else repr(value)
+            if " at 0x" not in text:  # sets sorted: their order follows the process's hash seed
+                short = text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS - 3] + "..."
+                found[f"{name}.{var}"] = (hashlib.sha256(text.encode()).hexdigest(), short)
+    return found
+
+
+def _changed(here: dict[str, tuple[str, str]], fresh: dict[str, tuple[str, str]]) -> str:
+    """What differs between this process's module variables and a fresh import's, for a reason."""
+    diffs = [f"{k} is {here[k][1]} in this process but {fresh[k][1] if k in fresh else 'absent'} in a fresh import"
+             for k in sorted(here) if here[k][0] != fresh.get(k, ("",))[0]]
+    return "; module variable " + "; ".join(diffs) if diffs else ""
 
 
 def check_fresh_module(chain: FittedChain, parts: list[Part]) -> dict[str, CheckResult]:
@@ -32,7 +76,7 @@ def check_fresh_module(chain: FittedChain, parts: list[Part]) -> dict[str, Check
     dict mapping part key -> CheckResult of check ``fresh_module``.
     """
     raw = next(p.sample for p in parts if p.kind == "chain")
-    modules = sorted({step.impl.__module__ for step in chain.steps})
+    modules = _modules(chain)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         chain.save(folder / "chain")
@@ -46,13 +90,12 @@ def check_fresh_module(chain: FittedChain, parts: list[Part]) -> dict[str, Check
             return {p.key: CheckResult(p.label, "fresh_module", "failed", reason) for p in parts}
         with open(folder / "outputs.pkl", "rb") as fh:
             outputs = pickle.load(fh)
+    changed = _changed(module_variables(modules), outputs.pop("__module_variables__", {}))
     results = {}
     for part in parts:
         got = outputs.get(part.key)
-        if isinstance(got, str):
-            reason = got
-        else:
-            reason = compare(got, part.run(part.sample))
+        reason = got if isinstance(got, str) else compare(got, part.run(part.sample))
+        reason = reason + changed if reason else None
         results[part.key] = CheckResult(part.label, "fresh_module", "failed" if reason else "passed", reason or "")
     return results
 
@@ -62,8 +105,8 @@ def _child(folder: Path) -> None:
         job = pickle.load(fh)
     for module in job["modules"]:
         importlib.import_module(module)
+    outputs: dict[str, Any] = {"__module_variables__": module_variables(job["modules"])}
     chain = FittedChain.load(folder / "chain")
-    outputs: dict[str, object] = {}
     for part in chain_parts(chain, job["raw"]):
         try:
             outputs[part.key] = part.run(job["samples"][part.key])

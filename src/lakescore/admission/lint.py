@@ -4,13 +4,19 @@ helpers it calls in the same file, read with ``ast``.
 It rejects what makes a row's answer depend on its batch or on the process:
 
 - whole-batch calls on the input frame: ``.mean() .sum() .max() .min() .std() .median()`` without
-  ``axis=1`` (or a positional ``1``), and always ``.rank() .shift() .diff() .cumsum() .groupby()
-  .sort_values() .value_counts() .duplicated() .quantile() .nunique()``;
+  ``axis=1`` (or a positional ``1``), and always ``.groupby() .sort_values() .value_counts()
+  .duplicated() .quantile() .nunique()``;
+- calls that read other (neighbouring) rows: fills by position (``.ffill() .bfill() .pad()
+  .backfill()``, ``.fillna(method=...)``), ``.interpolate()``, cumulative ``.cumsum() .cumprod()
+  .cummax() .cummin()``, windows ``.rolling() .expanding() .ewm()``, ``.shift() .diff()
+  .pct_change() .rank()``;
 - ``.any()``/``.all()``/``len(df)``/``df.shape[0]``, except in an ``if`` whose body only raises or
   returns (the usual empty-input guard);
 - reads of ``df.index``;
 - writes to shared process state: ``global``, attributes of module-level objects (classes,
-  functions, modules), ``os.environ``, mutated default arguments, ``globals()``.
+  functions, modules), items of module-level variables (``CACHE[key] = ...``) and their mutating
+  methods (``CACHE.setdefault(...)``, ``.update``, ``.append``, ...), ``os.environ``, mutated
+  default arguments, ``globals()``.
 
 Row-wise forms pass: ``.str``/``.dt`` methods, ``axis=1``, ``df.shape[1]``, and ``index=df.index``
 as a keyword (aligning a new Series with the frame, which reads no index value). ``learn()`` is not
@@ -27,9 +33,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 AXIS_OK = {"mean", "sum", "max", "min", "std", "median", "any", "all", "var", "prod", "count"}
-ALWAYS = {"rank", "shift", "diff", "cumsum", "cumprod", "cummax", "cummin", "groupby", "sort_values",
-          "value_counts", "duplicated", "quantile", "nunique", "drop_duplicates", "rolling", "expanding",
-          "ewm", "sample"}
+ALWAYS = {"groupby", "sort_values", "value_counts", "duplicated", "quantile", "nunique", "drop_duplicates",
+          "sample", "nlargest", "nsmallest", "mode"}
+NEIGHBOURS = {"ffill", "bfill", "pad", "backfill", "interpolate", "cumsum", "cumprod", "cummax", "cummin",
+              "rolling", "expanding", "ewm", "shift", "diff", "pct_change", "rank", "cumcount"}
+FILL_BY_POSITION = {"fillna", "replace", "reindex"}  # with method=... they copy a neighbour's value
 GUARD_ONLY = {"any", "all"}
 MUTATORS = {"append", "extend", "update", "add", "insert", "setdefault", "pop", "clear", "remove"}
 ROW_ACCESSORS = {"str", "dt"}
@@ -39,6 +47,8 @@ FIX_STATISTIC = "Compute it in learn() and read it from state in apply()."
 FIX_ORDER = "Read column values only; never the row order, the index or the batch size."
 FIX_RULE_STATISTIC = "Pass it to the rule in its params (scoring.yml), computed once from training data."
 FIX_STATE = "Keep state in learn()'s return value; apply() must not write anything outside the frame."
+FIX_NEIGHBOURS = ("Read only the row's own values: fill a gap with a value learned in learn() and read from "
+                  "state (e.g. fillna(state['dep_delay'])), never from the rows around it.")
 
 
 @dataclass(frozen=True)
@@ -55,7 +65,8 @@ class LintFinding:
     @property
     def message(self) -> str:
         what = {"batch_statistic": "reads a batch statistic", "batch_order": "depends on the batch",
-                "index": "reads the index", "shared_state": "writes shared process state"}[self.rule]
+                "index": "reads the index", "shared_state": "writes shared process state",
+                "other_rows": "reads other rows"}[self.rule]
         return f"{self.part} {what} ({self.file} line {self.line}: {self.call}). {self.fix}"
 
 
@@ -73,6 +84,17 @@ def _through_accessor(node: ast.AST) -> bool:
     return False
 
 
+def _fills_by_position(call: ast.Call) -> bool:
+    """``fillna``/``replace``/``reindex`` with ``method=`` (other than None) copy a neighbour's value."""
+    return any(kw.arg == "method" and not (isinstance(kw.value, ast.Constant) and kw.value.value is None)
+               for kw in call.keywords)
+
+
+def _after_window(node: ast.AST) -> bool:
+    """``df['x'].rolling(3).mean()``: the window call is the finding; its aggregate is not another."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in NEIGHBOURS
+
+
 def _row_wise(call: ast.Call) -> bool:
     for kw in call.keywords:
         if kw.arg == "axis" and isinstance(kw.value, ast.Constant) and kw.value.value in (1, "columns"):
@@ -81,9 +103,10 @@ def _row_wise(call: ast.Call) -> bool:
 
 
 class _Visitor(ast.NodeVisitor):
-    def __init__(self, fn: ast.FunctionDef, *, part: str, file: str, offset: int, module_names: set[str]):
+    def __init__(self, fn: ast.FunctionDef, *, part: str, file: str, offset: int, module_names: set[str],
+                 module_variables: set[str]):
         self.part, self.file, self.offset = part, file, offset
-        self.module_names = module_names
+        self.module_names, self.module_variables = module_names, module_variables
         args = fn.args.posonlyargs + fn.args.args
         self.frames = {args[0].arg} if args else set()
         defaults = fn.args.defaults
@@ -119,6 +142,13 @@ class _Visitor(ast.NodeVisitor):
         self.findings.append(LintFinding(self.part, self.file, self.offset + node.lineno - 1,
                                          ast.unparse(node), rule, fix))
 
+    def _shared(self, node: ast.AST) -> bool:
+        """``node`` is a mutable default argument, a module-level variable or ``os.environ``."""
+        if isinstance(node, ast.Name):
+            return node.id in self.mutable_defaults or (node.id in self.module_variables
+                                                        and node.id not in self.locals)
+        return ast.unparse(node) == "os.environ"
+
     def _on_frame(self, node: ast.AST) -> bool:
         root = _root(node)
         return isinstance(root, ast.Name) and root.id in self.frames
@@ -128,11 +158,12 @@ class _Visitor(ast.NodeVisitor):
         self.aligned.update(id(kw.value) for kw in node.keywords if kw.arg == "index")
         if isinstance(func, ast.Attribute) and self._on_frame(func.value) and not _through_accessor(func.value):
             name = func.attr
-            if name in ALWAYS:
-                self._add(node, "batch_order" if name in {"shift", "diff", "cumsum", "sort_values", "rank"}
-                          else "batch_statistic", FIX_ORDER if name in {"shift", "diff", "sort_values", "rank"}
-                          else FIX_STATISTIC)
-            elif name in AXIS_OK and not _row_wise(node):
+            if name in NEIGHBOURS or (name in FILL_BY_POSITION and _fills_by_position(node)):
+                self._add(node, "other_rows", FIX_NEIGHBOURS)
+            elif name in ALWAYS:
+                self._add(node, "batch_order" if name == "sort_values" else "batch_statistic",
+                          FIX_ORDER if name == "sort_values" else FIX_STATISTIC)
+            elif name in AXIS_OK and not _row_wise(node) and not _after_window(func.value):
                 if not (name in GUARD_ONLY and id(node) in self.guards):
                     self._add(node, "batch_statistic", FIX_STATISTIC)
         if isinstance(func, ast.Name) and func.id == "len" and node.args and self._on_frame(node.args[0]) \
@@ -141,8 +172,7 @@ class _Visitor(ast.NodeVisitor):
             self._add(node, "batch_order", FIX_ORDER)
         if isinstance(func, ast.Name) and func.id == "globals":
             self._add(node, "shared_state", FIX_STATE)
-        if isinstance(func, ast.Attribute) and func.attr in MUTATORS and isinstance(func.value, ast.Name) \
-                and func.value.id in self.mutable_defaults:
+        if isinstance(func, ast.Attribute) and func.attr in MUTATORS and self._shared(func.value):
             self._add(node, "shared_state", FIX_STATE)
         self.generic_visit(node)
 
@@ -168,7 +198,8 @@ class _Visitor(ast.NodeVisitor):
             text = ast.unparse(target)
             if text.startswith("os.environ"):
                 self._add(node, "shared_state", FIX_STATE)
-            elif isinstance(root, ast.Name) and root.id in self.mutable_defaults:
+            elif isinstance(root, ast.Name) and (root.id in self.mutable_defaults or (
+                    isinstance(target, ast.Subscript) and self._shared(root))):
                 self._add(node, "shared_state", FIX_STATE)
             elif isinstance(target, ast.Attribute) and isinstance(root, ast.Name) \
                     and (root.id in self.module_names or root.id not in self.locals):
@@ -201,6 +232,17 @@ def _module_names(tree: ast.Module) -> set[str]:
     return names
 
 
+def _module_variables(tree: ast.Module) -> set[str]:
+    """Names bound by assignments at module level (the objects a mutating call would share)."""
+    names = set()
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, ast.AnnAssign) else []
+        for target in targets:
+            names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+    return names
+
+
 def lint_source(source: str, function: str, *, part: str, file: str = "<source>", first_line: int = 1,
                 module_source: str | None = None) -> list[LintFinding]:
     """Lint ``function`` in ``source`` and the same-file helpers it calls.
@@ -224,7 +266,7 @@ def lint_source(source: str, function: str, *, part: str, file: str = "<source>"
     """
     tree = ast.parse(module_source) if module_source else ast.parse(textwrap.dedent(source))
     functions = _module_functions(tree)
-    names = _module_names(tree)
+    names, variables = _module_names(tree), _module_variables(tree)
     if function not in functions:
         tree = ast.parse(textwrap.dedent(source))
         functions.update(_module_functions(tree))
@@ -237,7 +279,8 @@ def lint_source(source: str, function: str, *, part: str, file: str = "<source>"
         seen.add(name)
         fn = functions[name]
         offset = 1 if module_source else first_line - fn.lineno + 1
-        visitor = _Visitor(fn, part=part, file=file, offset=offset, module_names=names)
+        visitor = _Visitor(fn, part=part, file=file, offset=offset, module_names=names,
+                           module_variables=variables)
         visitor.visit(fn)
         findings += visitor.findings
         todo += [n.func.id for n in ast.walk(fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)]

@@ -23,13 +23,17 @@ MIN_ROWS = 16
 
 @dataclass(frozen=True)
 class Part:
-    """One probed part: its kind, a key to rebuild it in another process, a label for messages."""
+    """One probed part: its kind, a key to rebuild it in another process, a label for messages.
+
+    ``runs_chain`` marks the parts that score through the whole chain (output rules, the chain), so
+    a failure of any earlier part shows in them too."""
 
     kind: PartKind
     key: str
     label: str
     run: Callable[[pd.DataFrame], pd.DataFrame]
     sample: pd.DataFrame
+    runs_chain: bool = False
 
 
 def is_custom(step: Any) -> bool:
@@ -104,8 +108,8 @@ def chain_parts(chain: FittedChain, raw: pd.DataFrame) -> list[Part]:
         reached = raw[(predicted["scoring_status"] == "predicted").to_numpy()]
         for i, rule in enumerate(chain.output_rules):
             parts.append(Part("rule", f"output_rule:{i}", f"Output rule '{rule.name}'",
-                              _output_rule_run(chain, rule), reached))
-    parts.append(Part("chain", "chain", "Chain", chain.predict, raw))
+                              _output_rule_run(chain, rule), reached, runs_chain=True))
+    parts.append(Part("chain", "chain", "Chain", chain.predict, raw, runs_chain=True))
     return parts
 
 

@@ -117,11 +117,23 @@ def smoke_probe(project: ProjectConfig, sample_path: str | Path) -> tuple[list[s
     Returns
     -------
     (lines, admitted)
+
+    Raises
+    ------
+    ConfigError
+        When the recipe names a column that neither the sample, ``feature_columns`` nor an earlier
+        step's outputs give (:func:`lakescore.training.recipe_problems`, as training's preflight).
+    LakescoreError
+        For a bad sample, or a recipe and model that cannot be fitted on it.
     """
     from lakescore.admission.evidence import examine
-    from lakescore.training import fit_project_chain, prepare_rows
+    from lakescore.errors import ConfigError
+    from lakescore.training import fit_project_chain, prepare_rows, recipe_problems
 
     sample = read_sample(sample_path)
+    problems = recipe_problems(project, set(sample.columns), source=str(sample_path))
+    if problems:  # the same recipe check as training's preflight, so both accept the same recipes
+        raise ConfigError(problems)
     try:
         frame, y, pre = prepare_rows(project, sample)
         chain = fit_project_chain(project, frame, y, pre)

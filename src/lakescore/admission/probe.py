@@ -5,8 +5,9 @@ Modelled on scikit-learn's estimator checks: each check is a plain function
 (keyed on its kind); results are records with status ``passed | failed | skipped`` and a reason.
 
 Checks (on the first 256 holdout rows): ``repeat`` (twice, exact), ``chunks:1``, ``chunks:2``,
-``chunks:7``, ``reverse``, ``index_shift``, ``empty``, ``perturb`` and ``fresh_module`` for every
-rule, step and the model; ``repeat``, ``chunks:1`` and ``chunks:7`` for the whole chain.
+``chunks:7``, ``reverse``, ``index_shift``, ``empty``, ``perturb`` (values moved, then values blanked)
+and ``fresh_module`` for every rule, step and the model; ``repeat``, ``chunks:1`` and ``chunks:7`` for
+the whole chain.
 """
 
 from __future__ import annotations
@@ -31,7 +32,10 @@ FIXES = {
     "index_shift": "Read column values only, never the index.",
     "empty": "Report it: a part must return no rows, with the same columns and dtypes, for no rows.",
     "perturb": "Use a setting that handles unseen values row by row (e.g. handle_unknown: ignore).",
-    "fresh_module": "Retrain: the saved state does not reproduce the answers in a fresh process.",
+    "blank": "Fill a missing value from a value learned in learn() and kept in state, never from other rows "
+             "(ffill, bfill, interpolate, batch statistics).",
+    "fresh_module": "Keep everything apply() reads in the saved state (learn()'s return value), never in module "
+                    "variables that training or scoring changes.",
 }
 
 
@@ -57,7 +61,7 @@ class CheckResult:
 
     @property
     def message(self) -> str:
-        family = self.check.split(":")[0]
+        family = "blank" if self.reason.startswith("blank") else self.check.split(":")[0]
         return f"{self.part} partition probe failed {self.check}: {self.reason}. {FIXES.get(family, '')}".strip()
 
     def to_json(self) -> dict[str, str]:
@@ -156,6 +160,41 @@ def perturbed(sample: pd.DataFrame, row: int, *, text: bool = True) -> pd.DataFr
     return out
 
 
+def _holds_null(dtype: object) -> bool:
+    """True when the dtype has a missing value of its own (float, object, datetime, nullable
+    extension types); plain numpy int and bool columns have none."""
+    return isinstance(dtype, pd.api.extensions.ExtensionDtype) or np.dtype(dtype).kind in "fcOMm"  # type: ignore[call-overload]
+
+
+def blanked(sample: pd.DataFrame, row: int) -> pd.DataFrame:
+    """A copy of ``sample`` with row ``row``'s values missing: each column gets the missing value of
+    its own dtype (NaN, None, NaT, pd.NA); plain int64 and bool columns, which have none, keep theirs."""
+    out = sample.copy()
+    for j, col in enumerate(out.columns):
+        if _holds_null(out[col].dtype):
+            out.iloc[row, j] = None
+    return out
+
+
+def _blank_reason(part: Part, whole: pd.DataFrame, row: int) -> str | None:
+    """Why blanking ``row`` fails: other rows (values or dtypes) moved, or the blanked row gets
+    another answer alone than among its neighbours (a fill from other rows). A part that refuses
+    missing values outright (raises) is loud for every batch alike, so it passes here."""
+    sample = blanked(part.sample, row)
+    try:
+        moved = part.run(sample)
+    except Exception:  # refuses missing values for any batch: not batch-dependent
+        return None
+    others = np.arange(len(sample)) != row
+    reason = compare(moved[others], whole[others])
+    if reason:
+        return {"output_mismatch": "blank_moved_other_rows", "dtype_mismatch": "blank_changed_dtype"}.get(
+            reason, f"blank_{reason}")
+    if compare(part.run(sample.iloc[[row]]), moved.iloc[[row]]):
+        return "blanked_row_reads_neighbours"
+    return None
+
+
 def _perturb_rows(sample: pd.DataFrame) -> list[int]:
     """Rows to perturb: first, middle, last, and the row with the largest magnitude of each numeric
     column (batch extremes are what max/min/scale statistics react to); at most 8."""
@@ -170,9 +209,12 @@ def _perturb_rows(sample: pd.DataFrame) -> list[int]:
 
 @_guarded
 def check_perturb(part: Part) -> CheckResult:
-    """Changing one row's inputs moves no other row (retried with text unchanged if it raises).
+    """Changing one row's inputs moves no other row (retried with text unchanged if it raises);
+    blanking them (:func:`blanked`) moves no other row's values or dtypes, and the blanked row gets
+    the same answer alone as among the others.
 
-    Tried one row at a time on the rows of :func:`_perturb_rows`."""
+    Tried one row at a time on the rows of :func:`_perturb_rows`: every moved row first, then
+    every blanked row."""
     whole = part.run(part.sample)
     for row in _perturb_rows(part.sample):
         try:
@@ -183,6 +225,10 @@ def check_perturb(part: Part) -> CheckResult:
         reason = compare(moved[others], whole[others])
         if reason:
             return _result(part, "perturb", "other_rows_moved" if reason == "output_mismatch" else reason)
+    for row in _perturb_rows(part.sample):
+        reason = _blank_reason(part, whole, row)
+        if reason:
+            return _result(part, "perturb", reason)
     return _result(part, "perturb", None)
 
 
@@ -194,6 +240,26 @@ CHAIN_CHECKS = [check_repeat, make_check_chunks(1), make_check_chunks(7)]
 def checks_for(part: Part) -> Iterator[Callable[[Part], CheckResult]]:
     """The in-process checks that apply to ``part`` (``fresh_module`` runs for all parts at once)."""
     yield from CHAIN_CHECKS if part.kind == "chain" else PART_CHECKS
+
+
+def problem_messages(parts: list[Part], results: dict[str, list[CheckResult]]) -> list[str]:
+    """One line per failed check, in scoring order.
+
+    A part that scores through the whole chain (``Part.runs_chain``: an output rule, the chain) and
+    fails after an earlier part failed is reported as failing because of that part, which is named
+    with its own message first: the innocent part gets no fix of its own."""
+    first: CheckResult | None = None
+    lines = []
+    for part in parts:
+        failed = [r for r in results[part.key] if r.status == "failed"]
+        for r in failed:
+            if part.runs_chain and first is not None:
+                lines.append(f"{r.part} partition probe failed {r.check} only because {first.part} failed "
+                             f"{first.check} first (see above); fixing that fixes this.")
+            else:
+                lines.append(r.message)
+        first = first or (failed[0] if failed else None)
+    return lines
 
 
 def probe_parts(parts: list[Part]) -> dict[str, list[CheckResult]]:

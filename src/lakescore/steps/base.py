@@ -18,6 +18,10 @@ Traits (class attributes, read by the chain and the admission checks, never by c
 - ``row_filter``: its ``flags`` read only the row itself, so a pre-split use of it can be
   re-applied at scoring as an eligibility check (``ineligible:<step name>``).
 
+``outputs(params)`` names the columns a step adds, from its config alone (no rows), so training's
+preflight and the smoke probe know which columns a later step may read. Kinds whose new column
+names come from the training values (OneHotEncoder) declare none.
+
 A kind may stand for several: ``resolve(params)`` returns the kind that really learns (the
 ``custom`` step resolves to the user step's flavour).
 """
@@ -57,6 +61,12 @@ class StepKind:
     training_only: ClassVar[bool] = False
     fixed: ClassVar[bool] = False
     row_filter: ClassVar[bool] = False
+
+    @classmethod
+    def outputs(cls, params: Any) -> list[str]:
+        """Columns this step adds to the frame, from its config alone (none by default: it edits
+        its ``columns`` in place)."""
+        return []
 
     @classmethod
     def resolve(cls, params: Any) -> type[StepKind]:
@@ -219,6 +229,18 @@ def learn_step(raw: dict[str, Any], frame: pd.DataFrame, y: pd.Series | None) ->
 
 # --- helpers shared by the step families ----------------------------------------------------
 
+def _is_number(value: Any) -> bool:
+    """True when ``float(value)`` takes it (``'4500.0'`` too) or it is missing: the values that
+    :func:`float_values` converts, so the one it quotes is the one that failed."""
+    if value is None or value is pd.NA or value is pd.NaT:
+        return True
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
 def float_values(frame: pd.DataFrame, column: str, *, step: str) -> np.ndarray:
     """The values of ``column`` as a float64 array of shape (n_rows,), missing as NaN.
 
@@ -228,13 +250,14 @@ def float_values(frame: pd.DataFrame, column: str, *, step: str) -> np.ndarray:
     Raises
     ------
     StepError
-        When the column holds text, naming the step, the column and a sample value.
+        When the column holds text that is not a number, naming the step, the column and the first
+        value that failed (``'n/a'``, not a number-like ``'4500.0'`` before it).
     """
     series = frame[column]
     try:
         return series.to_numpy(dtype="float64", na_value=np.nan)
     except (TypeError, ValueError) as err:
-        sample = next((v for v in series if isinstance(v, str)), series.iloc[0] if len(series) else None)
+        sample = next((v for v in series if not _is_number(v)), series.iloc[0] if len(series) else None)
         raise StepError(
             f"step '{step}' needs numbers in column '{column}' but found {sample!r}; encode the "
             "column first (OneHotEncoder, OrdinalEncoder) or cast it (Casting to: Float64)",

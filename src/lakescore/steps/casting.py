@@ -32,6 +32,15 @@ def _numbers(series: pd.Series) -> np.ndarray:
     return pd.to_numeric(series.astype(object), errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
 
 
+def _first_not_whole(series: pd.Series) -> Any:
+    """The first present value that is not a whole number (``'n/a'`` in ``['4500', 'n/a']``), else
+    the first present value, else None: the value to quote when a column is refused."""
+    present = series.dropna()
+    numbers = _numbers(present)
+    bad = present[~(np.isfinite(numbers) & (numbers == np.trunc(numbers)))]
+    return bad.iloc[0] if len(bad) else present.iloc[0] if len(present) else None
+
+
 def _booleans(series: pd.Series) -> pd.arrays.BooleanArray:
     """Element-wise booleans: true/false text (true, t, yes, y, 1 / false, f, no, n, 0), numbers
     1 and 0; anything else is missing."""
@@ -96,7 +105,7 @@ class Casting(StepKind):
                     what = "text" if text else "missing values"
                     raise StepError(
                         f"step '{params.name}': column '{column}' holds {what} (e.g. "
-                        f"{series.dropna().iloc[0] if text and series.notna().any() else None!r}), so a "
+                        f"{_first_not_whole(series) if text else None!r}), so a "
                         "plain int64 cast would change dtype from batch to batch; cast to Int64 "
                         "(to: Int64)", step=params.name, column=column)
         return {"to": params.to}

@@ -51,10 +51,14 @@ class FeatureInteraction(StepKind):
     Params = InteractionParams
     fixed = True
 
+    @classmethod
+    def outputs(cls, params: Any) -> list[str]:
+        """The one new column: ``output``, or ``a_x_b`` / ``a_per_b``."""
+        return [params.output or ("_x_" if params.operation == "product" else "_per_").join(params.columns)]
+
     @staticmethod
     def learn(frame: pd.DataFrame, y: pd.Series | None, params: Any) -> dict[str, Any]:
-        joiner = "_x_" if params.operation == "product" else "_per_"
-        output = params.output or joiner.join(params.columns)
+        output = FeatureInteraction.outputs(params)[0]
         _no_clash(params.name, [output], frame)
         return {"operation": params.operation, "output": output}
 
@@ -94,12 +98,21 @@ class PolynomialFeatures(StepKind):
     Params = PolynomialParams
 
     @staticmethod
-    def learn(frame: pd.DataFrame, y: pd.Series | None, params: Any) -> dict[str, Any]:
+    def _powers(params: Any) -> list[list[int]]:
         from sklearn.preprocessing import PolynomialFeatures as Sk
 
         model = Sk(degree=params.degree, interaction_only=params.interaction_only, include_bias=False)
         model.fit(np.zeros((1, len(params.columns))))
-        powers = [[int(p) for p in row] for row in model.powers_ if sum(row) > 1]
+        return [[int(p) for p in row] for row in model.powers_ if sum(row) > 1]
+
+    @classmethod
+    def outputs(cls, params: Any) -> list[str]:
+        """One column per term of degree 2 and up: ``a_pow2``, ``a_x_b``, ..."""
+        return [_term_name(params.columns, row) for row in cls._powers(params)]
+
+    @staticmethod
+    def learn(frame: pd.DataFrame, y: pd.Series | None, params: Any) -> dict[str, Any]:
+        powers = PolynomialFeatures._powers(params)
         names = [_term_name(params.columns, row) for row in powers]
         _no_clash(params.name, names, frame)
         return {"powers": powers, "names": names}
@@ -164,6 +177,11 @@ class DateFeatures(StepKind):
     kind = "DateFeatures"
     Params = DateParams
     fixed = True
+
+    @classmethod
+    def outputs(cls, params: Any) -> list[str]:
+        """``<column>_<part>`` for each column and part."""
+        return [f"{c}_{p}" for c in params.columns for p in params.parts]
 
     @staticmethod
     def learn(frame: pd.DataFrame, y: pd.Series | None, params: Any) -> dict[str, Any]:

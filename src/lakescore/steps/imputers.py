@@ -203,6 +203,11 @@ class MissingIndicator(StepKind):
     kind = "MissingIndicator"
     Params = MissingIndicatorParams
 
+    @classmethod
+    def outputs(cls, params: Any) -> list[str]:
+        """``<column><suffix>`` for every column (with ``missing-only``, those that may be added)."""
+        return [f"{c}{params.suffix}" for c in params.columns]
+
     @staticmethod
     def learn(frame: pd.DataFrame, y: pd.Series | None, params: Any) -> dict[str, Any]:
         from sklearn.impute import MissingIndicator as Sk
