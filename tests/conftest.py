@@ -72,6 +72,13 @@ DEMO_RECIPE = [
 
 
 @pytest.fixture(scope="session")
+def demo_recipe() -> list[dict]:
+    """The demo recipe (IQR, imputer, scaler, one-hot), for tests in subfolders (which cannot import
+    this conftest by name: each subfolder may have a conftest of its own)."""
+    return DEMO_RECIPE
+
+
+@pytest.fixture(scope="session")
 def small_chain(flights_sample: pd.DataFrame):
     """A FittedChain (IQR, imputer, scaler, one-hot, LogisticRegression, the `cancelled` rule)
     fitted on the 2,000-flight sample, in memory (no MLflow)."""

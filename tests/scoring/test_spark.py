@@ -18,7 +18,6 @@ from lakescore.scoring.preflight import ScorePlan
 from lakescore.scoring.spark import score_spark
 from lakescore.packaging import log_and_register
 from lakescore.training import fit_chain
-from conftest import DEMO_RECIPE
 
 pytestmark = pytest.mark.spark
 
@@ -37,7 +36,7 @@ SOURCE = "main.t.transport_source"
 
 
 @pytest.fixture
-def registered(spark_runtime, spark, tmp_path, monkeypatch, flights_sample):
+def registered(spark_runtime, spark, tmp_path, monkeypatch, flights_sample, demo_recipe):
     folder = tmp_path / "rules"
     folder.mkdir()
     (folder / f"{MODULE}.py").write_text(textwrap.dedent(RULES))
@@ -51,7 +50,7 @@ def registered(spark_runtime, spark, tmp_path, monkeypatch, flights_sample):
                     "outputs": {"bucket": "long", "big_out": "long", "tag_out": "string"}}]})
     train = frame.iloc[:1500]
     chain = fit_chain(train, derive_label(train, column="is_late", expression="arr_delay > 15"),
-                      recipe=DEMO_RECIPE, model_class="LogisticRegression", model_params={"max_iter": 300},
+                      recipe=demo_recipe, model_class="LogisticRegression", model_params={"max_iter": 300},
                       feature_columns=["dep_delay", "distance", "hour", "carrier", "origin"],
                       rules=load_rules(scoring), output_rules=load_output_rules(scoring))
     spark_runtime.mlflow()
