@@ -37,3 +37,21 @@ def test_audit_copies_and_replies_round_trip(tmp_path) -> None:
     state.forget_replies(older_than_s=-1)
     assert state.saved_reply("ep", "k1", max_age_s=60) is None
     state.close()
+
+
+FIRST_START = """
+import sys
+from lakescore.serving.state import ServingState, ensure_token
+wait_for_start()
+state = ServingState(sys.argv[1])
+state.audit("ml.scale", "ep", action="up")
+print(ensure_token(sys.argv[1]))
+"""
+
+
+def test_four_first_starts_at_once_share_one_token_and_one_database(tmp_path, at_once) -> None:
+    done = at_once(FIRST_START, [str(tmp_path)] * 4)
+    assert [code for code, _, _ in done] == [0, 0, 0, 0], [err[-2000:] for _, _, err in done]
+    tokens = {out.strip() for _, out, _ in done}
+    assert tokens == {(tmp_path / "serving" / "token").read_text().strip()}
+    assert len(ServingState(tmp_path).events("ml.scale")) == 4

@@ -24,6 +24,8 @@ from typing import Any, Iterable
 
 import psutil
 
+from lakescore.locking import exclusive
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS audit (id INTEGER PRIMARY KEY, ts REAL NOT NULL, event TEXT NOT NULL,
     endpoint TEXT NOT NULL, detail TEXT NOT NULL);
@@ -46,13 +48,14 @@ def ensure_token(home: str | Path) -> str:
     """The endpoint's bearer token: read ``<home>/serving/token``, or create it (32 random bytes,
     URL-safe, file mode 0600) on first start."""
     path = serving_dir(home) / "token"
-    if path.exists():
-        return path.read_text().strip()
-    token = secrets.token_urlsafe(32)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(token + "\n")
-    return token
+    with exclusive(path.with_name("token.lock")):  # two first starts at once make one token
+        if path.exists():
+            return path.read_text().strip()
+        token = secrets.token_urlsafe(32)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(token + "\n")
+        return token
 
 
 @dataclass(frozen=True)
@@ -77,10 +80,11 @@ class ServingState:
     def __init__(self, home: str | Path) -> None:
         self.path = serving_dir(home) / "state.db"
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
+        with exclusive(self.path.with_name("state.db.lock")):  # first use: WAL switch and schema, once
+            self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.executescript(SCHEMA)
         self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(SCHEMA)
 
     def close(self) -> None:
         """Close the database connection."""
