@@ -126,7 +126,7 @@ def log_and_register(chain: FittedChain, *, example: pd.DataFrame, name: str, al
         evidence_path = Path(tmp) / "partition_probe.json"
         evidence_path.write_text(evidence_text(evidence))
         info = mlflow.pyfunc.log_model(
-            name="model", python_model=LakescoreModel(),
+            name="model", python_model=str(Path(__file__).with_name("pyfunc_entry.py")),  # code, not a pickle
             artifacts={"chain": str(chain_dir), "certificate": str(cert_path), "evidence": str(evidence_path)},
             signature=signature_for(chain, example), registered_model_name=name,
             input_example=example[list(chain.input_columns)].head(3),

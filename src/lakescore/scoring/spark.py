@@ -8,7 +8,10 @@ turned back into SQL nulls here, so an ``exclusion_reason`` arrives as null, nev
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+import sys
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import pandas as pd
 
@@ -27,6 +30,28 @@ def _result_type(output: Any) -> tuple[str, dict[str, str]]:
     return ", ".join(f"{n} {t}" for n, t in transport.items()), final
 
 
+ENV_NOTE = ("lakescore: env_manager=local: the workers score in this Python environment; each one "
+            "re-checks the certificate's sealed Python and library versions before it scores a row.")
+
+
+@contextmanager
+def _env_notice_answered(env_manager: str) -> Iterator[None]:
+    """With ``env_manager="local"``, replace MLflow's warning that the environment may differ from
+    training's by one line saying which check answers it (the certificate's version pins)."""
+    if env_manager != "local":
+        yield
+        return
+    drop = logging.Filter()
+    drop.filter = lambda record: 'env_manager="local"' not in record.getMessage()  # type: ignore[method-assign]
+    logger = logging.getLogger("mlflow.pyfunc")
+    logger.addFilter(drop)
+    try:
+        print(ENV_NOTE, file=sys.stderr, flush=True)
+        yield
+    finally:
+        logger.removeFilter(drop)
+
+
 def score_spark(runtime: Any, plan: ScorePlan, *, batch_rows: int, env_manager: str) -> pd.DataFrame:
     """Score the source at ``plan.source_version`` on Spark workers.
 
@@ -43,8 +68,9 @@ def score_spark(runtime: Any, plan: ScorePlan, *, batch_rows: int, env_manager: 
     source = runtime.spark_source(plan.source_table, version=plan.source_version)
     source = source.repartition(spark.sparkContext.defaultParallelism)  # every core gets batches
     ddl, final = _result_type(get_model_info(plan.model_uri).signature.outputs)
-    udf = mlflow.pyfunc.spark_udf(spark, plan.model_uri, result_type=ddl, env_manager=env_manager,
-                                  params={"batch_rows": batch_rows, "null_transport": True})
+    with _env_notice_answered(env_manager):
+        udf = mlflow.pyfunc.spark_udf(spark, plan.model_uri, result_type=ddl, env_manager=env_manager,
+                                      params={"batch_rows": batch_rows, "null_transport": True})
     scored = source.select(*plan.record_keys, udf(F.struct(*plan.input_columns)).alias("_r"))
     fields = []
     for name, kind in final.items():
