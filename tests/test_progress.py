@@ -89,3 +89,14 @@ def test_a_terminal_without_rich_falls_back_to_lines(monkeypatch):
 
     monkeypatch.setattr(builtins, "__import__", no_rich)
     assert isinstance(reporter_for(Tty()), LineReporter)
+
+
+def test_rows_known_only_at_the_end_show_on_the_end_line_once(monkeypatch):
+    clock = Clock()
+    monkeypatch.setattr(progress.time, "monotonic", clock)
+    out = io.StringIO()
+    with progress.use(LineReporter(out, every_s=10)), progress.step("score (spark)") as s:
+        clock.now += 76
+        s.total_rows(84292)
+    assert out.getvalue().splitlines() == ["lakescore: score (spark): started",
+                                           "lakescore: score (spark): done, 84,292 rows in 76.0 s"]

@@ -37,6 +37,10 @@ class Step:
         if self._reporter is not None:
             self._reporter.update(self)
 
+    def total_rows(self, rows: int) -> None:
+        """Record, at the end, that the step did ``rows`` rows in all (shown on its end line only)."""
+        self.rows = int(rows)
+
     @property
     def elapsed_s(self) -> float:
         """Seconds since the step started."""

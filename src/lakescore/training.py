@@ -319,17 +319,17 @@ def train_project(project: ProjectConfig, runtime: Any, *,
     note = "retrain: always" if isinstance(found, TrainResult) else found
     with progress.step(f"train: read {cfg.data.table}@v{fingerprint.source_version}") as shown:
         frame_pd, y, pre = prepare_rows(project, runtime.read_table(cfg.data.table, version=fingerprint.source_version))
-        shown.advance(len(frame_pd))
+        shown.total_rows(len(frame_pd))
     train_idx, hold_idx = train_test_split(np.arange(len(frame_pd)), test_size=cfg.split.holdout_fraction,
                                            random_state=cfg.split.random_state)
     with progress.step("train: fit recipe and model", total=len(train_idx)) as shown:
         chain = fit_project_chain(project, frame_pd.iloc[train_idx], y.iloc[train_idx], pre)
-        shown.advance(len(train_idx))
+        shown.total_rows(len(train_idx))
     holdout = frame_pd.iloc[hold_idx]
     metrics = holdout_metrics(chain, holdout, y.iloc[hold_idx])
     with progress.step("admission: identity, lint, probe, fresh-process check", total=len(holdout)) as shown:
         evidence = admit(chain, holdout)  # raises ProbeError before anything is logged
-        shown.advance(len(holdout))
+        shown.total_rows(len(holdout))
     with progress.step("train: log and register"), mlflow.start_run(run_name="train") as run:
         mlflow.log_params({"model_class": cfg.model.class_name, "training_table": cfg.data.table,
                            "training_version": fingerprint.source_version,

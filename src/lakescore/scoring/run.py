@@ -84,7 +84,7 @@ def score_project(project: ProjectConfig, runtime: Any, *, recover: bool = False
     else:
         with progress.step(f"score ({inf.batch_compute}) {plan.source_table}@v{plan.source_version}") as shown:
             scored = _score_route(inf, source, plan)
-            shown.advance(len(scored))
+            shown.total_rows(len(scored))
     scored = attach_period(project, runtime, plan, prepared, scored)
     scored["model_name"] = pd.array([plan.model_name] * len(scored), dtype="string")
     scored["model_version"] = pd.array([plan.model_version] * len(scored), dtype="Int64")
