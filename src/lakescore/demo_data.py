@@ -41,13 +41,17 @@ def demo_frames() -> dict[str, pd.DataFrame]:
 
 
 def load_demo_data(runtime: Any) -> dict[str, str]:
-    """Write the demo tables that do not exist yet; return ``{table: "written" | "kept"}``."""
+    """Write the demo tables that do not exist yet; return ``{table: "written" | "kept"}``.
+
+    Under the runtime's ``demo_data`` first-use lock: two demos started at once on a fresh home
+    write each table once (the second finds them kept)."""
     done = {}
-    for name, frame in demo_frames().items():
-        if runtime.table_exists(name):
-            done[name] = "kept"
-            continue
-        cdf = {"configuration": {"delta.enableChangeDataFeed": "true"}} if name == INCOMING else {}
-        runtime.write_table(name, frame.reset_index(drop=True), mode="error", **cdf)  # the score source: CDF on
-        done[name] = "written"
+    with runtime.first_use("demo_data"):
+        for name, frame in demo_frames().items():
+            if runtime.table_exists(name):
+                done[name] = "kept"
+                continue
+            cdf = {"configuration": {"delta.enableChangeDataFeed": "true"}} if name == INCOMING else {}
+            runtime.write_table(name, frame.reset_index(drop=True), mode="error", **cdf)  # the score source: CDF on
+            done[name] = "written"
     return done

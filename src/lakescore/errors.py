@@ -65,6 +65,20 @@ class TableNotFoundError(LakescoreError):
     http_status = 404
 
 
+class TableExistsError(LakescoreError):
+    """A table that a write must create already exists (``mode="error"`` never overwrites)."""
+
+    code = "table_exists"
+    http_status = 409
+
+
+class StoreBusyError(LakescoreError):
+    """Another process holds a shared store's first-use lock for too long."""
+
+    code = "store_busy"
+    http_status = 503
+
+
 class ModelNotFoundError(LakescoreError):
     """A registered model, version or alias does not exist."""
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -18,7 +19,8 @@ from typing import Any, Literal
 import pandas as pd
 
 from lakescore.config import TABLE_NAME
-from lakescore.errors import RuntimeUnsupportedError, TableNotFoundError
+from lakescore.errors import RuntimeUnsupportedError, TableExistsError, TableNotFoundError
+from lakescore.locking import exclusive
 
 EXPERIMENT = "lakescore"
 
@@ -41,6 +43,7 @@ class LocalRuntime:
     target: str = "dev"
     kind: Literal["local"] = "local"
     _spark: Any = field(default=None, repr=False)
+    _mlflow_ready: bool = field(default=False, repr=False)
 
     def __post_init__(self) -> None:
         self.home = Path(self.home).resolve()
@@ -96,12 +99,31 @@ class LocalRuntime:
 
     def write_table(self, name: str, frame: pd.DataFrame, *, mode: Literal["error", "append"] = "error",
                     **kwargs: Any) -> None:
-        """Write ``frame`` as a Delta table (``mode="error"`` refuses to touch an existing one)."""
+        """Write ``frame`` as a Delta table (``mode="error"`` refuses to touch an existing one).
+
+        Raises
+        ------
+        TableExistsError
+            ``mode="error"`` and the table exists (code ``table_exists``).
+        """
         from deltalake import write_deltalake
+        from deltalake.exceptions import DeltaError
 
         path = self.table_path(name)
+        if mode == "error" and self.table_exists(name):
+            raise self._exists(name)
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_deltalake(str(path), frame, mode=mode, **kwargs)
+        try:
+            write_deltalake(str(path), frame, mode=mode, **kwargs)
+        except DeltaError as err:  # another process created it between the check and the write
+            if mode == "error" and "already exists" in str(err):
+                raise self._exists(name) from err
+            raise
+
+    def _exists(self, name: str) -> TableExistsError:
+        return TableExistsError(
+            f"table {name} already exists at {self.table_path(name)}; write_table(mode='error') never "
+            "overwrites. Append with mode='append', or pick another table name.", table=name)
 
     # --- engines -----------------------------------------------------------------------------
 
@@ -137,16 +159,39 @@ class LocalRuntime:
             )
         return self.spark().read.parquet(*table.file_uris())
 
+    def first_use(self, store: str) -> AbstractContextManager[Path]:
+        """A lock that serialises the first use of the shared ``store`` across processes.
+
+        ``<home>/locks/<store>.lock`` held with :func:`lakescore.locking.exclusive`: two commands
+        started at once on a fresh home create a store (MLflow's database, the demo tables) once,
+        the second waiting for the first.
+        """
+        return exclusive(self.home / "locks" / f"{store}.lock")
+
     def mlflow(self) -> Any:
-        """The ``mlflow`` module, pointed at SQLite tracking and registry under ``home``."""
+        """The ``mlflow`` module, pointed at SQLite tracking and registry under ``home``.
+
+        The first call in a process creates (or checks) the database and the ``lakescore``
+        experiment under the ``mlflow`` first-use lock, so concurrent commands on a fresh home
+        do not run MLflow's schema migrations twice at once.
+
+        Raises
+        ------
+        StoreBusyError
+            Another process held the lock for more than ten minutes.
+        """
         import mlflow  # heavy: only where models are logged or loaded
 
-        self.home.mkdir(parents=True, exist_ok=True)
         uri = f"sqlite:///{self.home / 'mlflow.db'}"
         mlflow.set_tracking_uri(uri)
         mlflow.set_registry_uri(uri)
-        if mlflow.get_experiment_by_name(EXPERIMENT) is None:
-            mlflow.create_experiment(EXPERIMENT, artifact_location=(self.home / "mlartifacts").as_uri())
+        if not self._mlflow_ready:
+            with self.first_use("mlflow"):
+                client = mlflow.MlflowClient()  # its stores migrate a fresh database on first call
+                if client.get_experiment_by_name(EXPERIMENT) is None:
+                    client.create_experiment(EXPERIMENT, artifact_location=(self.home / "mlartifacts").as_uri())
+                client.search_registered_models(max_results=1)  # the registry store, made here too
+            self._mlflow_ready = True
         mlflow.set_experiment(EXPERIMENT)
         return mlflow
 

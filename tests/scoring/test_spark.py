@@ -1,7 +1,9 @@
 """The Spark route's transport, checked against the single-node route on the same registered model:
 integers above 2**53 in and out stay exact, a text equal to any null marker stays text, a null in
-an integer feature is imputed by the recipe, and a value of the wrong kind excludes only its row."""
+an integer feature is imputed by the recipe, and a value of the wrong kind excludes only its row.
+Also the route's own notice: MLflow's env_manager warning answered in one line of ours."""
 
+import logging
 import textwrap
 
 import mlflow
@@ -15,7 +17,7 @@ from lakescore.frames import derive_label
 from lakescore.rules import load_output_rules, load_rules
 from lakescore.scoring.local import score_frame, score_single_node
 from lakescore.scoring.preflight import ScorePlan
-from lakescore.scoring.spark import score_spark
+from lakescore.scoring.spark import ENV_NOTE, _env_notice_answered, score_spark
 from lakescore.packaging import log_and_register
 from lakescore.training import fit_chain
 
@@ -113,3 +115,24 @@ def test_a_value_of_the_wrong_kind_excludes_only_its_row(registered):
     want = chain.predict(clean)
     assert got.loc[[0, 5], "prediction"].tolist() == want["prediction"].tolist()
     assert np.allclose(got.loc[[0, 5], "probability"].astype(float), want["probability"].astype(float), rtol=1e-9)
+
+MLFLOW_WARNING = ('Calling `spark_udf()` with `env_manager="local"` does not recreate the same environment '
+                  "that was used during training, which may lead to errors or inaccurate predictions.")
+
+
+def test_mlflows_local_environment_warning_is_replaced_by_our_line(caplog, capsys):
+    logger = logging.getLogger("mlflow.pyfunc")
+    with caplog.at_level(logging.INFO, logger="mlflow.pyfunc"):
+        with _env_notice_answered("local"):
+            logger.warning(MLFLOW_WARNING)
+            logger.info("Selected backend for flavor 'python_function'")
+        logger.warning(MLFLOW_WARNING)  # outside the spark_udf call MLflow speaks for itself
+    assert [r.getMessage()[:30] for r in caplog.records] == ["Selected backend for flavor 'p", MLFLOW_WARNING[:30]]
+    assert capsys.readouterr().err == ENV_NOTE + "\n"
+
+
+def test_a_virtualenv_route_keeps_mlflows_messages(caplog, capsys):
+    with caplog.at_level(logging.WARNING, logger="mlflow.pyfunc"), _env_notice_answered("virtualenv"):
+        logging.getLogger("mlflow.pyfunc").warning(MLFLOW_WARNING)
+    assert [r.getMessage() for r in caplog.records] == [MLFLOW_WARNING]
+    assert capsys.readouterr().err == ""

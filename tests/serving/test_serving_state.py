@@ -118,3 +118,21 @@ def test_a_state_db_of_a_newer_version_is_refused_with_what_to_do(tmp_path) -> N
     db = sqlite3.connect(path)
     assert db.execute("SELECT count(*) FROM replies").fetchone()[0] == 2  # left as it was
     db.close()
+
+
+FIRST_START = """
+import sys
+from lakescore.serving.state import ServingState, ensure_token
+wait_for_start()
+state = ServingState(sys.argv[1])
+state.audit("ml.scale", "ep", action="up")
+print(ensure_token(sys.argv[1]))
+"""
+
+
+def test_four_first_starts_at_once_share_one_token_and_one_database(tmp_path, at_once) -> None:
+    done = at_once(FIRST_START, [str(tmp_path)] * 4)
+    assert [code for code, _, _ in done] == [0, 0, 0, 0], [err[-2000:] for _, _, err in done]
+    tokens = {out.strip() for _, out, _ in done}
+    assert tokens == {(tmp_path / "serving" / "token").read_text().strip()}
+    assert len(ServingState(tmp_path).events("ml.scale")) == 4

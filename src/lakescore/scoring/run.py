@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from lakescore import progress
 from lakescore.config import ProjectConfig
 from lakescore.errors import LakescoreError
 from lakescore.scoring.preflight import ScorePlan, preflight
@@ -44,6 +45,17 @@ class ScoredRun:
                 "scope": self.scope.get("reason")}
 
 
+def _score_route(inf: Any, source: Any, plan: Any) -> pd.DataFrame:
+    if inf.batch_compute == "spark":
+        from lakescore.scoring.spark import score_spark
+
+        return score_spark(source, plan, batch_rows=inf.spark_udf_prediction_batch_rows,
+                           env_manager=inf.spark_udf_env_manager)
+    from lakescore.scoring.local import score_single_node
+
+    return score_single_node(source, plan, batch_rows=inf.spark_udf_prediction_batch_rows)
+
+
 def score_project(project: ProjectConfig, runtime: Any, *, recover: bool = False) -> ScoredRun:
     """Score the project's source table with the selected model (``lakescore score``).
 
@@ -69,15 +81,10 @@ def score_project(project: ProjectConfig, runtime: Any, *, recover: bool = False
     source = prepared.source_runtime(runtime, plan.source_table)  # a CDF window: only its inserted rows
     if prepared.empty:
         scored = empty_predictions(plan.record_keys)
-    elif inf.batch_compute == "spark":
-        from lakescore.scoring.spark import score_spark
-
-        scored = score_spark(source, plan, batch_rows=inf.spark_udf_prediction_batch_rows,
-                             env_manager=inf.spark_udf_env_manager)
     else:
-        from lakescore.scoring.local import score_single_node
-
-        scored = score_single_node(source, plan, batch_rows=inf.spark_udf_prediction_batch_rows)
+        with progress.step(f"score ({inf.batch_compute}) {plan.source_table}@v{plan.source_version}") as shown:
+            scored = _score_route(inf, source, plan)
+            shown.total_rows(len(scored))
     scored = attach_period(project, runtime, plan, prepared, scored)
     scored["model_name"] = pd.array([plan.model_name] * len(scored), dtype="string")
     scored["model_version"] = pd.array([plan.model_version] * len(scored), dtype="Int64")

@@ -13,7 +13,10 @@ the value back into a SQL null here. No text or number is reserved to mean null.
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+import sys
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import pandas as pd
 
@@ -35,6 +38,28 @@ def transport_ddl(fields: dict[str, str]) -> str:
     return ", ".join(f"{name} {kind}, {null_mask_name(name)} boolean" for name, kind in fields.items())
 
 
+ENV_NOTE = ("lakescore: env_manager=local: the workers score in this Python environment; each one "
+            "re-checks the certificate's sealed Python and library versions before it scores a row.")
+
+
+@contextmanager
+def _env_notice_answered(env_manager: str) -> Iterator[None]:
+    """With ``env_manager="local"``, replace MLflow's warning that the environment may differ from
+    training's by one line saying which check answers it (the certificate's version pins)."""
+    if env_manager != "local":
+        yield
+        return
+    drop = logging.Filter()
+    drop.filter = lambda record: 'env_manager="local"' not in record.getMessage()  # type: ignore[method-assign]
+    logger = logging.getLogger("mlflow.pyfunc")
+    logger.addFilter(drop)
+    try:
+        print(ENV_NOTE, file=sys.stderr, flush=True)
+        yield
+    finally:
+        logger.removeFilter(drop)
+
+
 def score_spark(runtime: Any, plan: ScorePlan, *, batch_rows: int, env_manager: str) -> pd.DataFrame:
     """Score the source at ``plan.source_version`` on Spark workers.
 
@@ -52,8 +77,9 @@ def score_spark(runtime: Any, plan: ScorePlan, *, batch_rows: int, env_manager: 
     source = runtime.spark_source(plan.source_table, version=plan.source_version)
     source = source.repartition(spark.sparkContext.defaultParallelism)  # every core gets batches
     fields = result_fields(get_model_info(plan.model_uri).signature.outputs)
-    udf = mlflow.pyfunc.spark_udf(spark, plan.model_uri, result_type=transport_ddl(fields), env_manager=env_manager,
-                                  params={"batch_rows": batch_rows, "null_transport": True})
+    with _env_notice_answered(env_manager):
+        udf = mlflow.pyfunc.spark_udf(spark, plan.model_uri, result_type=transport_ddl(fields),
+                                      env_manager=env_manager, params={"batch_rows": batch_rows, "null_transport": True})
     scored = source.select(*plan.record_keys, udf(F.struct(*plan.input_columns)).alias("_r"))
     columns = [F.when(F.col(f"_r.{null_mask_name(name)}"), F.lit(None).cast(kind))
                .otherwise(F.col(f"_r.{name}")).alias(name) for name, kind in fields.items()]

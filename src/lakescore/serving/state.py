@@ -34,6 +34,7 @@ from typing import Any, Iterable
 import psutil
 
 from lakescore.errors import StateVersionError
+from lakescore.locking import exclusive
 from lakescore.serving.idempotency import Kept, check_same_request
 
 SCHEMA_VERSION = 2  # 2: replies carry request_digest
@@ -61,13 +62,14 @@ def ensure_token(home: str | Path) -> str:
     """The endpoint's bearer token: read ``<home>/serving/token``, or create it (32 random bytes,
     URL-safe, file mode 0600) on first start."""
     path = serving_dir(home) / "token"
-    if path.exists():
-        return path.read_text().strip()
-    token = secrets.token_urlsafe(32)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(token + "\n")
-    return token
+    with exclusive(path.with_name("token.lock")):  # two first starts at once make one token
+        if path.exists():
+            return path.read_text().strip()
+        token = secrets.token_urlsafe(32)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(token + "\n")
+        return token
 
 
 @dataclass(frozen=True)
@@ -92,14 +94,15 @@ class ServingState:
     def __init__(self, home: str | Path) -> None:
         self.path = serving_dir(home) / "state.db"
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
+        with exclusive(self.path.with_name("state.db.lock")):  # first use: WAL switch and schema, once
+            self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30, isolation_level=None)
+            try:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._ensure_schema()
+            except BaseException:
+                self._db.close()
+                raise
         self._db.execute("PRAGMA synchronous=NORMAL")
-        try:
-            self._ensure_schema()
-        except BaseException:
-            self._db.close()
-            raise
 
     def _ensure_schema(self) -> None:
         """Create the tables, or migrate them (and audit ``ml.state.migrated``) in one transaction."""
