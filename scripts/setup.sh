@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Set up the local environment: check Java 17+, create .venv, install the exact versions in
-# requirements.lock, then the lakescore package itself (editable, no further resolution).
+# requirements.lock, then the lakescore package itself (editable, no further resolution), then
+# fetch Delta Lake's Spark jars once into .venv/lakescore-jars/ (Spark's own resolver, network).
+# After this, `make demo` and `make test` need no network.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,6 +29,12 @@ fi
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.lock
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+echo "lakescore set-up: Delta Lake's Spark jars into .venv/lakescore-jars (once; needs Maven Central)"
+.venv/bin/python -c 'from lakescore.runtime import fetch_delta_jars; fetch_delta_jars()' \
+  > .venv/lakescore-jars.log 2>&1 || {
+  echo "lakescore set-up: fetching Delta Lake's Spark jars failed; see .venv/lakescore-jars.log" >&2
+  exit 1
+}
 touch .venv/.installed
 
 # Headless Chromium renders the monitoring report in tests/monitoring/test_report.py (skipped

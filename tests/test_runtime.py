@@ -1,10 +1,17 @@
-"""The local runtime's table naming and its errors."""
+"""The local runtime: table naming and its errors, Delta Lake's cached Spark jars, and reading a
+table's exact snapshot on both engines (deletion vectors, column mapping, pinned versions)."""
+
+import json
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
+from deltalake import DeltaTable
+from fixtures.spark_delta import write_spark_delta
 
-from lakescore.errors import TableExistsError, TableNotFoundError
-from lakescore.runtime import LocalRuntime
+from lakescore.errors import DeltaJarsMissingError, TableExistsError, TableNotFoundError
+from lakescore.runtime import DELTA_SPARK_PACKAGE, LocalRuntime, delta_jars
 
 
 def test_three_part_names_map_to_warehouse_folders(tmp_path):
@@ -58,3 +65,92 @@ def test_four_processes_initialise_a_fresh_home_at_once(tmp_path, at_once):
     client = mlflow.MlflowClient()
     client.create_registered_model("main.s.m")
     assert [m.name for m in client.search_registered_models()] == ["main.s.m"]
+
+
+def test_missing_delta_jars_say_in_one_line_which_command_fetches_them(tmp_path):
+    with pytest.raises(DeltaJarsMissingError) as err:
+        delta_jars(tmp_path / "lakescore-jars")
+    assert err.value.code == "delta_jars_missing"
+    assert str(err.value) == (f"Delta Lake's Spark jars are not in {tmp_path / 'lakescore-jars'}: run `bash "
+                              f"scripts/setup.sh` once (fetches {DELTA_SPARK_PACKAGE} from Maven Central).")
+
+
+def test_jars_of_another_delta_version_or_a_deleted_jar_are_refused(tmp_path):
+    (tmp_path / "a.jar").write_bytes(b"jar")
+    (tmp_path / "delta-jars.json").write_text(json.dumps({"package": "io.delta:delta-spark_4.1_2.13:4.4.0",
+                                                          "jars": ["a.jar"]}))
+    with pytest.raises(DeltaJarsMissingError, match="are for 'io.delta:delta-spark_4.1_2.13:4.4.0' or incomplete"):
+        delta_jars(tmp_path)
+    (tmp_path / "delta-jars.json").write_text(json.dumps({"package": DELTA_SPARK_PACKAGE, "jars": ["a.jar", "b.jar"]}))
+    with pytest.raises(DeltaJarsMissingError, match="run `bash scripts/setup.sh` once"):
+        delta_jars(tmp_path)
+    (tmp_path / "b.jar").write_bytes(b"jar")
+    assert delta_jars(tmp_path) == [tmp_path / "a.jar", tmp_path / "b.jar"]
+
+
+def test_set_up_cached_the_delta_jars_in_this_environment():
+    names = [jar.name for jar in delta_jars()]
+    assert "io.delta_delta-spark_4.2_2.13-4.4.0.jar" in names and "io.delta_delta-storage-4.4.0.jar" in names
+
+
+@pytest.mark.spark
+def test_the_session_loads_delta_from_cached_jars_not_packages(spark):
+    conf = spark.sparkContext.getConf()
+    assert conf.get("spark.sql.extensions") == "io.delta.sql.DeltaSparkSessionExtension"
+    assert conf.get("spark.sql.catalog.spark_catalog") == "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+    assert conf.get("spark.jars.packages", None) is None  # no resolution, so no network at start
+    assert conf.get("spark.sql.execution.arrow.pyspark.enabled") == "true"
+    assert spark.version == "4.2.0"
+
+
+@pytest.mark.spark
+def test_spark_source_reads_the_pinned_version_through_delta(spark_runtime):
+    spark_runtime.write_table("main.s.t", pd.DataFrame({"k": [1, 2], "p": ["a", "b"]}), partition_by=["p"])
+    spark_runtime.write_table("main.s.t", pd.DataFrame({"k": [3], "p": ["a"]}), mode="append")
+    at = {v: sorted(r.k for r in spark_runtime.spark_source("main.s.t", version=v).collect()) for v in (0, 1)}
+    assert at == {0: [1, 2], 1: [1, 2, 3]}  # partitioned tables too (the Parquet route refused them)
+
+
+@pytest.fixture
+def deleted_two_of_ten(spark_runtime):
+    """A Spark Delta table of keys 0..9 whose v1 deletes keys 3 and 7 through a deletion vector."""
+    path = spark_runtime.table_path("main.s.dv")
+    write_spark_delta(spark_runtime.spark(), path, pd.DataFrame({"k": range(10), "x": [k * 1.5 for k in range(10)]}),
+                      properties={"delta.enableDeletionVectors": "true"}, delete="k IN (3, 7)")
+    table = DeltaTable(str(path))
+    assert len(pa.table(table.deletion_vectors())) == 1  # one file with a deletion vector,
+    assert sum(pq.read_metadata(u.removeprefix("file://")).num_rows for u in table.file_uris()) == 10  # still 10 rows
+    return spark_runtime
+
+
+@pytest.mark.spark
+def test_both_engines_read_a_deletion_vector_tables_snapshot(deleted_two_of_ten):
+    runtime = deleted_two_of_ten
+    kept = [0, 1, 2, 4, 5, 6, 8, 9]
+    assert sorted(r.k for r in runtime.spark_source("main.s.dv", version=1).collect()) == kept
+    assert sorted(r.k for r in runtime.spark_source("main.s.dv", version=0).collect()) == list(range(10))
+    frame = runtime.read_table("main.s.dv", version=1, columns=["x", "k"]).sort_values("k", ignore_index=True)
+    assert frame.columns.tolist() == ["x", "k"] and frame["k"].tolist() == kept
+    assert frame["x"].tolist() == [k * 1.5 for k in kept] and str(frame["k"].dtype) == "int64"
+    assert sorted(runtime.read_table("main.s.dv", version=0)["k"]) == list(range(10))
+    assert runtime.reader_features("main.s.dv") == {"deletionVectors"}
+    assert runtime.unreadable_features("main.s.dv") == frozenset()
+
+
+@pytest.mark.spark
+def test_a_column_mapped_table_is_read_by_name_not_as_nulls(spark_runtime):
+    path = spark_runtime.table_path("main.s.cm")
+    write_spark_delta(spark_runtime.spark(), path, pd.DataFrame({"k": [1, 2], "x": [0.5, 2.5]}),
+                      properties={"delta.columnMapping.mode": "name"})
+    assert spark_runtime.reader_features("main.s.cm") == {"columnMapping"}
+    assert spark_runtime.read_table("main.s.cm").sort_values("k")["x"].tolist() == [0.5, 2.5]
+
+
+@pytest.mark.spark
+def test_delta_rs_cannot_read_type_widening_and_says_so(spark_runtime):
+    path = spark_runtime.table_path("main.s.tw")
+    write_spark_delta(spark_runtime.spark(), path, pd.DataFrame({"k": [1, 2]}),
+                      properties={"delta.enableTypeWidening": "true"})
+    assert spark_runtime.unreadable_features("main.s.tw") == {"typeWidening"}
+    assert spark_runtime.unreadable_features("main.s.tw", engine="spark") == frozenset()
+    assert sorted(r.k for r in spark_runtime.spark_source("main.s.tw", version=0).collect()) == [1, 2]

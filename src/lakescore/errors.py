@@ -224,3 +224,15 @@ class SparkPolarsUnsupportedError(LakescoreError):
     """A Polars-trained chain was asked to score on Spark (whose batches are pandas)."""
 
     code = "spark_polars_unsupported"
+
+
+class DeltaJarsMissingError(RuntimeUnsupportedError):
+    """The local SparkSession needs Delta Lake's Spark jars, which set-up fetches once."""
+
+    code = "delta_jars_missing"
+
+
+class TableFeatureUnsupportedError(RuntimeUnsupportedError):
+    """A Delta table needs a reader feature that the route's engine cannot read."""
+
+    code = "table_feature_unsupported"

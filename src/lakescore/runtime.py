@@ -1,14 +1,16 @@
 """Where things live: the embedded ``local`` default, or ``databricks``.
 
-Local (no workspace, no network): a ``local[2]`` SparkSession with Arrow on; MLflow tracking and
-registry in SQLite under ``<home>/mlflow.db``; Delta tables through ``deltalake`` under
-``<home>/warehouse/<catalog>/<schema>/<table>``, addressed by three-part names. Spark cannot read
-Delta here (its jars come from Maven), so the local Spark route reads the Parquet files of the
-pinned table version, which is exactly the snapshot Delta describes.
+Local (no workspace, no network): a ``local[2]`` SparkSession with Arrow on and Delta Lake's
+extension and catalog; MLflow tracking and registry in SQLite under ``<home>/mlflow.db``; Delta
+tables under ``<home>/warehouse/<catalog>/<schema>/<table>``, addressed by three-part names. Both
+engines read every table through a Delta reader, never the Parquet files behind a version: Spark
+through Delta Lake (jars fetched once by ``scripts/setup.sh`` into the environment, see
+:func:`fetch_delta_jars`), the single-node route through ``deltalake`` (delta-rs).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from contextlib import AbstractContextManager
@@ -19,10 +21,116 @@ from typing import Any, Literal
 import pandas as pd
 
 from lakescore.config import TABLE_NAME
-from lakescore.errors import RuntimeUnsupportedError, TableExistsError, TableNotFoundError
+from lakescore.errors import DeltaJarsMissingError, RuntimeUnsupportedError, TableExistsError, TableNotFoundError
 from lakescore.locking import exclusive
 
 EXPERIMENT = "lakescore"
+
+# Delta Lake for Spark 4.2 / Scala 2.13 (pyspark==4.2.0 in requirements.lock; Databricks Runtime 19).
+DELTA_SPARK_PACKAGE = "io.delta:delta-spark_4.2_2.13:4.4.0"
+SPARK_DELTA_CONF = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    "spark.databricks.delta.snapshotPartitions": "2",  # log replay on 2 cores, not Delta's 50 tasks
+}
+# Reader features that delta-rs 1.6.6 reads with ``DeltaTable.scan`` (DataFusion), checked on tables
+# that Spark Delta 4.4 wrote; it refuses typeWidening and vacuumProtocolCheck. Its ``to_pandas``
+# (pyarrow datasets) reads only deltalake.table.SUPPORTED_READER_FEATURES, and a column-mapped table
+# (reader version 2) it reads as all nulls, so :meth:`LocalRuntime.read_table` scans those.
+DELTA_RS_READER_FEATURES = frozenset({"timestampNtz", "variantType", "variantType-preview",
+                                      "deletionVectors", "columnMapping", "v2Checkpoint"})
+
+
+def delta_jars_dir() -> Path:
+    """Folder of Delta Lake's Spark jars: ``lakescore-jars`` inside this Python environment."""
+    return Path(sys.prefix) / "lakescore-jars"
+
+
+def delta_jars(folder: Path | None = None) -> list[Path]:
+    """The cached jars of :data:`DELTA_SPARK_PACKAGE` and its dependencies.
+
+    Parameters
+    ----------
+    folder : Path, optional
+        Default :func:`delta_jars_dir`.
+
+    Returns
+    -------
+    list of Path
+        Jar files, in the order Spark's resolver listed them.
+
+    Raises
+    ------
+    DeltaJarsMissingError
+        No manifest, one for another Delta version, or a listed jar gone: one line with the
+        command that fetches them.
+    """
+    folder = folder or delta_jars_dir()
+    manifest = folder / "delta-jars.json"
+    fix = f"run `bash scripts/setup.sh` once (fetches {DELTA_SPARK_PACKAGE} from Maven Central)"
+    if not manifest.is_file():
+        raise DeltaJarsMissingError(f"Delta Lake's Spark jars are not in {folder}: {fix}.", folder=str(folder))
+    listed = json.loads(manifest.read_text())
+    jars = [folder / name for name in listed.get("jars", [])]
+    if listed.get("package") != DELTA_SPARK_PACKAGE or not jars or not all(j.is_file() for j in jars):
+        raise DeltaJarsMissingError(
+            f"Delta Lake's Spark jars in {folder} are for {listed.get('package')!r} or incomplete, "
+            f"not {DELTA_SPARK_PACKAGE}: {fix}.", folder=str(folder))
+    return jars
+
+
+def fetch_delta_jars(folder: Path | None = None) -> list[Path]:
+    """Fetch :data:`DELTA_SPARK_PACKAGE` once with Spark's own resolver (Ivy, network).
+
+    Resolves the package and its dependencies into ``folder/ivy`` with ``spark.jars.packages``
+    (as Delta Lake documents) in a throwaway local session, then writes ``delta-jars.json``
+    listing the jars. Later sessions load them with ``spark.jars`` and need no network. Run by
+    ``scripts/setup.sh``; does nothing when the jars are already there.
+
+    Parameters
+    ----------
+    folder : Path, optional
+        Default :func:`delta_jars_dir`.
+
+    Returns
+    -------
+    list of Path
+        As :func:`delta_jars`.
+    """
+    folder = folder or delta_jars_dir()
+    try:
+        return delta_jars(folder)
+    except DeltaJarsMissingError:
+        pass
+    _spark_environment()
+    from pyspark.sql import SparkSession  # heavy: only at set-up
+
+    session = (SparkSession.builder.master("local[1]").appName("lakescore-fetch-delta-jars")
+               .config("spark.jars.packages", DELTA_SPARK_PACKAGE)
+               .config("spark.jars.ivy", str(folder / "ivy"))
+               .config("spark.ui.enabled", "false").getOrCreate())
+    try:
+        uris = [u for u in session.sparkContext.getConf().get("spark.jars", "").split(",") if u]
+    finally:
+        session.stop()
+    from urllib.parse import unquote, urlparse
+
+    names = [str(Path(unquote(urlparse(u).path)).relative_to(folder)) for u in uris]
+    (folder / "delta-jars.json").write_text(json.dumps({"package": DELTA_SPARK_PACKAGE, "jars": names}, indent=1))
+    return delta_jars(folder)
+
+
+def _reader_features(table: Any) -> frozenset[str]:
+    protocol = table.protocol()
+    if protocol.min_reader_version == 2:
+        return frozenset({"columnMapping"})
+    return frozenset(protocol.reader_features or ())
+
+
+def _spark_environment() -> None:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers need the venv
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # local[2] never leaves loopback
 
 
 def _check_name(name: str) -> tuple[str, str, str]:
@@ -92,10 +200,42 @@ class LocalRuntime:
 
         return pa.schema(schema).empty_table().to_pandas()
 
+    def reader_features(self, name: str, *, version: int | None = None) -> frozenset[str]:
+        """Delta reader features that table ``name`` (at ``version``) asks of every reader.
+
+        Reader version 2 means ``columnMapping`` (Delta protocol); version 3 lists its features.
+        """
+        return _reader_features(self.delta_table(name, version=version))
+
+    def unreadable_features(self, name: str, *, version: int | None = None,
+                            engine: Literal["delta-rs", "spark"] = "delta-rs") -> frozenset[str]:
+        """Reader features of table ``name`` that ``engine`` cannot read (empty: it reads the table).
+
+        Spark reads through Delta Lake (:data:`DELTA_SPARK_PACKAGE`), which reads every feature
+        it writes; delta-rs reads :data:`DELTA_RS_READER_FEATURES`.
+        """
+        if engine == "spark":
+            return frozenset()
+        return self.reader_features(name, version=version) - DELTA_RS_READER_FEATURES
+
     def read_table(self, name: str, *, version: int | None = None,
                    columns: list[str] | None = None) -> pd.DataFrame:
-        """Read a table (at a pinned ``version``) into pandas."""
-        return self.delta_table(name, version=version).to_pandas(columns=columns)
+        """Read the snapshot of a table (at a pinned ``version``) into pandas, through delta-rs.
+
+        Rows come in file order, except for tables whose reader features pyarrow datasets lack
+        (deletion vectors, column mapping, v2 checkpoints): delta-rs's own scan reads those,
+        applying them, in no particular row order. Same columns and dtypes either way.
+        """
+        from deltalake.table import SUPPORTED_READER_FEATURES
+
+        table = self.delta_table(name, version=version)
+        if _reader_features(table) <= SUPPORTED_READER_FEATURES:
+            return table.to_pandas(columns=columns)
+        import pyarrow as pa  # the scan streams Arrow batches; cast back to the table's own types
+
+        schema = pa.schema(table.schema().to_arrow())
+        wanted = pa.schema([schema.field(c) for c in (columns or schema.names)])
+        return pa.table(table.scan(columns=columns)).select(wanted.names).cast(wanted).to_pandas()
 
     def write_table(self, name: str, frame: pd.DataFrame, *, mode: Literal["error", "append"] = "error",
                     **kwargs: Any) -> None:
@@ -128,15 +268,26 @@ class LocalRuntime:
     # --- engines -----------------------------------------------------------------------------
 
     def spark(self) -> Any:
-        """A shared ``local[2]`` SparkSession with Arrow on and stable pandas integer dtypes."""
+        """A shared ``local[2]`` SparkSession with Delta Lake, Arrow on and stable pandas integer dtypes.
+
+        Delta Lake's extension and catalog come from the jars that ``scripts/setup.sh`` cached
+        (``spark.jars``): starting the session needs no network.
+
+        Raises
+        ------
+        DeltaJarsMissingError
+            The jars are not cached in this environment (one line naming the command).
+        """
         if self._spark is None:
-            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers need the venv
-            os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # local[2] never leaves loopback
+            jars = delta_jars()
+            _spark_environment()
             from pyspark.sql import SparkSession  # heavy: only when Spark is used
 
+            builder = SparkSession.builder.master("local[2]").appName("lakescore")
+            for key, value in SPARK_DELTA_CONF.items():
+                builder = builder.config(key, value)
             self._spark = (
-                SparkSession.builder.master("local[2]").appName("lakescore")
+                builder.config("spark.jars", ",".join(str(j) for j in jars))
                 .config("spark.sql.execution.arrow.pyspark.enabled", "true")
                 .config("spark.sql.execution.pythonUDF.pandas.preferIntExtensionDtype", "true")
                 .config("spark.sql.shuffle.partitions", "4")
@@ -150,14 +301,19 @@ class LocalRuntime:
         return self._spark
 
     def spark_source(self, name: str, *, version: int) -> Any:
-        """A Spark DataFrame of table ``name`` at ``version`` (its Parquet files, read by Spark)."""
-        table = self.delta_table(name, version=version)
-        if table.metadata().partition_columns:
-            raise RuntimeUnsupportedError(
-                f"table {name} is partitioned; the local Spark route reads unpartitioned tables "
-                "only. Use batch_compute: single_node locally, or run on Databricks."
-            )
-        return self.spark().read.parquet(*table.file_uris())
+        """A Spark DataFrame of table ``name`` at ``version``, read through Delta Lake.
+
+        Exactly the snapshot: deletion vectors, partitions and column mapping are applied by
+        Delta's reader (``versionAsOf``), never by listing Parquet files.
+
+        Raises
+        ------
+        TableNotFoundError
+            The table does not exist (naming the folder and the fix).
+        """
+        self.delta_table(name, version=version)  # a missing table or version fails here, with its fix
+        return (self.spark().read.format("delta").option("versionAsOf", version)
+                .load(str(self.table_path(name))))
 
     def first_use(self, store: str) -> AbstractContextManager[Path]:
         """A lock that serialises the first use of the shared ``store`` across processes.

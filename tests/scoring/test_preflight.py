@@ -1,5 +1,5 @@
-"""Preflight refuses, before any work: uncertified models, Polars chains on Spark, and the SDK's
-runtime="spark"."""
+"""Preflight refuses, before any work: uncertified models, Polars chains on Spark, a source whose
+Delta reader features the route's engine cannot read, and the SDK's runtime="spark"."""
 
 import dataclasses
 
@@ -12,6 +12,7 @@ from lakescore.errors import ConfigError, RuntimeUnsupportedError
 from lakescore.packaging import LakescoreModel, log_and_register
 from lakescore.scoring.local import score_frame
 from lakescore.scoring.preflight import preflight
+from lakescore.scoring.run import score_project
 
 NAME = "main.flights.late_arrival"
 
@@ -76,3 +77,27 @@ def test_a_source_column_of_another_type_is_refused_before_any_work(runtime, pro
     with pytest.raises(ConfigError, match="column 'dep_delay' holds string values; model main.flights.late_arrival "
                                           "v1 reads number"):
         preflight(load_project(project_dir), runtime)
+
+
+@pytest.mark.spark
+def test_a_source_that_delta_rs_cannot_read_is_refused_on_single_node_before_any_work(spark_runtime, project_dir,
+                                                                                      flights_sample, small_chain):
+    from fixtures.spark_delta import write_spark_delta
+
+    write_spark_delta(spark_runtime.spark(), spark_runtime.table_path("main.flights.flights_incoming"),
+                      flights_sample.head(10), properties={"delta.enableTypeWidening": "true"})
+    spark_runtime.mlflow()
+    with mlflow.start_run():
+        log_and_register(small_chain, example=flights_sample.head(5), name=NAME, alias="champion",
+                         evidence=admit(small_chain, flights_sample.iloc[1000:]))
+    project = load_project(project_dir)
+    single = dataclasses.replace(project, inference=project.inference.model_copy(update={"batch_compute": "single_node"}))
+    with pytest.raises(ConfigError) as err:
+        score_project(single, spark_runtime)
+    assert err.value.problems == [
+        "table_feature_unsupported: score source main.flights.flights_incoming v0 needs Delta reader feature(s) "
+        "['typeWidening'] that the single-node route's reader (delta-rs 1.6.6) cannot read. Set batch_compute: "
+        "spark in config/inference.yml (Spark reads it through Delta Lake)."]
+    assert list(spark_runtime.runs_dir().iterdir()) == []  # nothing scored or staged
+    assert not spark_runtime.table_exists(project.inference.prediction_table)  # nothing published
+    assert preflight(project, spark_runtime).source_version == 0  # the Spark route reads it

@@ -7,7 +7,8 @@ from typing import Any
 
 from lakescore.config import ProjectConfig
 from lakescore.admission.certificate import require_admitted
-from lakescore.errors import ConfigError, LakescoreError, SparkPolarsUnsupportedError, UncertifiedModelError
+from lakescore.errors import (ConfigError, LakescoreError, SparkPolarsUnsupportedError, TableFeatureUnsupportedError,
+                              UncertifiedModelError)
 
 
 @dataclass(frozen=True)
@@ -33,8 +34,10 @@ def preflight(project: ProjectConfig, runtime: Any) -> ScorePlan:
     ConfigError
         Listing every problem: a source table that does not exist, a model/version/alias that does
         not exist, missing input or key columns, a model without an admitting certificate
-        (``uncertified_model``), a Polars-trained chain on Spark (``spark_polars_unsupported``), or
-        a source column whose kind (number, boolean, string, datetime) differs from the signature's.
+        (``uncertified_model``), a Polars-trained chain on Spark (``spark_polars_unsupported``),
+        a source column whose kind (number, boolean, string, datetime) differs from the signature's,
+        or a source table with a Delta reader feature that the route's engine cannot read
+        (``table_feature_unsupported``: delta-rs on the single-node route).
 
     Notes
     -----
@@ -52,6 +55,9 @@ def preflight(project: ProjectConfig, runtime: Any) -> ScorePlan:
     try:
         source_version = runtime.table_version(inf.score_source_table)
         columns = set(runtime.table_columns(inf.score_source_table))
+        _check_readable(project, runtime, source_version)
+    except TableFeatureUnsupportedError as err:
+        problems.append(f"{err.code}: {err}")
     except LakescoreError as err:
         problems.append(f"{project.shown('inference')}: score_source_table {inf.score_source_table!r}: {err}")
     runtime.mlflow()
@@ -92,6 +98,22 @@ def preflight(project: ProjectConfig, runtime: Any) -> ScorePlan:
     assert cert is not None  # problems is empty only when the certificate was read
     return ScorePlan(inf.score_source_table, source_version, name, version, uri, inputs, keys,
                      cert.digest, cert.artifact_sha256)
+
+
+def _check_readable(project: ProjectConfig, runtime: Any, version: int) -> None:
+    """Refuse a source whose Delta reader features the route's engine cannot read (so it never
+    reads the Parquet files behind them, nor fails half-way)."""
+    inf = project.inference
+    engine = "spark" if inf.batch_compute == "spark" else "delta-rs"
+    unreadable = runtime.unreadable_features(inf.score_source_table, version=version, engine=engine)
+    if unreadable:
+        import deltalake  # only to name the reader's version
+
+        raise TableFeatureUnsupportedError(
+            f"score source {inf.score_source_table} v{version} needs Delta reader feature(s) {sorted(unreadable)} "
+            f"that the single-node route's reader (delta-rs {deltalake.__version__}) cannot read. Set batch_compute: "
+            f"spark in {project.shown('inference')} (Spark reads it through Delta Lake).",
+            table=inf.score_source_table, features=sorted(unreadable))
 
 
 def _engine(model_uri: str) -> str:

@@ -1,0 +1,53 @@
+"""``score_project`` reads exactly the source's Delta snapshot on both routes: a deletion vector
+that hides 2 of 10 rows hides them from scoring and from the published predictions."""
+
+import dataclasses
+
+import mlflow
+import pytest
+from fixtures.spark_delta import write_spark_delta
+
+from lakescore.admission.evidence import admit
+from lakescore.config import load_project
+from lakescore.demo_data import INCOMING
+from lakescore.packaging import log_and_register
+from lakescore.publish.run import publish_scored
+from lakescore.scoring.run import score_project
+
+pytestmark = pytest.mark.spark
+NAME = "main.flights.late_arrival"
+
+
+@pytest.fixture
+def dv_project(spark_runtime, project_dir, flights_sample, small_chain):
+    """Ten real flights as a Spark Delta source whose v1 deletes two of them through a deletion vector."""
+    ten = flights_sample.head(10)
+    deleted = [int(ten["flight_id"].iloc[2]), int(ten["flight_id"].iloc[6])]
+    write_spark_delta(spark_runtime.spark(), spark_runtime.table_path(INCOMING), ten,
+                      properties={"delta.enableDeletionVectors": "true", "delta.enableChangeDataFeed": "true"},
+                      delete=f"flight_id IN ({deleted[0]}, {deleted[1]})")
+    spark_runtime.mlflow()
+    with mlflow.start_run():
+        log_and_register(small_chain, example=flights_sample.head(5), name=NAME, alias="champion",
+                         evidence=admit(small_chain, flights_sample.iloc[1000:]))
+    kept = sorted(int(k) for k in ten["flight_id"] if int(k) not in deleted)
+    return load_project(project_dir), spark_runtime, ten, kept
+
+
+def test_deleted_rows_are_neither_scored_nor_published_on_either_route(dv_project, small_chain):
+    project, runtime, ten, kept = dv_project
+    assert project.inference.batch_compute == "spark"
+    on_spark = score_project(project, runtime)
+    assert on_spark.plan.source_version == 1 and on_spark.counts["rows_in"] == 8
+    assert on_spark.predictions["flight_id"].tolist() == kept
+
+    single = dataclasses.replace(project, inference=project.inference.model_copy(update={"batch_compute": "single_node"}))
+    on_one_node = score_project(single, runtime)
+    assert on_one_node.predictions["flight_id"].tolist() == kept
+    assert on_one_node.predictions["prediction"].equals(on_spark.predictions["prediction"])
+    rows = ten.set_index("flight_id").loc[kept].reset_index()  # independent: the chain on the kept rows
+    assert on_spark.predictions["prediction"].tolist() == small_chain.predict(rows)["prediction"].tolist()
+
+    publish_scored(project, runtime, on_spark)
+    stored = runtime.read_table(project.inference.prediction_table)
+    assert sorted(stored["flight_id"]) == kept
