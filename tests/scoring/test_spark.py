@@ -128,11 +128,13 @@ def test_mlflows_local_environment_warning_is_replaced_by_our_line(caplog, capsy
             logger.info("Selected backend for flavor 'python_function'")
         logger.warning(MLFLOW_WARNING)  # outside the spark_udf call MLflow speaks for itself
     assert [r.getMessage()[:30] for r in caplog.records] == ["Selected backend for flavor 'p", MLFLOW_WARNING[:30]]
-    assert capsys.readouterr().err == ENV_NOTE + "\n"
+    # MLflow's own handler (once another test configured it) may echo its records after our line
+    err = capsys.readouterr().err
+    assert err.startswith(ENV_NOTE + "\n") and err.count(MLFLOW_WARNING) <= 1
 
 
 def test_a_virtualenv_route_keeps_mlflows_messages(caplog, capsys):
     with caplog.at_level(logging.WARNING, logger="mlflow.pyfunc"), _env_notice_answered("virtualenv"):
         logging.getLogger("mlflow.pyfunc").warning(MLFLOW_WARNING)
     assert [r.getMessage() for r in caplog.records] == [MLFLOW_WARNING]
-    assert capsys.readouterr().err == ""
+    assert ENV_NOTE not in capsys.readouterr().err

@@ -156,7 +156,8 @@ def test_warm_answers_equal_batch_scoring(endpoint, trained: Trained, runtime: L
     inference = yaml.safe_load((config / "inference.yml").read_text())
     inference["batch_compute"] = "single_node"
     (config / "inference.yml").write_text(yaml.safe_dump(inference))
-    runtime.write_table(inference["score_source_table"], trained.requests.reset_index(drop=True))
+    source = load_project(config).inference.score_source_table  # ${catalog}.${schema}.… resolved
+    runtime.write_table(source, trained.requests.reset_index(drop=True))
     from lakescore.scoring.run import score_project
 
     batch = score_project(load_project(config), runtime).predictions
