@@ -135,6 +135,17 @@ def test_requests_without_the_token_get_401(endpoint) -> None:
             assert resp.json()["error_code"] == "unauthorized"
 
 
+def test_a_null_whole_number_is_answered_like_the_batch_routes(endpoint, trained: Trained, runtime: LocalRuntime) -> None:
+    """Issue 9: a null in a long input (``hour``) is scored as a null (the recipe imputes it), not
+    refused with a 400 the batch routes never give."""
+    frame = trained.requests.head(3).reset_index(drop=True)
+    frame["hour"] = frame["hour"].astype("Int64")
+    frame.loc[1, "hour"] = pd.NA
+    resp = endpoint.score(records(frame, trained.input_columns))
+    assert resp.status_code == 200, resp.text
+    assert_same_answers(resp.json()["predictions"], expected_rows(chain_of(runtime, 1), frame))
+
+
 def test_warm_answers_equal_batch_scoring(endpoint, trained: Trained, runtime: LocalRuntime, module_home) -> None:
     rows = records(trained.requests, trained.input_columns)
     resp = endpoint.score(rows)
@@ -173,7 +184,7 @@ def test_malformed_input_gets_4xx_and_the_copy_keeps_serving(endpoint, trained: 
     bad_requests = [
         (b"{\"dataframe_records\": [", 400, "not valid JSON"),
         ({"dataframe_records": [{**good[0], "tailnum": "N1"}]}, 400, "unknown column 'tailnum'"),
-        ({"dataframe_records": [{**good[0], "distance": "far"}]}, 400, "column 'distance' needs a whole number"),
+        ({"dataframe_records": [{**good[0], "distance": "far"}]}, 400, "column 'distance' needs a whole number or null"),
         ({"dataframe_records": [{k: v for k, v in good[0].items() if k != "origin"}]}, 400, "lacks column 'origin'"),
         ({"dataframe_records": good * 600}, 413, "max_rows_per_request"),
         (b"x" * ((1 << 20) + 1), 413, "max_body_bytes"),

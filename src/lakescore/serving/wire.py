@@ -27,7 +27,8 @@ from lakescore.errors import RequestError
 INTEGER_TYPES = {"long", "integer"}
 FLOAT_TYPES = {"double", "float"}
 MAX_PROBLEMS_SHOWN = 5
-DTYPES = {"long": "int64", "integer": "int64", "double": "float64", "float": "float64"}
+# nullable integer and boolean dtypes, as the batch routes read a Delta table (Int64, never float64)
+DTYPES = {"long": "Int64", "integer": "Int64", "double": "float64", "float": "float64", "boolean": "boolean"}
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,8 @@ class ScoreRequest:
 
     @cached_property
     def frame(self) -> pd.DataFrame:
-        """DataFrame of shape (n_rows, n_columns): int64, float64 (NaN for null), object columns."""
+        """DataFrame of shape (n_rows, n_columns): Int64 and boolean (``pd.NA`` for null), float64
+        (NaN for null) and object (str or None) columns, as a batch route reads them."""
         return pd.DataFrame({name: pd.Series(values, dtype=DTYPES.get(self.types[name], "object"))
                              for name, values in self.values.items()})
 
@@ -78,11 +80,13 @@ def _kind(value: Any) -> str:
 
 def _coerce(value: Any, kind: str) -> tuple[Any, str | None]:
     """The value as the column type wants it, or a description of what was wrong."""
-    if kind in INTEGER_TYPES:
+    if kind in INTEGER_TYPES:  # null is a value like any other: the recipe imputes it or the row is excluded
+        if value is None:
+            return None, None
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return None, "a whole number"
+            return None, "a whole number or null"
         if isinstance(value, float) and not value.is_integer():
-            return None, "a whole number"
+            return None, "a whole number or null"
         return int(value), None
     if kind in FLOAT_TYPES:
         if value is None:
@@ -142,7 +146,7 @@ def parse_request(body: bytes, columns: dict[str, str], *, max_body_bytes: int,
     -------
     ScoreRequest
         Values per column in the model's order; ``.frame`` is of shape (n_rows, len(columns)) with
-        int64, float64 (NaN for null), object (str or None) and bool columns.
+        Int64 and boolean (pd.NA for null), float64 (NaN for null) and object (str or None) columns.
 
     Raises
     ------
