@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from lakescore.admission.certificate import Certificate, folder_digest, require_admitted, seal, verify
+from lakescore.admission.certificate import (Certificate, check_environment, folder_digest, require_admitted, seal,
+                                            verify)
 from lakescore.admission.evidence import admit
 from lakescore.chain import FittedChain
 from lakescore.errors import CertificateError, UncertifiedModelError
@@ -63,6 +64,33 @@ def test_a_retrained_model_in_the_same_folder_is_refused(sealed, small_chain):
     with pytest.raises(CertificateError) as err:
         verify(certificate, folder, FittedChain.load(folder))
     assert "model_fingerprint" in str(err.value) and "artifact_sha256" in str(err.value)
+
+
+def test_the_environment_check_passes_here_and_names_changed_project_code(sealed, tmp_path, monkeypatch):
+    """The driver's early check (preflight) refuses changed ``features`` code with the reason, not a
+    hint about environments."""
+    import shutil
+    import sys
+    from pathlib import Path
+
+    import features
+
+    _, certificate = sealed
+    check_environment(certificate)  # the environment that sealed it
+    edited = tmp_path / "project"
+    shutil.copytree(Path(features.__file__).parent, edited / "features")
+    with (edited / "features" / "scoring.py").open("a") as handle:
+        handle.write("\n\ndef added_after_training(frame, params):\n    return frame\n")
+    monkeypatch.syspath_prepend(str(edited))
+    monkeypatch.delitem(sys.modules, "features")
+    with pytest.raises(CertificateError) as err:
+        check_environment(certificate)
+    assert str(err.value).startswith("the model does not match its certificate, so it will not score: "
+                                     f"project_source_sha256: sealed '{certificate.project_source_sha256}', here '")
+    assert "(the project's own code (the `features` package: preprocessing.py, scoring.py, ...) changed since " \
+           "admission; restore it, or retrain so admission checks the new code)." in str(err.value)
+    with pytest.raises(CertificateError, match=r"python: sealed '2.7', here '3\.\d+' \(this Python is not the one"):
+        check_environment(dataclasses.replace(certificate, python="2.7", project_source_sha256="x"))
 
 
 def test_folder_digest_depends_on_names_and_bytes(tmp_path):

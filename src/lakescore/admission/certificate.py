@@ -20,6 +20,7 @@ refuses a model whose evidence is missing, of another version, or not passed for
 from __future__ import annotations
 
 import hashlib
+import importlib
 import importlib.util
 import json
 import sys
@@ -167,6 +168,46 @@ def require_admitted(certificate: Certificate, evidence_text_on_disk: str | None
                                "retrain and re-register the model")
 
 
+# what a difference in each sealed value means, and its one fix
+_FIXES = {
+    "project_source_sha256": "the project's own code (the `features` package: preprocessing.py, scoring.py, ...) "
+                             "changed since admission; restore it, or retrain so admission checks the new code",
+    "lakescore": "this lakescore version is not the one that admitted the model; install the sealed version, or retrain",
+    "python": "this Python is not the one that admitted the model; score with the sealed Python, or retrain",
+    "libraries": "a model library version differs; install the sealed versions (requirements.lock), or retrain",
+}
+_RETRAIN = "the saved model differs from what admission sealed (edited or swapped); retrain and re-register it"
+
+
+def _refuse(differences: dict[str, tuple[Any, Any]]) -> CertificateError:
+    lines = [f"{key}: sealed {sealed!r}, here {here!r} ({_FIXES.get(key, _RETRAIN)})"
+             for key, (sealed, here) in differences.items()]
+    return CertificateError("the model does not match its certificate, so it will not score: " + "; ".join(lines) + ".",
+                            differences=lines)
+
+
+def check_environment(certificate: Certificate) -> None:
+    """Refuse, before any worker starts, an environment that differs from the sealed one.
+
+    Compares the values that depend on where scoring runs, not on the artifact: the project's
+    ``features`` source digest, the lakescore and Python versions, and each sealed library's
+    version. The driver calls it in preflight; every worker still runs :func:`verify`.
+
+    Raises
+    ------
+    CertificateError
+        Naming each value that differs, what was sealed, what is here, and its fix.
+    """
+    here = {"project_source_sha256": project_source_digest(), "lakescore": lakescore.__version__,
+            "python": python_version(),
+            "libraries": {name: importlib.import_module(name.replace("scikit-learn", "sklearn")).__version__
+                          for name in certificate.libraries}}
+    sealed = asdict(certificate)
+    differences = {key: (sealed[key], value) for key, value in here.items() if sealed[key] != value}
+    if differences:
+        raise _refuse(differences)
+
+
 def verify(certificate: Certificate, chain_dir: str | Path, chain: Any) -> None:
     """Re-compute every sealed value and refuse on any difference.
 
@@ -177,14 +218,6 @@ def verify(certificate: Certificate, chain_dir: str | Path, chain: Any) -> None:
     """
     observed = _observed(Path(chain_dir), chain)
     sealed = asdict(certificate)
-    differences = [
-        f"{key}: sealed {sealed[key]!r}, here {value!r}"
-        for key, value in observed.items() if sealed[key] != value
-    ]
+    differences = {key: (sealed[key], value) for key, value in observed.items() if sealed[key] != value}
     if differences:
-        raise CertificateError(
-            "the model does not match its certificate, so it will not score: "
-            + "; ".join(differences)
-            + ". Score in an environment with the sealed versions, or retrain and re-register the model.",
-            differences=differences,
-        )
+        raise _refuse(differences)

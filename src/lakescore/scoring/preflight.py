@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from lakescore.admission.certificate import check_environment, require_admitted
 from lakescore.config import ProjectConfig
-from lakescore.admission.certificate import require_admitted
-from lakescore.errors import (ConfigError, LakescoreError, SparkPolarsUnsupportedError, TableFeatureUnsupportedError,
-                              UncertifiedModelError)
+from lakescore.errors import (CertificateError, ConfigError, LakescoreError, SparkPolarsUnsupportedError,
+                              TableFeatureUnsupportedError, UncertifiedModelError)
 
 
 @dataclass(frozen=True)
@@ -69,11 +69,12 @@ def preflight(project: ProjectConfig, runtime: Any) -> ScorePlan:
         uri = f"models:/{name}/{version}"
         cert = read_certificate(uri)
         require_admitted(cert)
+        check_environment(cert)  # the driver refuses at once what every worker would refuse later
         if inf.batch_compute == "spark" and _engine(uri) == "polars":
             raise SparkPolarsUnsupportedError(
                 f"model {name} v{version} was trained on Polars frames; Spark workers hand the model pandas "
                 "batches. Use batch_compute: single_node, or retrain with defaults.engine: pandas.")
-    except (UncertifiedModelError, SparkPolarsUnsupportedError) as err:
+    except (UncertifiedModelError, SparkPolarsUnsupportedError, CertificateError) as err:
         problems.append(f"{err.code}: {err}")
     except LakescoreError as err:
         problems.append(f"{project.shown('inference')}: score_model_selection {inf.score_model_selection!r}: {err}")
