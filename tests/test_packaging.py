@@ -99,3 +99,33 @@ def test_the_logged_model_is_code_not_a_pickle(registered):
     assert conf["model_code_path"].endswith("pyfunc_entry.py") and "python_model" not in conf
     assert not list(folder.rglob("*.pkl"))
     assert type(mlflow.pyfunc.load_model(registered.model_uri).unwrap_python_model()).__name__ == "LakescoreModel"
+
+
+@pytest.mark.filterwarnings("ignore:``mlflow.models.utils.validate_serving_input`` is deprecated:FutureWarning")
+def test_the_signature_is_standard_so_mlflows_own_server_takes_a_null_whole_number(
+        runtime, small_chain, flights_sample, evidence, caplog):
+    """Issue 9: no warning at logging, MLflow's scoring-server validation accepts an ordinary
+    ``dataframe_split`` request with a null in a whole-number column, and the kinds training saw
+    are kept for preflight and serving."""
+    import json
+    import logging
+
+    from mlflow.models import get_model_info
+    from mlflow.models.utils import validate_serving_input
+
+    from lakescore.packaging import model_input_kinds
+
+    example = flights_sample.head(5).assign(hour=flights_sample["hour"].head(5).astype("Int64"))
+    runtime.mlflow()
+    with caplog.at_level(logging.WARNING, logger="mlflow"), mlflow.start_run():
+        model = log_and_register(small_chain, example=example, name="main.t.m", alias=None, evidence=evidence)
+    assert [r.getMessage()[:60] for r in caplog.records if r.levelno >= logging.WARNING] == []
+    kinds = model_input_kinds(model.model_uri)
+    assert kinds["hour"] == "long" and kinds["dep_delay"] == "double" and kinds["carrier"] == "string"
+    declared = {s.name: type(s.type).__name__ for s in get_model_info(model.model_uri).signature.inputs.inputs}
+    assert set(declared.values()) == {"AnyType"} and list(declared) == list(small_chain.input_columns)
+    rows = flights_sample.head(2)[list(small_chain.input_columns)].astype(object).where(lambda f: f.notna(), None)
+    rows.loc[rows.index[0], "hour"] = None
+    body = json.dumps({"dataframe_split": {"columns": list(rows.columns), "data": rows.values.tolist()}})
+    scored = validate_serving_input(model.model_uri, body)
+    assert list(scored["scoring_status"]) == ["predicted", "predicted"]  # the recipe imputes hour

@@ -128,13 +128,13 @@ def _engine(model_uri: str) -> str:
 
 
 def _signature_kinds(model_uri: str) -> dict[str, str]:
-    """Input column -> ``number | boolean | string | datetime | other`` from the model signature."""
-    from mlflow.models import get_model_info
+    """Input column -> ``number | boolean | string | datetime | other`` of the model's inputs
+    (:func:`lakescore.packaging.model_input_kinds`)."""
+    from lakescore.packaging import model_input_kinds
 
     kinds = {"long": "number", "integer": "number", "double": "number", "float": "number",
              "boolean": "boolean", "string": "string", "datetime": "datetime"}
-    return {spec.name: kinds.get(getattr(spec.type, "name", ""), "other")
-            for spec in get_model_info(model_uri).signature.inputs.inputs}
+    return {name: kinds.get(kind, "other") for name, kind in model_input_kinds(model_uri).items()}
 
 
 def _kind_of_dtype(dtype: Any) -> str:

@@ -48,22 +48,17 @@ class EndpointPlan:
 
 
 def input_columns(model_uri: str) -> dict[str, str]:
-    """Input column name -> signature type of a registered model version.
+    """Input column name -> type (``long``, ``double``, ``string``, ...) of a registered model
+    version (:func:`lakescore.packaging.model_input_kinds`).
 
     Raises
     ------
     ModelNotFoundError
         When the version does not exist.
     """
-    import mlflow  # registry access
-    from mlflow.models import get_model_info
+    from lakescore.packaging import model_input_kinds  # registry access
 
-    try:
-        inputs = get_model_info(model_uri).signature.inputs.inputs
-    except mlflow.exceptions.MlflowException as err:
-        raise ModelNotFoundError(f"{model_uri} does not exist ({err.message.splitlines()[0]}); "
-                                 "ask for a registered version (`lakescore train` registers one)") from err
-    return {c.name: getattr(c.type, "name", str(c.type)) for c in inputs}
+    return model_input_kinds(model_uri)
 
 
 def model_task(model_uri: str) -> str:
