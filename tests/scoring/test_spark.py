@@ -114,3 +114,39 @@ def test_a_value_of_the_wrong_kind_excludes_only_its_row(registered):
     want = chain.predict(clean)
     assert got.loc[[0, 5], "prediction"].tolist() == want["prediction"].tolist()
     assert np.allclose(got.loc[[0, 5], "probability"].astype(float), want["probability"].astype(float), rtol=1e-9)
+
+
+NO_HOUR_IMPUTE = [{"step": "SimpleImputer", "name": "impute", "columns": ["dep_delay", "distance"], "strategy": "median"},
+                  {"step": "StandardScaler", "name": "scale", "columns": ["dep_delay", "distance", "hour"]},
+                  {"step": "OneHotEncoder", "name": "one_hot", "columns": ["carrier", "origin"]}]
+
+
+def test_a_null_in_an_integer_feature_the_recipe_does_not_impute_excludes_its_row_on_both_routes(
+        spark_runtime, flights_sample):
+    """Issue 9 item 9: LogisticRegression cannot take NaN; `hour` (int64 at training) is not imputed."""
+    runtime, frame = spark_runtime, flights_sample
+    train = frame.iloc[:1500]
+    chain = fit_chain(train, derive_label(train, column="is_late", expression="arr_delay > 15"),
+                      recipe=NO_HOUR_IMPUTE, model_class="LogisticRegression", model_params={"max_iter": 300},
+                      feature_columns=["dep_delay", "distance", "hour", "carrier", "origin"])
+    runtime.mlflow()
+    with mlflow.start_run():
+        model = log_and_register(chain, example=train.head(5), name="main.t.no_impute", alias="champion",
+                                 evidence=admit(chain, frame.iloc[1500:]))
+    source = frame.iloc[1500:1600].reset_index(drop=True)
+    source["hour"] = source["hour"].astype("Int64")
+    source.loc[[5, 60], "hour"] = pd.NA
+    runtime.write_table(SOURCE, source)
+    plan = plan_for(runtime, model, chain)
+    nulls = source.loc[[5, 60], "flight_id"]
+    want = chain.predict(source.drop(index=[5, 60])).set_axis(source.drop(index=[5, 60])["flight_id"])
+    for scored in (score_spark(runtime, plan, batch_rows=7, env_manager="local"),
+                   score_single_node(runtime, plan, batch_rows=7)):
+        scored = scored.set_index("flight_id")
+        assert scored.loc[nulls, "exclusion_reason"].tolist() == ["invalid:hour", "invalid:hour"]
+        assert scored.loc[nulls, "scoring_status"].tolist() == ["excluded", "excluded"]
+        assert scored.loc[nulls, ["prediction", "probability"]].isna().all().all()
+        others = scored.drop(index=nulls).loc[want.index]
+        assert (others["scoring_status"] == "predicted").all() and len(others) == 98
+        assert others["prediction"].tolist() == want["prediction"].tolist()
+        assert np.allclose(others["probability"].astype(float), want["probability"].astype(float), rtol=1e-9)
