@@ -91,8 +91,12 @@ class LocalRuntime:
 
     def read_table(self, name: str, *, version: int | None = None,
                    columns: list[str] | None = None) -> pd.DataFrame:
-        """Read a table (at a pinned ``version``) into pandas."""
-        return self.delta_table(name, version=version).to_pandas(columns=columns)
+        """Read a table (at a pinned ``version``) into pandas: integer columns as ``Int64`` and
+        boolean ones as ``boolean`` (:func:`lakescore.frames.nullable_pandas_type`), so a null
+        never rounds an integer above 2**53 through float64."""
+        from lakescore.frames import nullable_pandas_type
+
+        return self.delta_table(name, version=version).to_pandas(columns=columns, types_mapper=nullable_pandas_type)
 
     def write_table(self, name: str, frame: pd.DataFrame, *, mode: Literal["error", "append"] = "error",
                     **kwargs: Any) -> None:

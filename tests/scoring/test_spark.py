@@ -150,3 +150,20 @@ def test_a_null_in_an_integer_feature_the_recipe_does_not_impute_excludes_its_ro
         assert (others["scoring_status"] == "predicted").all() and len(others) == 98
         assert others["prediction"].tolist() == want["prediction"].tolist()
         assert np.allclose(others["probability"].astype(float), want["probability"].astype(float), rtol=1e-9)
+
+
+def test_a_nullable_long_source_column_reaches_an_output_rule_exactly_on_both_routes(registered):
+    runtime, model, chain, frame = registered
+    source = frame.iloc[1500:1540].reset_index(drop=True)
+    source = source[source["dep_time"].notna()].reset_index(drop=True)  # every row predicted (no rule excludes)
+    source["big"] = pd.array([BIG] * len(source), dtype="Int64")  # 9007199254740993
+    source.loc[4, "big"] = pd.NA  # one null: a float64 read would round every other value to ...992
+    runtime.write_table(SOURCE, source)
+    plan = plan_for(runtime, model, chain)
+    for scored in (score_single_node(runtime, plan, batch_rows=64),
+                   score_spark(runtime, plan, batch_rows=64, env_manager="local")):
+        by_key = scored.set_index("flight_id").loc[source["flight_id"]]
+        predicted = (by_key["scoring_status"] == "predicted").to_numpy()
+        assert predicted.sum() >= len(source) - 2  # at most the IQR outliers are excluded
+        assert by_key.loc[predicted, "big_out"].tolist() == source.loc[predicted, "big"].tolist()
+        assert by_key["big_out"].iloc[0] == 9007199254740993 and pd.isna(by_key["big_out"].iloc[4])
