@@ -154,3 +154,16 @@ def test_delta_rs_cannot_read_type_widening_and_says_so(spark_runtime):
     assert spark_runtime.unreadable_features("main.s.tw") == {"typeWidening"}
     assert spark_runtime.unreadable_features("main.s.tw", engine="spark") == frozenset()
     assert sorted(r.k for r in spark_runtime.spark_source("main.s.tw", version=0).collect()) == [1, 2]
+
+
+def test_a_nullable_long_and_boolean_column_read_back_exact(tmp_path):
+    runtime = LocalRuntime(tmp_path)
+    big = 2**53 + 1  # 9007199254740993: a double holds only ...992
+    runtime.write_table("main.s.t", pd.DataFrame({"k": pd.array([big, None, -big], dtype="Int64"),
+                                                  "ok": pd.array([True, None, False], dtype="boolean"),
+                                                  "x": [0.5, None, 1.5]}))
+    got = runtime.read_table("main.s.t")
+    assert str(got["k"].dtype) == "Int64" and str(got["ok"].dtype) == "boolean" and str(got["x"].dtype) == "float64"
+    assert got["k"].tolist() == [9007199254740993, pd.NA, -9007199254740993]
+    assert got["ok"].tolist() == [True, pd.NA, False]
+    assert runtime.read_table("main.s.t", columns=["k"])["k"].iloc[0] == 9007199254740993

@@ -3,7 +3,13 @@
 Every subcommand takes ``--config-dir`` (default ``config``) so one checkout can hold several
 projects' configs, ``--target`` (the bundle target, default ``dev``) which names the job's
 publication identity, and ``--catalog`` / ``--schema``, the values of ``${catalog}`` /
-``${schema}`` in the config's table names (the bundle passes its variables). Errors from lakescore print as one message and exit with status 2.
+``${schema}`` in the config's table names (the bundle passes its variables). Errors from
+lakescore print as one message and exit with status 2.
+
+Any other failure (a Spark worker's, MLflow's, a library's) exits with status 1 and prints one
+line naming the error type and the file that holds its full traceback
+(``<home>/logs/<command>-<UTC time>.log``), never the error's own text: such messages can quote
+data rows. ``--debug`` or ``LAKESCORE_DEBUG=1`` prints the traceback as well.
 """
 
 from __future__ import annotations
@@ -11,7 +17,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
+import traceback
+from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any, Sequence
 
 from lakescore.errors import LakescoreError
@@ -28,6 +38,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         help="value of ${schema} in the config's table names (default: flights)")
     parser.add_argument("--home", default=".lakescore",
                         help="local runtime folder for MLflow, Delta tables and state (default: .lakescore)")
+    parser.add_argument("--debug", action="store_true",
+                        help="on an unexpected failure, also print its traceback (or set LAKESCORE_DEBUG=1)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -139,14 +151,38 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _write_traceback(args: argparse.Namespace, err: BaseException) -> Path | None:
+    """Write ``err``'s full traceback to ``<home>/logs/<command>-<UTC time>.log``; None if that fails."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+    path = Path(getattr(args, "home", ".lakescore")) / "logs" / f"{args.command}-{stamp}.log"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(traceback.format_exception(err)))
+    except OSError:
+        return None
+    return path.resolve()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``lakescore`` console script. Returns the process exit status."""
+    """Entry point of the ``lakescore`` console script. Returns the process exit status: 0, 2 for a
+    lakescore error, 1 for any other failure (see the module note)."""
     args = build_parser().parse_args(argv)
     try:
         summary = run(args)
     except LakescoreError as err:
         print(f"lakescore {args.command}: {err.code}: {err}", file=sys.stderr)
         return 2
+    except Exception as err:  # anything else: its text may quote rows, so only its type is printed
+        log = _write_traceback(args, err)
+        debug = getattr(args, "debug", False) or os.environ.get("LAKESCORE_DEBUG") == "1"
+        if debug:
+            traceback.print_exception(err, file=sys.stderr)
+        kind = f"{type(err).__module__}.{type(err).__qualname__}".removeprefix("builtins.")
+        where = f"full traceback in {log}" if log else "the traceback could not be written to a file"
+        hint = "" if debug else "; run with --debug or LAKESCORE_DEBUG=1 to print it here"
+        print(f"lakescore {args.command}: unexpected_error: {kind} (not a lakescore error; its message is "
+              f"not shown because it may quote data rows); {where}{hint}.", file=sys.stderr)
+        return 1
     if args.command != "demo":
         print(json.dumps(_plain(summary), indent=2, default=str))
     return 0

@@ -220,7 +220,10 @@ class LocalRuntime:
 
     def read_table(self, name: str, *, version: int | None = None,
                    columns: list[str] | None = None) -> pd.DataFrame:
-        """Read the snapshot of a table (at a pinned ``version``) into pandas, through delta-rs.
+        """Read the snapshot of a table (at a pinned ``version``) into pandas, through delta-rs:
+        integer columns as ``Int64`` and boolean ones as ``boolean``
+        (:func:`lakescore.frames.nullable_pandas_type`), so a null never rounds an integer above
+        2**53 through float64.
 
         Rows come in file order, except for tables whose reader features pyarrow datasets lack
         (deletion vectors, column mapping, v2 checkpoints): delta-rs's own scan reads those,
@@ -228,14 +231,17 @@ class LocalRuntime:
         """
         from deltalake.table import SUPPORTED_READER_FEATURES
 
+        from lakescore.frames import nullable_pandas_type
+
         table = self.delta_table(name, version=version)
         if _reader_features(table) <= SUPPORTED_READER_FEATURES:
-            return table.to_pandas(columns=columns)
+            return table.to_pandas(columns=columns, types_mapper=nullable_pandas_type)
         import pyarrow as pa  # the scan streams Arrow batches; cast back to the table's own types
 
         schema = pa.schema(table.schema().to_arrow())
         wanted = pa.schema([schema.field(c) for c in (columns or schema.names)])
-        return pa.table(table.scan(columns=columns)).select(wanted.names).cast(wanted).to_pandas()
+        return pa.table(table.scan(columns=columns)).select(wanted.names).cast(wanted).to_pandas(
+            types_mapper=nullable_pandas_type)
 
     def write_table(self, name: str, frame: pd.DataFrame, *, mode: Literal["error", "append"] = "error",
                     **kwargs: Any) -> None:

@@ -353,7 +353,7 @@ def train_project(project: ProjectConfig, runtime: Any, *,
 
     from lakescore.admission.evidence import admit
     from lakescore.monitoring.drift import training_profile
-    from lakescore.packaging import log_and_register
+    from lakescore.packaging import log_and_register, null_counts
 
     cfg = project.training
     preflight_training(project, runtime)
@@ -386,7 +386,8 @@ def train_project(project: ProjectConfig, runtime: Any, *,
                                    predictions=chain.predict(holdout))
         mlflow.log_dict(profile, "drift_profile.json")  # PSI bins for lakescore monitor
         registered = log_and_register(chain, example=holdout.head(5), name=cfg.registry.model_name,
-                                      alias=cfg.registry.alias, evidence=evidence)
+                                      alias=cfg.registry.alias, evidence=evidence,
+                                      training_nulls=null_counts(frame_pd.iloc[train_idx], chain.input_columns))
         result = TrainResult(
             model_name=registered.name, version=registered.version, run_id=run.info.run_id, metrics=metrics,
             rows={"training": len(train_idx), "holdout": len(hold_idx)},

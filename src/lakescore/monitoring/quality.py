@@ -167,11 +167,14 @@ def _model_facts(runtime: Any, name: str, version: int) -> tuple[list[str] | Non
 
 def _run_rows(runtime: Any, table: str, receipt: dict[str, Any]) -> pd.DataFrame:
     """The rows a run committed, read at the table version its commit created."""
+    from lakescore.frames import nullable_pandas_type  # integers stay Int64, as in a table read
+
+    only_run = [("run_id", "=", receipt["run_id"])]
     try:
         delta = runtime.delta_table(table, version=int(receipt["table_version"]))
-        return delta.to_pandas(filters=[("run_id", "=", receipt["run_id"])])
+        return delta.to_pandas(filters=only_run, types_mapper=nullable_pandas_type)
     except Exception:  # that version was vacuumed: what is left of the run now
-        return runtime.delta_table(table).to_pandas(filters=[("run_id", "=", receipt["run_id"])])
+        return runtime.delta_table(table).to_pandas(filters=only_run, types_mapper=nullable_pandas_type)
 
 
 def _inputs(runtime: Any, receipt: dict[str, Any], keys: list[str], frame: pd.DataFrame,

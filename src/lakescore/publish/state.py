@@ -179,7 +179,8 @@ def read_window(table: Any, name: str, target: str, *, first: int, last: int,
     Returns
     -------
     (DataFrame of shape (n_inserted, len(columns)), dict of int to list of str)
-        The inserted rows (pandas dtypes as ``DeltaTable.to_pandas`` gives them) and, per source
+        The inserted rows (integers as ``Int64``, booleans as ``boolean``, like
+        ``LocalRuntime.read_table``) and, per source
         version, the non-insert change types found (updates and deletes).
 
     Raises
@@ -202,7 +203,9 @@ def read_window(table: Any, name: str, target: str, *, first: int, last: int,
     for kind, version in zip(other["_change_type"].to_pylist(), other["_commit_version"].to_pylist()):
         changes.setdefault(int(version), []).append(str(kind))
     rows = data.filter(inserted).select(columns)
-    return rows.to_pandas(), changes
+    from lakescore.frames import nullable_pandas_type  # the same dtypes as a table read
+
+    return rows.to_pandas(types_mapper=nullable_pandas_type), changes
 
 
 def _plain_types(data: pa.Table) -> pa.Table:

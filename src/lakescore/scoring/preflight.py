@@ -24,6 +24,7 @@ class ScorePlan:
     record_keys: tuple[str, ...]
     certificate_sha256: str
     artifact_sha256: str
+    warnings: tuple[str, ...] = ()  # what preflight foresees but does not refuse (see null_warnings)
 
 
 def preflight(project: ProjectConfig, runtime: Any) -> ScorePlan:
@@ -43,7 +44,11 @@ def preflight(project: ProjectConfig, runtime: Any) -> ScorePlan:
     -----
     Nullability is not refused here: a null reaches the chain as a null (its recipe imputes it),
     and a single value of the wrong kind excludes only its row as ``invalid:<column>``
-    (:mod:`lakescore.conform`, applied by the pyfunc on every route).
+    (:mod:`lakescore.conform`, applied by the pyfunc on every route). Where a null cannot be
+    scored — the recipe does not impute the column and the model cannot take NaN, so the chain
+    excludes the row as ``invalid:<feature>`` — and the pinned source holds such nulls, the plan
+    carries a warning naming the column, its null rows, the training rows' nulls and the fix
+    (:func:`null_warnings`); the run goes on and the score summary lists it under ``warnings``.
     """
     from lakescore.packaging import read_certificate, resolve_version
 
@@ -78,8 +83,9 @@ def preflight(project: ProjectConfig, runtime: Any) -> ScorePlan:
     except LakescoreError as err:
         problems.append(f"{project.shown('inference')}: score_model_selection {inf.score_model_selection!r}: {err}")
     inputs: tuple[str, ...] = ()
+    config: dict[str, Any] = {}
     if uri and cert is not None:
-        kinds = _signature_kinds(uri)
+        kinds, config = _signature_kinds(uri)
         inputs = tuple(kinds)
         if columns:
             missing = [c for c in (*keys, *inputs) if c not in columns]
@@ -96,8 +102,55 @@ def preflight(project: ProjectConfig, runtime: Any) -> ScorePlan:
     if problems:
         raise ConfigError(problems)
     assert cert is not None  # problems is empty only when the certificate was read
+    warnings = null_warnings(runtime.delta_table(inf.score_source_table, version=source_version), config,
+                             where=f"{project.shown('inference')}: score_source_table {inf.score_source_table!r}",
+                             model=f"model {name} v{version}")
     return ScorePlan(inf.score_source_table, source_version, name, version, uri, inputs, keys,
-                     cert.digest, cert.artifact_sha256)
+                     cert.digest, cert.artifact_sha256, tuple(warnings))
+
+
+def null_warnings(source: Any, config: dict[str, Any], *, where: str, model: str) -> list[str]:
+    """One line per source column whose nulls the model will exclude instead of scoring.
+
+    Parameters
+    ----------
+    source : deltalake.DeltaTable
+        The score source at the pinned version.
+    config : dict
+        The logged model's config: ``null_outcomes`` (input column -> the reason a row with that
+        column null gets, or None when it is still scored; see
+        :func:`lakescore.packaging.null_outcomes`) and ``training_nulls`` (null rows per input
+        column in training; absent for models logged before it was recorded).
+    where, model : str
+        How the messages name the source table and the model.
+
+    Returns
+    -------
+    list of str
+        For each column that the source schema declares nullable, that holds null rows at the pinned
+        version, and whose null makes the chain exclude the row as ``invalid:<...>``: what will
+        happen and how to score those rows instead. Eligibility rules that exclude a null on purpose
+        (``ineligible:<rule>``) are not warned about.
+    """
+    import pyarrow.dataset as ds  # reads statistics and the one column only
+
+    outcomes = config.get("null_outcomes") or {}
+    trained = config.get("training_nulls")
+    nullable = {f.name for f in source.schema().fields if f.nullable}
+    lines = []
+    for column, reason in outcomes.items():
+        if not (reason and reason.startswith("invalid:") and column in nullable):
+            continue
+        nulls = int(source.to_pyarrow_dataset().count_rows(filter=ds.field(column).is_null()))
+        if nulls:
+            seen = ("training saw no nulls in it" if trained and not trained.get(column)
+                    else "training nulls were not recorded" if trained is None
+                    else f"training had {trained.get(column)} null rows in it")
+            lines.append(f"{where} column {column!r} has {nulls} null row(s) at v{source.version()}; {model} "
+                         f"cannot score a null there ({seen}, the recipe does not impute it and the model "
+                         f"takes no NaN), so those rows will be excluded as {reason}. To score them, impute "
+                         f"{column!r} in the recipe (e.g. SimpleImputer) and retrain.")
+    return lines
 
 
 def _check_readable(project: ProjectConfig, runtime: Any, version: int) -> None:
@@ -126,14 +179,17 @@ def _engine(model_uri: str) -> str:
     return str(json.loads(Path(chain_json).read_text()).get("engine", "pandas"))
 
 
-def _signature_kinds(model_uri: str) -> dict[str, str]:
-    """Input column -> ``number | boolean | string | datetime | other`` from the model signature."""
+def _signature_kinds(model_uri: str) -> tuple[dict[str, str], dict[str, Any]]:
+    """Input column -> ``number | boolean | string | datetime | other`` from the model signature,
+    and the pyfunc's model config."""
     from mlflow.models import get_model_info
 
     kinds = {"long": "number", "integer": "number", "double": "number", "float": "number",
              "boolean": "boolean", "string": "string", "datetime": "datetime"}
-    return {spec.name: kinds.get(getattr(spec.type, "name", ""), "other")
-            for spec in get_model_info(model_uri).signature.inputs.inputs}
+    info = get_model_info(model_uri)
+    config = dict(info.flavors.get("python_function", {}).get("config") or {})
+    return ({spec.name: kinds.get(getattr(spec.type, "name", ""), "other") for spec in info.signature.inputs.inputs},
+            config)
 
 
 def _kind_of_dtype(dtype: Any) -> str:

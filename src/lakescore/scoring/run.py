@@ -42,7 +42,8 @@ class ScoredRun:
         return {"run_id": self.run_id, "source": f"{self.plan.source_table}@v{self.plan.source_version}",
                 "model": f"{self.plan.model_name} v{self.plan.model_version}", "batch_compute": self.batch_compute,
                 **self.counts, "exclusions": {str(k): int(v) for k, v in reasons.items()},
-                "scope": self.scope.get("reason")}
+                "scope": self.scope.get("reason"),
+                **({"warnings": list(self.plan.warnings)} if self.plan.warnings else {})}
 
 
 def _score_route(inf: Any, source: Any, plan: Any) -> pd.DataFrame:
@@ -120,7 +121,7 @@ def load_scored(runtime: Any, run_id: str | None = None) -> ScoredRun:
     meta = json.loads(runs[-1].read_text())
     plan = meta["plan"]
     plan = ScorePlan(**{**plan, "input_columns": tuple(plan["input_columns"]),
-                        "record_keys": tuple(plan["record_keys"])})
+                        "record_keys": tuple(plan["record_keys"]), "warnings": tuple(plan.get("warnings", ()))})
     frame = pd.read_parquet(runs[-1].parent / "predictions.parquet", dtype_backend="numpy_nullable")
     return ScoredRun(meta["run_id"], plan, meta["batch_compute"], meta["env_manager"], meta["batch_rows"], frame,
                      meta.get("scope", {}))
