@@ -131,7 +131,7 @@ def test_both_engines_read_a_deletion_vector_tables_snapshot(deleted_two_of_ten)
     assert sorted(r.k for r in runtime.spark_source("main.s.dv", version=0).collect()) == list(range(10))
     frame = runtime.read_table("main.s.dv", version=1, columns=["x", "k"]).sort_values("k", ignore_index=True)
     assert frame.columns.tolist() == ["x", "k"] and frame["k"].tolist() == kept
-    assert frame["x"].tolist() == [k * 1.5 for k in kept] and str(frame["k"].dtype) == "int64"
+    assert frame["x"].tolist() == [k * 1.5 for k in kept] and str(frame["k"].dtype) == "Int64"
     assert sorted(runtime.read_table("main.s.dv", version=0)["k"]) == list(range(10))
     assert runtime.reader_features("main.s.dv") == {"deletionVectors"}
     assert runtime.unreadable_features("main.s.dv") == frozenset()
