@@ -21,8 +21,8 @@ from lakescore.publish.spark_delta import SparkDeltaWriter
 
 
 def publish_spark(project: Any, runtime: Any, run: Any, *, migrate: bool = False,
-                  pause: Callable[[str], None] = fault_pause) -> PublishResult:
-    """Publish ``run`` with :class:`SparkDeltaWriter` on ``runtime.spark()``."""
+                  pause: Callable[[str], None] = fault_pause, writer: type = SparkDeltaWriter) -> PublishResult:
+    """Publish ``run`` with ``writer`` (a :class:`SparkDeltaWriter`) on ``runtime.spark()``."""
     inf, plan = project.inference, run.plan
     data = delta_rs.to_arrow(run.predictions, run_id=run.run_id)
     request = build_request(project, runtime, run, data)
@@ -30,10 +30,9 @@ def publish_spark(project: Any, runtime: Any, run: Any, *, migrate: bool = False
         version = runtime.table_version(inf.prediction_table) if runtime.table_exists(inf.prediction_table) else None
         return PublishResult(inf.prediction_table, "noop", Scope.from_json(run.scope).reason, version, None)
     frame = runtime.spark().createDataFrame(data)
-    writer = SparkDeltaWriter(str(runtime.table_path(inf.prediction_table)), frame,
-                              table=inf.prediction_table, app_id=request.app_id)
     decision, version, receipt = publish_once(
-        writer, request, allow_empty=inf.publication.allow_empty, model_change_mode=inf.publication.model_change_mode,
+        writer(str(runtime.table_path(inf.prediction_table)), frame, table=inf.prediction_table, app_id=request.app_id),
+        request, allow_empty=inf.publication.allow_empty, model_change_mode=inf.publication.model_change_mode,
         migrate=migrate, period_column=inf.publication.period_column, keys=list(plan.record_keys), pause=pause,
         read=Scope.from_json(run.scope).read, certificate_sha256=plan.certificate_sha256, **_counts(data),
         batch_compute="spark", env_manager=run.env_manager, batch_rows=run.batch_rows)

@@ -56,7 +56,6 @@ from lakescore.errors import (
     ModelChangeError,
     NullPeriodError,
     PublishConflictError,
-    PublishError,
     SchemaChangeError,
     SourceChangedError,
     StalePlanError,
