@@ -73,27 +73,49 @@ class Writer(Protocol):
     """What the loop needs from an engine. One writer object serves one publication.
 
     ``read`` loads one snapshot of the target and remembers it: ``repeated_keys`` and ``commit``
-    work against that snapshot until the next ``read``.
+    work against that snapshot until the next ``read``. ``table`` is the three-part name, for
+    messages.
     """
 
     table: str
 
-    def read(self) -> TargetState: ...
+    def read(self) -> TargetState:
+        """The target at its newest version, from one snapshot: schema, files, receipts (log and
+        receipts table merged) and the app transaction of the request's app id."""
+        ...
 
-    def keep_receipts(self, found: list[dict[str, Any]]) -> int: ...
+    def keep_receipts(self, found: list[dict[str, Any]]) -> int:
+        """Append to the receipts table the receipts of ``found`` it lacks; returns how many."""
+        ...
 
-    def create(self) -> None: ...
+    def create(self) -> None:
+        """Create the empty table with the rows' schema (no-op when another publisher did)."""
+        ...
 
-    def period_nulls(self, column: str) -> int: ...
+    def period_nulls(self, column: str) -> int:
+        """Rows whose ``column`` is null, counted where the rows are (0 without the column)."""
+        ...
 
-    def repeated_keys(self, keys: list[str], *, against_table: bool) -> RepeatedKeys | None: ...
+    def repeated_keys(self, keys: list[str], *, against_table: bool) -> RepeatedKeys | None:
+        """Keys stored twice within the rows, else (``against_table``) already in the snapshot;
+        computed where the rows are, only counts and examples come back."""
+        ...
 
-    def stage(self, decision: Decision) -> Any: ...
+    def stage(self, decision: Decision) -> Any:
+        """Write what can be written before the commit (files no snapshot references yet)."""
+        ...
 
     def commit(self, staged: Any, request: PublishRequest, decision: Decision, receipt: dict[str, Any],
-               period: Period | None) -> None: ...
+               period: Period | None) -> None:
+        """Commit ``staged`` (or the rows) against the snapshot read, as version
+        ``decision.txn_version``, with ``receipt`` in ``userMetadata`` and the app transaction
+        ``(request.app_id, decision.txn_version)``; raise :class:`CommitLost` when another commit
+        landed first."""
+        ...
 
-    def discard(self, staged: Any) -> None: ...
+    def discard(self, staged: Any) -> None:
+        """Remove what ``stage`` wrote, after a lost race (never referenced by any version)."""
+        ...
 
 
 def check_keys(found: RepeatedKeys | None, *, table: str) -> None:
