@@ -236,3 +236,10 @@ class TableFeatureUnsupportedError(RuntimeUnsupportedError):
     """A Delta table needs a reader feature that the route's engine cannot read."""
 
     code = "table_feature_unsupported"
+
+
+class ReceiptUnreadableError(PublishError):
+    """A publication's write returned, but the table shows no receipt for its app transaction
+    version (the engine dropped ``userMetadata`` or the app transaction): it is never written again."""
+
+    code = "receipt_unreadable"

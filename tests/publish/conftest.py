@@ -47,6 +47,7 @@ class Lake:
 
     def __init__(self, runtime: LocalRuntime, config_dir: Path, chain: Any, flights: pd.DataFrame) -> None:
         self.runtime, self.config_dir, self.chain = runtime, config_dir, chain
+        self.engine = "delta-rs"  # the writer lake.publish uses: "delta-rs" or "spark"
         self.flights = flights[COLUMNS].reset_index(drop=True)
         self.configure()
 
@@ -100,7 +101,20 @@ class Lake:
             scored[extra] = pd.array(["x"] * len(scored), dtype="string")
         return ScoredRun(uuid.uuid4().hex, plan, "single_node", "local", 10000, scored, prepared.scope.to_json())
 
-    def publish(self, run: ScoredRun, **kwargs: Any) -> PublishResult:
+    def on(self, engine: str, request: pytest.FixtureRequest) -> "Lake":
+        """Publish with ``engine`` from now on (the Spark one on the test session's SparkSession)."""
+        if engine == "spark":
+            self.runtime._spark = request.getfixturevalue("spark")
+        self.engine = engine
+        return self
+
+    def publish(self, run: ScoredRun, *, engine: str | None = None, **kwargs: Any) -> PublishResult:
+        """``lakescore publish`` of ``run`` with the lake's writer (or ``engine``); ``pause`` (Spark
+        only) is the commit loop's fault hook."""
+        if (engine or self.engine) == "spark":
+            from spark_route import publish_spark  # tests/publish/spark_route.py
+
+            return publish_spark(self.project, self.runtime, run, **kwargs)
         return publish_scored(self.project, self.runtime, run, **kwargs)
 
     def maintain(self) -> None:
@@ -132,3 +146,9 @@ class Lake:
 @pytest.fixture
 def lake(runtime: LocalRuntime, project_dir: Path, chain: Any, flights_sample: pd.DataFrame) -> Lake:
     return Lake(runtime, project_dir, chain, flights_sample)
+
+
+@pytest.fixture(params=["delta-rs", pytest.param("spark", marks=pytest.mark.spark)])
+def engine(request: pytest.FixtureRequest) -> str:
+    """Each writer in turn: a test module overrides ``lake`` with ``lake.on(engine, request)``."""
+    return request.param
