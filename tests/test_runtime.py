@@ -11,7 +11,8 @@ from deltalake import DeltaTable
 from fixtures.spark_delta import write_spark_delta
 
 from lakescore.errors import DeltaJarsMissingError, TableExistsError, TableNotFoundError
-from lakescore.runtime import DELTA_SPARK_PACKAGE, LocalRuntime, delta_jars
+from lakescore.runtime import LocalRuntime
+from lakescore.runtime.jars import DELTA_SPARK_PACKAGE, delta_jars
 
 
 def test_three_part_names_map_to_warehouse_folders(tmp_path):

@@ -22,9 +22,12 @@ import sys
 import traceback
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from lakescore.errors import LakescoreError
+
+if TYPE_CHECKING:  # the runtime package is imported when a command runs, not to print --help
+    from lakescore.runtime import Runtime
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -86,57 +89,51 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _runtime(args: argparse.Namespace) -> Any:
+def _runtime(args: argparse.Namespace) -> Runtime:
     from lakescore.runtime import get_runtime
 
     return get_runtime(args.runtime, home=args.home, target=args.target)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    """Execute one parsed subcommand and return its summary as a dict."""
+    """Execute one parsed subcommand (one workflow) and return its summary as a dict."""
     from lakescore.config import load_project
 
     if args.command == "receipts":  # reads one table's history: no project config needed
-        from lakescore.publish.state import receipts
+        from lakescore.workflows.publish import list_receipts
 
-        runtime = _runtime(args)
-        runtime.delta_table(args.table)  # a missing table is an error, not an empty list
-        return {"table": args.table, "receipts": receipts(str(runtime.table_path(args.table)))}
+        return list_receipts(_runtime(args), args.table)
     project = load_project(args.config_dir, catalog=args.catalog, schema=args.schema)
     runtime = _runtime(args)
     if args.command == "train":
-        from lakescore.training import train_project
+        from lakescore.workflows.train import train
 
-        return train_project(project, runtime, retrain="always" if args.force else "if_changed").summary()
+        return train(project, runtime, retrain="always" if args.force else "if_changed").summary()
     if args.command == "score":
-        from lakescore.scoring.run import score_project
-
-        result = score_project(project, runtime)
-        summary = result.summary()
         if args.publish:
-            from lakescore.publish.run import publish_scored
+            from lakescore.workflows.publish import score_and_publish
 
-            summary["publish"] = publish_scored(project, runtime, result).summary()
-        return summary
+            return score_and_publish(project, runtime)
+        from lakescore.workflows.score import score
+
+        return score(project, runtime).summary()
     if args.command == "publish":
-        from lakescore.publish.run import publish_scored
-        from lakescore.scoring.run import load_scored, score_project
+        from lakescore.workflows.publish import publish_staged
 
-        scored = (score_project(project, runtime, recover=True) if args.recover_predictions
-                  else load_scored(runtime, args.run_id))
-        return publish_scored(project, runtime, scored, migrate=args.migrate).summary()
+        return publish_staged(project, runtime, run_id=args.run_id, migrate=args.migrate,
+                              recover=args.recover_predictions).summary()
     if args.command == "monitor":
-        from lakescore.monitoring.quality import monitor_project
+        from lakescore.workflows.monitor import monitor
 
-        return monitor_project(project, runtime, report=args.report).summary()
+        return monitor(project, runtime, report=args.report).summary()
     if args.command == "serve":
-        from lakescore.serving.run import serve_project
+        from lakescore.workflows.serve import serve
 
-        return serve_project(project, runtime, cost_per_hour=args.cost_per_hour, dry_run=args.dry_run)
+        return serve(project, runtime, cost_per_hour=args.cost_per_hour, dry_run=args.dry_run)
     if args.command == "demo":
-        from lakescore.demo import run_demo
+        from lakescore.workflows.demo import demo
 
-        return run_demo(project, runtime)
+        return demo(project, runtime)
     raise AssertionError(args.command)  # argparse only lets known commands through
 
 

@@ -1,5 +1,5 @@
 """The Spark route's publication, for the tests: what ``lakescore publish`` does with a scored run
-(publish/run.publish_scored, which publishes with delta-rs), but through the Spark Delta writer,
+(workflows/publish.publish, which publishes with delta-rs), but through the Spark Delta writer,
 the predictions on the executors as a Spark DataFrame.
 
 Run as a script (``python spark_route.py HOME CONFIG_DIR RUN_ID``) it publishes a staged run in a
@@ -16,7 +16,7 @@ from typing import Any, Callable
 from lakescore.publish import delta_rs
 from lakescore.publish.commit import fault_pause, publish_once
 from lakescore.publish.plan import Scope
-from lakescore.publish.run import PublishResult, _counts, build_request
+from lakescore.publish.run import PublishResult, build_request, counts
 from lakescore.publish.spark_delta import SparkDeltaWriter
 
 
@@ -25,7 +25,7 @@ def publish_spark(project: Any, runtime: Any, run: Any, *, migrate: bool = False
     """Publish ``run`` with ``writer`` (a :class:`SparkDeltaWriter`) on ``runtime.spark()``."""
     inf, plan = project.inference, run.plan
     data = delta_rs.to_arrow(run.predictions, run_id=run.run_id)
-    request = build_request(project, runtime, run, data)
+    request = build_request(project, run, data, target=runtime.target)
     if request.action == "noop":
         version = runtime.table_version(inf.prediction_table) if runtime.table_exists(inf.prediction_table) else None
         return PublishResult(inf.prediction_table, "noop", Scope.from_json(run.scope).reason, version, None)
@@ -34,7 +34,7 @@ def publish_spark(project: Any, runtime: Any, run: Any, *, migrate: bool = False
         writer(str(runtime.table_path(inf.prediction_table)), frame, table=inf.prediction_table, app_id=request.app_id),
         request, allow_empty=inf.publication.allow_empty, model_change_mode=inf.publication.model_change_mode,
         migrate=migrate, period_column=inf.publication.period_column, keys=list(plan.record_keys), pause=pause,
-        read=Scope.from_json(run.scope).read, certificate_sha256=plan.certificate_sha256, **_counts(data),
+        read=Scope.from_json(run.scope).read, certificate_sha256=plan.certificate_sha256, **counts(data),
         batch_compute="spark", env_manager=run.env_manager, batch_rows=run.batch_rows)
     return PublishResult(inf.prediction_table, decision.action, decision.message, version, receipt)
 
@@ -42,7 +42,7 @@ def publish_spark(project: Any, runtime: Any, run: Any, *, migrate: bool = False
 if __name__ == "__main__":
     from lakescore.config import load_project
     from lakescore.runtime import LocalRuntime
-    from lakescore.scoring.run import load_scored
+    from lakescore.workflows.score import load_scored
 
     home, config_dir, run_id = sys.argv[1:4]
     runtime = LocalRuntime(home)

@@ -26,7 +26,8 @@ from deltalake import DeltaTable
 
 from lakescore.errors import CdfRecoveryRequiredError
 from lakescore.publish.state import receipts
-from lakescore.scoring.run import ScoredRun, _stage
+from lakescore.scoring.run import ScoredRun
+from lakescore.workflows.score import stage_run
 
 SOURCE = "main.flights.flights_incoming"  # config/inference.yml
 SPARK_ROUTE = Path(__file__).with_name("spark_route.py")
@@ -44,7 +45,7 @@ class _Stopped(BaseException):
 
 def _publisher(lake, run: ScoredRun, *, pause: str | None = None, marker: Path | None = None) -> subprocess.Popen:
     if not (lake.runtime.runs_dir() / run.run_id).exists():
-        _stage(lake.runtime, run)  # what `lakescore score` leaves for `lakescore publish`
+        stage_run(lake.runtime, run)  # what `lakescore score` leaves for `lakescore publish`
     env = {k: v for k, v in os.environ.items() if k != "LAKESCORE_FAULT_PAUSE"}
     if pause:
         env["LAKESCORE_FAULT_PAUSE"] = f"{pause}:{marker}"

@@ -12,7 +12,7 @@ from lakescore.errors import ConfigError, RuntimeUnsupportedError
 from lakescore.packaging import LakescoreModel, log_and_register
 from lakescore.scoring.local import score_frame
 from lakescore.scoring.preflight import preflight
-from lakescore.scoring.run import score_project
+from lakescore.workflows.score import score
 
 NAME = "main.flights.late_arrival"
 
@@ -93,7 +93,7 @@ def test_a_source_that_delta_rs_cannot_read_is_refused_on_single_node_before_any
     project = load_project(project_dir)
     single = dataclasses.replace(project, inference=project.inference.model_copy(update={"batch_compute": "single_node"}))
     with pytest.raises(ConfigError) as err:
-        score_project(single, spark_runtime)
+        score(single, spark_runtime)
     assert err.value.problems == [
         "table_feature_unsupported: score source main.flights.flights_incoming v0 needs Delta reader feature(s) "
         "['typeWidening'] that the single-node route's reader (delta-rs 1.6.6) cannot read. Set batch_compute: "
@@ -111,7 +111,7 @@ def test_a_null_the_model_cannot_score_is_a_warning_in_the_score_summary(project
     from lakescore.frames import derive_label
     from lakescore.packaging import null_counts
     from lakescore.rules import load_rules
-    from lakescore.scoring.run import score_project
+    from lakescore.workflows.score import score
     from lakescore.training import fit_chain
 
     train = flights_sample.iloc[:1500]
@@ -139,6 +139,6 @@ def test_a_null_the_model_cannot_score_is_a_warning_in_the_score_summary(project
     assert "column 'hour' has 3 null row(s) at v1; model main.flights.late_arrival v1 cannot score a null there " \
            "(training saw no nulls in it" in plan.warnings[0]
     assert "excluded as invalid:hour. To score them, impute 'hour' in the recipe" in plan.warnings[0]
-    summary = score_project(single, runtime).summary()
+    summary = score(single, runtime).summary()
     assert summary["warnings"] == list(plan.warnings)
     assert summary["exclusions"]["invalid:hour"] == 3  # what the warning said

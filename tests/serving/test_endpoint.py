@@ -157,9 +157,9 @@ def test_warm_answers_equal_batch_scoring(endpoint, trained: Trained, runtime: L
     inference["batch_compute"] = "single_node"
     (config / "inference.yml").write_text(yaml.safe_dump(inference))
     runtime.write_table(inference["score_source_table"], trained.requests.reset_index(drop=True))
-    from lakescore.scoring.run import score_project
+    from lakescore.workflows.score import score
 
-    batch = score_project(load_project(config), runtime).predictions
+    batch = score(load_project(config), runtime).predictions
     by_id = batch.set_index("flight_id")
     batch_rows = [{k: (None if pd.isna(v) else v) for k, v in by_id.loc[fid, ["prediction", "probability",
                    "scoring_status", "exclusion_reason"]].items()} for fid in trained.requests["flight_id"]]

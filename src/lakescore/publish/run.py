@@ -1,4 +1,4 @@
-"""``lakescore publish``: publish a scored run to the prediction table exactly once."""
+"""A scored run as a publication: its :class:`PublishRequest`, its counts, and what a publish did."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import pyarrow.compute as pc
 
 from lakescore.config import ProjectConfig
 from lakescore.errors import StalePlanError
-from lakescore.publish import delta_rs
 from lakescore.publish.plan import (
     PublishRequest,
     Scope,
@@ -20,6 +19,7 @@ from lakescore.publish.plan import (
     period_bounds,
 )
 from lakescore.publish.state import delta_schema
+from lakescore.scoring.run import ScoredRun
 
 
 @dataclass(frozen=True)
@@ -37,8 +37,18 @@ class PublishResult:
                 "table_version": self.table_version, "receipt": self.receipt}
 
 
-def build_request(project: ProjectConfig, runtime: Any, run: Any, data: pa.Table) -> PublishRequest:
-    """The :class:`PublishRequest` of a scored run (``run`` is a ``ScoredRun`` with its scope).
+def build_request(project: ProjectConfig, run: ScoredRun, data: pa.Table, *, target: str) -> PublishRequest:
+    """The :class:`PublishRequest` of a scored run (with its scope).
+
+    Parameters
+    ----------
+    project : ProjectConfig
+    run : ScoredRun
+        The staged run; ``run.scope`` was decided before scoring.
+    data : pyarrow.Table
+        Its predictions with ``run_id`` (:func:`lakescore.publish.delta_rs.to_arrow`).
+    target : str
+        The bundle target: part of the job's app id (:func:`~lakescore.publish.plan.app_id_for`).
 
     Raises
     ------
@@ -61,7 +71,7 @@ def build_request(project: ProjectConfig, runtime: Any, run: Any, data: pa.Table
     if scope.action == "replace_period" and data.num_rows and column:
         start, end = period_bounds(run.predictions[column].min(), run.predictions[column].max())
     return PublishRequest(
-        app_id=app_id_for(inf.job_name, runtime.target, inf.prediction_table), run_id=run.run_id,
+        app_id=app_id_for(inf.job_name, target, inf.prediction_table), run_id=run.run_id,
         prediction_table=inf.prediction_table, source_table=plan.source_table,
         source_table_id=scope.source_table_id, mode=inf.publication.mode, action=scope.action,
         source_version_from=scope.source_version_from, source_version_to=scope.source_version_to,
@@ -71,46 +81,8 @@ def build_request(project: ProjectConfig, runtime: Any, run: Any, data: pa.Table
     )
 
 
-def _counts(data: pa.Table) -> dict[str, int]:
+def counts(data: pa.Table) -> dict[str, int]:
     """rows_in, predicted and excluded of the predictions (as ``ScoredRun.counts``, from Arrow)."""
     predicted = int(pc.sum(pc.equal(data["scoring_status"], "predicted")).as_py() or 0)
     excluded = int(pc.sum(pc.equal(data["scoring_status"], "excluded")).as_py() or 0)
     return {"rows_in": data.num_rows, "predicted": predicted, "excluded": excluded}
-
-
-def publish_scored(project: ProjectConfig, runtime: Any, run: Any, *, migrate: bool = False) -> PublishResult:
-    """Publish ``run`` (a :class:`lakescore.scoring.run.ScoredRun`) to ``prediction_table`` exactly once.
-
-    The run's scope (decided before scoring) says what to commit: an append of a CDF window or a
-    first snapshot, a replacement of the snapshot's UTC days (``publication.mode: snapshot``), or
-    a replacement of the whole table (full rebuild, ``rebuild_on_change``, recovery). The commit
-    carries the receipt; publishing the same request again writes nothing (``replay: no-op``).
-
-    Parameters
-    ----------
-    migrate : bool, default False
-        ``lakescore publish --migrate``: let the commit evolve the table's schema.
-
-    Raises
-    ------
-    PublishError
-        Conflict, stale plan, refused model or schema change; the table is left as it was.
-    """
-    inf = project.inference
-    data = delta_rs.to_arrow(run.predictions, run_id=run.run_id)
-    request = build_request(project, runtime, run, data)
-    if request.action == "noop":
-        message = Scope.from_json(run.scope).reason
-        return PublishResult(inf.prediction_table, "noop", message,
-                             runtime.table_version(inf.prediction_table) if runtime.table_exists(inf.prediction_table)
-                             else None, None)
-    plan = run.plan
-    path = runtime.table_path(inf.prediction_table)
-    decision, version, receipt = delta_rs.publish(
-        str(path), data, request, allow_empty=inf.publication.allow_empty,
-        model_change_mode=inf.publication.model_change_mode, migrate=migrate,
-        period_column=inf.publication.period_column, keys=list(plan.record_keys),
-        read=Scope.from_json(run.scope).read,
-        certificate_sha256=plan.certificate_sha256, **_counts(data), batch_compute=run.batch_compute,
-        env_manager=run.env_manager, batch_rows=run.batch_rows)
-    return PublishResult(inf.prediction_table, decision.action, decision.message, version, receipt)

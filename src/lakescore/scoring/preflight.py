@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from lakescore.config import ProjectConfig
 from lakescore.admission.certificate import require_admitted
+from lakescore.config import ProjectConfig
 from lakescore.errors import (ConfigError, LakescoreError, SparkPolarsUnsupportedError, TableFeatureUnsupportedError,
                               UncertifiedModelError)
+from lakescore.runtime.base import Tables
 
 
 @dataclass(frozen=True)
@@ -27,8 +28,15 @@ class ScorePlan:
     warnings: tuple[str, ...] = ()  # what preflight foresees but does not refuse (see null_warnings)
 
 
-def preflight(project: ProjectConfig, runtime: Any) -> ScorePlan:
+def preflight(project: ProjectConfig, tables: Tables) -> ScorePlan:
     """Resolve the model version and pin the source version, checking every precondition.
+
+    Parameters
+    ----------
+    project : ProjectConfig
+    tables : Tables
+        Where the score source lives. MLflow must already point at the registry
+        (``runtime.mlflow()``).
 
     Raises
     ------
@@ -58,14 +66,13 @@ def preflight(project: ProjectConfig, runtime: Any) -> ScorePlan:
     source_version = -1
     columns: set[str] = set()
     try:
-        source_version = runtime.table_version(inf.score_source_table)
-        columns = set(runtime.table_columns(inf.score_source_table))
-        _check_readable(project, runtime, source_version)
+        source_version = tables.table_version(inf.score_source_table)
+        columns = set(tables.table_columns(inf.score_source_table))
+        _check_readable(project, tables, source_version)
     except TableFeatureUnsupportedError as err:
         problems.append(f"{err.code}: {err}")
     except LakescoreError as err:
         problems.append(f"{project.shown('inference')}: score_source_table {inf.score_source_table!r}: {err}")
-    runtime.mlflow()
     name = project.training.registry.model_name
     version, uri, cert = -1, "", None
     try:
@@ -93,7 +100,7 @@ def preflight(project: ProjectConfig, runtime: Any) -> ScorePlan:
                 problems.append(f"{project.shown('inference')}: score_source_table {inf.score_source_table!r} lacks "
                                 f"column(s) {missing} that model {name} v{version} needs; available: "
                                 f"{', '.join(sorted(columns))}")
-            source_kinds = {c: _kind_of_dtype(t) for c, t in runtime.empty_frame(inf.score_source_table).dtypes.items()}
+            source_kinds = {c: _kind_of_dtype(t) for c, t in tables.empty_frame(inf.score_source_table).dtypes.items()}
             problems += [
                 f"{project.shown('inference')}: score_source_table {inf.score_source_table!r} column {c!r} holds "
                 f"{source_kinds[c]} values; model {name} v{version} reads {kind}. Cast it in the source table, "
@@ -102,20 +109,25 @@ def preflight(project: ProjectConfig, runtime: Any) -> ScorePlan:
     if problems:
         raise ConfigError(problems)
     assert cert is not None  # problems is empty only when the certificate was read
-    warnings = null_warnings(runtime.delta_table(inf.score_source_table, version=source_version), config,
+    warnings = null_warnings(tables, inf.score_source_table, source_version, config,
                              where=f"{project.shown('inference')}: score_source_table {inf.score_source_table!r}",
                              model=f"model {name} v{version}")
     return ScorePlan(inf.score_source_table, source_version, name, version, uri, inputs, keys,
                      cert.digest, cert.artifact_sha256, tuple(warnings))
 
 
-def null_warnings(source: Any, config: dict[str, Any], *, where: str, model: str) -> list[str]:
+def null_warnings(tables: Tables, source: str, version: int, config: dict[str, Any], *, where: str,
+                  model: str) -> list[str]:
     """One line per source column whose nulls the model will exclude instead of scoring.
 
     Parameters
     ----------
-    source : deltalake.DeltaTable
-        The score source at the pinned version.
+    tables : Tables
+        Where the score source lives.
+    source : str
+        The score source table.
+    version : int
+        Its pinned version.
     config : dict
         The logged model's config: ``null_outcomes`` (input column -> the reason a row with that
         column null gets, or None when it is still scored; see
@@ -132,33 +144,31 @@ def null_warnings(source: Any, config: dict[str, Any], *, where: str, model: str
         happen and how to score those rows instead. Eligibility rules that exclude a null on purpose
         (``ineligible:<rule>``) are not warned about.
     """
-    import pyarrow.dataset as ds  # reads statistics and the one column only
-
     outcomes = config.get("null_outcomes") or {}
     trained = config.get("training_nulls")
-    nullable = {f.name for f in source.schema().fields if f.nullable}
+    nullable = {f.name for f in tables.table_schema(source, version=version) if f.nullable}
     lines = []
     for column, reason in outcomes.items():
         if not (reason and reason.startswith("invalid:") and column in nullable):
             continue
-        nulls = int(source.to_pyarrow_dataset().count_rows(filter=ds.field(column).is_null()))
+        nulls = tables.null_rows(source, column, version=version)  # reads statistics and the one column only
         if nulls:
             seen = ("training saw no nulls in it" if trained and not trained.get(column)
                     else "training nulls were not recorded" if trained is None
                     else f"training had {trained.get(column)} null rows in it")
-            lines.append(f"{where} column {column!r} has {nulls} null row(s) at v{source.version()}; {model} "
+            lines.append(f"{where} column {column!r} has {nulls} null row(s) at v{version}; {model} "
                          f"cannot score a null there ({seen}, the recipe does not impute it and the model "
                          f"takes no NaN), so those rows will be excluded as {reason}. To score them, impute "
                          f"{column!r} in the recipe (e.g. SimpleImputer) and retrain.")
     return lines
 
 
-def _check_readable(project: ProjectConfig, runtime: Any, version: int) -> None:
+def _check_readable(project: ProjectConfig, tables: Tables, version: int) -> None:
     """Refuse a source whose Delta reader features the route's engine cannot read (so it never
     reads the Parquet files behind them, nor fails half-way)."""
     inf = project.inference
     engine = "spark" if inf.batch_compute == "spark" else "delta-rs"
-    unreadable = runtime.unreadable_features(inf.score_source_table, version=version, engine=engine)
+    unreadable = tables.unreadable_features(inf.score_source_table, version=version, engine=engine)
     if unreadable:
         import deltalake  # only to name the reader's version
 
