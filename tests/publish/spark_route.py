@@ -16,8 +16,9 @@ from typing import Any, Callable
 from lakescore.publish import delta_rs
 from lakescore.publish.commit import fault_pause, publish_once
 from lakescore.publish.plan import Scope
-from lakescore.publish.run import PublishResult, build_request, counts
+from lakescore.publish.run import PublishResult, counts
 from lakescore.publish.spark_delta import SparkDeltaWriter
+from lakescore.workflows.publish import build_request
 
 
 def publish_spark(project: Any, runtime: Any, run: Any, *, migrate: bool = False,

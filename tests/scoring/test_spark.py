@@ -62,12 +62,12 @@ def registered(spark_runtime, spark, tmp_path, monkeypatch, flights_sample, demo
     return spark_runtime, model, chain, frame
 
 
-def on_spark(runtime, plan: ScorePlan, **options):
+def spark_route(runtime, plan: ScorePlan, **options):
     """The Spark route on the pinned snapshot, as the score workflow hands it over."""
     return score_spark(runtime.spark_source(plan.source_table, version=plan.source_version), plan, **options)
 
 
-def on_one_node(runtime, plan: ScorePlan, **options):
+def single_node_route(runtime, plan: ScorePlan, **options):
     """The single-node route on the pinned snapshot, as the score workflow hands it over."""
     columns = list(dict.fromkeys([*plan.record_keys, *plan.input_columns]))
     return score_single_node(runtime.read_table(plan.source_table, version=plan.source_version, columns=columns),
@@ -88,8 +88,8 @@ def test_big_integers_and_marker_texts_cross_both_routes_exactly(registered):
     runtime.write_table(SOURCE, source)
     plan = plan_for(runtime, model, chain)
 
-    on_spark = on_spark(runtime, plan, batch_rows=64, env_manager="local")
-    on_one_node = on_one_node(runtime, plan, batch_rows=64)
+    on_spark = spark_route(runtime, plan, batch_rows=64, env_manager="local")
+    on_one_node = single_node_route(runtime, plan, batch_rows=64)
     for scored in (on_spark, on_one_node):
         assert scored["flight_id"].tolist() == sorted(source["flight_id"])
         expected = source.sort_values("flight_id", ignore_index=True)
@@ -174,8 +174,8 @@ def test_a_null_in_an_integer_feature_the_recipe_does_not_impute_excludes_its_ro
     plan = plan_for(runtime, model, chain)
     nulls = source.loc[[5, 60], "flight_id"]
     want = chain.predict(source.drop(index=[5, 60])).set_axis(source.drop(index=[5, 60])["flight_id"])
-    for scored in (on_spark(runtime, plan, batch_rows=7, env_manager="local"),
-                   on_one_node(runtime, plan, batch_rows=7)):
+    for scored in (spark_route(runtime, plan, batch_rows=7, env_manager="local"),
+                   single_node_route(runtime, plan, batch_rows=7)):
         scored = scored.set_index("flight_id")
         assert scored.loc[nulls, "exclusion_reason"].tolist() == ["invalid:hour", "invalid:hour"]
         assert scored.loc[nulls, "scoring_status"].tolist() == ["excluded", "excluded"]
@@ -194,8 +194,8 @@ def test_a_nullable_long_source_column_reaches_an_output_rule_exactly_on_both_ro
     source.loc[4, "big"] = pd.NA  # one null: a float64 read would round every other value to ...992
     runtime.write_table(SOURCE, source)
     plan = plan_for(runtime, model, chain)
-    for scored in (on_one_node(runtime, plan, batch_rows=64),
-                   on_spark(runtime, plan, batch_rows=64, env_manager="local")):
+    for scored in (single_node_route(runtime, plan, batch_rows=64),
+                   spark_route(runtime, plan, batch_rows=64, env_manager="local")):
         by_key = scored.set_index("flight_id").loc[source["flight_id"]]
         predicted = (by_key["scoring_status"] == "predicted").to_numpy()
         assert predicted.sum() >= len(source) - 2  # at most the IQR outliers are excluded

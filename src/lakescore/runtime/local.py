@@ -126,8 +126,13 @@ class LocalRuntime:
         return dict(self.delta_table(name, version=version).metadata().configuration)
 
     def history_versions(self, name: str, *, version: int, limit: int) -> list[int]:
-        """Versions of the newest ``limit`` commits up to ``version`` whose log entries are kept."""
-        return [int(h["version"]) for h in self.delta_table(name, version=version).history(limit=limit)]
+        """Versions of the newest ``limit`` commits up to ``version`` whose log entries are kept.
+
+        delta-rs lists a version -1 below version 0 for a table loaded at an older version; it is
+        no commit and is left out.
+        """
+        kept = [int(h["version"]) for h in self.delta_table(name, version=version).history(limit=limit)]
+        return [v for v in kept if 0 <= v <= version][:limit]
 
     def row_count(self, name: str, *, version: int | None = None) -> int:
         """Rows of the table at ``version`` (from the log's file statistics where it has them)."""
