@@ -8,7 +8,7 @@ publishing). The same frame (keys, prediction, probability, scoring_status, excl
 model_name, model_version, run_id) is then written to a fresh Delta table each repeat:
 
 1. plain    ``write_deltalake(path, frame, mode="append")``: no guard, no receipt;
-2. guarded  ``lakescore.publish.run.publish_scored``: read the target, decide, write the files,
+2. guarded  ``lakescore.workflows.publish.publish``: read the target, decide, write the files,
             commit against the snapshot it planned on, with the receipt (first publication: the
             table is created by one commit and the rows land in the next);
 3. replay   the same run published again: found through its receipt, a no-op.
@@ -57,7 +57,7 @@ def predictions(project, flights: pd.DataFrame) -> pd.DataFrame:
 
 
 def scored_run(project, runtime, frame: pd.DataFrame):
-    from lakescore.publish.scope import prepare_scope
+    from lakescore.workflows.score import prepare_scope
     from lakescore.scoring.preflight import ScorePlan
     from lakescore.scoring.run import ScoredRun
 
@@ -81,7 +81,7 @@ def main() -> None:
 
     from lakescore.config import load_project
     from lakescore.demo_data import demo_frames
-    from lakescore.publish.run import publish_scored
+    from lakescore.workflows.publish import publish
     from lakescore.runtime import LocalRuntime
 
     project = load_project(args.config_dir)
@@ -100,13 +100,13 @@ def main() -> None:
         path = runtime.home / "plain" / "predictions"
         path.parent.mkdir(parents=True, exist_ok=True)
         steps = [("plain", lambda: write_deltalake(str(path), same, mode="append")),
-                 ("guarded", lambda: publish_scored(project, runtime, run))]
+                 ("guarded", lambda: publish(project, runtime, run))]
         seconds = {}
         for name, step in steps if i % 2 else steps[::-1]:  # alternate which goes first
             result, seconds[name] = timed(step)
             if name == "guarded":
                 assert result.action == "append", result.message
-        again, seconds["replay"] = timed(lambda: publish_scored(project, runtime, run))
+        again, seconds["replay"] = timed(lambda: publish(project, runtime, run))
         assert again.action == "noop" and again.message.startswith("replay: no-op"), again.message
         table = DeltaTable(str(runtime.table_path(project.inference.prediction_table)))
         assert table.count() == len(frame) == DeltaTable(str(path)).count()
@@ -120,14 +120,14 @@ def main() -> None:
     runtime = LocalRuntime(home / "history")
     runtime.write_table(SOURCE, flights.iloc[:1000], configuration={"delta.enableChangeDataFeed": "true"})
     first, _ = scored_run(project, runtime, frame.iloc[:1000])
-    publish_scored(project, runtime, first)
+    publish(project, runtime, first)
     last = first
     for k in range(99):
         rows = flights.iloc[1000 + 10 * k:1010 + 10 * k]
         write_deltalake(str(runtime.table_path(SOURCE)), rows, mode="append")
         last, _ = scored_run(project, runtime, frame.iloc[1000 + 10 * k:1010 + 10 * k])
-        assert publish_scored(project, runtime, last).action == "append"
-    long_replay = [timed(lambda: publish_scored(project, runtime, last))[1] for _ in range(3)]
+        assert publish(project, runtime, last).action == "append"
+    long_replay = [timed(lambda: publish(project, runtime, last))[1] for _ in range(3)]
 
     def show(label: str, values: list[float]) -> float:
         median = statistics.median(values)
@@ -136,7 +136,7 @@ def main() -> None:
 
     print(f"publishing {len(frame):,} predictions, {args.repeats} repeats after a warm-up, fresh tables:")
     p = show("plain write_deltalake append", plain)
-    g = show("guarded publish_scored (create + commit)", guarded)
+    g = show("guarded publish (create + commit)", guarded)
     r = show("replay no-op (same run again)", replay)
     show("scope planning before scoring", planning)
     h = show("replay no-op, 100 commits of history", long_replay)

@@ -108,8 +108,9 @@ def main() -> None:
     plan = ScorePlan(FLIGHTS, 0, registered.name, registered.version, registered.model_uri, tuple(features),
                      ("flight_id",), registered.certificate.digest, registered.certificate.artifact_sha256)
     spark = runtime.spark()
-    out, t_first = timed(lambda: score_spark(runtime, plan, batch_rows=10000, env_manager="local"))
-    out, t_warm = timed(lambda: score_spark(runtime, plan, batch_rows=10000, env_manager="local"))
+    source = runtime.spark_source(FLIGHTS, version=0)
+    out, t_first = timed(lambda: score_spark(source, plan, batch_rows=10000, env_manager="local"))
+    out, t_warm = timed(lambda: score_spark(source, plan, batch_rows=10000, env_manager="local"))
     by_id = dict(zip(flights["flight_id"], limit_labels))
     diff = int((out["prediction"].to_numpy(dtype="int64") != out["flight_id"].map(by_id).to_numpy()).sum())
     results.append(("lakescore spark (local[2])", t_first, t_warm, diff))

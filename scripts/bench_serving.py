@@ -57,10 +57,10 @@ def prepare(home: Path, config: Path) -> tuple[int, float]:
     try:
         version = int(mlflow.MlflowClient().get_model_version_by_alias(MODEL, "champion").version)
     except mlflow.exceptions.MlflowException:
-        from lakescore.training import train_project
+        from lakescore.workflows.train import train
 
         print("training the demo model (all 2013 flights of months 1-9) ...", flush=True)
-        version = train_project(load_project(config), runtime).version
+        version = train(load_project(config), runtime).version
     return version, time.perf_counter() - started
 
 

@@ -5,12 +5,12 @@ Usage: python scripts/load_demo_data.py [--home .lakescore]
 
 import argparse
 
-from lakescore.demo_data import load_demo_data
+from lakescore.workflows.demo import load_data
 from lakescore.runtime import get_runtime
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--home", default=".lakescore")
     args = parser.parse_args()
-    for table, what in load_demo_data(get_runtime("local", home=args.home)).items():
+    for table, what in load_data(get_runtime("local", home=args.home)).items():
         print(f"{table}: {what}")

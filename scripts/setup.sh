@@ -30,7 +30,7 @@ fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.lock
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 echo "lakescore set-up: Delta Lake's Spark jars into .venv/lakescore-jars (once; needs Maven Central)"
-.venv/bin/python -c 'from lakescore.runtime import fetch_delta_jars; fetch_delta_jars()' \
+.venv/bin/python -c 'from lakescore.runtime.jars import fetch_delta_jars; fetch_delta_jars()' \
   > .venv/lakescore-jars.log 2>&1 || {
   echo "lakescore set-up: fetching Delta Lake's Spark jars failed; see .venv/lakescore-jars.log" >&2
   exit 1

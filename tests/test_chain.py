@@ -204,3 +204,37 @@ def test_an_eligibility_rule_must_return_booleans_not_text(flights_sample):
 def answers_no(frame, params):
     """A rule that answers in words: "no" would read as True if cast to bool."""
     return pd.Series("no", index=frame.index)
+
+
+def test_a_null_the_model_cannot_take_excludes_only_its_row(flights_sample):
+    chain = _fit(flights_sample, ENCODE)  # imputes dep_delay only: month, hour and distance reach the model as given
+    assert not chain.model_takes_nan  # LogisticRegression: "Input X contains NaN" if a NaN reached it
+    clean = flights_sample[flights_sample["dep_delay"].notna()].head(12).reset_index(drop=True)
+    request = clean.assign(hour=clean["hour"].astype("Int64"))  # an integer feature trained as int64
+    request.loc[0, "hour"] = pd.NA
+    request.loc[1, ["hour", "distance"]] = [pd.NA, np.nan]  # the first NaN feature in feature order names it
+    request.loc[2, "distance"] = np.nan
+    request.loc[3, "dep_delay"] = np.nan  # imputed by the recipe: predicted
+    scored = chain.predict(request)
+    assert scored["exclusion_reason"].tolist()[:4] == ["invalid:hour", "invalid:hour", "invalid:distance", pd.NA]
+    assert scored["scoring_status"].tolist() == ["excluded"] * 3 + ["predicted"] * 9
+    assert scored.loc[:2, ["prediction", "probability"]].isna().all().all()
+    # row-local: the other rows score as they do without the bad rows beside them, and each bad row alone
+    without = chain.predict(request.iloc[3:])
+    assert floats_close(scored["probability"].iloc[3:].astype("float64"), without["probability"].astype("float64")).all()
+    assert scored["prediction"].iloc[3:].tolist() == without["prediction"].tolist()
+    for i in range(3):
+        assert chain.predict(request.iloc[[i]])["exclusion_reason"].tolist() == [scored["exclusion_reason"][i]]
+
+
+def test_a_model_that_takes_nan_scores_the_row(flights_sample):
+    rows = flights_sample[flights_sample["arr_delay"].notna()]
+    chain = fit_chain(rows, (rows["arr_delay"] > 15).astype("int64"), recipe=ENCODE,
+                      model_class="HistGradientBoostingClassifier", model_params={"max_iter": 20},
+                      feature_columns=FEATURES)
+    assert chain.model_takes_nan
+    request = rows.head(4).assign(hour=rows["hour"].head(4).astype("Int64"))
+    request.loc[request.index[0], "hour"] = pd.NA
+    scored = chain.predict(request)
+    assert scored["scoring_status"].tolist() == ["predicted"] * 4
+    assert 0.0 < float(scored["probability"].iloc[0]) < 1.0

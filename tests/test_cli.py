@@ -31,3 +31,48 @@ def test_the_schema_flag_reaches_the_config_loader(project_dir, capsys):
                  "--home", str(project_dir / "home")]) == 2
     err = capsys.readouterr().err
     assert "invalid_config" in err and "--schema must be a Unity Catalog name" in err and "'flights-dev'" in err
+
+
+FAILING_RULE = '''
+def has_departed(frame, params):
+    """An eligibility rule that fails the way library errors do: quoting the rows it was given."""
+    raise ValueError("cannot read these rows:\\n" + frame.head(3).to_string())
+'''
+
+
+def test_an_unexpected_failure_prints_one_line_without_row_values(project_dir, tmp_path, monkeypatch, capsys,
+                                                                   flights_sample):
+    import yaml
+
+    from lakescore.cli import main
+    from lakescore.runtime import LocalRuntime
+
+    folder = tmp_path / "rules"
+    folder.mkdir()
+    (folder / "lakescore_failing_rules.py").write_text(FAILING_RULE)
+    monkeypatch.syspath_prepend(str(folder))
+    scoring = yaml.safe_load((project_dir / "scoring.yml").read_text())
+    scoring.update(module="lakescore_failing_rules", output=[])
+    (project_dir / "scoring.yml").write_text(yaml.safe_dump(scoring))
+    home = tmp_path / "home"
+    flights = flights_sample.assign(dep_time=flights_sample["dep_time"] + 0.123456)  # values no message invents
+    LocalRuntime(home).write_table("main.flights.flights", flights)
+    monkeypatch.delenv("LAKESCORE_DEBUG", raising=False)
+    argv = ["train", "--config-dir", str(project_dir), "--home", str(home)]
+
+    assert main(argv) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and "123456" not in err and "cannot read these rows" not in err
+    # progress lines and MLflow's own notices may come first; the failure itself is one line
+    lines = [line for line in err.strip().splitlines() if line.startswith("lakescore train: ")]
+    assert len(lines) == 1 and lines[0].startswith("lakescore train: unexpected_error: ValueError (not a lakescore error")
+    assert "run with --debug or LAKESCORE_DEBUG=1" in lines[0]
+    logs = list((home / "logs").glob("train-*.log"))
+    assert len(logs) == 1 and f"full traceback in {logs[0].resolve()}" in lines[0]
+    assert "ValueError: cannot read these rows" in logs[0].read_text() and "123456" in logs[0].read_text()
+
+    monkeypatch.setenv("LAKESCORE_DEBUG", "1")
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err and "cannot read these rows" in err
+    assert len(list((home / "logs").glob("train-*.log"))) == 2

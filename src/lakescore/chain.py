@@ -10,6 +10,13 @@ Order: eligibility rules on the raw row -> the pre-split recipe (its fixed edits
 as eligibility, ``ineligible:<step>``, when scoring.yml says ``mode: pre_split | combined``) ->
 the preprocessing steps (training-only ones skipped) -> the model -> output rules on the
 predicted rows.
+
+Just before the model: a row whose model matrix holds NaN, when the model cannot take NaN
+(scikit-learn's ``input_tags.allow_nan``: linear models, SVMs, k-NN, naive Bayes, GradientBoosting,
+AdaBoost; trees, forests, HistGradientBoosting, XGBoost and LightGBM take it), is excluded with
+``invalid:<feature>``, the first model feature (in ``feature_columns`` order) that is NaN in that
+row. The reason reads only the row itself, so it is the same in every batch. Such a NaN comes from
+a null in a feature the recipe does not impute.
 """
 
 from __future__ import annotations
@@ -153,7 +160,16 @@ class FittedChain:
         for step in self.steps:
             if not step.impl.training_only:
                 rows, data = _run_step(step, data, rows, reasons, step.impl.exclusion)
-        return self._assemble(frame, rows, data, reasons)
+        matrix = self._model_matrix(data) if len(rows) else np.empty((0, len(self.feature_columns)))
+        rows, matrix = self._exclude_unusable(rows, matrix, reasons)
+        return self._assemble(frame, rows, matrix, reasons)
+
+    @property
+    def model_takes_nan(self) -> bool:
+        """True when the model accepts NaN in its input (scikit-learn tag ``input_tags.allow_nan``;
+        a model without scikit-learn tags is taken not to)."""
+        tags = getattr(self.model, "__sklearn_tags__", None)
+        return bool(tags().input_tags.allow_nan) if tags is not None else False
 
     def _model_matrix(self, data: pd.DataFrame) -> np.ndarray:
         missing = [c for c in self.feature_columns if c not in data.columns]
@@ -162,14 +178,27 @@ class FittedChain:
                              "check the recipe's column names")
         return data[list(self.feature_columns)].astype("float64").to_numpy()
 
-    def _assemble(self, frame: pd.DataFrame, rows: np.ndarray, data: pd.DataFrame,
+    def _exclude_unusable(self, rows: np.ndarray, matrix: np.ndarray,
+                          reasons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Exclude the rows whose matrix holds NaN when the model cannot take it (``invalid:<feature>``,
+        the row's first NaN feature); return the remaining rows and their matrix."""
+        if not len(rows) or self.model_takes_nan:
+            return rows, matrix
+        nan = np.isnan(matrix)
+        bad = nan.any(axis=1)
+        if not bad.any():
+            return rows, matrix
+        first = nan[bad].argmax(axis=1)
+        reasons[rows[bad]] = [f"invalid:{self.feature_columns[i]}" for i in first]
+        return rows[~bad], matrix[~bad]
+
+    def _assemble(self, frame: pd.DataFrame, rows: np.ndarray, matrix: np.ndarray,
                   reasons: np.ndarray) -> pd.DataFrame:
         n_rows = len(frame)
         out = pd.DataFrame(index=frame.index)
         label_dtype = self.label_dtype
         labels, proba = None, np.full(n_rows, np.nan)
         if len(rows):
-            matrix = self._model_matrix(data)
             labels = self.model.predict(matrix)
             if self.task == "classification":
                 p = self.model.predict_proba(matrix)

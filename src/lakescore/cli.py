@@ -3,7 +3,13 @@
 Every subcommand takes ``--config-dir`` (default ``config``) so one checkout can hold several
 projects' configs, ``--target`` (the bundle target, default ``dev``) which names the job's
 publication identity, and ``--catalog`` / ``--schema``, the values of ``${catalog}`` /
-``${schema}`` in the config's table names (the bundle passes its variables). Errors from lakescore print as one message and exit with status 2.
+``${schema}`` in the config's table names (the bundle passes its variables). Errors from
+lakescore print as one message and exit with status 2.
+
+Any other failure (a Spark worker's, MLflow's, a library's) exits with status 1 and prints one
+line naming the error type and the file that holds its full traceback
+(``<home>/logs/<command>-<UTC time>.log``), never the error's own text: such messages can quote
+data rows. ``--debug`` or ``LAKESCORE_DEBUG=1`` prints the traceback as well.
 """
 
 from __future__ import annotations
@@ -11,10 +17,17 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
-from typing import Any, Sequence
+import traceback
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
 
 from lakescore.errors import LakescoreError
+
+if TYPE_CHECKING:  # the runtime package is imported when a command runs, not to print --help
+    from lakescore.runtime import Runtime
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -28,6 +41,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         help="value of ${schema} in the config's table names (default: flights)")
     parser.add_argument("--home", default=".lakescore",
                         help="local runtime folder for MLflow, Delta tables and state (default: .lakescore)")
+    parser.add_argument("--debug", action="store_true",
+                        help="on an unexpected failure, also print its traceback (or set LAKESCORE_DEBUG=1)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -74,57 +89,51 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _runtime(args: argparse.Namespace) -> Any:
+def _runtime(args: argparse.Namespace) -> Runtime:
     from lakescore.runtime import get_runtime
 
     return get_runtime(args.runtime, home=args.home, target=args.target)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    """Execute one parsed subcommand and return its summary as a dict."""
+    """Execute one parsed subcommand (one workflow) and return its summary as a dict."""
     from lakescore.config import load_project
 
     if args.command == "receipts":  # reads one table's history: no project config needed
-        from lakescore.publish.state import receipts
+        from lakescore.workflows.publish import list_receipts
 
-        runtime = _runtime(args)
-        runtime.delta_table(args.table)  # a missing table is an error, not an empty list
-        return {"table": args.table, "receipts": receipts(str(runtime.table_path(args.table)))}
+        return list_receipts(_runtime(args), args.table)
     project = load_project(args.config_dir, catalog=args.catalog, schema=args.schema)
     runtime = _runtime(args)
     if args.command == "train":
-        from lakescore.training import train_project
+        from lakescore.workflows.train import train
 
-        return train_project(project, runtime, retrain="always" if args.force else "if_changed").summary()
+        return train(project, runtime, retrain="always" if args.force else "if_changed").summary()
     if args.command == "score":
-        from lakescore.scoring.run import score_project
-
-        result = score_project(project, runtime)
-        summary = result.summary()
         if args.publish:
-            from lakescore.publish.run import publish_scored
+            from lakescore.workflows.publish import score_and_publish
 
-            summary["publish"] = publish_scored(project, runtime, result).summary()
-        return summary
+            return score_and_publish(project, runtime)
+        from lakescore.workflows.score import score
+
+        return score(project, runtime).summary()
     if args.command == "publish":
-        from lakescore.publish.run import publish_scored
-        from lakescore.scoring.run import load_scored, score_project
+        from lakescore.workflows.publish import publish_staged
 
-        scored = (score_project(project, runtime, recover=True) if args.recover_predictions
-                  else load_scored(runtime, args.run_id))
-        return publish_scored(project, runtime, scored, migrate=args.migrate).summary()
+        return publish_staged(project, runtime, run_id=args.run_id, migrate=args.migrate,
+                              recover=args.recover_predictions).summary()
     if args.command == "monitor":
-        from lakescore.monitoring.quality import monitor_project
+        from lakescore.workflows.monitor import monitor
 
-        return monitor_project(project, runtime, report=args.report).summary()
+        return monitor(project, runtime, report=args.report).summary()
     if args.command == "serve":
-        from lakescore.serving.run import serve_project
+        from lakescore.workflows.serve import serve
 
-        return serve_project(project, runtime, cost_per_hour=args.cost_per_hour, dry_run=args.dry_run)
+        return serve(project, runtime, cost_per_hour=args.cost_per_hour, dry_run=args.dry_run)
     if args.command == "demo":
-        from lakescore.demo import run_demo
+        from lakescore.workflows.demo import demo
 
-        return run_demo(project, runtime)
+        return demo(project, runtime)
     raise AssertionError(args.command)  # argparse only lets known commands through
 
 
@@ -139,14 +148,38 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _write_traceback(args: argparse.Namespace, err: BaseException) -> Path | None:
+    """Write ``err``'s full traceback to ``<home>/logs/<command>-<UTC time>.log``; None if that fails."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+    path = Path(getattr(args, "home", ".lakescore")) / "logs" / f"{args.command}-{stamp}.log"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(traceback.format_exception(err)))
+    except OSError:
+        return None
+    return path.resolve()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``lakescore`` console script. Returns the process exit status."""
+    """Entry point of the ``lakescore`` console script. Returns the process exit status: 0, 2 for a
+    lakescore error, 1 for any other failure (see the module note)."""
     args = build_parser().parse_args(argv)
     try:
         summary = run(args)
     except LakescoreError as err:
         print(f"lakescore {args.command}: {err.code}: {err}", file=sys.stderr)
         return 2
+    except Exception as err:  # anything else: its text may quote rows, so only its type is printed
+        log = _write_traceback(args, err)
+        debug = getattr(args, "debug", False) or os.environ.get("LAKESCORE_DEBUG") == "1"
+        if debug:
+            traceback.print_exception(err, file=sys.stderr)
+        kind = f"{type(err).__module__}.{type(err).__qualname__}".removeprefix("builtins.")
+        where = f"full traceback in {log}" if log else "the traceback could not be written to a file"
+        hint = "" if debug else "; run with --debug or LAKESCORE_DEBUG=1 to print it here"
+        print(f"lakescore {args.command}: unexpected_error: {kind} (not a lakescore error; its message is "
+              f"not shown because it may quote data rows); {where}{hint}.", file=sys.stderr)
+        return 1
     if args.command != "demo":
         print(json.dumps(_plain(summary), indent=2, default=str))
     return 0

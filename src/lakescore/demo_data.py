@@ -9,13 +9,13 @@ Tables written (three-part names, local runtime):
   cancelled ones included (their ``dep_time`` and ``arr_delay`` are null), with change data feed
   enabled (incremental publication reads it).
 
-Idempotent: a table that already exists is left as it is.
+The demo workflow (:func:`lakescore.workflows.demo.load_data`) writes them, leaving a table that
+already exists as it is.
 """
 
 from __future__ import annotations
 
 import warnings
-from typing import Any
 
 import pandas as pd
 
@@ -38,20 +38,3 @@ def demo_frames() -> dict[str, pd.DataFrame]:
     weather["time_hour"] = pd.to_datetime(weather["time_hour"], utc=True)
     incoming = flights[flights["month"] >= 10].reset_index(drop=True)
     return {FLIGHTS: flights, WEATHER: weather, PLANES: planes.copy(), INCOMING: incoming}
-
-
-def load_demo_data(runtime: Any) -> dict[str, str]:
-    """Write the demo tables that do not exist yet; return ``{table: "written" | "kept"}``.
-
-    Under the runtime's ``demo_data`` first-use lock: two demos started at once on a fresh home
-    write each table once (the second finds them kept)."""
-    done = {}
-    with runtime.first_use("demo_data"):
-        for name, frame in demo_frames().items():
-            if runtime.table_exists(name):
-                done[name] = "kept"
-                continue
-            cdf = {"configuration": {"delta.enableChangeDataFeed": "true"}} if name == INCOMING else {}
-            runtime.write_table(name, frame.reset_index(drop=True), mode="error", **cdf)  # the score source: CDF on
-            done[name] = "written"
-    return done

@@ -236,3 +236,28 @@ class TableFeatureUnsupportedError(RuntimeUnsupportedError):
     """A Delta table needs a reader feature that the route's engine cannot read."""
 
     code = "table_feature_unsupported"
+
+
+class ReceiptUnreadableError(PublishError):
+    """A publication's write returned, but the table shows no receipt for its app transaction
+    version (the engine dropped ``userMetadata`` or the app transaction): it is never written again."""
+
+    code = "receipt_unreadable"
+
+
+class ChangeFeedReadError(LakescoreError):
+    """A table's change data feed cannot be read back over the versions asked for (vacuumed data
+    files, cleaned log). The score workflow turns it into ``cdf_recovery_required``."""
+
+    code = "change_feed_unreadable"
+
+
+class ProbeError(LakescoreError):
+    """The admission probe failed: each problem names the part, the check and one fix."""
+
+    code = "probe_failed"
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("admission refused the model:\n" + "\n".join(f"  - {p}" for p in problems),
+                         problems=problems)

@@ -104,15 +104,19 @@ def to_pandas(frame: Any) -> pd.DataFrame:
         return frame
     module = type(frame).__module__
     if module.startswith("polars"):
-        return frame.to_pandas(use_pyarrow_extension_array=False, types_mapper=_polars_types)
+        return frame.to_pandas(use_pyarrow_extension_array=False, types_mapper=nullable_pandas_type)
     raise InputError(
         f"expected a pandas or Polars DataFrame; got {type(frame).__name__}. "
         "Pass pandas.DataFrame(...) or polars.DataFrame(...)."
     )
 
 
-def _polars_types(arrow_type: Any) -> Any:
-    import pyarrow as pa  # only at the Polars boundary
+def nullable_pandas_type(arrow_type: Any) -> Any:
+    """Arrow -> pandas ``types_mapper`` of every read into pandas: integers become ``Int64`` and
+    booleans ``boolean`` (nullable, so a null never turns an integer column into float64, where
+    values above 2**53 are rounded, or a boolean column into object); other types keep pyarrow's
+    default (None)."""
+    import pyarrow as pa  # only where Arrow data becomes pandas
 
     if pa.types.is_integer(arrow_type):
         return pd.Int64Dtype()

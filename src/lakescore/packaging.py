@@ -179,6 +179,43 @@ def model_input_kinds(model_uri: str) -> dict[str, str]:
     return dict(kinds) if kinds else input_kinds(info.signature.inputs)
 
 
+def null_outcomes(chain: FittedChain, example: pd.DataFrame, kinds: dict[str, str]) -> dict[str, str | None]:
+    """What a null in each input column does to a row, found by scoring: input column -> the
+    ``exclusion_reason`` a scorable row of ``example`` gets once that column is null, or None when
+    the row is still predicted (the recipe imputes it, or the model takes it).
+
+    Parameters
+    ----------
+    chain : FittedChain
+    example : DataFrame of shape (n, >= len(chain.input_columns))
+        Raw rows; the first one the chain predicts is blanked one column at a time. With none
+        predicted, every outcome is None.
+    kinds : dict of str to str
+        :func:`input_kinds` of the signature: the blanked row is conformed like a scored one.
+
+    Returns
+    -------
+    dict of str to str or None, in ``chain.input_columns`` order.
+    """
+    rows = example[list(chain.input_columns)]
+    scored = chain.predict(rows)
+    predicted = np.flatnonzero((scored["scoring_status"] == "predicted").to_numpy())
+    if not len(predicted):
+        return {c: None for c in chain.input_columns}
+    row = rows.iloc[[int(predicted[0])]].astype(object)
+    outcomes: dict[str, str | None] = {}
+    for column in chain.input_columns:
+        blank, _ = conform_inputs(row.assign(**{column: [None]}), kinds)
+        reason = chain.predict(blank)["exclusion_reason"].iloc[0]
+        outcomes[column] = None if pd.isna(reason) else str(reason)
+    return outcomes
+
+
+def null_counts(frame: pd.DataFrame, columns: tuple[str, ...] | list[str]) -> dict[str, int]:
+    """Null rows of each of ``columns`` in ``frame`` (the training rows), for the model config."""
+    return {c: int(frame[c].isna().sum()) for c in columns if c in frame.columns}
+
+
 @dataclass(frozen=True)
 class RegisteredModel:
     """Where a logged model lives: registered name and version, run, artifact URI, certificate."""
@@ -191,10 +228,14 @@ class RegisteredModel:
 
 
 def log_and_register(chain: FittedChain, *, example: pd.DataFrame, name: str, alias: str | None,
-                     evidence: dict[str, Any]) -> RegisteredModel:
+                     evidence: dict[str, Any], training_nulls: dict[str, int] | None = None) -> RegisteredModel:
     """Save the chain, seal its certificate with the admission ``evidence``, log the pyfunc (with
     ``partition_probe.json``) in the active MLflow run, register it under ``name`` and point
     ``alias`` at the new version.
+
+    The model config holds ``input_kinds`` (:func:`input_kinds`), ``null_outcomes``
+    (:func:`null_outcomes` on ``example``) and, when given, ``training_nulls``: what preflight
+    reads to say what a null in a source column will do.
 
     Raises
     ------
@@ -205,6 +246,8 @@ def log_and_register(chain: FittedChain, *, example: pd.DataFrame, name: str, al
     ----------
     example : DataFrame of shape (n, >= len(chain.input_columns))
         A few raw rows for the signature and input example.
+    training_nulls : dict of str to int, optional
+        Null rows per input column in the training rows (:func:`null_counts`); None when unknown.
     """
     with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
         # mlflow hints that integer inputs cannot hold nulls; the chain validates its own inputs
@@ -216,9 +259,12 @@ def log_and_register(chain: FittedChain, *, example: pd.DataFrame, name: str, al
         evidence_path = Path(tmp) / "partition_probe.json"
         evidence_path.write_text(evidence_text(evidence))
         signature = signature_for(chain, example)
+        kinds = input_kinds(typed_inputs(chain, example))
+        config = {"input_kinds": kinds, "null_outcomes": null_outcomes(chain, example, kinds),
+                  **({"training_nulls": dict(training_nulls)} if training_nulls is not None else {})}
         info = mlflow.pyfunc.log_model(
             name="model", python_model=str(Path(__file__).with_name("pyfunc_entry.py")),  # code, not a pickle
-            model_config={"input_kinds": input_kinds(typed_inputs(chain, example))},
+            model_config=config,
             artifacts={"chain": str(chain_dir), "certificate": str(cert_path), "evidence": str(evidence_path)},
             signature=signature, registered_model_name=name,
             input_example=example[list(chain.input_columns)].head(3),

@@ -1,4 +1,4 @@
-"""Training: read the rows, split, learn the recipe, fit the model, measure the holdout, register.
+"""Training: the rows from a table frame, the recipe learned in order, the model fitted, the holdout measured.
 
 The recipe is learned step by step on the training rows: each step learns on the output of the
 steps before it; rows an outlier step flags are left out of everything after it (and of the fit),
@@ -9,13 +9,11 @@ since they would never be scored. The ``pre_split:`` recipe (fixed steps only, s
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from lakescore import progress
 from lakescore.chain import FittedChain, pre_split_role
 from lakescore.config import ProjectConfig
 from lakescore.errors import ConfigError, LakescoreError, StepError
@@ -25,8 +23,6 @@ from lakescore.rules import EligibilityRule, OutputRule, load_output_rules, load
 from lakescore.steps import FittedStep, learn_step, parse_params, step_kind
 from lakescore.steps.base import StepParams
 from lakescore.steps.recipe import learn_pre_split
-from lakescore.training_fingerprint import (TrainingFingerprint, record_fingerprint, recorded_fingerprint,
-                                            training_fingerprint)
 
 
 def _input_columns(features: list[str], rules: list[Any], *more: list[str]) -> list[str]:
@@ -139,26 +135,6 @@ def holdout_metrics(chain: FittedChain, frame: pd.DataFrame, y: pd.Series) -> di
     return out
 
 
-@dataclass(frozen=True)
-class TrainResult:
-    """What ``lakescore train`` did."""
-
-    model_name: str
-    version: int
-    run_id: str
-    metrics: dict[str, float]
-    rows: dict[str, int]
-    steps: list[dict[str, Any]] = field(default_factory=list)
-    certificate: dict[str, Any] = field(default_factory=dict)
-    reused: bool = False
-    note: str = ""
-
-    def summary(self) -> dict[str, Any]:
-        return {"model": f"{self.model_name} v{self.version}", "run_id": self.run_id,
-                "metrics": self.metrics, "rows": self.rows, "steps": self.steps,
-                "certificate": self.certificate, "reused": self.reused, "note": self.note}
-
-
 def _declared(raw: dict[str, Any]) -> tuple[StepParams, list[str]]:
     """Parse one recipe entry and name the columns it adds (``StepKind.outputs``).
 
@@ -223,26 +199,27 @@ def recipe_problems(project: ProjectConfig, available: set[str] | list[str], *, 
     return problems
 
 
-def preflight_training(project: ProjectConfig, runtime: Any) -> None:
-    """Check, before any work, everything training can check without reading rows: the table, the
-    feature, key and rule columns, the recipe's steps and columns, the row filter and label
-    expression (evaluated on an empty frame with the table's columns) and the model class and
-    parameters.
+def training_problems(project: ProjectConfig, empty: pd.DataFrame) -> list[str]:
+    """Everything training can check without reading rows, against the training table's columns:
+    the feature, key and rule columns, the recipe's steps and columns, the row filter and label
+    expression (evaluated on ``empty``) and the model class and parameters.
 
-    Raises
-    ------
-    ConfigError
-        Listing every problem, each naming the file, the key, the bad value and what is allowed.
+    Parameters
+    ----------
+    project : ProjectConfig
+    empty : DataFrame of shape (0, n_columns)
+        The training table's columns and dtypes, no rows.
+
+    Returns
+    -------
+    list of str
+        Every problem, each naming the file, the key, the bad value and what is allowed (empty: none).
     """
     from lakescore.models import MODEL_CLASSES
 
     cfg = project.training
     shown = project.shown("training")
     problems = []
-    try:
-        empty = runtime.empty_frame(cfg.data.table)
-    except LakescoreError as err:  # TableNotFoundError carries the fix
-        raise ConfigError([f"{shown}: data.table {cfg.data.table!r}: {err}"]) from err
     available = set(empty.columns)
     for key in ("feature_columns", "record_keys"):
         for column in getattr(cfg.data, key):
@@ -268,8 +245,7 @@ def preflight_training(project: ProjectConfig, runtime: Any) -> None:
             build_model(cfg.model.class_name, cfg.model.params, random_state=cfg.defaults.random_state)
         except ConfigError as err:
             problems += err.problems
-    if problems:
-        raise ConfigError(problems)
+    return problems
 
 
 def prepare_rows(project: ProjectConfig, frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series, Any]:
@@ -306,96 +282,3 @@ def fit_project_chain(project: ProjectConfig, frame: pd.DataFrame, y: pd.Series,
                      rules=load_rules(project.scoring), random_state=cfg.defaults.random_state,
                      engine=cfg.defaults.engine, pre_split=pre.steps, pre_split_skipped=pre.skipped,
                      eligibility_mode=project.scoring.mode, output_rules=load_output_rules(project.scoring))
-
-
-SUMMARY_ARTIFACT = "train_summary.json"
-
-
-def _unchanged_version(mlflow: Any, project: ProjectConfig, fingerprint: TrainingFingerprint) -> TrainResult | str:
-    """The alias's version as a reused :class:`TrainResult` when it was trained from ``fingerprint``;
-    otherwise why training runs (a note for the summary)."""
-    reg = project.training.registry
-    recorded = recorded_fingerprint(mlflow.MlflowClient(), reg.model_name, reg.alias)
-    if recorded is None:
-        return f"no version under alias {reg.alias} yet"
-    version, before = recorded
-    if before is None:
-        return f"v{version} has no training fingerprint"
-    if before.digest != fingerprint.digest:
-        return f"changed since v{version}: " + "; ".join(fingerprint.changes(before))
-    run_id = mlflow.MlflowClient().get_model_version(reg.model_name, str(version)).run_id
-    try:
-        saved = mlflow.artifacts.load_dict(f"runs:/{run_id}/{SUMMARY_ARTIFACT}")
-    except Exception:  # mlflow raises several types for a missing artifact
-        return f"v{version} has no {SUMMARY_ARTIFACT}"
-    return TrainResult(**{**saved, "reused": True,
-                          "note": f"unchanged since v{version} (source {fingerprint.source} version "
-                                  f"{fingerprint.source_version}, same config, code and libraries): not retrained"})
-
-
-def train_project(project: ProjectConfig, runtime: Any, *,
-                  retrain: Literal["if_changed", "always"] = "if_changed") -> TrainResult:
-    """Train, certify and register the project's model (``lakescore train``).
-
-    Parameters
-    ----------
-    retrain : {"if_changed", "always"}, default "if_changed"
-        ``if_changed`` returns the version the registry alias points at, untouched (``reused``),
-        when its training fingerprint (:mod:`lakescore.training_fingerprint`: source table
-        version, config, project code, lakescore and library versions) equals this one's.
-
-    Raises
-    ------
-    ConfigError, StepError, TableNotFoundError
-        Before any work when the config, recipe or table is wrong.
-    """
-    from sklearn.model_selection import train_test_split
-
-    from lakescore.admission.evidence import admit
-    from lakescore.monitoring.drift import training_profile
-    from lakescore.packaging import log_and_register
-
-    cfg = project.training
-    preflight_training(project, runtime)
-    fingerprint = training_fingerprint(project, runtime.table_version(cfg.data.table))
-    mlflow = runtime.mlflow()
-    found = _unchanged_version(mlflow, project, fingerprint)
-    if isinstance(found, TrainResult) and retrain == "if_changed":
-        return found
-    note = "retrain: always" if isinstance(found, TrainResult) else found
-    with progress.step(f"train: read {cfg.data.table}@v{fingerprint.source_version}") as shown:
-        frame_pd, y, pre = prepare_rows(project, runtime.read_table(cfg.data.table, version=fingerprint.source_version))
-        shown.total_rows(len(frame_pd))
-    train_idx, hold_idx = train_test_split(np.arange(len(frame_pd)), test_size=cfg.split.holdout_fraction,
-                                           random_state=cfg.split.random_state)
-    with progress.step("train: fit recipe and model", total=len(train_idx)) as shown:
-        chain = fit_project_chain(project, frame_pd.iloc[train_idx], y.iloc[train_idx], pre)
-        shown.total_rows(len(train_idx))
-    holdout = frame_pd.iloc[hold_idx]
-    metrics = holdout_metrics(chain, holdout, y.iloc[hold_idx])
-    with progress.step("admission: identity, lint, probe, fresh-process check", total=len(holdout)) as shown:
-        evidence = admit(chain, holdout)  # raises ProbeError before anything is logged
-        shown.total_rows(len(holdout))
-    with progress.step("train: log and register"), mlflow.start_run(run_name="train") as run:
-        mlflow.log_params({"model_class": cfg.model.class_name, "training_table": cfg.data.table,
-                           "training_version": fingerprint.source_version,
-                           "training_rows": len(train_idx), "holdout_rows": len(hold_idx),
-                           **{f"model.{k}": v for k, v in cfg.model.params.items()}})
-        mlflow.log_metrics({k: v for k, v in metrics.items()})
-        profile = training_profile(frame_pd.iloc[train_idx], feature_columns=list(cfg.data.feature_columns),
-                                   predictions=chain.predict(holdout))
-        mlflow.log_dict(profile, "drift_profile.json")  # PSI bins for lakescore monitor
-        registered = log_and_register(chain, example=holdout.head(5), name=cfg.registry.model_name,
-                                      alias=cfg.registry.alias, evidence=evidence)
-        result = TrainResult(
-            model_name=registered.name, version=registered.version, run_id=run.info.run_id, metrics=metrics,
-            rows={"training": len(train_idx), "holdout": len(hold_idx)},
-            steps=[{"name": s.name, "step": s.kind, "rows_in": s.rows_in, "rows_out": s.rows_out}
-                   for s in (*chain.pre_split, *chain.steps)],
-            certificate={"artifact_sha256": registered.certificate.artifact_sha256,
-                         "digest": registered.certificate.digest},
-            note=f"trained: {note}",
-        )
-        mlflow.log_dict({k: v for k, v in asdict(result).items() if k not in ("reused", "note")}, SUMMARY_ARTIFACT)
-    record_fingerprint(mlflow.MlflowClient(), registered.name, registered.version, fingerprint)
-    return result

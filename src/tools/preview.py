@@ -7,10 +7,10 @@
 import argparse
 import sys
 
-from lakescore.admission.preview import preview_score, preview_train
 from lakescore.config import load_project
 from lakescore.errors import LakescoreError
 from lakescore.runtime import get_runtime
+from lakescore.workflows.preview import preview
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
@@ -20,7 +20,7 @@ if __name__ == "__main__":
     args = parser.parse_args()
     try:
         project = load_project(args.config_dir)
-        lines = preview_train(project) if args.action == "train" else preview_score(project, get_runtime("local", home=args.home))
+        lines = preview(project, get_runtime("local", home=args.home), action=args.action)
     except LakescoreError as err:
         print(f"preview: {err.code}: {err}", file=sys.stderr)
         sys.exit(2)

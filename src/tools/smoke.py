@@ -6,9 +6,9 @@
 import argparse
 import sys
 
-from lakescore.admission.preview import smoke_probe
 from lakescore.config import load_project
 from lakescore.errors import LakescoreError
+from lakescore.workflows.preview import smoke_probe
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])

@@ -3,7 +3,6 @@ fitted chain (no MLflow: the registry plays no part in publishing), and the proj
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -12,13 +11,15 @@ import pytest
 import yaml
 
 from lakescore.config import ProjectConfig, load_project
-from lakescore.publish.run import PublishResult, publish_scored
-from lakescore.publish.scope import attach_period, empty_predictions, prepare_scope
+from lakescore.publish.run import PublishResult
+from lakescore.publish.scope import empty_predictions
 from lakescore.rules import load_rules
 from lakescore.runtime import LocalRuntime
 from lakescore.scoring.preflight import ScorePlan
 from lakescore.scoring.run import ScoredRun
 from lakescore.training import fit_chain
+from lakescore.workflows.publish import publish
+from lakescore.workflows.score import finish_run, prepare_scope, source_rows
 
 SOURCE = "main.flights.flights_incoming"
 TARGET = "main.flights.late_arrival_predictions"
@@ -47,6 +48,7 @@ class Lake:
 
     def __init__(self, runtime: LocalRuntime, config_dir: Path, chain: Any, flights: pd.DataFrame) -> None:
         self.runtime, self.config_dir, self.chain = runtime, config_dir, chain
+        self.engine = "delta-rs"  # the writer lake.publish uses: "delta-rs" or "spark"
         self.flights = flights[COLUMNS].reset_index(drop=True)
         self.configure()
 
@@ -82,26 +84,35 @@ class Lake:
                          f"certificate-{model_version}", f"artifact-{model_version}")
 
     def score(self, *, model_version: int = 1, recover: bool = False, extra: str | None = None) -> ScoredRun:
-        """What ``lakescore score`` does, with the fitted chain in place of the registry's pyfunc."""
+        """What the score workflow does (not staged), with the fitted chain in place of the registry's pyfunc."""
         project, plan = self.project, self.plan(model_version)
         prepared = prepare_scope(project, self.runtime, plan, recover=recover)
         if prepared.empty:
             scored = empty_predictions(KEYS)
         else:
-            source = prepared.source_runtime(self.runtime, SOURCE)
-            rows = source.read_table(SOURCE, version=plan.source_version, columns=list(dict.fromkeys(
-                [*KEYS, *plan.input_columns])))
+            rows = source_rows(self.runtime, plan, prepared, list(dict.fromkeys([*KEYS, *plan.input_columns])))
             scored = pd.concat([rows[list(KEYS)].reset_index(drop=True),
                                 self.chain.predict(rows).reset_index(drop=True)], axis=1)
-        scored = attach_period(project, self.runtime, plan, prepared, scored)
-        scored["model_name"] = pd.array([MODEL] * len(scored), dtype="string")
-        scored["model_version"] = pd.array([model_version] * len(scored), dtype="Int64")
+        run = finish_run(project, self.runtime, plan, prepared, scored)
         if extra:
-            scored[extra] = pd.array(["x"] * len(scored), dtype="string")
-        return ScoredRun(uuid.uuid4().hex, plan, "single_node", "local", 10000, scored, prepared.scope.to_json())
+            run.predictions[extra] = pd.array(["x"] * len(run.predictions), dtype="string")
+        return run
 
-    def publish(self, run: ScoredRun, **kwargs: Any) -> PublishResult:
-        return publish_scored(self.project, self.runtime, run, **kwargs)
+    def on(self, engine: str, request: pytest.FixtureRequest) -> "Lake":
+        """Publish with ``engine`` from now on (the Spark one on the test session's SparkSession)."""
+        if engine == "spark":
+            self.runtime._spark = request.getfixturevalue("spark")
+        self.engine = engine
+        return self
+
+    def publish(self, run: ScoredRun, *, engine: str | None = None, **kwargs: Any) -> PublishResult:
+        """``lakescore publish`` of ``run`` with the lake's writer (or ``engine``); ``pause`` (Spark
+        only) is the commit loop's fault hook."""
+        if (engine or self.engine) == "spark":
+            from spark_route import publish_spark  # tests/publish/spark_route.py
+
+            return publish_spark(self.project, self.runtime, run, **kwargs)
+        return publish(self.project, self.runtime, run, **kwargs)
 
     def maintain(self) -> None:
         """Routine maintenance of the prediction table, with delta-rs: a short log retention,
@@ -132,3 +143,9 @@ class Lake:
 @pytest.fixture
 def lake(runtime: LocalRuntime, project_dir: Path, chain: Any, flights_sample: pd.DataFrame) -> Lake:
     return Lake(runtime, project_dir, chain, flights_sample)
+
+
+@pytest.fixture(params=["delta-rs", pytest.param("spark", marks=pytest.mark.spark)])
+def engine(request: pytest.FixtureRequest) -> str:
+    """Each writer in turn: a test module overrides ``lake`` with ``lake.on(engine, request)``."""
+    return request.param

@@ -204,21 +204,6 @@ def test_period_bounds_are_utc_days():
     assert period_bounds(low, high) == ("2013-10-01T00:00:00Z", "2013-10-04T00:00:00Z")
 
 
-def test_check_keys_refuses_a_key_stored_twice():
-    import pandas as pd
-
-    from lakescore.errors import PublishError
-    from lakescore.publish.plan import check_keys
-
-    new = pd.DataFrame({"flight_id": [1, 2, 3]})
-    check_keys(new, pd.DataFrame({"flight_id": [4, 5]}), keys=["flight_id"], table="t")
-    check_keys(new, None, keys=["flight_id"], table="t")
-    with pytest.raises(PublishError, match=r"1 record key\(s\) already in t \(e.g. \[\{'flight_id': 2\}\]\)"):
-        check_keys(new, pd.DataFrame({"flight_id": [2, 9]}), keys=["flight_id"], table="t")
-    with pytest.raises(PublishError, match=r"1 record key\(s\) within this run"):
-        check_keys(pd.DataFrame({"flight_id": [7, 7, 8]}), None, keys=["flight_id"], table="t")
-
-
 def test_an_app_transaction_newer_than_every_receipt_requires_recovery():
     mine = {**receipt("r1", version=1), "app_id": "app"}
     fine = replace(target(mine, version=3), app_id="app", app_txn=1)

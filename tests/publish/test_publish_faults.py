@@ -1,8 +1,13 @@
-"""Faults that must not lose or duplicate a row, on real processes and real Delta tables.
+"""Faults that must not lose or duplicate a row, on real processes and real Delta tables, with
+each writer (delta-rs and Spark Delta).
 
-The publishing processes are real ``lakescore publish`` subprocesses. The writer's fault hook
+The killed publishers are real processes: ``lakescore publish`` (delta-rs) and
+``spark_route.py`` (Spark Delta, with a SparkSession of its own). The commit loop's fault hook
 (``LAKESCORE_FAULT_PAUSE=<point>:<marker>``) makes the kill point deterministic: the child writes
-the marker at the point and waits for ``<marker>.go``.
+the marker at the point and waits for ``<marker>.go``. To keep to one extra JVM, the Spark
+publisher that dies right after its commit is stopped at that point inside the test process
+(which leaves the same table and receipts table as a kill), and two racing Spark publishers are
+two threads on the test session's SparkSession.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -20,21 +26,53 @@ from deltalake import DeltaTable
 
 from lakescore.errors import CdfRecoveryRequiredError
 from lakescore.publish.state import receipts
-from lakescore.scoring.run import ScoredRun, _stage
+from lakescore.scoring.run import ScoredRun
+from lakescore.workflows.score import stage_run
 
 SOURCE = "main.flights.flights_incoming"  # config/inference.yml
+SPARK_ROUTE = Path(__file__).with_name("spark_route.py")
+
+
+@pytest.fixture
+def lake(lake, engine, request):
+    """The publication lake, publishing with each writer in turn."""
+    return lake.on(engine, request)
+
+
+class _Stopped(BaseException):
+    """The publishing process stops here (nothing after this point of the loop runs)."""
 
 
 def _publisher(lake, run: ScoredRun, *, pause: str | None = None, marker: Path | None = None) -> subprocess.Popen:
     if not (lake.runtime.runs_dir() / run.run_id).exists():
-        _stage(lake.runtime, run)  # what `lakescore score` leaves for `lakescore publish`
+        stage_run(lake.runtime, run)  # what `lakescore score` leaves for `lakescore publish`
     env = {k: v for k, v in os.environ.items() if k != "LAKESCORE_FAULT_PAUSE"}
     if pause:
         env["LAKESCORE_FAULT_PAUSE"] = f"{pause}:{marker}"
-    return subprocess.Popen(
-        [sys.executable, "-m", "lakescore.cli", "publish", "--home", str(lake.runtime.home),
-         "--config-dir", str(lake.config_dir), "--run-id", run.run_id],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    home, config = str(lake.runtime.home), str(lake.config_dir)
+    command = ([sys.executable, str(SPARK_ROUTE), home, config, run.run_id] if lake.engine == "spark" else
+               [sys.executable, "-m", "lakescore.cli", "publish", "--home", home, "--config-dir", config,
+                "--run-id", run.run_id])
+    return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _dies_after_commit(lake, run: ScoredRun, tmp_path: Path) -> None:
+    """Publish ``run`` and stop its publisher right after the commit, before the receipts table
+    row: SIGKILL of a ``lakescore publish`` process (delta-rs); the loop stopped at that point in
+    this process (Spark)."""
+    if lake.engine == "spark":
+        def stop(point: str) -> None:
+            if point == "after_commit":
+                raise _Stopped(point)
+
+        with pytest.raises(_Stopped):
+            lake.publish(run, pause=stop)
+        return
+    marker = tmp_path / "committed"
+    child = _publisher(lake, run, pause="after_commit", marker=marker)
+    _wait_for(marker)
+    os.kill(child.pid, signal.SIGKILL)  # the caller never hears back
+    child.wait(timeout=30)
 
 
 def _wait_for(*paths: Path, timeout: float = 60) -> None:
@@ -58,25 +96,25 @@ def _parquet_files(path: str) -> set[str]:
 
 def test_sigkill_between_files_and_commit_then_rerun_publishes_each_row_once(lake, tmp_path):
     run = _published_window(lake)
+    earlier = _parquet_files(lake.path)
     marker = tmp_path / "files-written"
     child = _publisher(lake, run, pause="before_commit", marker=marker)
-    _wait_for(marker)
-    before = DeltaTable(lake.path)
-    orphans = _parquet_files(lake.path) - {Path(u).name for u in before.file_uris()}
-    assert len(orphans) == 1  # the data file is written, the commit is not
+    _wait_for(marker, timeout=180)
+    orphans = _parquet_files(lake.path) - earlier - {Path(u).name for u in DeltaTable(lake.path).file_uris()}
+    assert len(orphans) == (1 if lake.engine == "delta-rs" else 0)  # delta-rs stages its file; Spark writes in the commit
     os.kill(child.pid, signal.SIGKILL)
     child.wait(timeout=30)
     assert child.returncode == -signal.SIGKILL
     assert DeltaTable(lake.path).version() == 1 and len(lake.table()) == 500
-    rerun = _publisher(lake, run)
-    out, err = rerun.communicate(timeout=120)
-    assert rerun.returncode == 0, err
-    assert json.loads(out)["action"] == "append"
+    rerun = lake.publish(run)
+    assert (rerun.action, rerun.table_version) == ("append", 2)
     lake.assert_whole()
     assert len(lake.table()) == 800 and DeltaTable(lake.path).version() == 2
 
 
 def test_two_publishers_of_one_window_commit_once(lake, tmp_path):
+    if lake.engine == "spark":
+        return _two_spark_publishers(lake)
     run = _published_window(lake)
     twin = lake.score()  # the same window scored again: another run id, the same request
     assert twin.run_id != run.run_id
@@ -99,17 +137,10 @@ def test_two_publishers_of_one_window_commit_once(lake, tmp_path):
 
 def test_retry_after_a_commit_whose_caller_timed_out_is_a_noop(lake, tmp_path):
     run = _published_window(lake)
-    marker = tmp_path / "committed"
-    child = _publisher(lake, run, pause="after_commit", marker=marker)
-    _wait_for(marker)
-    os.kill(child.pid, signal.SIGKILL)  # the caller never hears back
-    child.wait(timeout=30)
-    retry = _publisher(lake, run)
-    out, err = retry.communicate(timeout=120)
-    assert retry.returncode == 0, err
-    answer = json.loads(out)
-    assert answer["action"] == "noop" and answer["message"].startswith("replay: no-op")
-    assert answer["table_version"] == 2 and answer["receipt"]["run_id"] == run.run_id
+    _dies_after_commit(lake, run, tmp_path)
+    retry = lake.publish(run)
+    assert retry.action == "noop" and retry.message.startswith("replay: no-op")
+    assert retry.table_version == 2 and retry.receipt["run_id"] == run.run_id
     rescored = lake.score()  # a retried job that scores again finds nothing new
     assert rescored.scope["action"] == "noop"
     lake.assert_whole()
@@ -161,11 +192,7 @@ def test_cleaned_source_log_requires_recovery(lake):
 
 def test_receipt_lost_between_commit_and_receipts_table_then_log_cleaned_requires_recovery(lake, tmp_path):
     run = _published_window(lake)
-    marker = tmp_path / "committed"
-    child = _publisher(lake, run, pause="after_commit", marker=marker)
-    _wait_for(marker)
-    os.kill(child.pid, signal.SIGKILL)  # committed v2, its receipt never reached the receipts table
-    child.wait(timeout=30)
+    _dies_after_commit(lake, run, tmp_path)  # committed v2, its receipt never reached the receipts table
     lake.maintain()  # ... and the log that held it is cleaned before anyone publishes again
     assert [r["table_version"] for r in receipts(lake.path)] == [1]
     lake.add_source(lake.flights.iloc[800:820])
@@ -179,3 +206,36 @@ def test_receipt_lost_between_commit_and_receipts_table_then_log_cleaned_require
     assert recovered.action == "replace_table"
     lake.assert_whole()
     assert len(lake.table()) == 820
+
+
+def _two_spark_publishers(lake) -> None:
+    """Two Spark publishers of one window (two threads on one SparkSession), released together
+    once both planned against v1: one commits, the other's write conflicts or is skipped by Delta
+    (same txnAppId and txnVersion) and its next plan finds the replay."""
+    run = _published_window(lake)
+    twin = lake.score()
+    both = threading.Barrier(2)
+
+    def together(point: str) -> None:
+        if point == "before_commit":
+            both.wait(timeout=120)
+
+    results: dict[str, object] = {}
+
+    def publish(r: ScoredRun) -> None:
+        try:
+            results[r.run_id] = lake.publish(r, pause=together)
+        except Exception as err:  # reported by the assertion below
+            results[r.run_id] = err
+
+    threads = [threading.Thread(target=publish, args=(r,)) for r in (run, twin)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    actions = sorted(getattr(r, "action", repr(r)) for r in results.values())
+    assert actions == ["append", "noop"], results
+    assert next(r for r in results.values() if r.action == "noop").message.startswith("replay: no-op")
+    lake.assert_whole()
+    assert DeltaTable(lake.path).version() == 2
+    assert [r["table_version"] for r in receipts(lake.path)] == [2, 1]

@@ -1,4 +1,4 @@
-"""``publish_scored`` on real Delta tables: the last check before a commit."""
+"""``build_request`` (through the publish workflow) on real Delta tables: the last check before a commit."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""The Databricks writer's option building and metadata reading (it cannot run here: no Delta jars)."""
+"""The Spark Delta writer: its options and state reading, its key checks as Spark aggregates, a
+write whose receipt cannot be read back, and the tables both writers share (each reads the
+receipts the other wrote, a replay across writers is a no-op, delta-rs reads what Spark wrote)."""
 
 from __future__ import annotations
 
@@ -7,9 +9,11 @@ from dataclasses import replace
 
 import pytest
 
-from lakescore.publish.plan import Decision, PublishRequest, build_receipt, decide
+from lakescore.publish.commit import Period
+from lakescore.publish.plan import Decision, PublishRequest, app_id_for, build_receipt, decide
 from lakescore.publish.spark_delta import target_state, write_options
 
+TARGET_NAME = "main.flights.late_arrival_predictions"  # config/inference.yml
 SCHEMA = (("flight_id", "long"), ("prediction", "long"), ("time_hour", "timestamp"))
 REQUEST = PublishRequest("lakescore/score/prod/main.f.preds", "run-1", "main.f.preds", "main.f.src", "sid",
                          "incremental", "append", 5, 6, None, None, "m", 2, "sha", "cfg", SCHEMA, 10)
@@ -28,12 +32,14 @@ def test_period_replacement_uses_replace_where():
     request = replace(REQUEST, action="replace_period", period_start="2013-10-01T00:00:00Z",
                       period_end="2013-10-03T00:00:00Z")
     decision = Decision("replace_period", "", read_version=2)
-    mode, options = write_options(request, decision, {}, period_column="time_hour")
+    mode, options = write_options(request, decision, {}, Period("time_hour", request.period_start, request.period_end))
     assert mode == "overwrite"
     assert options["replaceWhere"] == ("`time_hour` >= '2013-10-01T00:00:00Z' AND "
                                        "`time_hour` < '2013-10-03T00:00:00Z'")
-    _, dated = write_options(request, decision, {}, period_column="day", period_type="date")
+    _, dated = write_options(request, decision, {}, Period("day", request.period_start, request.period_end, "date"))
     assert dated["replaceWhere"] == "`day` >= '2013-10-01' AND `day` < '2013-10-03'"
+    with pytest.raises(ValueError, match="needs period_column and bounds"):
+        write_options(request, decision, {})
 
 
 def test_migrate_and_rebuild_options():
@@ -78,7 +84,7 @@ def test_receipts_table_rows_outlive_a_cleaned_history():
 
 
 @pytest.mark.spark
-def test_null_periods_are_counted_on_spark_and_refused_before_any_write(spark):
+def test_null_periods_are_counted_on_spark_and_refused_before_any_write(spark, tmp_path):
     from datetime import date, datetime, timezone
 
     from lakescore.errors import NullPeriodError
@@ -88,8 +94,143 @@ def test_null_periods_are_counted_on_spark_and_refused_before_any_write(spark):
     frame = spark.createDataFrame([(1, stamp, date(2013, 10, 1)), (2, None, date(2013, 10, 2)), (3, stamp, None),
                                    (4, None, None)], "flight_id long, sched_ts timestamp, sched_day date")
     assert (period_nulls(frame, "sched_ts"), period_nulls(frame, "sched_day")) == (2, 2)
-    snapshot = replace(REQUEST, mode="snapshot", action="replace_period", source_version_from=None,
-                       prediction_table="preds_null_period")  # one-part: the local catalog has no UC names
+    snapshot = replace(REQUEST, mode="snapshot", action="replace_period", source_version_from=None)
     with pytest.raises(NullPeriodError, match=r"main.f.src v6 has 2 row\(s\) with a null publication.period_column 'sched_day'"):
-        publish(spark, frame, snapshot, period_column="sched_day")
-    assert not spark.catalog.tableExists("preds_null_period")  # refused before creating it
+        publish(str(tmp_path / "preds"), frame, snapshot, period_column="sched_day")
+    assert not (tmp_path / "preds").exists()  # refused before creating it
+
+
+@pytest.mark.spark
+def test_repeated_keys_are_counted_by_a_spark_aggregate(spark):
+    from lakescore.publish.spark_delta import repeated_keys
+
+    new = spark.createDataFrame([(5, "a"), (1, "b"), (3, "a"), (9, "c"), (7, "a")], "k long, s string")
+    assert repeated_keys(new, spark.createDataFrame([(2,), (4,)], "k long"), keys=["k"], table="t") is None
+    assert repeated_keys(new, None, keys=["k"], table="t") is None
+    held = repeated_keys(new, spark.createDataFrame([(9,), (9,), (3,), (8,), (1,), (7,)], "k long"), keys=["k"],
+                         table="t")
+    assert (held.count, held.examples, held.where) == (4, ({"k": 1}, {"k": 3}, {"k": 7}), "already in t")
+    twice = repeated_keys(spark.createDataFrame([(7,), (7,), (8,), (2,), (2,), (2,)], "k long"),
+                          spark.createDataFrame([(8,)], "k long"), keys=["k"], table="t")
+    assert (twice.count, twice.examples, twice.where) == (2, ({"k": 2}, {"k": 7}), "within this run")
+    assert repeated_keys(new, None, keys=["s", "k"], table="t") is None
+    assert repeated_keys(new, None, keys=["s"], table="t").examples == ({"s": "a"},)
+
+
+@pytest.fixture
+def spark_lake(lake, request):
+    """The publication lake; its tests choose the writer per publication."""
+    return lake.on("spark", request)
+
+
+def app_id_of(lake) -> str:
+    inf = lake.project.inference
+    return app_id_for(inf.job_name, lake.runtime.target, inf.prediction_table)
+
+
+@pytest.mark.spark
+def test_a_write_whose_receipt_cannot_be_read_back_is_never_written_again(spark_lake):
+    from deltalake import DeltaTable
+
+    from lakescore.errors import CdfRecoveryRequiredError, ReceiptUnreadableError
+    from lakescore.publish.spark_delta import SparkDeltaWriter
+
+    class DropsUserMetadata(SparkDeltaWriter):
+        """An engine that keeps the app transaction but drops userMetadata (as some do on saveAsTable)."""
+
+        def commit(self, staged, request, decision, receipt, period):
+            super().commit(staged, request, decision, {"note": "dropped"}, period)
+
+    lake = spark_lake
+    lake.add_source(lake.flights.iloc[:200])
+    lake.publish(lake.score())
+    lake.add_source(lake.flights.iloc[200:260])
+    run = lake.score()
+    with pytest.raises(ReceiptUnreadableError, match=(
+            r"the write of run \w+ \(app transaction lakescore/\S+ v2\) returned, the table records app transaction "
+            r"v2, and no receipt of v2 can be read back")):
+        lake.publish(run, writer=DropsUserMetadata)
+    assert DeltaTable(lake.path).version() == 2 and len(lake.table()) == 260  # written once
+    for engine in ("spark", "delta-rs"):  # neither writer writes it again
+        with pytest.raises(CdfRecoveryRequiredError, match="records a lakescore commit at v2, but the receipt"):
+            lake.publish(run, engine=engine)
+    assert DeltaTable(lake.path).version() == 2 and len(lake.table()) == 260
+
+
+@pytest.mark.spark
+def test_each_writer_reads_the_receipts_the_other_wrote_in_the_log_and_the_receipts_table(spark_lake):
+    from lakescore.publish.spark_delta import SparkDeltaWriter
+    from lakescore.publish.state import receipts, stored_receipts
+
+    lake = spark_lake
+    lake.add_source(lake.flights.iloc[:300])
+    first = lake.score()
+    lake.publish(first, engine="delta-rs")
+    lake.add_source(lake.flights.iloc[300:400])
+    second = lake.score()
+    by_spark = lake.publish(second, engine="spark")
+    assert (by_spark.action, by_spark.table_version, by_spark.receipt["watermark_before"]) == ("append", 2, 0)
+    lake.add_source(lake.flights.iloc[400:450])
+    third = lake.score()
+    assert (third.scope["source_version_from"], third.scope["source_version_to"]) == (2, 2)  # from Spark's receipt
+    by_delta_rs = lake.publish(third, engine="delta-rs")
+    assert (by_delta_rs.table_version, by_delta_rs.receipt["watermark_before"]) == (3, 1)
+    expected = [(third.run_id, 3, "single_node"), (second.run_id, 2, "spark"), (first.run_id, 1, "single_node")]
+
+    def seen_by_spark():
+        state = SparkDeltaWriter(lake.path, lake.runtime.spark().range(0), table=TARGET_NAME, app_id="-").read()
+        return [(r["run_id"], r["table_version"], r["batch_compute"]) for r in state.receipts]
+
+    assert [(r["run_id"], r["table_version"], r["batch_compute"]) for r in receipts(lake.path)] == expected
+    assert seen_by_spark() == expected
+    assert sorted(r["table_version"] for r in stored_receipts(lake.path)) == [1, 2, 3]  # rows by both writers
+    lake.maintain()  # the log no longer holds them: both read the receipts table
+    assert [(r["run_id"], r["table_version"], r["batch_compute"]) for r in receipts(lake.path)] == expected
+    assert seen_by_spark() == expected
+    lake.assert_whole()
+
+
+@pytest.mark.spark
+def test_a_replay_across_writers_is_a_noop(spark_lake):
+    from deltalake import DeltaTable
+
+    lake = spark_lake
+    lake.add_source(lake.flights.iloc[:100])
+    lake.publish(lake.score(), engine="delta-rs")
+    lake.add_source(lake.flights.iloc[100:150])
+    window = lake.score()
+    assert lake.publish(window, engine="spark").table_version == 2
+    again = lake.publish(window, engine="delta-rs")
+    assert (again.action, again.table_version) == ("noop", 2)
+    assert again.message == f"replay: no-op (run {window.run_id} already published this request to {TARGET_NAME} v2)"
+    lake.add_source(lake.flights.iloc[150:170])
+    later = lake.score()
+    assert lake.publish(later, engine="delta-rs").table_version == 3
+    replayed = lake.publish(later, engine="spark")
+    assert (replayed.action, replayed.table_version, replayed.receipt["run_id"]) == ("noop", 3, later.run_id)
+    assert DeltaTable(lake.path).version() == 3
+    lake.assert_whole()
+
+
+@pytest.mark.spark
+def test_delta_rs_reads_what_spark_wrote_and_spark_reads_what_delta_rs_wrote(spark_lake):
+    from deltalake import DeltaTable
+
+    lake = spark_lake
+    lake.add_source(lake.flights.iloc[:120])
+    run = lake.score()
+    assert lake.publish(run, engine="spark").table_version == 1
+    table = DeltaTable(lake.path)
+    assert (table.protocol().min_reader_version, table.protocol().min_writer_version) == (1, 2)
+    stored = lake.table().set_index("flight_id").sort_index()  # read by delta-rs
+    scored = run.predictions.set_index("flight_id").sort_index()  # computed in pandas, before any writer
+    assert stored.index.tolist() == scored.index.tolist()
+    assert stored["prediction"].astype("float64").tolist() == scored["prediction"].astype("float64").tolist()
+    assert (stored["scoring_status"] == scored["scoring_status"]).all()
+    assert set(stored["run_id"]) == {run.run_id}
+    assert table.transaction_version(app_id_of(lake)) == 1  # Spark's app transaction, read by delta-rs
+    lake.add_source(lake.flights.iloc[120:150])
+    assert lake.publish(lake.score(), engine="delta-rs").table_version == 2  # delta-rs appends to Spark's table
+    both = lake.runtime.spark().read.format("delta").load(lake.path)
+    assert both.count() == 150 and both.select("flight_id").distinct().count() == 150
+

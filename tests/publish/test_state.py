@@ -55,3 +55,21 @@ def test_keep_receipts_appends_only_the_missing_ones_and_round_trips_them(lake):
     assert DeltaTable(receipts_path(lake.path)).version() == 1  # one commit per receipt batch
     assert [(r["target_table_id"], r["table_version"]) for r in receipts(lake.path)] == [
         (kept["target_table_id"], 1), ("an-earlier-table", 7)]
+
+
+def test_a_change_feed_window_reads_integers_exactly_beside_a_null(tmp_path):
+    import pandas as pd
+
+    from lakescore.publish.state import split_changes
+    from lakescore.runtime import LocalRuntime
+
+    runtime = LocalRuntime(tmp_path)
+    name = "main.s.source"
+    runtime.write_table(name, pd.DataFrame({"k": pd.array([1], dtype="Int64"), "v": pd.array([1], dtype="Int64")}),
+                        configuration={"delta.enableChangeDataFeed": "true"})
+    runtime.write_table(name, pd.DataFrame({"k": pd.array([2, 3], dtype="Int64"),
+                                            "v": pd.array([2**53 + 1, None], dtype="Int64")}), mode="append")
+    rows, changes = split_changes(runtime.read_changes(name, first=1, last=1, columns=["k", "v"]), ["k", "v"])
+    assert changes == {}
+    assert str(rows["v"].dtype) == "Int64"
+    assert rows.sort_values("k")["v"].tolist() == [9007199254740993, pd.NA]

@@ -12,7 +12,7 @@ from lakescore.errors import ConfigError, RuntimeUnsupportedError
 from lakescore.packaging import LakescoreModel, log_and_register
 from lakescore.scoring.local import score_frame
 from lakescore.scoring.preflight import preflight
-from lakescore.scoring.run import score_project
+from lakescore.workflows.score import score
 
 NAME = "main.flights.late_arrival"
 
@@ -93,7 +93,7 @@ def test_a_source_that_delta_rs_cannot_read_is_refused_on_single_node_before_any
     project = load_project(project_dir)
     single = dataclasses.replace(project, inference=project.inference.model_copy(update={"batch_compute": "single_node"}))
     with pytest.raises(ConfigError) as err:
-        score_project(single, spark_runtime)
+        score(single, spark_runtime)
     assert err.value.problems == [
         "table_feature_unsupported: score source main.flights.flights_incoming v0 needs Delta reader feature(s) "
         "['typeWidening'] that the single-node route's reader (delta-rs 1.6.6) cannot read. Set batch_compute: "
@@ -101,3 +101,44 @@ def test_a_source_that_delta_rs_cannot_read_is_refused_on_single_node_before_any
     assert list(spark_runtime.runs_dir().iterdir()) == []  # nothing scored or staged
     assert not spark_runtime.table_exists(project.inference.prediction_table)  # nothing published
     assert preflight(project, spark_runtime).source_version == 0  # the Spark route reads it
+
+
+def test_a_null_the_model_cannot_score_is_a_warning_in_the_score_summary(project, runtime, flights_sample):
+    import dataclasses
+
+    import pandas as pd
+
+    from lakescore.frames import derive_label
+    from lakescore.packaging import null_counts
+    from lakescore.rules import load_rules
+    from lakescore.workflows.score import score
+    from lakescore.training import fit_chain
+
+    train = flights_sample.iloc[:1500]
+    recipe = [{"step": "SimpleImputer", "name": "impute", "columns": ["dep_delay", "distance"], "strategy": "median"},
+              {"step": "StandardScaler", "name": "scale", "columns": ["dep_delay", "distance", "hour"]},
+              {"step": "OneHotEncoder", "name": "one_hot", "columns": ["carrier", "origin"]}]  # hour: not imputed
+    chain = fit_chain(train, derive_label(train, column="is_late", expression="arr_delay > 15"), recipe=recipe,
+                      model_class="LogisticRegression", model_params={"max_iter": 300},
+                      feature_columns=["dep_delay", "distance", "hour", "carrier", "origin"],
+                      rules=load_rules(project.scoring))
+    with mlflow.start_run():
+        log_and_register(chain, example=flights_sample.iloc[1500:1505], name=NAME, alias="champion",
+                         evidence=admit(chain, flights_sample.iloc[1500:]),
+                         training_nulls=null_counts(train, chain.input_columns))
+    source = flights_sample.iloc[1500:1600].reset_index(drop=True).assign(
+        hour=flights_sample["hour"].iloc[1500:1600].astype("Int64").to_numpy())
+    source.loc[[2, 9, 30], "hour"] = pd.NA
+    source.loc[[4], "dep_delay"] = None  # imputed: scored, no warning
+    runtime.write_table("main.flights.flights_incoming", source, mode="overwrite")
+    assert source["dep_time"].isna().any()  # cancelled flights: ineligible by the rule, no warning
+
+    single = dataclasses.replace(project, inference=project.inference.model_copy(update={"batch_compute": "single_node"}))
+    plan = preflight(single, runtime)
+    assert len(plan.warnings) == 1
+    assert "column 'hour' has 3 null row(s) at v1; model main.flights.late_arrival v1 cannot score a null there " \
+           "(training saw no nulls in it" in plan.warnings[0]
+    assert "excluded as invalid:hour. To score them, impute 'hour' in the recipe" in plan.warnings[0]
+    summary = score(single, runtime).summary()
+    assert summary["warnings"] == list(plan.warnings)
+    assert summary["exclusions"]["invalid:hour"] == 3  # what the warning said

@@ -18,7 +18,7 @@ from serving_helpers import MODEL, REPO, Trained, chain_of
 
 @pytest.fixture(scope="session")
 def trained(tmp_path_factory: pytest.TempPathFactory, demo_tables: dict[str, pd.DataFrame]) -> Trained:
-    from lakescore.training import train_project
+    from lakescore.workflows.train import train
 
     root = tmp_path_factory.mktemp("serving-models")
     runtime = LocalRuntime(root / ".lakescore")
@@ -33,8 +33,8 @@ def trained(tmp_path_factory: pytest.TempPathFactory, demo_tables: dict[str, pd.
     training["data"]["table"] = "main.flights.flights_v2"
     training["model"]["params"] = {"max_iter": 500, "C": 0.05}
     (config_v2 / "training.yml").write_text(yaml.safe_dump(training))
-    assert train_project(load_project(config), runtime).version == 1
-    assert train_project(load_project(config_v2), runtime).version == 2
+    assert train(load_project(config), runtime).version == 1
+    assert train(load_project(config_v2), runtime).version == 2
     runtime.mlflow().MlflowClient().set_registered_model_alias(MODEL, "champion", "1")
     late = flights[flights["month"] >= 10]
     picked = pd.concat([late.iloc[::3000].head(24), late[late["dep_time"].isna()].head(3),

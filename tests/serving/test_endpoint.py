@@ -167,11 +167,11 @@ def test_warm_answers_equal_batch_scoring(endpoint, trained: Trained, runtime: L
     inference = yaml.safe_load((config / "inference.yml").read_text())
     inference["batch_compute"] = "single_node"
     (config / "inference.yml").write_text(yaml.safe_dump(inference))
-    source = load_project(config).inference.score_source_table  # ${catalog}.${schema}.… resolved
-    runtime.write_table(source, trained.requests.reset_index(drop=True))
-    from lakescore.scoring.run import score_project
+    project = load_project(config)  # table names with the bundle's ${catalog}.${schema} filled in
+    runtime.write_table(project.inference.score_source_table, trained.requests.reset_index(drop=True))
+    from lakescore.workflows.score import score
 
-    batch = score_project(load_project(config), runtime).predictions
+    batch = score(project, runtime).predictions
     by_id = batch.set_index("flight_id")
     batch_rows = [{k: (None if pd.isna(v) else v) for k, v in by_id.loc[fid, ["prediction", "probability",
                    "scoring_status", "exclusion_reason"]].items()} for fid in trained.requests["flight_id"]]

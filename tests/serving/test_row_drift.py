@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from lakescore.serving.drift import check_rows, reference_from, training_reference
+from lakescore.serving.drift import check_rows, reference_columns, reference_from, training_reference
 
 
 def test_rows_outside_training_ranges_or_values_are_flagged() -> None:
@@ -18,6 +18,9 @@ def test_rows_outside_training_ranges_or_values_are_flagged() -> None:
 def test_the_reference_reads_the_training_rows_after_the_filter(runtime) -> None:
     runtime.write_table("main.t.train", pd.DataFrame({"month": [1, 9, 12], "distance": [10, 20, 30],
                                                       "arr_delay": [1.0, 2.0, None]}))
-    reference = training_reference(runtime, table="main.t.train", row_filter="month <= 9 and arr_delay.notna()",
+    row_filter = "month <= 9 and arr_delay.notna()"
+    columns = reference_columns(["month", "distance"], row_filter)
+    assert columns == ["month", "distance", "arr_delay"]
+    reference = training_reference(runtime.read_table("main.t.train", columns=columns), row_filter=row_filter,
                                    columns=["month", "distance"])
     assert reference.numeric == {"month": (1.0, 9.0), "distance": (10.0, 20.0)}

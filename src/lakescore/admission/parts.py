@@ -16,6 +16,7 @@ from typing import Any, Callable, Literal
 import pandas as pd
 
 from lakescore.chain import FittedChain
+from lakescore.errors import ProbeError
 
 PartKind = Literal["builtin", "custom", "rule", "model", "chain"]
 MIN_ROWS = 16
@@ -77,10 +78,9 @@ def chain_parts(chain: FittedChain, raw: pd.DataFrame) -> list[Part]:
 
     Raises
     ------
-    lakescore.admission.probe.ProbeError
+    lakescore.errors.ProbeError
         When fewer than 16 rows reach a step or the model (naming where rows were lost).
     """
-    from lakescore.admission.probe import ProbeError
 
     parts = []
     rows = raw

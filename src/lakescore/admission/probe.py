@@ -20,7 +20,6 @@ import pandas as pd
 
 from lakescore.admission.compare import compare
 from lakescore.admission.parts import Part
-from lakescore.errors import LakescoreError
 
 SAMPLE_ROWS = 256
 UNSEEN_TEXT = "__lakescore_unseen__"
@@ -37,17 +36,6 @@ FIXES = {
     "fresh_module": "Keep everything apply() reads in the saved state (learn()'s return value), never in module "
                     "variables that training or scoring changes.",
 }
-
-
-class ProbeError(LakescoreError):
-    """The probe failed: each problem names the part, the check and one fix."""
-
-    code = "probe_failed"
-
-    def __init__(self, problems: list[str]) -> None:
-        self.problems = problems
-        super().__init__("admission refused the model:\n" + "\n".join(f"  - {p}" for p in problems),
-                         problems=problems)
 
 
 @dataclass(frozen=True)

@@ -44,27 +44,25 @@ class LabelSnapshot:
         return frame[keys].merge(truth, on=keys, how="left")["_label"].reset_index(drop=True)
 
 
-def label_snapshot(runtime: Any, mon: MonitoringConfig, keys: list[str]) -> LabelSnapshot:
-    """Read the configured label table at its current version (one read per ``lakescore monitor``).
+def label_snapshot(source: pd.DataFrame, version: int, mon: MonitoringConfig, keys: list[str]) -> LabelSnapshot:
+    """The label table as read at ``version`` (one read per ``lakescore monitor``), with its label derived.
 
     Parameters
     ----------
-    runtime : Runtime
-        Where the label table lives.
+    source : DataFrame
+        The label table at ``version``: the record keys and the columns the label reads.
+    version : int
+        The label table's version read.
     mon : MonitoringConfig
-        ``label_table``, ``label_column`` and ``label_expression``.
+        ``label_column`` and ``label_expression``.
     keys : list of str
         The record keys the labels are joined on.
 
     Returns
     -------
     LabelSnapshot
-        The version read and the keys with their label; empty when there is nothing to read.
+        The version read and the keys with their label.
     """
-    if not (mon.label_table and mon.label_column and runtime.table_exists(mon.label_table)):
-        return LabelSnapshot(None, None)
-    version = runtime.table_version(mon.label_table)
-    source = runtime.read_table(mon.label_table, version=version)
     label = derive_label(source, column=mon.label_column, expression=mon.label_expression)
     return LabelSnapshot(version, source[keys].assign(_label=label.to_numpy()).reset_index(drop=True))
 

@@ -1,5 +1,5 @@
-"""``lakescore monitor``: a quality row per (published run, model version) in the quality table,
-and a further row each time the run's labels change (:mod:`lakescore.monitoring.labels`).
+"""Quality rows: one per (published run, model version) in the quality table, and a further row
+each time the run's labels change (:mod:`lakescore.monitoring.labels`).
 
 Rates are over all stored outcomes of the run: ``exclusion_rate = excluded / rows`` and
 ``invalid_exclusion_rate`` = rows excluded with an ``invalid:<step>`` reason / rows. Null shares
@@ -14,23 +14,16 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from lakescore.config import MonitoringConfig, ProjectConfig
-from lakescore.errors import LakescoreError
+from lakescore.config import MonitoringConfig
 from lakescore.monitoring.drift import drift
-from lakescore.monitoring.labels import (PERFORMANCE_COLUMNS, LabelSnapshot, label_snapshot, labels_changed,
-                                         labels_digest, latest_measurements)
+from lakescore.monitoring.labels import PERFORMANCE_COLUMNS, LabelSnapshot, labels_changed, labels_digest
 from lakescore.monitoring.performance import performance
-
-MAX_CATCH_UP = 20  # unmonitored runs handled per `lakescore monitor`, newest first
-MAX_RELABEL = 100  # newest published runs whose labels are read again when the label table moves
-NOOP = "noop: every published run is already monitored on the current labels"
 
 
 def _share(part: int, whole: int) -> float:
@@ -136,111 +129,64 @@ def alerts(row: dict[str, Any], monitoring: MonitoringConfig) -> list[str]:
     return out
 
 
-@dataclass(frozen=True)
-class MonitorResult:
-    table: str
-    action: str
-    row: dict[str, Any]
-    report: str | None = None
-
-    def summary(self) -> dict[str, Any]:
-        return {"quality_table": self.table, "action": self.action, **self.row,
-                **({"report": self.report} if self.report else {})}
-
-
-def _model_facts(runtime: Any, name: str, version: int) -> tuple[list[str] | None, dict[str, Any] | None]:
-    """Input columns (model signature) and drift profile of a registered version, when found."""
-    try:
-        mlflow = runtime.mlflow()
-        from mlflow.models import get_model_info
-
-        inputs = list(get_model_info(f"models:/{name}/{version}").signature.inputs.input_names())
-        run_id = mlflow.MlflowClient().get_model_version(name, str(version)).run_id
-    except Exception:  # a model outside this registry: no null shares, no drift
-        return None, None
-    try:
-        profile = mlflow.artifacts.load_dict(f"runs:/{run_id}/drift_profile.json")
-    except Exception:  # trained before drift profiles existed
-        profile = None
-    return inputs, profile
-
-
-def _run_rows(runtime: Any, table: str, receipt: dict[str, Any]) -> pd.DataFrame:
-    """The rows a run committed, read at the table version its commit created."""
-    try:
-        delta = runtime.delta_table(table, version=int(receipt["table_version"]))
-        return delta.to_pandas(filters=[("run_id", "=", receipt["run_id"])])
-    except Exception:  # that version was vacuumed: what is left of the run now
-        return runtime.delta_table(table).to_pandas(filters=[("run_id", "=", receipt["run_id"])])
-
-
-def _inputs(runtime: Any, receipt: dict[str, Any], keys: list[str], frame: pd.DataFrame,
-            columns: list[str]) -> pd.DataFrame:
-    source = receipt["source_table"]
-    try:
-        data = runtime.read_table(source, version=int(receipt["source_version_to"]), columns=[*keys, *columns])
-    except Exception:  # the pinned version is gone: the rows as they are now
-        data = runtime.read_table(source, columns=[*keys, *columns])
-    data = data.astype({k: frame[k].dtype for k in keys}, errors="ignore")
-    return frame[keys].merge(data, on=keys, how="left")[columns]
-
-
-def read_labels(runtime: Any, mon: MonitoringConfig, keys: list[str], frame: pd.DataFrame) -> pd.Series | None:
-    """True outcomes of ``frame``'s rows (by position) from ``label_table``, joined on the record
-    keys; None when no label table is configured or it does not exist yet."""
-    return label_snapshot(runtime, mon, keys).for_rows(frame, keys)
-
-
-def _model_rows(frame: pd.DataFrame, version: Any) -> tuple[np.ndarray, pd.DataFrame]:
+def model_rows(frame: pd.DataFrame, version: Any) -> tuple[np.ndarray, pd.DataFrame]:
+    """The mask of ``frame``'s rows scored by model ``version``, and those rows (index reset)."""
     mask = (frame["model_version"] == version).to_numpy(dtype=bool) if len(frame) else np.ones(0, bool)
     return mask, frame[mask].reset_index(drop=True)
 
 
-def run_quality(project: ProjectConfig, runtime: Any, receipt: dict[str, Any],
-                snapshot: LabelSnapshot | None = None) -> list[dict[str, Any]]:
-    """Quality rows of one published run (one per model version in its rows), with alerts.
+def model_versions(frame: pd.DataFrame, receipt: dict[str, Any]) -> list[Any]:
+    """Model versions among a run's rows, ascending (the receipt's when the run has no rows)."""
+    return sorted(frame["model_version"].dropna().unique().tolist()) or [receipt["model_version"]]
 
-    ``snapshot`` is the label table as read for this ``lakescore monitor`` (read now when None);
-    each row records its version and the digest of the labels it saw.
+
+def first_row(receipt: dict[str, Any], version: int, part: pd.DataFrame, *, inputs: pd.DataFrame | None,
+              profile: dict[str, Any] | None, labels: pd.Series | None, label_version: int | None,
+              keys: list[str], monitoring: MonitoringConfig) -> dict[str, Any]:
+    """The first quality row of one published run and model version, with its alerts.
+
+    Parameters
+    ----------
+    receipt : dict
+        The run's publish receipt (run id, table and source versions, model name, mode).
+    version : int
+        The model version of ``part``.
+    part : DataFrame
+        The run's stored rows scored by that version (:func:`model_rows`).
+    inputs, profile, labels
+        As for :func:`quality_row`, for the same rows.
+    label_version : int or None
+        The label table version the labels were read at.
+    keys : list of str
+        The record keys (for the labels' digest).
+    monitoring : MonitoringConfig
+        The alert thresholds.
     """
-    mon, keys = project.monitoring, list(project.training.data.record_keys)
-    snapshot = snapshot if snapshot is not None else label_snapshot(runtime, mon, keys)
-    frame = _run_rows(runtime, project.inference.prediction_table, receipt)
-    out = []
-    labels = snapshot.for_rows(frame, keys)
-    versions = sorted(frame["model_version"].dropna().unique().tolist()) or [receipt["model_version"]]
-    for version in versions:
-        mask, part = _model_rows(frame, version)
-        part_labels = None if labels is None else labels[mask].reset_index(drop=True)
-        columns, profile = _model_facts(runtime, receipt["model_name"], int(version))
-        inputs = _inputs(runtime, receipt, keys, part, columns) if columns and len(part) else None
-        row = {"run_id": receipt["run_id"], "table_version": int(receipt["table_version"]),
-               "model_name": receipt["model_name"], "model_version": int(version),
-               "source_table": receipt["source_table"], "source_version_from": receipt.get("source_version_from"),
-               "source_version_to": int(receipt["source_version_to"]), "mode": receipt.get("mode"),
-               **quality_row(part, inputs=inputs, profile=profile, labels=part_labels),
-               "label_table_version": snapshot.version, "labels_digest": labels_digest(part, keys, part_labels),
-               "measurement": "first", "monitored_at": datetime.now(timezone.utc)}
-        reasons = alerts(row, mon)
-        row["alert"], row["alert_reasons"] = bool(reasons), json.dumps(reasons)
-        out.append(row)
-    return out
+    row = {"run_id": receipt["run_id"], "table_version": int(receipt["table_version"]),
+           "model_name": receipt["model_name"], "model_version": int(version),
+           "source_table": receipt["source_table"], "source_version_from": receipt.get("source_version_from"),
+           "source_version_to": int(receipt["source_version_to"]), "mode": receipt.get("mode"),
+           **quality_row(part, inputs=inputs, profile=profile, labels=labels),
+           "label_table_version": label_version, "labels_digest": labels_digest(part, keys, labels),
+           "measurement": "first", "monitored_at": datetime.now(timezone.utc)}
+    reasons = alerts(row, monitoring)
+    row["alert"], row["alert_reasons"] = bool(reasons), json.dumps(reasons)
+    return row
 
 
-def remeasure(project: ProjectConfig, runtime: Any, receipt: dict[str, Any], latest: pd.DataFrame,
-              snapshot: LabelSnapshot) -> list[dict[str, Any]]:
+def remeasure(frame: pd.DataFrame, latest: pd.DataFrame, snapshot: LabelSnapshot, keys: list[str]) -> list[dict[str, Any]]:
     """New quality rows of one run whose labels changed since its latest rows were measured.
 
     Parameters
     ----------
-    project, runtime
-        As for :func:`monitor_project`.
-    receipt : dict
-        The run's publish receipt.
+    frame : DataFrame
+        The rows the run committed.
     latest : DataFrame
         The run's latest quality row per model version (:func:`latest_measurements`).
     snapshot : LabelSnapshot
         The label table at its current version.
+    keys : list of str
+        The record keys the labels are joined on.
 
     Returns
     -------
@@ -249,12 +195,10 @@ def remeasure(project: ProjectConfig, runtime: Any, receipt: dict[str, Any], lat
         ``label_table_version``, ``labels_digest``, ``measurement = "labels_changed"`` and
         ``monitored_at`` now; empty when no label of the run changed.
     """
-    keys = list(project.training.data.record_keys)
-    frame = _run_rows(runtime, project.inference.prediction_table, receipt)
     labels = snapshot.for_rows(frame, keys)
     out = []
     for previous in latest.to_dict("records"):
-        mask, part = _model_rows(frame, previous["model_version"])
+        mask, part = model_rows(frame, previous["model_version"])
         part_labels = None if labels is None else labels[mask].reset_index(drop=True)
         figures = performance(part, part_labels)
         digest = labels_digest(part, keys, part_labels)
@@ -265,57 +209,9 @@ def remeasure(project: ProjectConfig, runtime: Any, receipt: dict[str, Any], lat
     return out
 
 
-def _stale(latest: pd.DataFrame, snapshot: LabelSnapshot) -> pd.DataFrame:
+def stale(latest: pd.DataFrame, snapshot: LabelSnapshot) -> pd.DataFrame:
     """Latest rows measured on an older label table version (or before versions were recorded)."""
     if snapshot.version is None or latest.empty:
         return latest.iloc[0:0]
     measured = latest["label_table_version"].astype("Int64")
     return latest[(measured.isna() | (measured < snapshot.version)).to_numpy(dtype=bool)]
-
-
-def monitor_project(project: ProjectConfig, runtime: Any, *, report: str | None = None) -> MonitorResult:
-    """Append the quality rows of every published run not monitored yet (up to 20, newest first)
-    and of every run whose labels changed since it was last measured (among the newest 100), and
-    write the HTML report when ``report`` names a path.
-
-    A quality table written before label tracking gains the columns ``label_table_version``,
-    ``labels_digest`` and ``measurement`` on the first append (Delta schema merge); its rows read
-    as measured on an unknown label version.
-
-    Raises
-    ------
-    LakescoreError
-        When nothing has been published yet.
-    """
-    from lakescore.publish.state import receipts
-
-    inf, mon = project.inference, project.monitoring
-    found = receipts(str(runtime.table_path(inf.prediction_table)))
-    if not found:
-        raise LakescoreError(f"nothing is published in {inf.prediction_table} yet; run `lakescore score --publish`")
-    quality = runtime.read_table(mon.quality_table) if runtime.table_exists(mon.quality_table) else None
-    latest = latest_measurements(quality) if quality is not None else pd.DataFrame(columns=["run_id"])
-    snapshot = label_snapshot(runtime, mon, list(project.training.data.record_keys))
-    monitored, stale = set(latest["run_id"]), _stale(latest, snapshot)
-    todo = [r for r in found if r["run_id"] not in monitored][:MAX_CATCH_UP]
-    stale_runs = set(stale["run_id"])
-    recheck = [r for r in found[:MAX_RELABEL] if r["run_id"] in stale_runs]
-    remeasured = [row for receipt in reversed(recheck) for row in
-                  remeasure(project, runtime, receipt, stale[stale["run_id"] == receipt["run_id"]], snapshot)]
-    rows = [row for receipt in reversed(todo) for row in run_quality(project, runtime, receipt, snapshot)]
-    rows = remeasured + rows
-    if rows:
-        frame = pd.DataFrame(rows).astype({"source_version_from": "Int64", "label_table_version": "Int64",
-                                            "labels_digest": "string", "measurement": "string"})
-        runtime.write_table(mon.quality_table, frame, mode="append", schema_mode="merge")
-        action, last = f"appended {len(rows)} row(s)", rows[-1]
-        if remeasured:
-            action += f" ({len(remeasured)} re-measured on label table version {snapshot.version})"
-    else:
-        action, last = NOOP, quality.sort_values("monitored_at").iloc[-1].to_dict()
-    written = None
-    if report:
-        from lakescore.monitoring.report import write_report
-
-        written = str(write_report(project, runtime, report))
-    return MonitorResult(mon.quality_table, action, last, written)

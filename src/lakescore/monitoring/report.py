@@ -16,13 +16,12 @@ import html
 import io
 import json
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from lakescore.config import MonitoringConfig, ProjectConfig
+from lakescore.config import MonitoringConfig
 from lakescore.monitoring.labels import latest_measurements, with_tracking_columns
 
 SUMMARY_COLUMNS = ["table_version", "run_id", "model_version", "source_version_to", "rows", "predicted",
@@ -265,25 +264,3 @@ def report_html(title: str, quality: pd.DataFrame, predictions: pd.DataFrame, la
     images["Prediction histogram"] = png(histogram_plot(predictions))
     sections = {"Drift by feature (top movers)": drift_table(quality, max_psi=monitoring.max_psi)}
     return render(title, quality, images, sections=sections)
-
-
-def write_report(project: ProjectConfig, runtime: Any, path: str | Path) -> Path:
-    """Write the monitoring report of the project's prediction and quality tables to ``path``.
-
-    Returns
-    -------
-    Path
-        The file written (parent folders are created).
-    """
-    from lakescore.monitoring.quality import read_labels
-
-    inf, mon = project.inference, project.monitoring
-    quality = runtime.read_table(mon.quality_table).sort_values(["table_version", "model_version", "monitored_at"])
-    table = runtime.read_table(inf.prediction_table)
-    keys = list(project.training.data.record_keys)
-    latest = table[table["run_id"] == latest_measurements(quality)["run_id"].iloc[-1]].reset_index(drop=True)
-    labels = read_labels(runtime, mon, keys, latest)
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(report_html(f"lakescore monitoring: {inf.prediction_table}", quality, table, labels, mon))
-    return out

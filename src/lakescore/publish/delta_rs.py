@@ -1,26 +1,21 @@
-"""The local writer: delta-rs, with the guard applied to the snapshot it commits against.
+"""The delta-rs writer: the single-node route's engine for :mod:`lakescore.publish.commit`.
 
-Each attempt loads the prediction table, reads its receipts, decides with
-:func:`lakescore.publish.plan.decide`, and commits against that same snapshot with
-``max_commit_retries=0``: the commit lands at exactly the version after the one it planned
-against, or fails. On ``CommitFailedError`` (another commit landed first) the writer reloads and
-decides again, so a racing replay becomes a no-op and a stale plan an error, never a duplicate.
+:class:`DeltaRsWriter` reads the target from one snapshot (:func:`lakescore.publish.state.read_target`)
+and commits against that same snapshot with ``max_commit_retries=0``: the commit lands at exactly
+the version after the one it planned against, or raises :class:`~lakescore.publish.commit.CommitLost`
+and the loop plans again.
 
-Appends and full replacements are two steps: the Parquet files are written first, then one
-``create_write_transaction`` commits them. A process killed in between leaves only unreferenced
-files (``vacuum`` removes them) and an unchanged table, so the re-run publishes each row once.
-Replacing a period (``predicate`` overwrite) and schema migrations go through ``write_deltalake``.
-
-After the commit its receipt is appended to the receipts table, and every attempt first
-back-fills that table from the log, so a receipt survives the maintenance that erases the log
-(OPTIMIZE, VACUUM, checkpoints, log cleanup); see :mod:`lakescore.publish.plan`.
+Appends and full replacements are two steps: the Parquet files are written first
+(:meth:`DeltaRsWriter.stage`), then one ``create_write_transaction`` commits them. A process
+killed in between leaves only unreferenced files (``vacuum`` removes them) and an unchanged table,
+so the re-run publishes each row once. Replacing a period (``predicate`` overwrite) and schema
+migrations go through ``write_deltalake``. Key checks run on Arrow, in the process that holds the
+rows.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -28,13 +23,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakescore.errors import PublishConflictError
-from lakescore.publish.plan import Decision, PublishRequest, TargetState, build_receipt, check_keys, decide
-from lakescore.publish.state import history_receipts, keep_receipts, read_target
+from lakescore.publish.commit import CommitLost, Period, RepeatedKeys, publish_once
+from lakescore.publish.plan import Decision, PublishRequest, TargetState
+from lakescore.publish.state import keep_receipts, read_target
 
-MAX_ATTEMPTS = 8
 ROWS_PER_FILE = 1_000_000
-FAULT_ENV = "LAKESCORE_FAULT_PAUSE"  # fault tests only: "<before_commit|after_commit>:<marker path>"
 
 
 def to_arrow(frame: Any, *, run_id: str) -> pa.Table:
@@ -64,13 +57,6 @@ def normalize(data: pa.Table) -> pa.Table:
             kind = pa.large_string()
         fields.append(pa.field(f.name, kind, f.nullable))
     return data.cast(pa.schema(fields)).replace_schema_metadata(None)
-
-
-def period_predicate(column: str, start: str, end: str, *, delta_type: str, quote: str = '"') -> str:
-    """SQL predicate of ``start <= column < end`` (dates compare on their day)."""
-    if "date" in delta_type and "timestamp" not in delta_type:
-        start, end = start[:10], end[:10]
-    return f"{quote}{column}{quote} >= '{start}' AND {quote}{column}{quote} < '{end}'"
 
 
 def _stat(value: Any) -> Any:
@@ -126,135 +112,143 @@ def write_files(path: str, data: pa.Table, *, rows_per_file: int = ROWS_PER_FILE
     return actions
 
 
-def fault_pause(point: str) -> None:
-    """Fault-injection hook for the crash and race tests; does nothing unless ``LAKESCORE_FAULT_PAUSE``
-    is ``<point>:<marker>``. Then it writes the marker (with the pid) and waits, up to 120 s, for
-    ``<marker>.go`` to appear: the test kills the process meanwhile, or releases it."""
-    spec = os.environ.get(FAULT_ENV, "")
-    if not spec.startswith(f"{point}:"):
-        return
-    marker = Path(spec.split(":", 1)[1])
-    marker.write_text(str(os.getpid()))
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not marker.with_name(marker.name + ".go").exists():
-        time.sleep(0.01)
 
 
-def _create(path: str, data: pa.Table) -> None:
-    from deltalake import DeltaTable
-    from deltalake.exceptions import DeltaError
+def repeated_keys(new: pa.Table, existing: pa.Table | None, *, keys: list[str], table: str) -> RepeatedKeys | None:
+    """Record keys of ``new`` that repeat within it, else (when ``existing`` is given) that
+    ``existing`` already holds, counted with Arrow.
 
-    Path(path).mkdir(parents=True, exist_ok=True)
-    try:
-        DeltaTable.create(path, data.schema, mode="error")
-    except DeltaError as err:  # another publisher created it first: plan against theirs
-        if "already exists" not in str(err):
-            raise
+    Parameters
+    ----------
+    new : pyarrow.Table of shape (n_rows, >= len(keys))
+        The rows about to be committed.
+    existing : pyarrow.Table or None
+        The key columns already in the table (None when the commit replaces them).
+    table : str
+        The prediction table, for ``where``.
+
+    Returns
+    -------
+    RepeatedKeys or None
+        None when no key repeats; else the count of distinct repeated keys and the three smallest.
+    """
+    order = [(k, "ascending") for k in keys]
+    new = new.select(keys)
+    counts = new.group_by(keys).aggregate([([], "count_all")])
+    repeated = counts.filter(pc.greater(counts["count_all"], 1)).select(keys)
+    where = "within this run"
+    if repeated.num_rows == 0 and existing is not None and existing.num_rows and new.num_rows:
+        repeated = new.join(existing.select(keys).cast(new.schema), keys=keys, join_type="left semi")
+        where = f"already in {table}"
+    if repeated.num_rows == 0:
+        return None
+    return RepeatedKeys(repeated.num_rows, tuple(repeated.sort_by(order).slice(0, 3).to_pylist()), where)
 
 
-def _commit(table: Any, path: str, data: pa.Table, decision: Decision, properties: Any,
-            predicate: str | None) -> None:
-    from deltalake import write_deltalake
+class DeltaRsWriter:
+    """A :class:`lakescore.publish.commit.Writer` on delta-rs for the Delta table at ``path``.
 
-    if decision.schema_mode is None and decision.action in ("append", "replace_table"):
-        actions = write_files(path, data)
-        fault_pause("before_commit")
+    Parameters
+    ----------
+    path : str
+        Folder of the prediction table.
+    data : pyarrow.Table of shape (n_rows, n_columns)
+        The predictions, already :func:`normalize`-d.
+    table : str
+        Its three-part name (for messages).
+    app_id : str
+        The job's app transaction id, read into ``TargetState.app_txn``.
+    """
+
+    def __init__(self, path: str, data: pa.Table, *, table: str, app_id: str) -> None:
+        self.path, self.data, self.table, self.app_id = str(path), data, table, app_id
+        self._snapshot: Any = None
+
+    def read(self) -> TargetState:
+        self._snapshot, state = read_target(self.path, self.table, app_id=self.app_id)
+        return state
+
+    def keep_receipts(self, found: list[dict[str, Any]]) -> int:
+        return keep_receipts(self.path, found)
+
+    def create(self) -> None:
+        from deltalake import DeltaTable
+        from deltalake.exceptions import DeltaError
+
+        Path(self.path).mkdir(parents=True, exist_ok=True)
+        try:
+            DeltaTable.create(self.path, self.data.schema, mode="error")
+        except DeltaError as err:  # another publisher created it first: plan against theirs
+            if "already exists" not in str(err):
+                raise
+
+    def period_nulls(self, column: str) -> int:
+        return self.data[column].null_count if column in self.data.column_names else 0
+
+    def repeated_keys(self, keys: list[str], *, against_table: bool) -> RepeatedKeys | None:
+        existing = self._snapshot.to_pyarrow_table(columns=keys) if against_table else None
+        return repeated_keys(self.data, existing, keys=keys, table=self.table)
+
+    def stage(self, decision: Decision) -> list[Any] | None:
+        """Write the Parquet files of an append or a full replacement (not committed); None for a
+        period replacement or a schema migration, which ``write_deltalake`` writes in the commit."""
+        if decision.schema_mode is None and decision.action in ("append", "replace_table"):
+            return write_files(self.path, self.data)
+        return None
+
+    def commit(self, staged: list[Any] | None, request: PublishRequest, decision: Decision,
+               receipt: dict[str, Any], period: Period | None) -> None:
+        from deltalake import CommitProperties, Transaction, write_deltalake
+        from deltalake.exceptions import CommitFailedError
+
+        properties = CommitProperties(
+            custom_metadata={"userMetadata": json.dumps(receipt, sort_keys=True)}, max_commit_retries=0,
+            app_transactions=[Transaction(request.app_id, decision.txn_version)])
         mode = "append" if decision.action == "append" else "overwrite"
         try:
-            table.create_write_transaction(actions, mode, table.schema(), commit_properties=properties)
-        except Exception:
-            for action in actions:  # never committed: nobody else can reference them
-                (Path(path) / action.path).unlink(missing_ok=True)
-            raise
-        return
-    mode = "append" if decision.action == "append" else "overwrite"
-    write_deltalake(table, data, mode=mode, schema_mode=decision.schema_mode,
-                    predicate=predicate if decision.action == "replace_period" else None,
-                    commit_properties=properties)
+            if staged is not None:
+                self._snapshot.create_write_transaction(staged, mode, self._snapshot.schema(),
+                                                        commit_properties=properties)
+            else:
+                write_deltalake(self._snapshot, self.data, mode=mode, schema_mode=decision.schema_mode,
+                                predicate=period.predicate('"') if period else None, commit_properties=properties)
+        except CommitFailedError as err:  # another commit landed on top of the snapshot
+            raise CommitLost(str(err)) from err
+
+    def discard(self, staged: list[Any] | None) -> None:
+        for action in staged or []:
+            (Path(self.path) / action.path).unlink(missing_ok=True)
 
 
 def publish(path: str, data: pa.Table, request: PublishRequest, *, allow_empty: bool = False,
             model_change_mode: str = "incremental_append", migrate: bool = False,
             period_column: str | None = None, keys: list[str] | None = None,
             **facts: Any) -> tuple[Decision, int | None, dict[str, Any] | None]:
-    """Commit ``data`` to the Delta table at ``path`` exactly once for ``request``.
+    """Commit ``data`` to the Delta table at ``path`` exactly once for ``request``, with delta-rs.
+
+    Builds a :class:`DeltaRsWriter` and runs :func:`lakescore.publish.commit.publish_once`.
 
     Parameters
     ----------
+    path : str
+        Folder of the prediction table.
     data : pyarrow.Table of shape (request.rows, n_columns)
         The predictions, already :func:`normalize`-d.
     request : PublishRequest
-    allow_empty, model_change_mode, migrate
-        Passed to :func:`lakescore.publish.plan.decide`.
-    period_column : str or None
-        The column ``replace_period`` filters on.
-    keys : list of str, optional
-        Record keys: an append is refused when it would store a key the snapshot already holds
-        (:func:`~lakescore.publish.plan.check_keys`).
-    **facts
-        Run facts for the receipt (certificate_sha256, rows_in, predicted, excluded, ...).
+    allow_empty, model_change_mode, migrate, period_column, keys, **facts
+        As :func:`~lakescore.publish.commit.publish_once`.
 
     Returns
     -------
     (Decision, int or None, dict or None)
-        The decision, the table version after it (unchanged for a no-op), and the receipt
-        committed (for a replay: the receipt found).
+        The decision, the table version after it, and the receipt (see
+        :func:`~lakescore.publish.commit.publish_once`).
 
     Raises
     ------
-    PublishConflictError
-        Still losing the commit race after 8 attempts (the table is unchanged by this writer).
-    PublishError
-        Any refusal of :func:`~lakescore.publish.plan.decide`.
+    PublishConflictError, ReceiptUnreadableError, PublishError
+        As :func:`~lakescore.publish.commit.publish_once`.
     """
-    from deltalake import CommitProperties, Transaction
-    from deltalake.exceptions import CommitFailedError
-
-    last_error: Exception | None = None
-    for attempt in range(MAX_ATTEMPTS):
-        table, state = read_target(path, request.prediction_table, app_id=request.app_id)
-        if state.exists:
-            keep_receipts(path, state.receipts)  # back-fill: the log may be cleaned before the next run
-        decision = decide(request, state, allow_empty=allow_empty, model_change_mode=model_change_mode,
-                          migrate=migrate)
-        if decision.action == "noop":
-            return decision, state.version, decision.replayed
-        if decision.action == "create":
-            _create(path, data)
-            continue
-        if keys:
-            existing = table.to_pyarrow_table(columns=keys).to_pandas() if decision.action == "append" else None
-            check_keys(data.select(keys).to_pandas(), existing, keys=keys, table=request.prediction_table)
-        receipt = build_receipt(request, decision, state, **facts)
-        properties = CommitProperties(
-            custom_metadata={"userMetadata": json.dumps(receipt, sort_keys=True)}, max_commit_retries=0,
-            app_transactions=[Transaction(request.app_id, decision.txn_version)])
-        try:
-            _commit(table, path, data, decision, properties, _predicate(request, state, period_column))
-        except CommitFailedError as err:  # another commit landed on top of read_version: plan again
-            last_error = err
-            time.sleep(0.05 * attempt)
-            continue
-        fault_pause("after_commit")
-        _record(path, request, decision)
-        return decision, decision.txn_version, {**receipt, "table_version": decision.txn_version}
-    raise PublishConflictError(
-        f"could not commit to {request.prediction_table} after {MAX_ATTEMPTS} attempts: other commits kept "
-        f"landing first ({last_error}). Nothing was written by this run; re-run the publish, it is safe "
-        "to repeat.", table=request.prediction_table)
-
-
-def _record(path: str, request: PublishRequest, decision: Decision) -> None:
-    """Append the receipt of the commit just made, read back from the log with its timestamp (a
-    receipt not found among the newest commits is back-filled by the next publication)."""
-    from deltalake import DeltaTable
-
-    logged = history_receipts(DeltaTable(path).history(limit=16))
-    keep_receipts(path, [r for r in logged if (r["table_version"], r["run_id"]) == (decision.txn_version, request.run_id)])
-
-
-def _predicate(request: PublishRequest, state: TargetState, column: str | None) -> str | None:
-    if request.period_start is None or request.period_end is None or column is None:
-        return None
-    return period_predicate(column, request.period_start, request.period_end,
-                            delta_type=dict(state.schema).get(column, "timestamp"))
+    writer = DeltaRsWriter(path, data, table=request.prediction_table, app_id=request.app_id)
+    return publish_once(writer, request, allow_empty=allow_empty, model_change_mode=model_change_mode,
+                        migrate=migrate, period_column=period_column, keys=keys, **facts)

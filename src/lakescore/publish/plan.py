@@ -50,15 +50,12 @@ import json
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
-import pandas as pd
-
 from lakescore.errors import (
     CdfRecoveryRequiredError,
     ChangeFeedDisabledError,
     ModelChangeError,
     NullPeriodError,
     PublishConflictError,
-    PublishError,
     SchemaChangeError,
     SourceChangedError,
     StalePlanError,
@@ -615,34 +612,3 @@ def build_receipt(request: PublishRequest, decision: Decision, target: TargetSta
         "recovery": request.recovery, "schema_mode": decision.schema_mode, **extra,
     }
 
-
-def check_keys(new: pd.DataFrame, existing: pd.DataFrame | None, *, keys: list[str], table: str) -> None:
-    """Refuse a publication that would store a record key twice.
-
-    Parameters
-    ----------
-    new : DataFrame of shape (n_rows, >= len(keys))
-        The rows about to be committed.
-    existing : DataFrame or None
-        The key columns already in the table (None when the commit replaces them).
-
-    Raises
-    ------
-    PublishError
-        Naming how many keys repeat, a few of them, and the fix: every source row is scored once,
-        so a repeated key means the source re-inserted a row (deduplicate it at the source, or
-        rebuild with ``model_change_mode: full_rebuild`` / ``--recover-predictions``).
-    """
-    repeated = new[new.duplicated(keys, keep=False)][keys].drop_duplicates()
-    where = "within this run"
-    if repeated.empty and existing is not None and len(existing) and len(new):
-        repeated = new[keys].merge(existing[keys].drop_duplicates(), on=keys, how="inner")
-        where = f"already in {table}"
-    if not repeated.empty:
-        examples = repeated.head(3).to_dict("records")
-        raise PublishError(
-            f"{len(repeated)} record key(s) {where} (e.g. {examples}); publishing would store a row twice. "
-            "The source holds or re-inserted duplicate keys: deduplicate it, or rebuild the table from a "
-            "pinned snapshot with `lakescore publish --recover-predictions`.",
-            table=table, keys=examples,
-        )

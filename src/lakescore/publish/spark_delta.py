@@ -1,47 +1,56 @@
-"""The Databricks writer: Spark Delta on Unity Catalog tables, carrying out the same decisions.
+"""The Spark Delta writer: the Spark route's engine for :mod:`lakescore.publish.commit`.
 
-Every decision and message comes from :mod:`lakescore.publish.plan`; this module only reads the
-target's metadata with Spark SQL (``DESCRIBE DETAIL``, ``DESCRIBE HISTORY``) and writes with the
-Delta ``DataFrameWriter`` options:
+:class:`SparkDeltaWriter` reads the target's metadata with Spark SQL (``DESCRIBE HISTORY``,
+``DESCRIBE DETAIL``, a ``versionAsOf`` read of the schema) and writes the predictions from the
+executors with the Delta ``DataFrameWriter``:
 
-- ``txnAppId`` / ``txnVersion``: the app id of the job and the target version the commit creates
-  (Delta skips a write whose ``txnVersion`` it has already recorded for the app id, and two
-  writers of one app id racing for the same version conflict);
-- ``userMetadata``: the receipt (JSON), which :func:`lakescore.publish.state.history_receipts`
-  reads back from ``DESCRIBE HISTORY``;
+- ``txnAppId`` / ``txnVersion``: the job's app id and the target version the commit creates.
+  Delta skips a write whose ``txnVersion`` it has already recorded for the app id, and fails one
+  that races a commit of the same app id (``ConcurrentTransactionException``): that is how the
+  commit is pinned to the snapshot it planned against, for every publisher of the job (delta-rs
+  ones included, which record the same app transaction). A commit of *another* app id that lands
+  between the read and the write is not detected by Delta Spark, which has no "expected version"
+  for a DataFrame write; lakescore gives each job/target/table its own app id;
+- ``userMetadata``: the receipt (JSON), read back from ``DESCRIBE HISTORY``;
 - ``replaceWhere`` for a snapshot period, ``mergeSchema`` / ``overwriteSchema`` for ``--migrate``.
 
-A write that Delta skipped or that lost a race is detected by looking for its receipt afterwards;
-the writer then re-plans, exactly like the local one. Receipts are kept beyond the log in the
-receipts table (:func:`lakescore.publish.plan.receipts_table_for`), back-filled before each
-attempt and appended after the commit, as the local writer does. Spark SQL cannot read a table's
-app transactions, so ``TargetState.app_txn`` stays None here (no cross-check). It cannot run here
-(no Delta jars); its option building and state reading are unit-tested.
+Whether a commit landed is read from the table's app transaction, which Spark SQL cannot show:
+the ``app_txn`` seam reads it. Here (local Spark, path tables) it is delta-rs on the table folder
+(:func:`delta_rs_app_txn`). On Databricks / Unity Catalog a reader of the same signature would
+use delta-rs on the table's storage location with UC credential vending, or, on a classic
+cluster (not Spark Connect), the JVM's ``DeltaLog.forTable(spark, location).update().transactions``.
+
+Key checks and null counts are aggregates computed on the executors; only counts and at most
+three example keys reach the driver. The rows are read once per check and once by the write, so
+a caller whose frame is expensive (a ``spark_udf`` output) passes it persisted.
+
+Receipts live in the receipts table beside the prediction table (``<path>_lakescore_receipts``),
+written and read with Spark Delta; both writers read each other's.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Callable
 
-from lakescore.errors import PublishConflictError
-from lakescore.publish.delta_rs import period_predicate
-from lakescore.publish.plan import (
-    Decision,
-    PublishRequest,
-    TargetState,
-    build_receipt,
-    check_period_nulls,
-    decide,
-)
-from lakescore.publish.receipts import merge_receipts, receipt_rows, receipts_table_for
-from lakescore.publish.state import RECEIPTS_SCHEMA, history_receipts
+from lakescore.publish.commit import CommitLost, Period, RepeatedKeys, publish_once
+from lakescore.publish.plan import Decision, PublishRequest, TargetState
+from lakescore.publish.receipts import merge_receipts, receipt_rows
+from lakescore.publish.state import RECEIPTS_SCHEMA, history_receipts, receipts_path
 
-MAX_ATTEMPTS = 8
+AppTxnReader = Callable[[str, str, int], "int | None"]  # (table location, app id, version) -> txn version
 
 
-def write_options(request: PublishRequest, decision: Decision, receipt: dict[str, Any], *,
-                  period_column: str | None = None, period_type: str = "timestamp") -> tuple[str, dict[str, str]]:
+def delta_rs_app_txn(location: str, app_id: str, version: int) -> int | None:
+    """The app transaction version recorded for ``app_id`` in the Delta table at ``location`` as of
+    ``version``, read with delta-rs from the log and its checkpoints (None: none recorded)."""
+    from deltalake import DeltaTable  # the log's SetTransaction actions: Spark SQL cannot show them
+
+    return DeltaTable(location, version=version).transaction_version(app_id)
+
+
+def write_options(request: PublishRequest, decision: Decision, receipt: dict[str, Any],
+                  period: Period | None = None) -> tuple[str, dict[str, str]]:
     """The ``DataFrameWriter`` save mode and Delta options that carry out ``decision``.
 
     Parameters
@@ -51,10 +60,8 @@ def write_options(request: PublishRequest, decision: Decision, receipt: dict[str
         ``append``, ``replace_period`` or ``replace_table``.
     receipt : dict
         The receipt this commit carries (:func:`lakescore.publish.plan.build_receipt`).
-    period_column : str or None
-        The column a ``replace_period`` decision filters on.
-    period_type : str, default "timestamp"
-        Its Delta type (``date`` compares on the day).
+    period : Period or None
+        The rows a ``replace_period`` decision replaces.
 
     Returns
     -------
@@ -72,10 +79,9 @@ def write_options(request: PublishRequest, decision: Decision, receipt: dict[str
     options = {"txnAppId": request.app_id, "txnVersion": str(decision.txn_version),
                "userMetadata": json.dumps(receipt, sort_keys=True)}
     if decision.action == "replace_period":
-        if not (period_column and request.period_start and request.period_end):
+        if period is None:
             raise ValueError(f"replacing a period of {request.prediction_table} needs period_column and bounds")
-        options["replaceWhere"] = period_predicate(period_column, request.period_start, request.period_end,
-                                                   delta_type=period_type, quote="`")
+        options["replaceWhere"] = period.predicate("`")
     if decision.schema_mode == "merge":
         options["mergeSchema"] = "true"
     elif decision.schema_mode == "overwrite":
@@ -84,10 +90,11 @@ def write_options(request: PublishRequest, decision: Decision, receipt: dict[str
 
 
 def target_state(name: str, *, table_id: str, schema: list[tuple[str, str]], num_files: int,
-                 history: list[dict[str, Any]], stored: list[dict[str, Any]] = ()) -> TargetState:  # type: ignore[assignment]
-    """A :class:`TargetState` from ``DESCRIBE DETAIL`` (id, numFiles), the table schema (name,
-    ``DataType.typeName()``), ``DESCRIBE HISTORY`` rows (version, timestamp in ms, userMetadata)
-    and the receipts table's receipts (``stored``, parsed from its ``receipt`` column).
+                 history: list[dict[str, Any]], stored: list[dict[str, Any]] = (),  # type: ignore[assignment]
+                 app_id: str | None = None, app_txn: int | None = None) -> TargetState:
+    """A :class:`TargetState` from the table id, its schema (name, ``DataType.typeName()``), its
+    file count, ``DESCRIBE HISTORY`` rows (version, timestamp in ms, userMetadata), the receipts
+    table's receipts (``stored``) and the app transaction read for ``app_id``.
 
     The version is the newest in the history (maintenance commits included): the history is
     never empty, since log cleanup keeps the commits after the last checkpoint.
@@ -95,93 +102,184 @@ def target_state(name: str, *, table_id: str, schema: list[tuple[str, str]], num
     ordered = sorted(history, key=lambda h: -int(h["version"]))
     version = int(ordered[0]["version"]) if ordered else 0
     return TargetState(name, True, version, table_id, tuple(schema), num_files > 0,
-                       tuple(merge_receipts(history_receipts(ordered), list(stored), table_id)))
-
-
-def stored_receipts(spark: Any, name: str) -> list[dict[str, Any]]:
-    """The receipts in the receipts table of ``name`` (empty when it does not exist yet)."""
-    table = receipts_table_for(name)
-    if not spark.catalog.tableExists(table):
-        return []
-    return [json.loads(r["receipt"]) for r in spark.table(table).select("receipt").collect()]
-
-
-def keep_receipts(spark: Any, name: str, found: list[dict[str, Any]]) -> int:
-    """Append to the receipts table of ``name`` the receipts of ``found`` it lacks (see
-    :func:`lakescore.publish.state.keep_receipts`); returns how many."""
-    rows = receipt_rows(found, stored_receipts(spark, name))
-    if rows:
-        schema = ", ".join(f"{f.name} {'bigint' if f.name == 'table_version' else 'string'}" for f in RECEIPTS_SCHEMA)
-        spark.createDataFrame(rows, schema).write.format("delta").mode("append").saveAsTable(receipts_table_for(name))
-    return len(rows)
+                       tuple(merge_receipts(history_receipts(ordered), list(stored), table_id)), app_id, app_txn)
 
 
 def period_nulls(frame: Any, column: str) -> int:
-    """Rows of the Spark DataFrame ``frame`` (the source at its pinned version) whose ``column`` is
-    null, for :func:`lakescore.publish.plan.check_period_nulls`."""
+    """Rows of the Spark DataFrame ``frame`` whose ``column`` is null (counted on the executors),
+    for :func:`lakescore.publish.plan.check_period_nulls`."""
     from pyspark.sql import functions as F  # Spark only on this engine
 
     return int(frame.where(F.col(column).isNull()).count())
 
 
-def read_target(spark: Any, name: str) -> TargetState:
-    """The prediction table's :class:`TargetState`, read with Spark SQL (receipts from its
-    history and its receipts table)."""
-    if not spark.catalog.tableExists(name):
-        return TargetState(name, exists=False)
-    detail = spark.sql(f"DESCRIBE DETAIL {name}").first()
-    history = [{"version": r["version"], "timestamp": int(r["timestamp"].timestamp() * 1000),
-                "userMetadata": r["userMetadata"]}
-               for r in spark.sql(f"DESCRIBE HISTORY {name}").select("version", "timestamp", "userMetadata").collect()]
-    schema = [(f.name, f.dataType.typeName()) for f in spark.table(name).schema.fields]
-    return target_state(name, table_id=detail["id"], schema=schema, num_files=int(detail["numFiles"]),
-                        history=history, stored=stored_receipts(spark, name))
+def repeated_keys(frame: Any, existing: Any, *, keys: list[str], table: str) -> RepeatedKeys | None:
+    """Record keys of ``frame`` that repeat within it, else that ``existing`` already holds.
+
+    Both counts come from one aggregate on the executors (a left join on the distinct held keys,
+    grouped by key); the three smallest offending keys are fetched only when there are some.
+
+    Parameters
+    ----------
+    frame : pyspark.sql.DataFrame of shape (n_rows, >= len(keys))
+        The rows about to be committed.
+    existing : pyspark.sql.DataFrame or None
+        The table's rows at the snapshot planned against (None when the commit replaces them).
+    table : str
+        The prediction table, for ``where``.
+    """
+    from pyspark.sql import functions as F  # Spark only on this engine
+
+    new = frame.select(*keys)
+    if existing is not None:
+        held = existing.select(*keys).distinct().withColumn("_held", F.lit(1))
+        new = new.join(held, on=keys, how="left")
+    else:
+        new = new.withColumn("_held", F.lit(None).cast("int"))
+    per_key = new.groupBy(*keys).agg(F.count(F.lit(1)).alias("_rows"), F.max("_held").alias("_held"))
+    totals = per_key.agg(F.sum((F.col("_rows") > 1).cast("long")).alias("twice"),
+                         F.sum(F.coalesce(F.col("_held"), F.lit(0)).cast("long")).alias("held")).first()
+    twice, found = int(totals["twice"] or 0), int(totals["held"] or 0)
+    if twice:
+        offending, count, where = per_key.where(F.col("_rows") > 1), twice, "within this run"
+    elif found:
+        offending, count, where = per_key.where(F.col("_held") == 1), found, f"already in {table}"
+    else:
+        return None
+    examples = [row.asDict() for row in offending.select(*keys).orderBy(*keys).limit(3).collect()]
+    return RepeatedKeys(count, tuple(examples), where)
 
 
-def publish(spark: Any, frame: Any, request: PublishRequest, *, allow_empty: bool = False,
+def _concurrent(err: Exception) -> bool:
+    """A Delta optimistic-concurrency failure (py4j and Spark Connect wrap io.delta.exceptions.*)."""
+    text = f"{type(err).__name__} {err}"
+    return "ConcurrentTransactionException" in text or "DELTA_CONCURRENT" in text or "Concurrent" in type(err).__name__
+
+
+class SparkDeltaWriter:
+    """A :class:`lakescore.publish.commit.Writer` on Spark Delta for the Delta table at ``path``.
+
+    Parameters
+    ----------
+    path : str
+        Location of the prediction table (a folder here; a cloud location on a workspace).
+    frame : pyspark.sql.DataFrame of shape (n_rows, n_columns)
+        The predictions, on the executors (with ``run_id``).
+    table : str
+        The three-part name (for messages).
+    app_id : str
+        The job's app transaction id.
+    app_txn : callable, default :func:`delta_rs_app_txn`
+        ``(location, app_id, version) -> int or None``: the seam that reads the app transaction.
+    """
+
+    def __init__(self, path: str, frame: Any, *, table: str, app_id: str,
+                 app_txn: AppTxnReader = delta_rs_app_txn) -> None:
+        self.path, self.frame, self.table, self.app_id = str(path), frame, table, app_id
+        self.spark = frame.sparkSession
+        self._app_txn = app_txn
+        self._version: int | None = None
+
+    def _at(self, version: int) -> Any:
+        return self.spark.read.format("delta").option("versionAsOf", version).load(self.path)
+
+    def _stored(self) -> list[dict[str, Any]]:
+        try:
+            rows = self.spark.read.format("delta").load(receipts_path(self.path)).select("receipt").collect()
+        except Exception as err:  # AnalysisException: no receipts table yet
+            if "DELTA_MISSING_DELTA_TABLE" in str(err) or "PATH_NOT_FOUND" in str(err):
+                return []
+            raise
+        return [json.loads(r["receipt"]) for r in rows]
+
+    def read(self) -> TargetState:
+        try:
+            detail = self.spark.sql(f"DESCRIBE DETAIL delta.`{self.path}`").first()
+        except Exception as err:  # AnalysisException [DELTA_MISSING_DELTA_TABLE]
+            if "DELTA_MISSING_DELTA_TABLE" in str(err) or "PATH_NOT_FOUND" in str(err):
+                self._version = None
+                return TargetState(self.table, exists=False, app_id=self.app_id)
+            raise
+        history = [r.asDict() for r in self.spark.sql(f"DESCRIBE HISTORY delta.`{self.path}`")
+                   .selectExpr("version", "unix_millis(timestamp) AS timestamp", "userMetadata").collect()]
+        version = max(int(h["version"]) for h in history)  # the snapshot every other read is pinned to
+        snapshot = self._at(version)
+        self._version = version
+        schema = [(f.name, f.dataType.typeName()) for f in snapshot.schema.fields]
+        return target_state(self.table, table_id=detail["id"], schema=schema, num_files=len(snapshot.inputFiles()),
+                            history=history, stored=self._stored(), app_id=self.app_id,
+                            app_txn=self._app_txn(self.path, self.app_id, version))
+
+    def keep_receipts(self, found: list[dict[str, Any]]) -> int:
+        rows = receipt_rows(found, self._stored())
+        if rows:
+            schema = ", ".join(f"{f.name} {'bigint' if f.name == 'table_version' else 'string'}"
+                               for f in RECEIPTS_SCHEMA)
+            self.spark.createDataFrame(rows, schema).write.format("delta").mode("append").save(receipts_path(self.path))
+        return len(rows)
+
+    def create(self) -> None:
+        try:
+            self.frame.limit(0).write.format("delta").mode("ignore").save(self.path)
+        except Exception as err:  # another publisher created it at the same time: plan against theirs
+            if not _concurrent(err):
+                raise
+
+    def period_nulls(self, column: str) -> int:
+        return period_nulls(self.frame, column) if column in self.frame.columns else 0
+
+    def repeated_keys(self, keys: list[str], *, against_table: bool) -> RepeatedKeys | None:
+        existing = self._at(self._version) if against_table and self._version is not None else None
+        return repeated_keys(self.frame, existing, keys=keys, table=self.table)
+
+    def stage(self, decision: Decision) -> None:
+        """Nothing: Spark writes the files and commits them in one ``save``."""
+        return None
+
+    def commit(self, staged: None, request: PublishRequest, decision: Decision, receipt: dict[str, Any],
+               period: Period | None) -> None:
+        mode, options = write_options(request, decision, receipt, period)
+        try:
+            self.frame.write.format("delta").mode(mode).options(**options).save(self.path)
+        except Exception as err:
+            if _concurrent(err):
+                raise CommitLost(str(err).splitlines()[0][:300]) from err
+            raise
+
+    def discard(self, staged: None) -> None:
+        """Nothing to do from here: the files of a Spark write that lost the race are not known to
+        the driver; they are never referenced, and VACUUM removes them."""
+
+
+def publish(path: str, frame: Any, request: PublishRequest, *, allow_empty: bool = False,
             model_change_mode: str = "incremental_append", migrate: bool = False,
-            period_column: str | None = None, **facts: Any) -> tuple[Decision, int | None, dict[str, Any] | None]:
-    """Commit the Spark DataFrame ``frame`` to the Unity Catalog table of ``request`` exactly once.
+            period_column: str | None = None, keys: list[str] | None = None,
+            **facts: Any) -> tuple[Decision, int | None, dict[str, Any] | None]:
+    """Commit the Spark DataFrame ``frame`` to the Delta table at ``path`` exactly once for ``request``.
 
-    Same contract as :func:`lakescore.publish.delta_rs.publish`.
+    The twin of :func:`lakescore.publish.delta_rs.publish`: builds a :class:`SparkDeltaWriter`
+    and runs :func:`lakescore.publish.commit.publish_once`.
+
+    Parameters
+    ----------
+    path : str
+        Location of the prediction table.
+    frame : pyspark.sql.DataFrame of shape (request.rows, n_columns)
+        The predictions, with ``run_id``.
+    request : PublishRequest
+    allow_empty, model_change_mode, migrate, period_column, keys, **facts
+        As :func:`~lakescore.publish.commit.publish_once`.
+
+    Returns
+    -------
+    (Decision, int or None, dict or None)
+        As :func:`~lakescore.publish.commit.publish_once`.
 
     Raises
     ------
-    NullPeriodError
-        A snapshot whose ``period_column`` has null rows; nothing is written.
-    PublishConflictError
-        Still not committed after 8 attempts.
+    NullPeriodError, PublishConflictError, ReceiptUnreadableError, PublishError
+        As :func:`~lakescore.publish.commit.publish_once`; nothing is written.
     """
-    if request.mode == "snapshot" and period_column:
-        check_period_nulls(request.source_table, request.source_version_to, period_column,
-                           period_nulls(frame, period_column))
-    last: Exception | None = None
-    for _ in range(MAX_ATTEMPTS):
-        state = read_target(spark, request.prediction_table)
-        if state.exists:
-            keep_receipts(spark, request.prediction_table, list(state.receipts))  # back-fill before log cleanup
-        decision = decide(request, state, allow_empty=allow_empty, model_change_mode=model_change_mode,
-                          migrate=migrate)
-        if decision.action == "noop":
-            return decision, state.version, decision.replayed
-        if decision.action == "create":
-            frame.limit(0).write.format("delta").mode("ignore").saveAsTable(request.prediction_table)
-            continue
-        receipt = build_receipt(request, decision, state, **facts)
-        mode, options = write_options(request, decision, receipt, period_column=period_column,
-                                      period_type=dict(state.schema).get(period_column or "", "timestamp"))
-        try:
-            frame.write.format("delta").mode(mode).options(**options).saveAsTable(request.prediction_table)
-        except Exception as err:  # py4j wraps io.delta.exceptions.Concurrent*Exception
-            if "Concurrent" not in f"{type(err).__name__} {err}":
-                raise
-            last = err
-            continue
-        landed = [r for r in read_target(spark, request.prediction_table).receipts
-                  if r["run_id"] == request.run_id and r["request_digest"] == request.digest]
-        if landed:  # else Delta skipped the write (txnVersion already seen): plan again
-            keep_receipts(spark, request.prediction_table, landed[:1])
-            return decision, landed[0]["table_version"], landed[0]
-    raise PublishConflictError(f"could not commit to {request.prediction_table} after {MAX_ATTEMPTS} attempts "
-                               f"({last}); nothing was written by this run, re-run the publish.",
-                               table=request.prediction_table)
+    writer = SparkDeltaWriter(path, frame, table=request.prediction_table, app_id=request.app_id)
+    return publish_once(writer, request, allow_empty=allow_empty, model_change_mode=model_change_mode,
+                        migrate=migrate, period_column=period_column, keys=keys, **facts)

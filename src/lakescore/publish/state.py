@@ -1,7 +1,9 @@
-"""Table metadata for the guard, read with delta-rs: the target's receipts, the source's change feed.
+"""Table state for the guard: the target's receipts, read with delta-rs, and the source's state and
+change feed, from what the runtime read.
 
-Everything here reads, except :func:`keep_receipts`, which appends receipts to the receipts table
-(see :mod:`lakescore.publish.plan` for why it exists); :mod:`lakescore.publish.plan` decides and
+:func:`read_target`, :func:`receipts` and :func:`stored_receipts` read; :func:`keep_receipts`
+appends receipts to the receipts table (see :mod:`lakescore.publish.plan` for why it exists);
+:func:`read_source` and :func:`split_changes` are pure. :mod:`lakescore.publish.plan` decides and
 :mod:`lakescore.publish.delta_rs` writes.
 """
 
@@ -17,14 +19,12 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakescore.publish.plan import SourceState, TargetState, cdf_recovery
+from lakescore.publish.plan import SourceState, TargetState
 from lakescore.publish.receipts import RECEIPTS_SUFFIX, merge_receipts, parse_receipt, receipt_rows
 
 RECEIPTS_SCHEMA = pa.schema([("target_table_id", pa.large_string()), ("table_version", pa.int64()),
                              ("run_id", pa.large_string()), ("committed_at", pa.large_string()),
                              ("receipt", pa.large_string())])
-
-CDF_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
 
 
 def delta_schema(schema: Any) -> tuple[tuple[str, str], ...]:
@@ -142,71 +142,55 @@ def receipts(path: str) -> list[dict[str, Any]]:
     return merge_receipts(history_receipts(table.history()), stored_receipts(path), table.metadata().id)
 
 
-def period_nulls(table: Any, column: str) -> int:
-    """Rows of the delta-rs ``table`` (at its loaded version) whose ``column`` is null.
-
-    Reads that one column; files whose statistics show no nulls are skipped by the dataset.
-    """
-    import pyarrow.dataset as ds
-
-    return int(table.to_pyarrow_dataset().count_rows(filter=ds.field(column).is_null()))
+def window_history(version: int, window_from: int | None) -> int | None:
+    """How many of the newest commits up to ``version`` an incremental window starting at
+    ``window_from`` needs in the log (None: no window, the log is not read)."""
+    return version - window_from + 1 if window_from is not None and window_from <= version else None
 
 
-def read_source(table: Any, name: str, *, version: int, window_from: int | None = None) -> SourceState:
+def read_source(name: str, *, table_id: str, version: int, properties: dict[str, str],
+                kept: list[int] | None = None) -> SourceState:
     """The source's :class:`SourceState` at the pinned ``version``.
 
     Parameters
     ----------
-    table : deltalake.DeltaTable
-        The source, loaded at ``version``.
-    window_from : int or None
-        First version an incremental window needs; the log is searched back to it for
-        ``oldest_version`` (None: no window, the log is not read).
+    name : str
+        Three-part name (for messages).
+    table_id : str
+        The source's Delta id.
+    properties : dict
+        Its table properties (``delta.enableChangeDataFeed``).
+    kept : list of int or None
+        Versions of the commits the log still holds among the :func:`window_history` newest
+        (None: no window). ``oldest_version`` is the smallest; none kept means ``version + 1``.
     """
-    config = table.metadata().configuration
-    oldest = None
-    if window_from is not None and window_from <= version:
-        kept = [int(h["version"]) for h in table.history(limit=version - window_from + 1)]
-        oldest = min(kept) if kept else version + 1
-    return SourceState(name, table.metadata().id, version,
-                       str(config.get("delta.enableChangeDataFeed", "false")).lower() == "true", oldest)
+    oldest = None if kept is None else (min(kept) if kept else version + 1)
+    return SourceState(name, table_id, version,
+                       str(properties.get("delta.enableChangeDataFeed", "false")).lower() == "true", oldest)
 
 
-def read_window(table: Any, name: str, target: str, *, first: int, last: int,
-                columns: list[str]) -> tuple[pd.DataFrame, dict[int, list[str]]]:
-    """Inserted rows of versions ``first``..``last`` of the source's change data feed.
+def split_changes(data: pa.Table, columns: list[str]) -> tuple[pd.DataFrame, dict[int, list[str]]]:
+    """The inserted rows of a change data feed read, and the other change types per version.
+
+    Parameters
+    ----------
+    data : pyarrow.Table
+        ``columns`` plus ``_change_type`` and ``_commit_version``
+        (:meth:`lakescore.runtime.base.Tables.read_changes`).
+    columns : list of str
+        The columns to keep of the inserted rows.
 
     Returns
     -------
     (DataFrame of shape (n_inserted, len(columns)), dict of int to list of str)
-        The inserted rows (pandas dtypes as ``DeltaTable.to_pandas`` gives them) and, per source
-        version, the non-insert change types found (updates and deletes).
-
-    Raises
-    ------
-    CdfRecoveryRequiredError
-        When the feed cannot be read back to ``first`` (vacuumed data files, cleaned log).
+        The inserted rows (integers as ``Int64``, booleans as ``boolean``, like a table read) and,
+        per source version, the non-insert change types found (updates and deletes).
     """
-    from deltalake.exceptions import DeltaError
+    from lakescore.frames import nullable_pandas_type  # the same dtypes as a table read
 
-    try:
-        data = pa.table(table.load_cdf(starting_version=first, ending_version=last,
-                                       columns=[*columns, "_change_type", "_commit_version"]))
-    except (DeltaError, pa.ArrowInvalid, OSError) as err:
-        raise cdf_recovery(name, target, first, last, f"reading it failed ({str(err).splitlines()[0][:200]})") from err
-    data = _plain_types(data)  # text comes back as string_view, which filter/take do not support
-    kinds = data["_change_type"]
-    inserted = pc.equal(kinds, "insert")
+    inserted = pc.equal(data["_change_type"], "insert")
     changes: dict[int, list[str]] = {}
     other = data.filter(pc.invert(inserted)).select(["_change_type", "_commit_version"])
     for kind, version in zip(other["_change_type"].to_pylist(), other["_commit_version"].to_pylist()):
         changes.setdefault(int(version), []).append(str(kind))
-    rows = data.filter(inserted).select(columns)
-    return rows.to_pandas(), changes
-
-
-def _plain_types(data: pa.Table) -> pa.Table:
-    """``string_view`` (how the change feed returns text) as ``large_string``, like a table read."""
-    fields = [pa.field(f.name, pa.large_string() if pa.types.is_string_view(f.type) else f.type, f.nullable)
-              for f in data.schema]
-    return data.cast(pa.schema(fields))
+    return data.filter(inserted).select(columns).to_pandas(types_mapper=nullable_pandas_type), changes

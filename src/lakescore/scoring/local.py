@@ -1,16 +1,23 @@
-"""The single-node route: the whole pinned snapshot as one pandas frame through the pyfunc."""
+"""The single-node route: the rows to score as one pandas frame through the pyfunc."""
 
 from __future__ import annotations
-
-from typing import Any
 
 import pandas as pd
 
 from lakescore.scoring.preflight import ScorePlan
 
 
-def score_single_node(runtime: Any, plan: ScorePlan, *, batch_rows: int) -> pd.DataFrame:
-    """Score the source at ``plan.source_version`` in this process.
+def score_single_node(source: pd.DataFrame, plan: ScorePlan, *, batch_rows: int) -> pd.DataFrame:
+    """Score ``source`` (the pinned snapshot, or a window's inserted rows) in this process.
+
+    Parameters
+    ----------
+    source : DataFrame of shape (n_rows, >= n_keys + n_inputs)
+        The rows to score, with ``plan.record_keys`` and ``plan.input_columns``.
+    plan : ScorePlan
+        The model to load (``model_uri``; its certificate is re-verified on load).
+    batch_rows : int
+        Most rows per model call (``spark_udf_prediction_batch_rows``).
 
     Returns
     -------
@@ -19,8 +26,6 @@ def score_single_node(runtime: Any, plan: ScorePlan, *, batch_rows: int) -> pd.D
     """
     import mlflow  # heavy: only on the scoring path
 
-    source = runtime.read_table(plan.source_table, version=plan.source_version,
-                                columns=list(dict.fromkeys([*plan.record_keys, *plan.input_columns])))
     model = mlflow.pyfunc.load_model(plan.model_uri)
     scored = model.predict(source[list(plan.input_columns)], params={"batch_rows": batch_rows})
     out = pd.concat([source[list(plan.record_keys)].reset_index(drop=True), scored.reset_index(drop=True)], axis=1)

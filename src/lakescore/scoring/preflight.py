@@ -9,6 +9,7 @@ from lakescore.admission.certificate import check_environment, require_admitted
 from lakescore.config import ProjectConfig
 from lakescore.errors import (CertificateError, ConfigError, LakescoreError, SparkPolarsUnsupportedError,
                               TableFeatureUnsupportedError, UncertifiedModelError)
+from lakescore.runtime.base import Tables
 
 
 @dataclass(frozen=True)
@@ -24,10 +25,18 @@ class ScorePlan:
     record_keys: tuple[str, ...]
     certificate_sha256: str
     artifact_sha256: str
+    warnings: tuple[str, ...] = ()  # what preflight foresees but does not refuse (see null_warnings)
 
 
-def preflight(project: ProjectConfig, runtime: Any) -> ScorePlan:
+def preflight(project: ProjectConfig, tables: Tables) -> ScorePlan:
     """Resolve the model version and pin the source version, checking every precondition.
+
+    Parameters
+    ----------
+    project : ProjectConfig
+    tables : Tables
+        Where the score source lives. MLflow must already point at the registry
+        (``runtime.mlflow()``).
 
     Raises
     ------
@@ -43,7 +52,11 @@ def preflight(project: ProjectConfig, runtime: Any) -> ScorePlan:
     -----
     Nullability is not refused here: a null reaches the chain as a null (its recipe imputes it),
     and a single value of the wrong kind excludes only its row as ``invalid:<column>``
-    (:mod:`lakescore.conform`, applied by the pyfunc on every route).
+    (:mod:`lakescore.conform`, applied by the pyfunc on every route). Where a null cannot be
+    scored — the recipe does not impute the column and the model cannot take NaN, so the chain
+    excludes the row as ``invalid:<feature>`` — and the pinned source holds such nulls, the plan
+    carries a warning naming the column, its null rows, the training rows' nulls and the fix
+    (:func:`null_warnings`); the run goes on and the score summary lists it under ``warnings``.
     """
     from lakescore.packaging import read_certificate, resolve_version
 
@@ -53,14 +66,13 @@ def preflight(project: ProjectConfig, runtime: Any) -> ScorePlan:
     source_version = -1
     columns: set[str] = set()
     try:
-        source_version = runtime.table_version(inf.score_source_table)
-        columns = set(runtime.table_columns(inf.score_source_table))
-        _check_readable(project, runtime, source_version)
+        source_version = tables.table_version(inf.score_source_table)
+        columns = set(tables.table_columns(inf.score_source_table))
+        _check_readable(project, tables, source_version)
     except TableFeatureUnsupportedError as err:
         problems.append(f"{err.code}: {err}")
     except LakescoreError as err:
         problems.append(f"{project.shown('inference')}: score_source_table {inf.score_source_table!r}: {err}")
-    runtime.mlflow()
     name = project.training.registry.model_name
     version, uri, cert = -1, "", None
     try:
@@ -79,8 +91,9 @@ def preflight(project: ProjectConfig, runtime: Any) -> ScorePlan:
     except LakescoreError as err:
         problems.append(f"{project.shown('inference')}: score_model_selection {inf.score_model_selection!r}: {err}")
     inputs: tuple[str, ...] = ()
+    config: dict[str, Any] = {}
     if uri and cert is not None:
-        kinds = _signature_kinds(uri)
+        kinds, config = _signature_kinds(uri)
         inputs = tuple(kinds)
         if columns:
             missing = [c for c in (*keys, *inputs) if c not in columns]
@@ -88,7 +101,7 @@ def preflight(project: ProjectConfig, runtime: Any) -> ScorePlan:
                 problems.append(f"{project.shown('inference')}: score_source_table {inf.score_source_table!r} lacks "
                                 f"column(s) {missing} that model {name} v{version} needs; available: "
                                 f"{', '.join(sorted(columns))}")
-            source_kinds = {c: _kind_of_dtype(t) for c, t in runtime.empty_frame(inf.score_source_table).dtypes.items()}
+            source_kinds = {c: _kind_of_dtype(t) for c, t in tables.empty_frame(inf.score_source_table).dtypes.items()}
             problems += [
                 f"{project.shown('inference')}: score_source_table {inf.score_source_table!r} column {c!r} holds "
                 f"{source_kinds[c]} values; model {name} v{version} reads {kind}. Cast it in the source table, "
@@ -97,16 +110,66 @@ def preflight(project: ProjectConfig, runtime: Any) -> ScorePlan:
     if problems:
         raise ConfigError(problems)
     assert cert is not None  # problems is empty only when the certificate was read
+    warnings = null_warnings(tables, inf.score_source_table, source_version, config,
+                             where=f"{project.shown('inference')}: score_source_table {inf.score_source_table!r}",
+                             model=f"model {name} v{version}")
     return ScorePlan(inf.score_source_table, source_version, name, version, uri, inputs, keys,
-                     cert.digest, cert.artifact_sha256)
+                     cert.digest, cert.artifact_sha256, tuple(warnings))
 
 
-def _check_readable(project: ProjectConfig, runtime: Any, version: int) -> None:
+def null_warnings(tables: Tables, source: str, version: int, config: dict[str, Any], *, where: str,
+                  model: str) -> list[str]:
+    """One line per source column whose nulls the model will exclude instead of scoring.
+
+    Parameters
+    ----------
+    tables : Tables
+        Where the score source lives.
+    source : str
+        The score source table.
+    version : int
+        Its pinned version.
+    config : dict
+        The logged model's config: ``null_outcomes`` (input column -> the reason a row with that
+        column null gets, or None when it is still scored; see
+        :func:`lakescore.packaging.null_outcomes`) and ``training_nulls`` (null rows per input
+        column in training; absent for models logged before it was recorded).
+    where, model : str
+        How the messages name the source table and the model.
+
+    Returns
+    -------
+    list of str
+        For each column that the source schema declares nullable, that holds null rows at the pinned
+        version, and whose null makes the chain exclude the row as ``invalid:<...>``: what will
+        happen and how to score those rows instead. Eligibility rules that exclude a null on purpose
+        (``ineligible:<rule>``) are not warned about.
+    """
+    outcomes = config.get("null_outcomes") or {}
+    trained = config.get("training_nulls")
+    nullable = {f.name for f in tables.table_schema(source, version=version) if f.nullable}
+    lines = []
+    for column, reason in outcomes.items():
+        if not (reason and reason.startswith("invalid:") and column in nullable):
+            continue
+        nulls = tables.null_rows(source, column, version=version)  # reads statistics and the one column only
+        if nulls:
+            seen = ("training saw no nulls in it" if trained and not trained.get(column)
+                    else "training nulls were not recorded" if trained is None
+                    else f"training had {trained.get(column)} null rows in it")
+            lines.append(f"{where} column {column!r} has {nulls} null row(s) at v{version}; {model} "
+                         f"cannot score a null there ({seen}, the recipe does not impute it and the model "
+                         f"takes no NaN), so those rows will be excluded as {reason}. To score them, impute "
+                         f"{column!r} in the recipe (e.g. SimpleImputer) and retrain.")
+    return lines
+
+
+def _check_readable(project: ProjectConfig, tables: Tables, version: int) -> None:
     """Refuse a source whose Delta reader features the route's engine cannot read (so it never
     reads the Parquet files behind them, nor fails half-way)."""
     inf = project.inference
     engine = "spark" if inf.batch_compute == "spark" else "delta-rs"
-    unreadable = runtime.unreadable_features(inf.score_source_table, version=version, engine=engine)
+    unreadable = tables.unreadable_features(inf.score_source_table, version=version, engine=engine)
     if unreadable:
         import deltalake  # only to name the reader's version
 
@@ -127,14 +190,11 @@ def _engine(model_uri: str) -> str:
     return str(json.loads(Path(chain_json).read_text()).get("engine", "pandas"))
 
 
-def _signature_kinds(model_uri: str) -> dict[str, str]:
-    """Input column -> ``number | boolean | string | datetime | other`` of the model's inputs
-    (:func:`lakescore.packaging.model_input_kinds`)."""
-    from lakescore.packaging import model_input_kinds
-
-    kinds = {"long": "number", "integer": "number", "double": "number", "float": "number",
-             "boolean": "boolean", "string": "string", "datetime": "datetime"}
-    return {name: kinds.get(kind, "other") for name, kind in model_input_kinds(model_uri).items()}
+from lakescore.admission.certificate import check_environment, require_admitted
+from lakescore.config import ProjectConfig
+from lakescore.errors import (CertificateError, ConfigError, LakescoreError, SparkPolarsUnsupportedError,
+                              TableFeatureUnsupportedError, UncertifiedModelError)
+from lakescore.runtime.base import Tables
 
 
 def _kind_of_dtype(dtype: Any) -> str:

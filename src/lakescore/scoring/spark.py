@@ -1,4 +1,4 @@
-"""The Spark route: ``mlflow.pyfunc.spark_udf`` over the pinned snapshot, in admitted batches.
+"""The Spark route: ``mlflow.pyfunc.spark_udf`` over a Spark DataFrame of the rows to score, in admitted batches.
 
 Each worker loads the pyfunc (whose ``load_context`` re-verifies the certificate) and slices every
 Arrow batch it receives into model calls of at most ``spark_udf_prediction_batch_rows`` rows.
@@ -60,8 +60,20 @@ def _env_notice_answered(env_manager: str) -> Iterator[None]:
         logger.removeFilter(drop)
 
 
-def score_spark(runtime: Any, plan: ScorePlan, *, batch_rows: int, env_manager: str) -> pd.DataFrame:
-    """Score the source at ``plan.source_version`` on Spark workers.
+def score_spark(source: Any, plan: ScorePlan, *, batch_rows: int, env_manager: str) -> pd.DataFrame:
+    """Score ``source`` (the pinned snapshot, or a window's inserted rows) on Spark workers.
+
+    Parameters
+    ----------
+    source : pyspark.sql.DataFrame
+        The rows to score, with ``plan.record_keys`` and ``plan.input_columns``; its session
+        runs the UDF.
+    plan : ScorePlan
+        The model (``model_uri``), keys and input columns.
+    batch_rows : int
+        Most rows per model call on a worker (``spark_udf_prediction_batch_rows``).
+    env_manager : str
+        ``spark_udf``'s ``env_manager`` (``local``: the workers use this Python environment).
 
     Returns
     -------
@@ -72,9 +84,8 @@ def score_spark(runtime: Any, plan: ScorePlan, *, batch_rows: int, env_manager: 
     from mlflow.models import get_model_info
     from pyspark.sql import functions as F
 
-    spark = runtime.spark()
+    spark = source.sparkSession
     spark.conf.set(INT_EXTENSION_CONF, "true")  # integer inputs reach the worker as Int64, not float64
-    source = runtime.spark_source(plan.source_table, version=plan.source_version)
     source = source.repartition(spark.sparkContext.defaultParallelism)  # every core gets batches
     fields = result_fields(get_model_info(plan.model_uri).signature.outputs)
     with _env_notice_answered(env_manager):

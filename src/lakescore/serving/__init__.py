@@ -14,6 +14,6 @@ certificate). Modules, one idea each:
 - ``recorder`` / ``drift``: buffered prediction records for the Delta inference table;
 - ``idempotency``: request digests that bind an ``Idempotency-Key`` to one request, and its claims;
 - ``state``: token, audit events, copies and idempotent replies in SQLite under the runtime home;
-- ``endpoint`` / ``server`` / ``run``: the endpoint process (``lakescore serve``);
+- ``endpoint`` / ``server`` / ``run``: the endpoint process (started by ``lakescore.workflows.serve``);
 - ``client``: retries, hold header and idempotency keys for callers.
 """

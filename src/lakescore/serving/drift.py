@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -61,14 +60,18 @@ def check_rows(reference: DriftReference | None, frame: pd.DataFrame) -> list[st
     return [";".join(r) if r else "ok" for r in reasons]
 
 
-def training_reference(runtime: Any, *, table: str, row_filter: str | None, columns: list[str]) -> DriftReference:
-    """Read the training rows (the columns and those the filter names) and build the reference."""
+def reference_columns(columns: list[str], row_filter: str | None) -> list[str]:
+    """The training columns the reference reads: ``columns`` and those ``row_filter`` names."""
     names = list(columns)
     if row_filter:
         parsed = ast.parse(row_filter, mode="eval")
         names += [n.id for n in ast.walk(parsed) if isinstance(n, ast.Name) and n.id not in names]
-    available = set(runtime.table_columns(table))
-    frame = runtime.read_table(table, columns=[n for n in names if n in available])
+    return names
+
+
+def training_reference(frame: pd.DataFrame, *, row_filter: str | None, columns: list[str]) -> DriftReference:
+    """The reference of the training rows ``frame`` (the :func:`reference_columns` the table has),
+    after the training ``row_filter``."""
     if row_filter:
         frame = frame.query(row_filter, engine="python")
     return reference_from(frame, [c for c in columns if c in frame])

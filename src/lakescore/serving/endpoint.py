@@ -24,7 +24,7 @@ import time
 import uuid
 from collections import Counter, deque
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Callable
 
 import httpx
 
@@ -34,7 +34,7 @@ from lakescore.serving.backend import ReplicaBackend
 from lakescore.serving.candidates import Candidate, CandidateControl
 from lakescore.serving.canary import CanaryWindow
 from lakescore.serving.cold import score_cold
-from lakescore.serving.drift import DriftReference, check_rows, training_reference
+from lakescore.serving.drift import DriftReference, check_rows
 from lakescore.serving.plan import EndpointPlan
 from lakescore.serving.recorder import Answered, PredictionRecorder
 from lakescore.serving.router import Copy, CopyPool, Role, to_stop
@@ -72,14 +72,15 @@ class Endpoint(CandidateControl):
         Bearer token the copies require.
     write : callable
         Appends a frame to the inference table.
-    runtime : object, optional
-        Used once, in the background, to read the training rows for the drift reference.
+    reference : callable, optional
+        Called once, in the background, to build the drift reference from the training rows
+        (None: rows are recorded with drift_check ``no_reference``).
     """
 
     def __init__(self, plan: EndpointPlan, *, backend: ReplicaBackend, state: ServingState, token: str,
-                 write: Any, runtime: Any = None) -> None:
+                 write: Any, reference: Callable[[], DriftReference] | None = None) -> None:
         self.plan, self.s, self.backend, self.state = plan, plan.settings, backend, state
-        self.runtime = runtime
+        self.reference = reference
         self.auth = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
         self.pool = CopyPool(max_queue=self.s.max_queue, retry_after_s=self.s.retry_after_s)
         self.recorder = PredictionRecorder(write=write, state=state, endpoint=plan.name, model_name=plan.model_name,
@@ -133,7 +134,7 @@ class Endpoint(CandidateControl):
                              requests_per_min=0.0)
         for loop in (self._health_loop, self._scale_loop, self._sample_loop, self._flush_loop):
             self._tasks.append(asyncio.create_task(loop()))
-        if self.runtime is not None:
+        if self.reference is not None:
             self._tasks.append(asyncio.create_task(self._load_drift_reference()))
 
     async def stop(self) -> None:
@@ -150,10 +151,10 @@ class Endpoint(CandidateControl):
             await self.http.aclose()
 
     async def _load_drift_reference(self) -> None:
+        if self.reference is None:
+            return
         try:
-            self.drift = await asyncio.to_thread(
-                training_reference, self.runtime, table=self.plan.training_table,
-                row_filter=self.plan.training_filter, columns=list(self.plan.input_columns))
+            self.drift = await asyncio.to_thread(self.reference)
             await asyncio.to_thread(trim_memory)  # the training rows are gone; give their pages back
         except Exception as err:  # rows are then recorded with drift_check "no_reference"
             self.counts["drift_reference_errors"] += 1

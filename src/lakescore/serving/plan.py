@@ -69,9 +69,15 @@ def model_task(model_uri: str) -> str:
     return str(json.loads(Path(local).read_text())["task"])
 
 
-def plan_endpoint(project: ProjectConfig, runtime: Any) -> EndpointPlan:
+def plan_endpoint(project: ProjectConfig, *, home: Path) -> EndpointPlan:
     """Resolve the version an endpoint pins (``model_selection`` in serving.yml) and read its
-    input columns and task.
+    input columns and task from the registry MLflow points at (``runtime.mlflow()`` first).
+
+    Parameters
+    ----------
+    project : ProjectConfig
+    home : Path
+        The runtime's home, where the endpoint keeps its state.
 
     Raises
     ------
@@ -84,7 +90,6 @@ def plan_endpoint(project: ProjectConfig, runtime: Any) -> EndpointPlan:
     settings = project.serving
     if settings is None:
         raise ConfigError([f"{project.config_dir.name}/serving.yml: file not found; create it (see config/)"])
-    runtime.mlflow()
     name = project.training.registry.model_name
     try:
         version = resolve_version(name, selection=settings.model_selection, version=settings.model_version,
@@ -97,13 +102,13 @@ def plan_endpoint(project: ProjectConfig, runtime: Any) -> EndpointPlan:
                            f"{settings.model_selection!r}: {err.code}: {err}"]) from err
     return EndpointPlan(
         name=settings.endpoint_name, model_name=name, version=version, selection=settings.model_selection,
-        input_columns=columns, task=task, settings=settings, home=runtime.home,
+        input_columns=columns, task=task, settings=settings, home=home,
         tracking_uri=_tracking_uri(), training_table=project.training.data.table,
         training_filter=project.training.data.filter, alias=project.training.registry.alias,
     )
 
 
 def _tracking_uri() -> str:
-    import mlflow  # set by runtime.mlflow()
+    import mlflow  # pointed at the registry by runtime.mlflow()
 
     return str(mlflow.get_tracking_uri())

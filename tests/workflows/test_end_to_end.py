@@ -10,11 +10,11 @@ import pytest
 from lakescore.config import load_project
 from lakescore.demo_data import FLIGHTS, INCOMING
 from lakescore.frames import floats_close
-from lakescore.monitoring.quality import monitor_project
+from lakescore.workflows.monitor import monitor
 from lakescore.packaging import read_certificate
-from lakescore.publish.run import publish_scored
-from lakescore.scoring.run import score_project
-from lakescore.training import train_project
+from lakescore.workflows.publish import publish
+from lakescore.workflows.score import score
+from lakescore.workflows.train import train
 
 pytestmark = pytest.mark.spark
 
@@ -30,14 +30,14 @@ def slice_project(spark_runtime, project_dir, demo_tables):
 def test_train_score_publish_replay_monitor(slice_project):
     project, runtime, flights = slice_project
     incoming = flights[flights["month"] >= 10]
-    trained = train_project(project, runtime)
+    trained = train(project, runtime)
     assert trained.version == 1 and trained.metrics["roc_auc"] > 0.8
     certificate = read_certificate(f"models:/{trained.model_name}/1")  # the demo model passes every check
     assert certificate.evidence["evidence_version"] == 2 and all(certificate.evidence["parts"].values())
 
-    on_spark = score_project(project, runtime)
+    on_spark = score(project, runtime)
     single = dataclasses.replace(project, inference=project.inference.model_copy(update={"batch_compute": "single_node"}))
-    on_one_node = score_project(single, runtime)
+    on_one_node = score(single, runtime)
     a, b = on_spark.predictions, on_one_node.predictions
     assert len(a) == len(b) == len(incoming)
     assert a["flight_id"].tolist() == b["flight_id"].tolist() == sorted(incoming["flight_id"])
@@ -62,7 +62,7 @@ def test_train_score_publish_replay_monitor(slice_project):
     assert predicted["exclusion_reason"].isna().all() and predicted["prediction"].isin([0, 1]).all()
     assert not a["exclusion_reason"].isin(["None", "<NA>", "nan"]).any()
 
-    first = publish_scored(project, runtime, on_spark)
+    first = publish(project, runtime, on_spark)
     table = project.inference.prediction_table
     assert first.action == "append" and runtime.table_version(table) == 1  # v0 creates the empty table
     stored = runtime.read_table(table)
@@ -71,11 +71,11 @@ def test_train_score_publish_replay_monitor(slice_project):
     assert first.receipt["source_version_to"] == runtime.table_version(INCOMING)
     assert first.receipt["rows_in"] == len(incoming) and first.receipt["excluded"] == len(excluded)
 
-    again = publish_scored(project, runtime, on_one_node)
+    again = publish(project, runtime, on_one_node)
     assert again.action == "noop" and again.message.startswith("replay: no-op")
     assert runtime.table_version(table) == 1 and len(runtime.read_table(table)) == len(incoming)
 
-    quality = monitor_project(project, runtime).row
+    quality = monitor(project, runtime).row
     assert quality["rows"] == len(incoming) and quality["excluded"] == len(excluded)
     assert quality["exclusion_rate"] == pytest.approx(len(excluded) / len(incoming))
     labelled = predicted.merge(incoming[["flight_id", "arr_delay"]], on="flight_id").dropna(subset=["arr_delay"])
@@ -91,7 +91,7 @@ def test_a_missing_source_table_fails_before_any_work(slice_project):
     from lakescore.errors import ConfigError
 
     with pytest.raises(ConfigError) as err:
-        score_project(bad, runtime)
+        score(bad, runtime)
     text = str(err.value)
     assert "config/inference.yml: score_source_table 'main.flights.nope'" in text
     assert "has no alias 'champion'" in text  # nothing trained yet: both problems in one message
@@ -130,11 +130,11 @@ def test_a_random_forest_trains_scores_on_both_routes_and_serves_the_same_answer
     (project_dir / "training.yml").write_text(yaml.safe_dump(training))
     project = load_project(project_dir)
 
-    trained = train_project(project, runtime)
+    trained = train(project, runtime)
     assert trained.version == 1 and 0.5 < trained.metrics["roc_auc"] <= 1.0
-    on_spark = score_project(project, runtime).predictions
+    on_spark = score(project, runtime).predictions
     single = dataclasses.replace(project, inference=project.inference.model_copy(update={"batch_compute": "single_node"}))
-    on_one_node = score_project(single, runtime).predictions
+    on_one_node = score(single, runtime).predictions
     assert on_spark["flight_id"].tolist() == on_one_node["flight_id"].tolist() == sorted(incoming["flight_id"])
     for column in ("prediction", "scoring_status", "exclusion_reason", "risk_band"):
         assert on_spark[column].equals(on_one_node[column]), column

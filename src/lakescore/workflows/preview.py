@@ -1,4 +1,5 @@
-"""What the local tools print: ``src/tools/preview.py`` and ``src/tools/smoke.py``.
+"""What the local tools print: ``src/tools/preview.py`` (:func:`preview`) and ``src/tools/smoke.py``
+(:func:`smoke_probe`).
 
 - :func:`preview_train`: lint the selected recipe's user steps and the scoring rules, and list
   what the probe would check (no data is read);
@@ -9,15 +10,23 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pandas as pd
 
+from lakescore.admission.certificate import require_admitted
+from lakescore.admission.evidence import examine
 from lakescore.admission.lint import lint_function
-from lakescore.admission.probe import CHAIN_CHECKS, PART_CHECKS, ProbeError
+from lakescore.admission.probe import CHAIN_CHECKS, PART_CHECKS
 from lakescore.config import ProjectConfig
-from lakescore.errors import LakescoreError
+from lakescore.custom import resolve_user_step
+from lakescore.errors import ConfigError, LakescoreError, ProbeError
+from lakescore.packaging import read_certificate, resolve_version
+from lakescore.rules import load_output_rules, load_rules
+from lakescore.runtime import Runtime
+from lakescore.training import fit_project_chain, prepare_rows, recipe_problems
 
 MIN_SAMPLE_ROWS = 16
 
@@ -27,11 +36,13 @@ def _check_names(checks: list[Any]) -> str:
     return ", ".join(names)
 
 
+def preview(project: ProjectConfig, runtime: Runtime, *, action: Literal["train", "score"] = "train") -> list[str]:
+    """``src/tools/preview.py --action``: :func:`preview_train` (reads nothing) or :func:`preview_score`."""
+    return preview_train(project) if action == "train" else preview_score(project, runtime)
+
+
 def preview_train(project: ProjectConfig) -> list[str]:
     """Lines describing the lint result of every user function and the checks the probe would run."""
-    from lakescore.custom import resolve_user_step
-    from lakescore.rules import load_output_rules, load_rules
-
     part_checks = _check_names(PART_CHECKS) + ", fresh_module"
     lines = [f"Recipe ({len(project.training.preprocessing)} steps), model {project.training.model.class_name}:"]
     for raw in project.training.preprocessing:
@@ -58,16 +69,9 @@ def preview_train(project: ProjectConfig) -> list[str]:
     return lines
 
 
-def preview_score(project: ProjectConfig, runtime: Any) -> list[str]:
+def preview_score(project: ProjectConfig, runtime: Runtime) -> list[str]:
     """Lines with the admission decision for the registered version inference.yml selects."""
-    import json
-
-    import mlflow
-
-    from lakescore.admission.certificate import require_admitted
-    from lakescore.packaging import read_certificate, resolve_version
-
-    runtime.mlflow()
+    mlflow = runtime.mlflow()
     inf = project.inference
     name = project.training.registry.model_name
     version = resolve_version(name, selection=inf.score_model_selection, version=inf.model_version,
@@ -126,10 +130,6 @@ def smoke_probe(project: ProjectConfig, sample_path: str | Path) -> tuple[list[s
     LakescoreError
         For a bad sample, or a recipe and model that cannot be fitted on it.
     """
-    from lakescore.admission.evidence import examine
-    from lakescore.errors import ConfigError
-    from lakescore.training import fit_project_chain, prepare_rows, recipe_problems
-
     sample = read_sample(sample_path)
     problems = recipe_problems(project, set(sample.columns), source=str(sample_path))
     if problems:  # the same recipe check as training's preflight, so both accept the same recipes

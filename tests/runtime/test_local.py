@@ -1,5 +1,6 @@
-"""The local runtime: table naming and its errors, Delta Lake's cached Spark jars, and reading a
-table's exact snapshot on both engines (deletion vectors, column mapping, pinned versions)."""
+"""The local runtime: the Runtime Protocol it implements, table naming and its errors, the table facts
+and change feed the workflows read, Delta Lake's cached Spark jars, and reading a table's exact
+snapshot on both engines (deletion vectors, column mapping, pinned versions)."""
 
 import json
 
@@ -10,8 +11,56 @@ import pytest
 from deltalake import DeltaTable
 from fixtures.spark_delta import write_spark_delta
 
-from lakescore.errors import DeltaJarsMissingError, TableExistsError, TableNotFoundError
-from lakescore.runtime import DELTA_SPARK_PACKAGE, LocalRuntime, delta_jars
+from lakescore.errors import ChangeFeedReadError, DeltaJarsMissingError, TableExistsError, TableNotFoundError
+from lakescore.runtime import PLACEMENTS, LocalRuntime, Runtime, get_runtime
+from lakescore.runtime.base import Tables
+from lakescore.runtime.jars import DELTA_SPARK_PACKAGE, delta_jars
+
+
+def test_the_local_runtime_is_a_runtime_and_names_its_placement(tmp_path):
+    runtime = get_runtime("local", home=tmp_path / "home", target="staging")
+    assert isinstance(runtime, Runtime) and isinstance(runtime, Tables)
+    assert (runtime.kind, runtime.target, runtime.home) == ("local", "staging", (tmp_path / "home").resolve())
+    assert runtime.placement is PLACEMENTS["local"] and set(PLACEMENTS) == {"local", "databricks"}
+    assert PLACEMENTS["databricks"].mlflow == "workspace tracking, databricks-uc registry"
+
+
+def test_the_table_facts_the_workflows_read(tmp_path):
+    runtime = LocalRuntime(tmp_path)
+    name = "main.s.facts"
+    runtime.write_table(name, pd.DataFrame({"k": [1, 2], "v": pd.array([None, 7], dtype="Int64")}),
+                        configuration={"delta.enableChangeDataFeed": "true"})
+    runtime.write_table(name, pd.DataFrame({"k": [3, 4, 5], "v": pd.array([None, None, 9], dtype="Int64")}),
+                        mode="append")
+    runtime.write_table(name, pd.DataFrame({"k": [6], "v": pd.array([1], dtype="Int64")}), mode="append")
+    table = DeltaTable(str(runtime.table_path(name)))
+    assert runtime.table_location(name) == str(tmp_path.resolve() / "warehouse" / "main" / "s" / "facts")
+    assert runtime.table_id(name) == table.metadata().id
+    assert runtime.table_properties(name, version=0) == {"delta.enableChangeDataFeed": "true"}
+    assert runtime.history_versions(name, version=2, limit=2) == [2, 1]
+    assert runtime.history_versions(name, version=1, limit=2) == [1, 0]
+    assert (runtime.row_count(name), runtime.row_count(name, version=0)) == (6, 2)
+    assert (runtime.null_rows(name, "v"), runtime.null_rows(name, "v", version=0)) == (3, 1)
+    assert [f.nullable for f in runtime.table_schema(name)] == [True, True]
+    only = runtime.read_table(name, filters=[("v", ">", 5)]).sort_values("k")
+    assert only["k"].tolist() == [2, 5] and str(only["v"].dtype) == "Int64"
+    changes = runtime.read_changes(name, first=1, last=2, columns=["k"])
+    assert sorted(zip(changes["_commit_version"].to_pylist(), changes["k"].to_pylist())) == [(1, 3), (1, 4), (1, 5),
+                                                                                            (2, 6)]
+    assert set(changes["_change_type"].to_pylist()) == {"insert"}
+
+
+def test_a_change_feed_that_cannot_be_read_says_which_table_and_versions(tmp_path):
+    runtime = LocalRuntime(tmp_path)
+    name = "main.s.vacuumed"
+    runtime.write_table(name, pd.DataFrame({"k": [1]}), configuration={"delta.enableChangeDataFeed": "true"})
+    runtime.write_table(name, pd.DataFrame({"k": [2]}), mode="append")
+    for data_file in runtime.table_path(name).glob("*.parquet"):  # as a VACUUM would leave it
+        data_file.unlink()
+    with pytest.raises(ChangeFeedReadError, match=r"the change data feed of main.s.vacuumed cannot be read for "
+                                                  r"versions 1\.\.1 \(") as err:
+        runtime.read_changes(name, first=1, last=1, columns=["k"])
+    assert err.value.code == "change_feed_unreadable" and err.value.fields["reason"]
 
 
 def test_three_part_names_map_to_warehouse_folders(tmp_path):
@@ -131,8 +180,9 @@ def test_both_engines_read_a_deletion_vector_tables_snapshot(deleted_two_of_ten)
     assert sorted(r.k for r in runtime.spark_source("main.s.dv", version=0).collect()) == list(range(10))
     frame = runtime.read_table("main.s.dv", version=1, columns=["x", "k"]).sort_values("k", ignore_index=True)
     assert frame.columns.tolist() == ["x", "k"] and frame["k"].tolist() == kept
-    assert frame["x"].tolist() == [k * 1.5 for k in kept] and str(frame["k"].dtype) == "int64"
+    assert frame["x"].tolist() == [k * 1.5 for k in kept] and str(frame["k"].dtype) == "Int64"
     assert sorted(runtime.read_table("main.s.dv", version=0)["k"]) == list(range(10))
+    assert sorted(runtime.read_table("main.s.dv", version=1, filters=[("k", ">", 5)])["k"]) == [6, 8, 9]
     assert runtime.reader_features("main.s.dv") == {"deletionVectors"}
     assert runtime.unreadable_features("main.s.dv") == frozenset()
 
@@ -154,3 +204,16 @@ def test_delta_rs_cannot_read_type_widening_and_says_so(spark_runtime):
     assert spark_runtime.unreadable_features("main.s.tw") == {"typeWidening"}
     assert spark_runtime.unreadable_features("main.s.tw", engine="spark") == frozenset()
     assert sorted(r.k for r in spark_runtime.spark_source("main.s.tw", version=0).collect()) == [1, 2]
+
+
+def test_a_nullable_long_and_boolean_column_read_back_exact(tmp_path):
+    runtime = LocalRuntime(tmp_path)
+    big = 2**53 + 1  # 9007199254740993: a double holds only ...992
+    runtime.write_table("main.s.t", pd.DataFrame({"k": pd.array([big, None, -big], dtype="Int64"),
+                                                  "ok": pd.array([True, None, False], dtype="boolean"),
+                                                  "x": [0.5, None, 1.5]}))
+    got = runtime.read_table("main.s.t")
+    assert str(got["k"].dtype) == "Int64" and str(got["ok"].dtype) == "boolean" and str(got["x"].dtype) == "float64"
+    assert got["k"].tolist() == [9007199254740993, pd.NA, -9007199254740993]
+    assert got["ok"].tolist() == [True, pd.NA, False]
+    assert runtime.read_table("main.s.t", columns=["k"])["k"].iloc[0] == 9007199254740993

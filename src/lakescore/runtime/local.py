@@ -1,123 +1,37 @@
-"""Where things live: the embedded ``local`` default, or ``databricks``.
+"""The embedded ``local`` runtime: the :class:`~lakescore.runtime.base.Runtime` with no workspace.
 
 Local (no workspace, no network): a ``local[2]`` SparkSession with Arrow on and Delta Lake's
 extension and catalog; MLflow tracking and registry in SQLite under ``<home>/mlflow.db``; Delta
 tables under ``<home>/warehouse/<catalog>/<schema>/<table>``, addressed by three-part names. Both
 engines read every table through a Delta reader, never the Parquet files behind a version: Spark
 through Delta Lake (jars fetched once by ``scripts/setup.sh`` into the environment, see
-:func:`fetch_delta_jars`), the single-node route through ``deltalake`` (delta-rs).
+:func:`lakescore.runtime.jars.fetch_delta_jars`), the single-node route through ``deltalake`` (delta-rs).
 """
 
 from __future__ import annotations
 
-import json
-import os
-import sys
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import pandas as pd
+import pyarrow as pa
 
 from lakescore.config import TABLE_NAME
-from lakescore.errors import DeltaJarsMissingError, RuntimeUnsupportedError, TableExistsError, TableNotFoundError
+from lakescore.errors import ChangeFeedReadError, TableExistsError, TableNotFoundError
 from lakescore.locking import exclusive
+from lakescore.runtime.base import PLACEMENTS, Placement
+from lakescore.runtime.jars import SPARK_DELTA_CONF, delta_jars, spark_environment
 
 EXPERIMENT = "lakescore"
 
-# Delta Lake for Spark 4.2 / Scala 2.13 (pyspark==4.2.0 in requirements.lock; Databricks Runtime 19).
-DELTA_SPARK_PACKAGE = "io.delta:delta-spark_4.2_2.13:4.4.0"
-SPARK_DELTA_CONF = {
-    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
-    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
-    "spark.databricks.delta.snapshotPartitions": "2",  # log replay on 2 cores, not Delta's 50 tasks
-}
 # Reader features that delta-rs 1.6.6 reads with ``DeltaTable.scan`` (DataFusion), checked on tables
 # that Spark Delta 4.4 wrote; it refuses typeWidening and vacuumProtocolCheck. Its ``to_pandas``
 # (pyarrow datasets) reads only deltalake.table.SUPPORTED_READER_FEATURES, and a column-mapped table
 # (reader version 2) it reads as all nulls, so :meth:`LocalRuntime.read_table` scans those.
 DELTA_RS_READER_FEATURES = frozenset({"timestampNtz", "variantType", "variantType-preview",
                                       "deletionVectors", "columnMapping", "v2Checkpoint"})
-
-
-def delta_jars_dir() -> Path:
-    """Folder of Delta Lake's Spark jars: ``lakescore-jars`` inside this Python environment."""
-    return Path(sys.prefix) / "lakescore-jars"
-
-
-def delta_jars(folder: Path | None = None) -> list[Path]:
-    """The cached jars of :data:`DELTA_SPARK_PACKAGE` and its dependencies.
-
-    Parameters
-    ----------
-    folder : Path, optional
-        Default :func:`delta_jars_dir`.
-
-    Returns
-    -------
-    list of Path
-        Jar files, in the order Spark's resolver listed them.
-
-    Raises
-    ------
-    DeltaJarsMissingError
-        No manifest, one for another Delta version, or a listed jar gone: one line with the
-        command that fetches them.
-    """
-    folder = folder or delta_jars_dir()
-    manifest = folder / "delta-jars.json"
-    fix = f"run `bash scripts/setup.sh` once (fetches {DELTA_SPARK_PACKAGE} from Maven Central)"
-    if not manifest.is_file():
-        raise DeltaJarsMissingError(f"Delta Lake's Spark jars are not in {folder}: {fix}.", folder=str(folder))
-    listed = json.loads(manifest.read_text())
-    jars = [folder / name for name in listed.get("jars", [])]
-    if listed.get("package") != DELTA_SPARK_PACKAGE or not jars or not all(j.is_file() for j in jars):
-        raise DeltaJarsMissingError(
-            f"Delta Lake's Spark jars in {folder} are for {listed.get('package')!r} or incomplete, "
-            f"not {DELTA_SPARK_PACKAGE}: {fix}.", folder=str(folder))
-    return jars
-
-
-def fetch_delta_jars(folder: Path | None = None) -> list[Path]:
-    """Fetch :data:`DELTA_SPARK_PACKAGE` once with Spark's own resolver (Ivy, network).
-
-    Resolves the package and its dependencies into ``folder/ivy`` with ``spark.jars.packages``
-    (as Delta Lake documents) in a throwaway local session, then writes ``delta-jars.json``
-    listing the jars. Later sessions load them with ``spark.jars`` and need no network. Run by
-    ``scripts/setup.sh``; does nothing when the jars are already there.
-
-    Parameters
-    ----------
-    folder : Path, optional
-        Default :func:`delta_jars_dir`.
-
-    Returns
-    -------
-    list of Path
-        As :func:`delta_jars`.
-    """
-    folder = folder or delta_jars_dir()
-    try:
-        return delta_jars(folder)
-    except DeltaJarsMissingError:
-        pass
-    _spark_environment()
-    from pyspark.sql import SparkSession  # heavy: only at set-up
-
-    session = (SparkSession.builder.master("local[1]").appName("lakescore-fetch-delta-jars")
-               .config("spark.jars.packages", DELTA_SPARK_PACKAGE)
-               .config("spark.jars.ivy", str(folder / "ivy"))
-               .config("spark.ui.enabled", "false").getOrCreate())
-    try:
-        uris = [u for u in session.sparkContext.getConf().get("spark.jars", "").split(",") if u]
-    finally:
-        session.stop()
-    from urllib.parse import unquote, urlparse
-
-    names = [str(Path(unquote(urlparse(u).path)).relative_to(folder)) for u in uris]
-    (folder / "delta-jars.json").write_text(json.dumps({"package": DELTA_SPARK_PACKAGE, "jars": names}, indent=1))
-    return delta_jars(folder)
 
 
 def _reader_features(table: Any) -> frozenset[str]:
@@ -127,10 +41,6 @@ def _reader_features(table: Any) -> frozenset[str]:
     return frozenset(protocol.reader_features or ())
 
 
-def _spark_environment() -> None:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers need the venv
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # local[2] never leaves loopback
 
 
 def _check_name(name: str) -> tuple[str, str, str]:
@@ -156,12 +66,21 @@ class LocalRuntime:
     def __post_init__(self) -> None:
         self.home = Path(self.home).resolve()
 
+    @property
+    def placement(self) -> Placement:
+        """What the local placement's tables, engines, MLflow and run store are."""
+        return PLACEMENTS["local"]
+
     # --- tables ------------------------------------------------------------------------------
 
     def table_path(self, name: str) -> Path:
         """Folder of the Delta table ``catalog.schema.table`` under ``<home>/warehouse``."""
         catalog, schema, table = _check_name(name)
         return self.home / "warehouse" / catalog / schema / table
+
+    def table_location(self, name: str) -> str:
+        """:meth:`table_path` as text: what the Delta writers open."""
+        return str(self.table_path(name))
 
     def table_exists(self, name: str) -> bool:
         from deltalake import DeltaTable  # delta-rs only where tables are touched
@@ -190,15 +109,48 @@ class LocalRuntime:
         """Current version number of the table."""
         return int(self.delta_table(name).version())
 
+    def table_id(self, name: str) -> str:
+        """The table's Delta id (``metaData.id``)."""
+        return str(self.delta_table(name).metadata().id)
+
     def table_columns(self, name: str) -> list[str]:
+        """Column names, in table order."""
         return [f.name for f in self.delta_table(name).schema().fields]
+
+    def table_schema(self, name: str, *, version: int | None = None) -> pa.Schema:
+        """The Arrow schema (types and nullability) at ``version``."""
+        return pa.schema(self.delta_table(name, version=version).schema().to_arrow())
+
+    def table_properties(self, name: str, *, version: int | None = None) -> dict[str, str]:
+        """Table properties at ``version`` (``delta.enableChangeDataFeed``, ...)."""
+        return dict(self.delta_table(name, version=version).metadata().configuration)
+
+    def history_versions(self, name: str, *, version: int, limit: int) -> list[int]:
+        """Versions of the newest ``limit`` commits up to ``version`` whose log entries are kept.
+
+        delta-rs lists a version -1 below version 0 for a table loaded at an older version; it is
+        no commit and is left out.
+        """
+        kept = [int(h["version"]) for h in self.delta_table(name, version=version).history(limit=limit)]
+        return [v for v in kept if 0 <= v <= version][:limit]
+
+    def row_count(self, name: str, *, version: int | None = None) -> int:
+        """Rows of the table at ``version`` (from the log's file statistics where it has them)."""
+        return int(self.delta_table(name, version=version).count())
+
+    def null_rows(self, name: str, column: str, *, version: int | None = None) -> int:
+        """Rows at ``version`` whose ``column`` is null.
+
+        Reads that one column; files whose statistics show no nulls are skipped by the dataset.
+        """
+        import pyarrow.dataset as ds  # statistics and one column only
+
+        dataset = self.delta_table(name, version=version).to_pyarrow_dataset()
+        return int(dataset.count_rows(filter=ds.field(column).is_null()))
 
     def empty_frame(self, name: str) -> pd.DataFrame:
         """A frame with the table's columns and dtypes and no rows (reads no data file)."""
-        schema = self.delta_table(name).schema().to_arrow()
-        import pyarrow as pa  # schema only: no rows are read
-
-        return pa.schema(schema).empty_table().to_pandas()
+        return self.table_schema(name).empty_table().to_pandas()
 
     def reader_features(self, name: str, *, version: int | None = None) -> frozenset[str]:
         """Delta reader features that table ``name`` (at ``version``) asks of every reader.
@@ -218,24 +170,60 @@ class LocalRuntime:
             return frozenset()
         return self.reader_features(name, version=version) - DELTA_RS_READER_FEATURES
 
-    def read_table(self, name: str, *, version: int | None = None,
-                   columns: list[str] | None = None) -> pd.DataFrame:
-        """Read the snapshot of a table (at a pinned ``version``) into pandas, through delta-rs.
+    def read_table(self, name: str, *, version: int | None = None, columns: list[str] | None = None,
+                   filters: list[tuple[str, str, Any]] | None = None) -> pd.DataFrame:
+        """Read the snapshot of a table (at a pinned ``version``) into pandas, through delta-rs:
+        integer columns as ``Int64`` and boolean ones as ``boolean``
+        (:func:`lakescore.frames.nullable_pandas_type`), so a null never rounds an integer above
+        2**53 through float64.
 
         Rows come in file order, except for tables whose reader features pyarrow datasets lack
         (deletion vectors, column mapping, v2 checkpoints): delta-rs's own scan reads those,
         applying them, in no particular row order. Same columns and dtypes either way.
+
+        ``filters`` (``[(column, op, value), ...]``, a conjunction) is applied by pyarrow's
+        dataset, skipping files by their statistics, or after the scan for the latter tables.
         """
         from deltalake.table import SUPPORTED_READER_FEATURES
 
+        from lakescore.frames import nullable_pandas_type
+
         table = self.delta_table(name, version=version)
         if _reader_features(table) <= SUPPORTED_READER_FEATURES:
-            return table.to_pandas(columns=columns)
-        import pyarrow as pa  # the scan streams Arrow batches; cast back to the table's own types
-
-        schema = pa.schema(table.schema().to_arrow())
+            return table.to_pandas(columns=columns, filters=filters, types_mapper=nullable_pandas_type)
+        schema = pa.schema(table.schema().to_arrow())  # the scan streams Arrow; cast back to the table's types
         wanted = pa.schema([schema.field(c) for c in (columns or schema.names)])
-        return pa.table(table.scan(columns=columns)).select(wanted.names).cast(wanted).to_pandas()
+        if filters:
+            from pyarrow.parquet import filters_to_expression  # the scan takes no filter: apply it after
+
+            data = pa.table(table.scan()).filter(filters_to_expression(filters))
+            return data.select(wanted.names).cast(wanted).to_pandas(types_mapper=nullable_pandas_type)
+        return pa.table(table.scan(columns=columns)).select(wanted.names).cast(wanted).to_pandas(
+            types_mapper=nullable_pandas_type)
+
+    def read_changes(self, name: str, *, first: int, last: int, columns: list[str]) -> pa.Table:
+        """Change data feed rows of versions ``first``..``last`` (delta-rs ``load_cdf``): ``columns``,
+        ``_change_type`` and ``_commit_version``; text as ``large_string`` like a table read.
+
+        Raises
+        ------
+        ChangeFeedReadError
+            The feed cannot be read back to ``first`` (vacuumed data files, cleaned log); its
+            ``reason`` is the first line of the reader's error.
+        """
+        from deltalake.exceptions import DeltaError
+
+        table = self.delta_table(name, version=last)
+        try:
+            data = pa.table(table.load_cdf(starting_version=first, ending_version=last,
+                                           columns=[*columns, "_change_type", "_commit_version"]))
+        except (DeltaError, pa.ArrowInvalid, OSError) as err:
+            reason = str(err).splitlines()[0][:200]
+            raise ChangeFeedReadError(f"the change data feed of {name} cannot be read for versions {first}..{last} "
+                                      f"({reason})", table=name, reason=reason) from err
+        fields = [pa.field(f.name, pa.large_string() if pa.types.is_string_view(f.type) else f.type, f.nullable)
+                  for f in data.schema]  # text comes back as string_view, which filter/take do not support
+        return data.cast(pa.schema(fields))
 
     def write_table(self, name: str, frame: pd.DataFrame, *, mode: Literal["error", "append"] = "error",
                     **kwargs: Any) -> None:
@@ -280,7 +268,7 @@ class LocalRuntime:
         """
         if self._spark is None:
             jars = delta_jars()
-            _spark_environment()
+            spark_environment()
             from pyspark.sql import SparkSession  # heavy: only when Spark is used
 
             builder = SparkSession.builder.master("local[2]").appName("lakescore")
@@ -356,21 +344,3 @@ class LocalRuntime:
         path = self.home / "runs"
         path.mkdir(parents=True, exist_ok=True)
         return path
-
-
-def get_runtime(kind: str | None = None, *, home: str | Path = ".lakescore", target: str = "dev") -> LocalRuntime:
-    """The runtime for ``kind`` (default: ``databricks`` on a cluster, else ``local``).
-
-    Raises
-    ------
-    RuntimeUnsupportedError
-        ``databricks`` asked for off a Databricks cluster.
-    """
-    on_cluster = "DATABRICKS_RUNTIME_VERSION" in os.environ
-    kind = kind or ("databricks" if on_cluster else "local")
-    if kind == "databricks":
-        raise RuntimeUnsupportedError(
-            "runtime 'databricks' is not built yet in this version: run with --runtime local "
-            "(the embedded default)."
-        )
-    return LocalRuntime(Path(home), target=target)

@@ -1,4 +1,4 @@
-"""``score_project`` reads exactly the source's Delta snapshot on both routes: a deletion vector
+"""The score workflow reads exactly the source's Delta snapshot on both routes: a deletion vector
 that hides 2 of 10 rows hides them from scoring and from the published predictions."""
 
 import dataclasses
@@ -11,8 +11,8 @@ from lakescore.admission.evidence import admit
 from lakescore.config import load_project
 from lakescore.demo_data import INCOMING
 from lakescore.packaging import log_and_register
-from lakescore.publish.run import publish_scored
-from lakescore.scoring.run import score_project
+from lakescore.workflows.publish import publish
+from lakescore.workflows.score import score
 
 pytestmark = pytest.mark.spark
 NAME = "main.flights.late_arrival"
@@ -37,17 +37,17 @@ def dv_project(spark_runtime, project_dir, flights_sample, small_chain):
 def test_deleted_rows_are_neither_scored_nor_published_on_either_route(dv_project, small_chain):
     project, runtime, ten, kept = dv_project
     assert project.inference.batch_compute == "spark"
-    on_spark = score_project(project, runtime)
+    on_spark = score(project, runtime)
     assert on_spark.plan.source_version == 1 and on_spark.counts["rows_in"] == 8
     assert on_spark.predictions["flight_id"].tolist() == kept
 
     single = dataclasses.replace(project, inference=project.inference.model_copy(update={"batch_compute": "single_node"}))
-    on_one_node = score_project(single, runtime)
+    on_one_node = score(single, runtime)
     assert on_one_node.predictions["flight_id"].tolist() == kept
     assert on_one_node.predictions["prediction"].equals(on_spark.predictions["prediction"])
     rows = ten.set_index("flight_id").loc[kept].reset_index()  # independent: the chain on the kept rows
     assert on_spark.predictions["prediction"].tolist() == small_chain.predict(rows)["prediction"].tolist()
 
-    publish_scored(project, runtime, on_spark)
+    publish(project, runtime, on_spark)
     stored = runtime.read_table(project.inference.prediction_table)
     assert sorted(stored["flight_id"]) == kept

@@ -15,30 +15,30 @@ from typing import Any
 
 from lakescore import progress
 from lakescore.config import ProjectConfig
+from lakescore.demo_data import INCOMING, demo_frames
+from lakescore.runtime import Runtime
+from lakescore.workflows.monitor import monitor
+from lakescore.workflows.publish import publish
+from lakescore.workflows.score import score
+from lakescore.workflows.train import train
 
 
 def _line(label: str, value: Any) -> None:
     print(f"  {label:<22} {value}")
 
 
-def run_demo(project: ProjectConfig, runtime: Any) -> dict[str, Any]:
+def demo(project: ProjectConfig, runtime: Runtime) -> dict[str, Any]:
     """Run the demo and print a human summary; returns the parts' summaries."""
-    from lakescore.demo_data import load_demo_data
-    from lakescore.monitoring.quality import monitor_project
-    from lakescore.publish.run import publish_scored
-    from lakescore.scoring.run import score_project
-    from lakescore.training import train_project
-
     started = time.perf_counter()
-    print(f"lakescore demo — runtime local, home {runtime.home}")
+    print(f"lakescore demo — runtime {runtime.kind}, home {runtime.home}")
     print("1. demo data (nycflights13)")
     with progress.step("demo: load nycflights13 tables"):
-        loaded = load_demo_data(runtime)
+        loaded = load_data(runtime)
     for table, what in loaded.items():
-        _line(table, f"{what}, {runtime.delta_table(table).count():,} rows at {runtime.table_path(table)}")
+        _line(table, f"{what}, {runtime.row_count(table):,} rows at {runtime.table_location(table)}")
 
     print("2. train")
-    trained = train_project(project, runtime)
+    trained = train(project, runtime)
     _line("model", f"{trained.model_name} v{trained.version} (alias {project.training.registry.alias})")
     _line("training", trained.note)
     _line("rows", f"{trained.rows['training']:,} training, {trained.rows['holdout']:,} holdout")
@@ -47,7 +47,7 @@ def run_demo(project: ProjectConfig, runtime: Any) -> dict[str, Any]:
     _line("certificate", f"artifact sha256 {trained.certificate['artifact_sha256'][:16]}…")
 
     print(f"3. score ({project.inference.batch_compute})")
-    scored = score_project(project, runtime)
+    scored = score(project, runtime)
     counts = scored.summary()
     _line("source", counts["source"])
     _line("scope", counts["scope"])
@@ -56,8 +56,8 @@ def run_demo(project: ProjectConfig, runtime: Any) -> dict[str, Any]:
         _line("  excluded", f"{reason}: {n:,}")
 
     print("4. publish")
-    published = publish_scored(project, runtime, scored)
-    _line("table", f"{published.table} at {runtime.table_path(published.table)}")
+    published = publish(project, runtime, scored)
+    _line("table", f"{published.table} at {runtime.table_location(published.table)}")
     _line("result", f"{published.message}; table version {published.table_version}")
     if published.receipt:
         _line("receipt", ", ".join(f"{k}={published.receipt[k]}" for k in
@@ -65,7 +65,7 @@ def run_demo(project: ProjectConfig, runtime: Any) -> dict[str, Any]:
                                     "batch_compute", "watermark_after")))
 
     print("5. monitor")
-    monitored = monitor_project(project, runtime, report=str(runtime.home / "report.html"))
+    monitored = monitor(project, runtime, report=str(runtime.home / "report.html"))
     row = monitored.row
     _line("quality table", f"{monitored.table} ({monitored.action})")
     _line("quality", f"exclusion_rate {row['exclusion_rate']:.4f}, mean probability {row['mean_probability']:.4f}, "
@@ -75,3 +75,21 @@ def run_demo(project: ProjectConfig, runtime: Any) -> dict[str, Any]:
     print(f"done in {time.perf_counter() - started:.1f} s")
     return {"train": trained.summary(), "score": counts, "publish": published.summary(),
             "monitor": monitored.summary()}
+
+
+def load_data(runtime: Runtime) -> dict[str, str]:
+    """Write the demo tables (:func:`lakescore.demo_data.demo_frames`) that do not exist yet;
+    return ``{table: "written" | "kept"}``.
+
+    Under the runtime's ``demo_data`` first-use lock: two demos started at once on a fresh home
+    write each table once (the second finds them kept)."""
+    done = {}
+    with runtime.first_use("demo_data"):
+        for name, frame in demo_frames().items():
+            if runtime.table_exists(name):
+                done[name] = "kept"
+                continue
+            cdf = {"configuration": {"delta.enableChangeDataFeed": "true"}} if name == INCOMING else {}
+            runtime.write_table(name, frame.reset_index(drop=True), mode="error", **cdf)  # the score source: CDF on
+            done[name] = "written"
+    return done

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from lakescore.admission.evidence import admit
-from lakescore.admission.preview import preview_score, preview_train, smoke_probe
+from lakescore.workflows.preview import preview_score, preview_train, smoke_probe
 from lakescore.chain import FittedChain
 from lakescore.config import load_project
 from lakescore.errors import LakescoreError
@@ -23,7 +23,7 @@ def test_preview_train_lints_rules_and_lists_the_checks():
 
 
 def test_preview_train_shows_a_custom_step_that_fails_the_lint(project_dir, monkeypatch):
-    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    monkeypatch.syspath_prepend(str(Path(__file__).parents[1] / "admission"))
     path = project_dir / "training.yml"
     cfg = yaml.safe_load(path.read_text())
     cfg["preprocessing"].insert(0, {"step": "custom", "name": "batch_centred", "columns": ["dep_delay"],

@@ -20,11 +20,11 @@ from lakescore.admission.evidence import admit
 from lakescore.config import load_project
 from lakescore.monitoring.drift import training_profile
 from lakescore.monitoring.labels import TRACKING_COLUMNS
-from lakescore.monitoring.quality import NOOP, monitor_project
+from lakescore.workflows.monitor import NOOP, monitor
 from lakescore.packaging import log_and_register
-from lakescore.publish.run import publish_scored
+from lakescore.workflows.publish import publish
 from lakescore.rules import load_rules
-from lakescore.scoring.run import score_project
+from lakescore.workflows.score import score
 from lakescore.training import fit_chain
 
 FLIGHTS, INCOMING = "main.flights.flights", "main.flights.flights_incoming"
@@ -52,7 +52,7 @@ def publish_project(runtime, project_dir: Path, flights_sample: pd.DataFrame, la
                          evidence=admit(chain, train.iloc[-256:]))
         mlflow.log_dict(training_profile(train, feature_columns=FEATURES, predictions=chain.predict(train)),
                         "drift_profile.json")
-    publish_scored(project, runtime, score_project(project, runtime))
+    publish(project, runtime, score(project, runtime))
     return project
 
 
@@ -63,7 +63,7 @@ def project(runtime, project_dir: Path, flights_sample: pd.DataFrame):
 
 
 def test_quality_rows_drift_and_performance(project, runtime, tmp_path):
-    first = monitor_project(project, runtime)
+    first = monitor(project, runtime)
     row = first.row
     table = runtime.read_table("main.flights.late_arrival_predictions")
     assert first.action == "appended 1 row(s)" and row["rows"] == len(table) == 300
@@ -80,13 +80,13 @@ def test_quality_rows_drift_and_performance(project, runtime, tmp_path):
     assert row["labelled_rows"] == len(scored)
     assert row["accuracy"] == pytest.approx(accuracy_score(truth, scored["prediction"].astype(int)))
     assert row["roc_auc"] == pytest.approx(roc_auc_score(truth, scored["probability"]))
-    assert monitor_project(project, runtime).action == NOOP
+    assert monitor(project, runtime).action == NOOP
     from deltalake import write_deltalake
 
     incoming = runtime.read_table(FLIGHTS).query("month >= 10").iloc[300:340]
     write_deltalake(str(runtime.table_path(INCOMING)), incoming.reset_index(drop=True), mode="append")
-    publish_scored(project, runtime, score_project(project, runtime))
-    second = monitor_project(project, runtime, report=str(tmp_path / "out" / "report.html"))
+    publish(project, runtime, score(project, runtime))
+    second = monitor(project, runtime, report=str(tmp_path / "out" / "report.html"))
     assert second.action == "appended 1 row(s)" and second.row["rows"] == 40
     quality = runtime.read_table(QUALITY)
     assert sorted(quality["table_version"]) == [1, 2] and quality["run_id"].is_unique
@@ -116,7 +116,7 @@ def expected_performance(runtime, flights_sample: pd.DataFrame) -> dict[str, flo
 def test_labels_that_arrive_late_are_measured(runtime, project_dir, flights_sample, tmp_path, older_table):
     waiting = flights_sample.assign(arr_delay=flights_sample["arr_delay"].where(flights_sample["month"] <= 9))
     project = publish_project(runtime, project_dir, flights_sample, waiting)
-    first = monitor_project(project, runtime)
+    first = monitor(project, runtime)
     assert first.row["labelled_rows"] == 0 and np.isnan(first.row["accuracy"])
     assert first.row["label_table_version"] == 0 and first.row["measurement"] == "first"
     if older_table:  # the quality table as a lakescore without label tracking wrote it
@@ -130,7 +130,7 @@ def test_labels_that_arrive_late_are_measured(runtime, project_dir, flights_samp
         arrived, predicate="t.flight_id = s.flight_id", source_alias="s", target_alias="t",
     ).when_matched_update(updates={"arr_delay": "s.arr_delay"}).execute()
     assert runtime.table_version(FLIGHTS) == 1
-    second = monitor_project(project, runtime, report=str(tmp_path / "report.html"))
+    second = monitor(project, runtime, report=str(tmp_path / "report.html"))
     assert second.action == "appended 1 row(s) (1 re-measured on label table version 1)"
     expected = expected_performance(runtime, flights_sample)
     assert expected["labelled_rows"] > 100
@@ -146,11 +146,11 @@ def test_labels_that_arrive_late_are_measured(runtime, project_dir, flights_samp
     assert quality["monitored_at"].iloc[0] < quality["monitored_at"].iloc[1]
     assert quality["psi"].iloc[0] == quality["psi"].iloc[1] and quality["rows"].tolist() == [300, 300]
 
-    assert monitor_project(project, runtime).action == NOOP  # no label change: nothing to do
+    assert monitor(project, runtime).action == NOOP  # no label change: nothing to do
     # the label table moves on, but not for this run's flights: still nothing to re-measure
     DeltaTable(str(runtime.table_path(FLIGHTS))).update(predicate="month = 1", updates={"arr_delay": "arr_delay + 1"})
     assert runtime.table_version(FLIGHTS) == 2
-    assert monitor_project(project, runtime).action == NOOP
+    assert monitor(project, runtime).action == NOOP
     assert len(runtime.read_table(QUALITY)) == 2
 
     page = (tmp_path / "report.html").read_text()

@@ -1,0 +1,209 @@
+"""The one seam between "what" and "where": the :class:`Runtime` Protocol the workflows use, and
+the :class:`Placement` table of what differs between the ``local`` and ``databricks`` placements.
+
+A runtime is four small Protocols in one: :class:`Tables` (Delta tables addressed by Unity Catalog
+three-part names: facts, reads at a version, the change data feed, writes), :class:`Engines` (the
+Spark session and a table as a Spark DataFrame), :class:`Models` (MLflow pointed at this
+placement's tracking and registry) and :class:`RunStore` (staged runs and first-use locks). Only
+``lakescore.workflows`` holds a whole runtime; a domain function that must read a table takes the
+smallest of these Protocols it needs.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import pandas as pd
+import pyarrow as pa
+
+Kind = Literal["local", "databricks"]
+Engine = Literal["delta-rs", "spark"]
+
+
+@dataclass(frozen=True)
+class Placement:
+    """What differs between placements, named in one place (ARCHITECTURE.md "Runtimes").
+
+    Everything above the runtime is the same code in both placements; these are the only
+    differences, each as the sentence a user reads.
+    """
+
+    kind: Kind
+    spark: str
+    tables: str
+    delta_writes: str
+    mlflow: str
+    feature_lookup: str
+    run_store: str
+
+
+PLACEMENTS: dict[str, Placement] = {
+    "local": Placement(
+        kind="local",
+        spark="local[2] SparkSession with Delta Lake's extension and catalog (jars cached at set-up)",
+        tables="Delta under <home>/warehouse/<catalog>/<schema>/<table>, addressed by three-part names",
+        delta_writes="Spark Delta for the Spark route; delta-rs for the single-node route and the inference table",
+        mlflow="tracking and registry in SQLite under <home>/mlflow.db",
+        feature_lookup="a join on the local Delta feature tables",
+        run_store="staged runs and locks under <home>",
+    ),
+    "databricks": Placement(
+        kind="databricks",
+        spark="the job's active session (classic or Spark Connect)",
+        tables="Unity Catalog tables",
+        delta_writes="Spark Delta",
+        mlflow="workspace tracking, databricks-uc registry",
+        feature_lookup="Feature Engineering score_batch",
+        run_store="Delta tables",
+    ),
+}
+
+
+@runtime_checkable
+class Tables(Protocol):
+    """Delta tables by three-part name ``catalog.schema.table``.
+
+    Every method raises :class:`~lakescore.errors.TableNotFoundError` (naming the table and the
+    fix) for a table that does not exist, except :meth:`table_exists`.
+    """
+
+    def table_exists(self, name: str) -> bool:
+        """Whether the table exists."""
+        ...
+
+    def table_location(self, name: str) -> str:
+        """Where the table's Delta log lives (a folder or a URI), for the Delta writers."""
+        ...
+
+    def table_version(self, name: str) -> int:
+        """The table's current version."""
+        ...
+
+    def table_id(self, name: str) -> str:
+        """The table's Delta id (``metaData.id``): it changes when the table is re-created."""
+        ...
+
+    def table_columns(self, name: str) -> list[str]:
+        """Column names, in table order."""
+        ...
+
+    def table_schema(self, name: str, *, version: int | None = None) -> pa.Schema:
+        """The Arrow schema (types and nullability) at ``version`` (default: current)."""
+        ...
+
+    def table_properties(self, name: str, *, version: int | None = None) -> dict[str, str]:
+        """Table properties (``delta.enableChangeDataFeed``, ...) at ``version``."""
+        ...
+
+    def history_versions(self, name: str, *, version: int, limit: int) -> list[int]:
+        """Versions of the newest ``limit`` commits up to ``version`` still in the log."""
+        ...
+
+    def empty_frame(self, name: str) -> pd.DataFrame:
+        """A frame with the table's columns and dtypes and no rows."""
+        ...
+
+    def reader_features(self, name: str, *, version: int | None = None) -> frozenset[str]:
+        """Delta reader features the table asks of every reader."""
+        ...
+
+    def unreadable_features(self, name: str, *, version: int | None = None,
+                            engine: Engine = "delta-rs") -> frozenset[str]:
+        """Reader features ``engine`` cannot read (empty: it reads the table)."""
+        ...
+
+    def row_count(self, name: str, *, version: int | None = None) -> int:
+        """Rows of the table at ``version``."""
+        ...
+
+    def null_rows(self, name: str, column: str, *, version: int | None = None) -> int:
+        """Rows at ``version`` whose ``column`` is null (reads that column only)."""
+        ...
+
+    def read_table(self, name: str, *, version: int | None = None, columns: list[str] | None = None,
+                   filters: list[tuple[str, str, Any]] | None = None) -> pd.DataFrame:
+        """The snapshot at ``version`` into pandas, integers as ``Int64`` and booleans as ``boolean``.
+
+        ``filters`` are ``(column, op, value)`` conjunctions (``[("run_id", "=", "abc")]``).
+        """
+        ...
+
+    def read_changes(self, name: str, *, first: int, last: int, columns: list[str]) -> pa.Table:
+        """Change data feed rows of versions ``first``..``last``: ``columns`` plus ``_change_type``
+        and ``_commit_version``.
+
+        Raises :class:`~lakescore.errors.ChangeFeedReadError` when the feed cannot be read back
+        (vacuumed files, cleaned log).
+        """
+        ...
+
+    def write_table(self, name: str, frame: pd.DataFrame, *, mode: Literal["error", "append"] = "error",
+                    **kwargs: Any) -> None:
+        """Write ``frame`` (``mode="error"`` never touches an existing table)."""
+        ...
+
+
+@runtime_checkable
+class Engines(Protocol):
+    """The Spark engine of this placement."""
+
+    def spark(self) -> Any:
+        """The SparkSession (``pyspark.sql.SparkSession``)."""
+        ...
+
+    def spark_source(self, name: str, *, version: int) -> Any:
+        """Table ``name`` at ``version`` as a Spark DataFrame, read through Delta Lake."""
+        ...
+
+
+@runtime_checkable
+class Models(Protocol):
+    """MLflow, pointed at this placement's tracking server and registry."""
+
+    def mlflow(self) -> Any:
+        """The ``mlflow`` module, ready (experiment and registry created on first use)."""
+        ...
+
+
+@runtime_checkable
+class RunStore(Protocol):
+    """Scored runs waiting for publication, and locks around first uses of shared stores."""
+
+    def runs_dir(self) -> Path:
+        """Folder of staged runs (``<run_id>/run.json`` and ``predictions.parquet``)."""
+        ...
+
+    def first_use(self, store: str) -> AbstractContextManager[Any]:
+        """A lock that serialises the first use of the shared ``store`` across processes."""
+        ...
+
+
+@runtime_checkable
+class Runtime(Tables, Engines, Models, RunStore, Protocol):
+    """Where a workflow runs: ``kind``, bundle ``target``, ``home`` and the four Protocols.
+
+    ``placement`` names what differs from the other placement (:data:`PLACEMENTS`).
+    """
+
+    @property
+    def kind(self) -> Kind:
+        """``local`` or ``databricks``."""
+        ...
+
+    @property
+    def target(self) -> str:
+        """The bundle target (``dev``, ``staging``, ``prod``): part of the publication identity."""
+        ...
+
+    @property
+    def home(self) -> Path:
+        """This runtime's own folder (serving state, logs, the demo report)."""
+        ...
+
+    @property
+    def placement(self) -> Placement:
+        """What this placement's tables, engines, MLflow and run store are."""
+        ...

@@ -1,0 +1,139 @@
+"""``lakescore publish``: publish a scored run to the prediction table exactly once (``lakescore score
+--publish``: score, then publish); ``lakescore receipts``: list a prediction table's receipts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from lakescore.config import ProjectConfig
+from lakescore.errors import StalePlanError
+from lakescore.publish import delta_rs
+from lakescore.publish.plan import PublishRequest, Scope, app_id_for, check_period_nulls, config_digest, period_bounds
+from lakescore.publish.run import PublishResult, counts
+from lakescore.publish.state import delta_schema, receipts
+from lakescore.runtime import Runtime
+from lakescore.scoring.run import ScoredRun
+from lakescore.workflows.score import load_scored, score
+
+
+def publish(project: ProjectConfig, runtime: Runtime, run: ScoredRun, *, migrate: bool = False) -> PublishResult:
+    """Publish ``run`` to ``prediction_table`` exactly once.
+
+    The run's scope (decided before scoring) says what to commit: an append of a CDF window or a
+    first snapshot, a replacement of the snapshot's UTC days (``publication.mode: snapshot``), or
+    a replacement of the whole table (full rebuild, ``rebuild_on_change``, recovery). The commit
+    carries the receipt; publishing the same request again writes nothing (``replay: no-op``).
+
+    Parameters
+    ----------
+    run : ScoredRun
+        A staged run (:func:`lakescore.workflows.score.score` or ``load_scored``).
+    migrate : bool, default False
+        ``lakescore publish --migrate``: let the commit evolve the table's schema.
+
+    Raises
+    ------
+    PublishError
+        Conflict, stale plan, refused model or schema change; the table is left as it was.
+    """
+    inf = project.inference
+    data = delta_rs.to_arrow(run.predictions, run_id=run.run_id)
+    request = build_request(project, run, data, target=runtime.target)
+    if request.action == "noop":
+        message = Scope.from_json(run.scope).reason
+        return PublishResult(inf.prediction_table, "noop", message,
+                             runtime.table_version(inf.prediction_table) if runtime.table_exists(inf.prediction_table)
+                             else None, None)
+    plan = run.plan
+    decision, version, receipt = delta_rs.publish(
+        runtime.table_location(inf.prediction_table), data, request, allow_empty=inf.publication.allow_empty,
+        model_change_mode=inf.publication.model_change_mode, migrate=migrate,
+        period_column=inf.publication.period_column, keys=list(plan.record_keys),
+        read=Scope.from_json(run.scope).read,
+        certificate_sha256=plan.certificate_sha256, **counts(data), batch_compute=run.batch_compute,
+        env_manager=run.env_manager, batch_rows=run.batch_rows)
+    return PublishResult(inf.prediction_table, decision.action, decision.message, version, receipt)
+
+
+def build_request(project: ProjectConfig, run: ScoredRun, data: pa.Table, *, target: str) -> PublishRequest:
+    """The :class:`PublishRequest` of a scored run (with its scope).
+
+    Parameters
+    ----------
+    project : ProjectConfig
+    run : ScoredRun
+        The staged run; ``run.scope`` was decided before scoring.
+    data : pyarrow.Table
+        Its predictions with ``run_id`` (:func:`lakescore.publish.delta_rs.to_arrow`).
+    target : str
+        The bundle target: part of the job's app id (:func:`~lakescore.publish.plan.app_id_for`).
+
+    Raises
+    ------
+    StalePlanError
+        The run was staged without a scope (by an older lakescore): score it again.
+    NullPeriodError
+        A snapshot run whose predictions have null ``period_column`` values (staged before
+        scoring refused them): nothing is written.
+    """
+    inf = project.inference
+    if not getattr(run, "scope", None):
+        raise StalePlanError(f"scored run {run.run_id} has no publication scope (staged by an older lakescore); "
+                             "score again: lakescore score --publish", table=inf.prediction_table)
+    scope = Scope.from_json(run.scope)
+    plan, column = run.plan, inf.publication.period_column
+    start = end = None
+    if inf.publication.mode == "snapshot" and column and column in data.column_names:
+        check_period_nulls(f"scored run {run.run_id} of {plan.source_table}", scope.source_version_to, column,
+                           data[column].null_count)
+    if scope.action == "replace_period" and data.num_rows and column:
+        start, end = period_bounds(run.predictions[column].min(), run.predictions[column].max())
+    return PublishRequest(
+        app_id=app_id_for(inf.job_name, target, inf.prediction_table), run_id=run.run_id,
+        prediction_table=inf.prediction_table, source_table=plan.source_table,
+        source_table_id=scope.source_table_id, mode=inf.publication.mode, action=scope.action,
+        source_version_from=scope.source_version_from, source_version_to=scope.source_version_to,
+        period_start=start, period_end=end, model_name=plan.model_name, model_version=plan.model_version,
+        artifact_sha256=plan.artifact_sha256, config_digest=config_digest(inf.publication),
+        schema=delta_schema(data.schema), rows=data.num_rows, recovery=scope.recovery,
+    )
+
+
+def publish_staged(project: ProjectConfig, runtime: Runtime, *, run_id: str | None = None, migrate: bool = False,
+                   recover: bool = False) -> PublishResult:
+    """``lakescore publish``: publish a staged run (``run_id``, default the newest), or with
+    ``recover`` (``--recover-predictions``) score the pinned snapshot again and replace the table.
+
+    Raises
+    ------
+    LakescoreError
+        No staged run (or no run ``run_id``); and as :func:`publish`.
+    """
+    run = score(project, runtime, recover=True) if recover else load_scored(runtime, run_id)
+    return publish(project, runtime, run, migrate=migrate)
+
+
+def score_and_publish(project: ProjectConfig, runtime: Runtime) -> dict[str, Any]:
+    """``lakescore score --publish`` (the bundle's score job): score, then publish that run.
+
+    Returns
+    -------
+    dict
+        The score summary, with the publish summary under ``publish``.
+    """
+    scored = score(project, runtime)
+    return {**scored.summary(), "publish": publish(project, runtime, scored).summary()}
+
+
+def list_receipts(runtime: Runtime, table: str) -> dict[str, Any]:
+    """``lakescore receipts TABLE``: every lakescore receipt of ``table``, newest first.
+
+    Raises
+    ------
+    TableNotFoundError
+        The table does not exist (a missing table is an error, not an empty list).
+    """
+    runtime.table_version(table)  # a missing table raises, naming it and the fix
+    return {"table": table, "receipts": receipts(runtime.table_location(table))}

@@ -1,0 +1,196 @@
+"""``lakescore score``: preflight, decide what to score, read it, score it on the configured route,
+stage the result for publication.
+
+Which rows a run scores is decided against the prediction table's watermark before scoring
+(:func:`lakescore.publish.plan.plan_scope`): the pinned snapshot, or the inserted rows of a change
+data feed window, read here once and handed to the route (a pandas frame to the single-node route,
+a Spark DataFrame to the Spark route). A scored run is staged in the runtime's run store
+(``<runs_dir>/<run_id>/``: predictions.parquet and run.json) so that ``lakescore publish`` can
+publish it later, or again, exactly once.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import asdict
+from typing import Any
+
+import pandas as pd
+
+from lakescore import progress
+from lakescore.config import ProjectConfig
+from lakescore.errors import ChangeFeedReadError, ConfigError, LakescoreError
+from lakescore.publish.plan import app_id_for, cdf_recovery, check_period_nulls, plan_scope, settle_window
+from lakescore.publish.scope import PreparedScope, attach_period, empty_predictions
+from lakescore.publish.state import read_source, read_target, split_changes, window_history
+from lakescore.runtime import Runtime
+from lakescore.scoring.preflight import ScorePlan, preflight
+from lakescore.scoring.run import ScoredRun
+
+
+def score(project: ProjectConfig, runtime: Runtime, *, recover: bool = False) -> ScoredRun:
+    """Score the project's source table with the selected model (``lakescore score``).
+
+    Parameters
+    ----------
+    recover : bool, default False
+        ``--recover-predictions``: score the whole pinned snapshot, to replace the table.
+
+    Returns
+    -------
+    ScoredRun
+        Predictions of shape (n_source_rows, n_keys + 6): keys, ``prediction``, ``probability``,
+        ``scoring_status``, ``exclusion_reason``, ``model_name``, ``model_version``; staged.
+
+    Raises
+    ------
+    ConfigError
+        From :func:`lakescore.scoring.preflight.preflight`, before any work.
+    PublishError
+        From :func:`prepare_scope`: which rows to score is decided against the prediction
+        table's watermark before scoring.
+    """
+    inf = project.inference
+    runtime.mlflow()
+    plan = preflight(project, runtime)
+    prepared = prepare_scope(project, runtime, plan, recover=recover)
+    if prepared.empty:
+        scored = empty_predictions(plan.record_keys)
+    else:
+        with progress.step(f"score ({inf.batch_compute}) {plan.source_table}@v{plan.source_version}") as shown:
+            scored = _score_route(project, runtime, plan, prepared)
+            shown.total_rows(len(scored))
+    run = finish_run(project, runtime, plan, prepared, scored)
+    stage_run(runtime, run)
+    return run
+
+
+def _score_route(project: ProjectConfig, runtime: Runtime, plan: ScorePlan, prepared: PreparedScope) -> pd.DataFrame:
+    """The rows to score, in the route's own form, through that route."""
+    inf = project.inference
+    if inf.batch_compute == "spark":
+        from lakescore.scoring.spark import score_spark  # pyspark: only on the Spark route
+
+        source = (runtime.spark_source(plan.source_table, version=plan.source_version) if prepared.rows is None
+                  else runtime.spark().createDataFrame(prepared.rows))
+        return score_spark(source, plan, batch_rows=inf.spark_udf_prediction_batch_rows,
+                           env_manager=inf.spark_udf_env_manager)
+    from lakescore.scoring.local import score_single_node
+
+    return score_single_node(source_rows(runtime, plan, prepared, list(dict.fromkeys([*plan.record_keys,
+                                                                                         *plan.input_columns]))),
+                             plan, batch_rows=inf.spark_udf_prediction_batch_rows)
+
+
+def source_rows(runtime: Runtime, plan: ScorePlan, prepared: PreparedScope, columns: list[str]) -> pd.DataFrame:
+    """``columns`` of the rows a run scores: the window's inserted rows, or the pinned snapshot."""
+    if prepared.rows is not None:
+        return prepared.rows[columns].copy()
+    return runtime.read_table(plan.source_table, version=plan.source_version, columns=columns)
+
+
+def finish_run(project: ProjectConfig, runtime: Runtime, plan: ScorePlan, prepared: PreparedScope,
+               scored: pd.DataFrame) -> ScoredRun:
+    """The :class:`ScoredRun` of ``scored``: the period column (when set) and the model's name and
+    version added, under a new run id."""
+    inf = project.inference
+    column = inf.publication.period_column
+    if column and column not in scored.columns and len(scored):
+        keys = list(plan.record_keys)
+        scored = attach_period(scored, source_rows(runtime, plan, prepared, [*keys, column]), keys=keys,
+                               column=column)
+    scored["model_name"] = pd.array([plan.model_name] * len(scored), dtype="string")
+    scored["model_version"] = pd.array([plan.model_version] * len(scored), dtype="Int64")
+    return ScoredRun(uuid.uuid4().hex, plan, inf.batch_compute, inf.spark_udf_env_manager,
+                     inf.spark_udf_prediction_batch_rows, scored, prepared.scope.to_json())
+
+
+def prepare_scope(project: ProjectConfig, runtime: Runtime, plan: ScorePlan, *,
+                  recover: bool = False) -> PreparedScope:
+    """Plan what a run scores: read target receipts and source metadata, decide, read the window.
+
+    Parameters
+    ----------
+    project : ProjectConfig
+    runtime : Runtime
+    plan : ScorePlan
+        The preflight plan (pinned ``source_version``, model, keys and input columns).
+    recover : bool, default False
+        ``--recover-predictions``: rebuild the table from the pinned snapshot.
+
+    Raises
+    ------
+    ConfigError
+        ``publication.period_column`` is not a column of the source.
+    NullPeriodError
+        A snapshot whose ``publication.period_column`` has null rows
+        (:func:`~lakescore.publish.plan.check_period_nulls`): refused before scoring.
+    PublishError
+        Any refusal of :func:`~lakescore.publish.plan.plan_scope` or
+        :func:`~lakescore.publish.plan.settle_window` (recovery required, source changed, model
+        change rejected, change feed disabled, stale).
+    """
+    inf = project.inference
+    pub = inf.publication
+    name, version = plan.source_table, plan.source_version
+    if pub.period_column and pub.period_column not in runtime.table_columns(name):
+        raise ConfigError([f"{project.shown('inference')}: publication.period_column {pub.period_column!r} is not a "
+                           f"column of {name}; available: {', '.join(sorted(runtime.table_columns(name)))}"])
+    _, target = read_target(runtime.table_location(inf.prediction_table), inf.prediction_table,
+                            app_id=app_id_for(inf.job_name, runtime.target, inf.prediction_table))
+    wm = target.watermark
+    window_from = wm.source_version + 1 if wm and pub.mode == "incremental" and not recover else None
+    limit = window_history(version, window_from)
+    source = read_source(name, table_id=runtime.table_id(name), version=version,
+                         properties=runtime.table_properties(name, version=version),
+                         kept=None if limit is None else runtime.history_versions(name, version=version, limit=limit))
+    scope = plan_scope(pub, source, target, model_name=plan.model_name, model_version=plan.model_version,
+                       recover=recover)
+    if pub.mode == "snapshot" and scope.read == "snapshot" and pub.period_column:
+        check_period_nulls(name, version, pub.period_column, runtime.null_rows(name, pub.period_column, version=version))
+    if scope.read != "cdf":
+        return PreparedScope(scope)
+    first, last = int(scope.source_version_from), int(scope.source_version_to)  # type: ignore[arg-type]
+    columns = list(dict.fromkeys([*plan.record_keys, *plan.input_columns, *([pub.period_column] if pub.period_column else [])]))
+    try:
+        changes = runtime.read_changes(name, first=first, last=last, columns=columns)
+    except ChangeFeedReadError as err:
+        raise cdf_recovery(name, inf.prediction_table, first, last,
+                           f"reading it failed ({err.fields.get('reason', err)})") from err
+    rows, kinds = split_changes(changes, columns)
+    settled = settle_window(scope, pub, source_table=name, inserted=len(rows), changes=kinds)
+    return PreparedScope(settled, rows if settled.read == "cdf" else None)
+
+
+def stage_run(runtime: Runtime, run: ScoredRun) -> None:
+    """Stage ``run`` in the run store: ``<runs_dir>/<run_id>/predictions.parquet`` and ``run.json``."""
+    folder = runtime.runs_dir() / run.run_id
+    folder.mkdir(parents=True)
+    run.predictions.to_parquet(folder / "predictions.parquet", index=False)
+    meta = {"run_id": run.run_id, "plan": asdict(run.plan), "batch_compute": run.batch_compute,
+            "env_manager": run.env_manager, "batch_rows": run.batch_rows, "scope": run.scope}
+    (folder / "run.json").write_text(json.dumps(meta, indent=1))
+
+
+def load_scored(runtime: Runtime, run_id: str | None = None) -> ScoredRun:
+    """Read a staged run (the newest when ``run_id`` is None).
+
+    Raises
+    ------
+    LakescoreError
+        When no scored run exists (run ``lakescore score`` first) or ``run_id`` is unknown.
+    """
+    runs = sorted(runtime.runs_dir().glob("*/run.json"), key=lambda p: p.stat().st_mtime)
+    if run_id is not None:
+        runs = [p for p in runs if p.parent.name == run_id]
+    if not runs:
+        which = f"scored run {run_id}" if run_id else "scored run"
+        raise LakescoreError(f"no {which} under {runtime.runs_dir()}; run `lakescore score` first")
+    meta: dict[str, Any] = json.loads(runs[-1].read_text())
+    plan = meta["plan"]
+    plan = ScorePlan(**{**plan, "input_columns": tuple(plan["input_columns"]),
+                        "record_keys": tuple(plan["record_keys"]), "warnings": tuple(plan.get("warnings", ()))})
+    frame = pd.read_parquet(runs[-1].parent / "predictions.parquet", dtype_backend="numpy_nullable")
+    return ScoredRun(meta["run_id"], plan, meta["batch_compute"], meta["env_manager"], meta["batch_rows"], frame,
+                     meta.get("scope", {}))

@@ -1,0 +1,153 @@
+"""The train workflow: preflight before any work, the pre-split recipe first, and an unchanged project
+not trained again."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from lakescore.config import load_project
+from lakescore.errors import ConfigError
+from lakescore.workflows.preview import smoke_probe
+from lakescore.workflows.train import preflight, train
+
+
+def _project(project_dir: Path, **training):
+    path = project_dir / "training.yml"
+    data = yaml.safe_load(path.read_text())
+    data.update(training)
+    path.write_text(yaml.safe_dump(data))
+    return load_project(project_dir)
+
+
+def test_preflight_checks_pre_split_entries_against_the_table(project_dir, runtime, flights_sample):
+    runtime.write_table("main.flights.flights", flights_sample)
+    project = _project(project_dir, pre_split=[
+        {"step": "DropMissingRows", "name": "has_delay", "columns": ["dep_delya"]},
+        {"step": "ManualBounds", "name": "bounds", "columns": ["dep_delay"]}])
+    with pytest.raises(ConfigError) as err:
+        preflight(project, runtime)
+    problems = err.value.problems
+    assert any("pre_split[0] (has_delay) names unknown column 'dep_delya'" in p for p in problems)
+    assert any("pre_split[1]" in p and "set lower, upper or both" in p for p in problems)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning:mlflow")  # mlflow's own notices about the local store
+def test_train_runs_the_pre_split_recipe_first(project_dir, runtime, flights_sample):
+    runtime.write_table("main.flights.flights", flights_sample)
+    project = _project(project_dir, pre_split=[
+        {"step": "DropMissingRows", "name": "has_delay", "columns": ["dep_delay"]},
+        {"step": "ManualBounds", "name": "plausible_delay", "columns": ["dep_delay"], "upper": 300}])
+    result = train(project, runtime)
+    rows = flights_sample.query(project.training.data.filter, engine="python")
+    kept = rows[rows["dep_delay"].notna() & (rows["dep_delay"] <= 300)]
+    assert result.rows["training"] + result.rows["holdout"] == len(kept)
+    import mlflow
+
+    from lakescore.chain import FittedChain
+
+    model = mlflow.pyfunc.load_model(f"models:/{result.model_name}/{result.version}")
+    chain: FittedChain = model.unwrap_python_model().chain
+    assert [s.name for s in chain.pre_split] == ["has_delay", "plausible_delay"]
+    request = flights_sample.head(3).assign(dep_delay=[np.nan, 400.0, 5.0], dep_time=[1.0, 1.0, np.nan])
+    reasons = model.predict(request[list(chain.input_columns)])["exclusion_reason"].tolist()
+    assert reasons == ["ineligible:has_delay", "ineligible:plausible_delay", "ineligible:cancelled"]
+
+
+def test_an_unknown_recipe_column_and_feature_fail_before_any_work(project_dir, runtime, flights_sample):
+    runtime.write_table("main.flights.flights", flights_sample)
+    path = project_dir / "training.yml"
+    data = yaml.safe_load(path.read_text())
+    data["preprocessing"][1]["columns"].append("dep_dely")
+    data["data"]["feature_columns"].append("wheels")
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError) as err:
+        train(load_project(project_dir), runtime)
+    text = str(err.value)
+    assert "config/training.yml: data.feature_columns names unknown column 'wheels' of main.flights.flights" in text
+    assert "config/training.yml: preprocessing[1] (impute_numeric) names unknown column 'dep_dely'" in text
+    assert not (runtime.home / "mlflow.db").exists()  # nothing was logged or registered
+
+
+def test_model_filter_label_and_rule_problems_are_all_found_before_any_work(project_dir, runtime, flights_sample):
+    runtime.write_table("main.flights.flights", flights_sample)
+    for name, edit in (("training.yml", lambda d: d.update(model={"class": "LogisticRegresion", "params": {}}) or
+                        d["data"].update(filter="mnth <= 9", label_expression="arr_dely > 15")),
+                       ("scoring.yml", lambda d: d["eligibility"][0].update(columns=["dep_tme"]))):
+        path = project_dir / name
+        data = yaml.safe_load(path.read_text())
+        edit(data)
+        path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError) as err:
+        train(load_project(project_dir), runtime)
+    text = str(err.value)
+    assert "config/training.yml: model.class must be one of" in text and "got 'LogisticRegresion'" in text
+    assert "config/training.yml: data.filter 'mnth <= 9' cannot be evaluated on main.flights.flights" in text
+    assert "config/training.yml: data.label_expression 'arr_dely > 15' cannot be evaluated" in text
+    assert "config/scoring.yml: rule 'cancelled' reads unknown column 'dep_tme' of main.flights.flights" in text
+    assert len(err.value.problems) == 4 and not (runtime.home / "mlflow.db").exists()
+
+
+def _carrier_lc_recipe(project_dir: Path, monkeypatch, one_hot_columns: list[str]):
+    """The demo recipe with a column_step making carrier_lc before the one-hot encoder."""
+    monkeypatch.syspath_prepend(str(Path(__file__).parents[1] / "admission"))  # broken_user_code.lower_carrier_step
+    path = project_dir / "training.yml"
+    data = yaml.safe_load(path.read_text())
+    data["preprocessing"].insert(3, {"step": "custom", "name": "carrier_lc", "columns": ["carrier"],
+                                     "ref": "broken_user_code:lower_carrier_step"})
+    data["preprocessing"][4]["columns"] = one_hot_columns
+    path.write_text(yaml.safe_dump(data))
+    return load_project(project_dir)
+
+
+def test_a_later_step_reads_a_custom_steps_output_in_preflight_and_smoke_probe(
+        project_dir, runtime, flights_sample, monkeypatch, tmp_path):
+    runtime.write_table("main.flights.flights", flights_sample)
+    project = _carrier_lc_recipe(project_dir, monkeypatch, ["carrier", "carrier_lc", "origin", "dest"])
+    preflight(project, runtime)  # no ConfigError
+    sample = tmp_path / "sample.csv"
+    flights_sample.head(300).to_csv(sample, index=False)
+    lines, admitted = smoke_probe(project, sample)
+    assert admitted and "  custom step carrier_lc" in lines
+
+
+def test_a_column_no_step_makes_is_refused_by_preflight_and_smoke_probe_alike(
+        project_dir, runtime, flights_sample, monkeypatch, tmp_path):
+    runtime.write_table("main.flights.flights", flights_sample)
+    project = _carrier_lc_recipe(project_dir, monkeypatch, ["carrier", "carrier_lx", "origin", "dest"])
+    expected = ("config/training.yml: preprocessing[4] (one_hot) names unknown column 'carrier_lx': no earlier step "
+                "outputs it and feature_columns are hour, dep_delay, distance, carrier, origin, dest; fix the name "
+                "or add the step that makes it before this one")
+    with pytest.raises(ConfigError) as refused:
+        preflight(project, runtime)
+    sample = tmp_path / "sample.csv"
+    flights_sample.head(300).to_csv(sample, index=False)
+    with pytest.raises(ConfigError) as smoke:
+        smoke_probe(project, sample)
+    assert refused.value.problems == smoke.value.problems == [expected]
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning:mlflow")  # mlflow's own notices about the local store
+def test_an_unchanged_project_is_not_trained_again(project_dir, runtime, flights_sample):
+    import mlflow
+
+    runtime.write_table("main.flights.flights", flights_sample.iloc[:1500])
+    project = load_project(project_dir)
+    first = train(project, runtime)
+    assert (first.version, first.reused, first.note) == (1, False, "trained: no version under alias champion yet")
+    again = train(project, runtime)
+    assert again.reused and again.version == 1 and again.run_id == first.run_id
+    assert again.note.startswith("unchanged since v1 (source main.flights.flights version 0,")
+    assert (again.metrics, again.rows, again.certificate) == (first.metrics, first.rows, first.certificate)
+    client = mlflow.MlflowClient()
+    assert [v.version for v in client.search_model_versions("name='main.flights.late_arrival'")] == [1]
+
+    runtime.write_table("main.flights.flights", flights_sample.iloc[1500:], mode="append")
+    changed = train(project, runtime)
+    assert (changed.version, changed.reused) == (2, False)
+    assert changed.note == "trained: changed since v1: source main.flights.flights version 0 -> 1"
+    assert changed.rows["training"] + changed.rows["holdout"] > first.rows["training"] + first.rows["holdout"]
+    forced = train(project, runtime, retrain="always")
+    assert (forced.version, forced.note) == (3, "trained: retrain: always")
+    assert client.get_model_version_by_alias("main.flights.late_arrival", "champion").version == 3
