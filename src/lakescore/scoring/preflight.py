@@ -190,11 +190,17 @@ def _engine(model_uri: str) -> str:
     return str(json.loads(Path(chain_json).read_text()).get("engine", "pandas"))
 
 
-from lakescore.admission.certificate import check_environment, require_admitted
-from lakescore.config import ProjectConfig
-from lakescore.errors import (CertificateError, ConfigError, LakescoreError, SparkPolarsUnsupportedError,
-                              TableFeatureUnsupportedError, UncertifiedModelError)
-from lakescore.runtime.base import Tables
+def _signature_kinds(model_uri: str) -> tuple[dict[str, str], dict[str, Any]]:
+    """Input column -> ``number | boolean | string | datetime | other`` of the model's inputs
+    (:func:`lakescore.packaging.model_input_kinds`), and the pyfunc's model config."""
+    from mlflow.models import get_model_info
+
+    from lakescore.packaging import model_input_kinds
+
+    kinds = {"long": "number", "integer": "number", "double": "number", "float": "number",
+             "boolean": "boolean", "string": "string", "datetime": "datetime"}
+    config = dict(get_model_info(model_uri).flavors.get("python_function", {}).get("config") or {})
+    return {name: kinds.get(kind, "other") for name, kind in model_input_kinds(model_uri).items()}, config
 
 
 def _kind_of_dtype(dtype: Any) -> str:
