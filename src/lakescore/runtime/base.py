@@ -45,7 +45,8 @@ PLACEMENTS: dict[str, Placement] = {
         kind="local",
         spark="local[2] SparkSession with Delta Lake's extension and catalog (jars cached at set-up)",
         tables="Delta under <home>/warehouse/<catalog>/<schema>/<table>, addressed by three-part names",
-        delta_writes="Spark Delta for the Spark route; delta-rs for the single-node route and the inference table",
+        delta_writes=("delta-rs for both routes and the inference table today; the Spark Delta writer "
+                      "(publish/spark_delta.py) passes the same fault tests and is not yet the Spark route's"),
         mlflow="tracking and registry in SQLite under <home>/mlflow.db",
         feature_lookup="a join on the local Delta feature tables",
         run_store="staged runs and locks under <home>",
