@@ -47,12 +47,12 @@ def free_port() -> int:
 def prepare(home: Path, config: Path) -> tuple[int, float]:
     """Demo tables and a registered demo model in ``home``; returns (version, seconds spent)."""
     from lakescore.config import load_project
-    from lakescore.demo_data import load_demo_data
+    from lakescore.workflows.demo import load_data
     from lakescore.runtime import LocalRuntime
 
     started = time.perf_counter()
     runtime = LocalRuntime(home)
-    load_demo_data(runtime)
+    load_data(runtime)
     mlflow = runtime.mlflow()
     try:
         version = int(mlflow.MlflowClient().get_model_version_by_alias(MODEL, "champion").version)
