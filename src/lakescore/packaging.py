@@ -175,8 +175,17 @@ def model_input_kinds(model_uri: str) -> dict[str, str]:
     except mlflow.exceptions.MlflowException as err:
         raise ModelNotFoundError(f"{model_uri} does not exist ({err.message.splitlines()[0]}); "
                                  "ask for a registered version (`lakescore train` registers one)") from err
-    kinds = (info.flavors.get("python_function", {}).get("config") or {}).get("input_kinds")
-    return dict(kinds) if kinds else input_kinds(info.signature.inputs)
+    return _kinds_or_signature(info.flavors.get("python_function", {}).get("config"), info.signature.inputs)
+
+
+def loaded_input_kinds(model: Any) -> dict[str, str]:
+    """:func:`model_input_kinds` of a model already loaded with ``mlflow.pyfunc.load_model``."""
+    return _kinds_or_signature(model.model_config, model.metadata.get_input_schema())
+
+
+def _kinds_or_signature(config: dict[str, Any] | None, inputs: Any) -> dict[str, str]:
+    kinds = (config or {}).get("input_kinds")
+    return dict(kinds) if kinds else input_kinds(inputs)
 
 
 def null_outcomes(chain: FittedChain, example: pd.DataFrame, kinds: dict[str, str]) -> dict[str, str | None]:

@@ -105,8 +105,9 @@ class LoadedVersion:
             import mlflow.pyfunc  # heavy: the copy's whole reason to exist
 
             model = mlflow.pyfunc.load_model(self.model_uri)
-            self.columns = {c.name: getattr(c.type, "name", str(c.type))
-                            for c in model.metadata.get_input_schema().inputs}
+            from lakescore.packaging import loaded_input_kinds
+
+            self.columns = loaded_input_kinds(model)
             self.task = model.unwrap_python_model().chain.task
             self.model = model
             trim_memory()

@@ -101,7 +101,9 @@ def main(argv: list[str] | None = None) -> int:
         import mlflow.pyfunc  # what a batch job loads
 
         model = mlflow.pyfunc.load_model(args.model_uri)
-        columns = {c.name: getattr(c.type, "name", str(c.type)) for c in model.metadata.get_input_schema().inputs}
+        from lakescore.packaging import loaded_input_kinds
+
+        columns = loaded_input_kinds(model)
         parsed = parse_request(sys.stdin.buffer.read(), columns, max_body_bytes=BODY_LIMIT, max_rows=10**7)
         rows = scored_rows(model.predict(parsed.frame), model_version=args.version, served="cold")
     except LakescoreError as err:
