@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from lakescore.admission.certificate import Certificate, evidence_text, require_admitted, seal, verify
-from lakescore.chain import FittedChain
+from lakescore.chain import STATUS_EXCLUDED, FittedChain
 from lakescore.errors import ModelNotFoundError, UncertifiedModelError
 from lakescore.conform import conform_inputs
 from lakescore.frames import to_transport
@@ -106,8 +106,6 @@ def with_excluded_rows(scored: pd.DataFrame, index: pd.Index, reasons: Any, dtyp
     DataFrame of shape (n_rows, n_outputs) with ``index``: excluded rows have ``scoring_status``
     ``excluded``, their reason, and every other output null.
     """
-    from lakescore.chain import STATUS_EXCLUDED
-
     invalid = pd.notna(reasons)
     excluded = pd.DataFrame({name: pd.array([None] * int(invalid.sum()), dtype=dtype) for name, dtype in dtypes.items()},
                             index=np.flatnonzero(invalid))
@@ -158,10 +156,16 @@ def input_kinds(schema: Any) -> dict[str, str]:
 
 
 def model_input_kinds(model_uri: str) -> dict[str, str]:
-    """Input column -> MLflow type name of a logged model, in the model's column order.
+    """Input column -> MLflow type name of a logged model, in the model's column order
+    (the first part of :func:`logged_model_config`)."""
+    return logged_model_config(model_uri)[0]
 
-    Read from the model config's ``input_kinds`` (what training saw); for a model logged without
-    one, from its signature.
+
+def logged_model_config(model_uri: str) -> tuple[dict[str, str], dict[str, Any]]:
+    """A logged model's input kinds and its pyfunc model config, read in one registry call.
+
+    The kinds come from the model config's ``input_kinds`` (what training saw); for a model logged
+    without one, from its signature.
 
     Raises
     ------
@@ -175,7 +179,8 @@ def model_input_kinds(model_uri: str) -> dict[str, str]:
     except mlflow.exceptions.MlflowException as err:
         raise ModelNotFoundError(f"{model_uri} does not exist ({err.message.splitlines()[0]}); "
                                  "ask for a registered version (`lakescore train` registers one)") from err
-    return _kinds_or_signature(info.flavors.get("python_function", {}).get("config"), info.signature.inputs)
+    config = dict(info.flavors.get("python_function", {}).get("config") or {})
+    return _kinds_or_signature(config, info.signature.inputs), config
 
 
 def loaded_input_kinds(model: Any) -> dict[str, str]:

@@ -191,16 +191,14 @@ def _engine(model_uri: str) -> str:
 
 
 def _signature_kinds(model_uri: str) -> tuple[dict[str, str], dict[str, Any]]:
-    """Input column -> ``number | boolean | string | datetime | other`` of the model's inputs
-    (:func:`lakescore.packaging.model_input_kinds`), and the pyfunc's model config."""
-    from mlflow.models import get_model_info
-
-    from lakescore.packaging import model_input_kinds
+    """Input column -> ``number | boolean | string | datetime | other`` of the model's inputs, and
+    the pyfunc's model config (:func:`lakescore.packaging.logged_model_config`)."""
+    from lakescore.packaging import logged_model_config
 
     kinds = {"long": "number", "integer": "number", "double": "number", "float": "number",
              "boolean": "boolean", "string": "string", "datetime": "datetime"}
-    config = dict(get_model_info(model_uri).flavors.get("python_function", {}).get("config") or {})
-    return {name: kinds.get(kind, "other") for name, kind in model_input_kinds(model_uri).items()}, config
+    inputs, config = logged_model_config(model_uri)
+    return {name: kinds.get(kind, "other") for name, kind in inputs.items()}, config
 
 
 def _kind_of_dtype(dtype: Any) -> str:

@@ -91,7 +91,7 @@ def preflight(project: ProjectConfig, runtime: Runtime) -> None:
 
 
 def train(project: ProjectConfig, runtime: Runtime, *,
-                  retrain: Literal["if_changed", "always"] = "if_changed") -> TrainResult:
+          retrain: Literal["if_changed", "always"] = "if_changed") -> TrainResult:
     """Train, certify and register the project's model (``lakescore train``).
 
     Parameters
