@@ -48,11 +48,12 @@ def bin_labels(entry: dict[str, Any]) -> list[str]:
     return [*entry["categories"], OTHER, MISSING]
 
 
-def bin_shares(entry: dict[str, Any], values: pd.Series) -> np.ndarray:
-    """Share of ``values`` in each bin of ``entry`` (sums to 1; all zeros for no values).
+def bin_counts(entry: dict[str, Any], values: pd.Series) -> np.ndarray:
+    """Count of ``values`` in each bin of ``entry`` (float64, the last bin ``__missing__``).
 
-    Numeric bins are ``(e[i-1], e[i]]`` with open ends; missing values (None, NaN, pd.NA) go to the
-    last bin.
+    Numeric bins are ``(e[i-1], e[i]]`` with open ends (a value's bin is the number of edges
+    below it); missing values (None, NaN, pd.NA) go to the last bin. Categorical bins compare
+    ``str(value)``; a category not in the profile counts as ``__other__``.
     """
     values = pd.Series(values)
     missing = values.isna().to_numpy()
@@ -65,9 +66,23 @@ def bin_shares(entry: dict[str, Any], values: pd.Series) -> np.ndarray:
         other = len(entry["categories"])
         index = np.array([position.get(str(v), other) for v in values[~missing]], dtype="int64")
         counts = np.bincount(index, minlength=other + 1).astype("float64")
-    counts = np.append(counts, float(missing.sum()))
+    return np.append(counts, float(missing.sum()))
+
+
+def shares(counts: Any) -> np.ndarray:
+    """Counts per bin as shares (sum 1; all zeros when every count is 0)."""
+    counts = np.asarray(counts, dtype="float64")
     total = counts.sum()
     return counts / total if total else counts
+
+
+def bin_shares(entry: dict[str, Any], values: pd.Series) -> np.ndarray:
+    """Share of ``values`` in each bin of ``entry`` (sums to 1; all zeros for no values).
+
+    Numeric bins are ``(e[i-1], e[i]]`` with open ends; missing values (None, NaN, pd.NA) go to the
+    last bin (:func:`bin_counts`).
+    """
+    return shares(bin_counts(entry, values))
 
 
 def psi(expected: Any, actual: Any, *, epsilon: float = EPSILON) -> float:
@@ -141,11 +156,37 @@ def drift(profile: dict[str, Any], frame: pd.DataFrame, predictions: pd.DataFram
     dict of str to float
         Column -> PSI (NaN when the run has no values for it).
     """
-    out = {column: psi(entry["expected"], bin_shares(entry, frame[column]))
+    return drift_from_counts(profile, profile_counts(profile, frame, predictions))
+
+
+def profile_counts(profile: dict[str, Any], frame: pd.DataFrame,
+                   predictions: pd.DataFrame | None = None) -> dict[str, list[float]]:
+    """Counts per bin of every profiled feature present in ``frame`` and, under ``prediction``,
+    of the predicted rows' profiled prediction column (the pandas engine of the PSI aggregate)."""
+    out = {column: bin_counts(entry, frame[column]).tolist()
            for column, entry in profile.get("features", {}).items() if column in frame.columns}
     entry = profile.get("prediction")
     if entry and predictions is not None:
         scored = predictions[predictions["scoring_status"] == "predicted"]
         if entry["column"] in scored.columns:
-            out["prediction"] = psi(entry["expected"], bin_shares(entry, scored[entry["column"]]))
+            out["prediction"] = bin_counts(entry, scored[entry["column"]]).tolist()
     return out
+
+
+def drift_from_counts(profile: dict[str, Any], counts: dict[str, Any]) -> dict[str, float]:
+    """PSI per column from counts per bin (:func:`profile_counts` or the Spark aggregate).
+
+    Parameters
+    ----------
+    profile : dict
+        The training profile (:func:`training_profile`).
+    counts : dict of str to array of shape (n_bins,)
+        Column (``prediction`` for the prediction) -> counts in the profile's bins, in order.
+
+    Returns
+    -------
+    dict of str to float
+        Column -> PSI against the profile's expected shares (NaN for a column with no values).
+    """
+    entries = {**profile.get("features", {}), "prediction": profile.get("prediction")}
+    return {column: psi(entries[column]["expected"], shares(values)) for column, values in counts.items()}

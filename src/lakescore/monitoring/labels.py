@@ -6,8 +6,9 @@ digest of the labels it saw for its rows (``labels_digest``). When the label tab
 the digest gets a new quality row (``measurement = "labels_changed"``) with the performance
 recomputed and the other figures carried over from its latest row. The first row stays, so the
 quality table keeps every measurement, each with the date it was made (``monitored_at``).
-Rows written before these columns existed have no digest: for them, labels count as changed when
-the recomputed figures differ from the stored ones.
+Rows written before these columns existed have no digest, and rows written before digests were
+aggregates (no ``v2:`` prefix) have one of another definition: for both, labels count as changed
+when the recomputed figures differ from the stored ones.
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ import pandas as pd
 
 from lakescore.config import MonitoringConfig
 from lakescore.frames import derive_label
+from lakescore.monitoring.aggregates import LabelHash, label_hash
 
 # Columns a quality table written before label tracking lacks; readers get them as nulls.
 TRACKING_COLUMNS = {"label_table_version": "Int64", "labels_digest": "string", "measurement": "string"}
+DIGEST_PREFIX = "v2:"  # labels_digest definition: an aggregate of per-row hashes (monitoring.aggregates)
 PERFORMANCE_COLUMNS = ("labelled_rows", "labelled_excluded", "accuracy", "roc_auc", "log_loss", "rmse", "mae")
 
 
@@ -67,18 +70,26 @@ def label_snapshot(source: pd.DataFrame, version: int, mon: MonitoringConfig, ke
     return LabelSnapshot(version, source[keys].assign(_label=label.to_numpy()).reset_index(drop=True))
 
 
+def digest(hashed: LabelHash | None) -> str | None:
+    """The ``labels_digest`` of a :class:`~lakescore.monitoring.aggregates.LabelHash` (any engine).
+
+    ``v2:`` then SHA-256 of ``"<rows>:<sum>"``. The prefix names the definition: digests written
+    by lakescore before it (64 hex digits, no prefix: a SHA-256 of the sorted pairs, which needs
+    every row on the driver) are not comparable and are read as no digest (:func:`labels_changed`).
+    None when there are no labels at all (no label table).
+    """
+    if hashed is None:
+        return None
+    return DIGEST_PREFIX + hashlib.sha256(f"{hashed.rows}:{hashed.total}".encode()).hexdigest()
+
+
 def labels_digest(frame: pd.DataFrame, keys: list[str], labels: pd.Series | None) -> str | None:
-    """SHA-256 of the (record keys, label) pairs of ``frame``'s rows, in key order.
+    """:func:`digest` of the (record keys, label) pairs of ``frame``'s rows, computed with pandas.
 
     Row order does not matter; a missing label hashes as missing, so a label arriving changes the
-    digest. None when there are no labels at all (no label table).
+    digest. The Spark engine gives the same digest for the same rows and labels.
     """
-    if labels is None:
-        return None
-    pairs = frame[keys].reset_index(drop=True).astype(str).assign(_label=labels.astype("string").fillna("<NA>"))
-    pairs = pairs.sort_values([*keys, "_label"]).reset_index(drop=True)
-    hashed = pd.util.hash_pandas_object(pairs, index=False).to_numpy().tobytes()
-    return hashlib.sha256(hashed).hexdigest()
+    return digest(label_hash(frame, keys, labels))
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -96,13 +107,15 @@ def labels_changed(previous: dict[str, Any], digest: str | None, figures: dict[s
         The run's latest quality row (``labels_digest`` may be missing or null: written by an
         older lakescore).
     digest : str or None
-        :func:`labels_digest` of the labels now.
+        :func:`digest` of the labels now.
     figures : dict
         :func:`~lakescore.monitoring.performance.performance` on the labels now; compared with
-        ``previous`` only when it has no digest.
+        ``previous`` only when it has no digest of the current definition (none, or one written
+        before ``v2:``): then labels count as changed when a figure differs, so an old digest
+        never makes a run "labels_changed" on its own.
     """
     before = previous.get("labels_digest")
-    if isinstance(before, str):
+    if isinstance(before, str) and before.startswith(DIGEST_PREFIX):
         return before != digest
     return any(not _same(previous.get(k, float("nan")), v) for k, v in figures.items())
 

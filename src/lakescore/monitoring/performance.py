@@ -3,14 +3,24 @@
 A row with ``scoring_status = excluded`` has no prediction. It is counted (``labelled_excluded``)
 but never read as a prediction of zero or of the negative class, so an exclusion can neither
 raise nor lower accuracy.
+
+The metrics are a pure function of :class:`~lakescore.monitoring.aggregates.PerformanceCounts`
+(:func:`performance_figures`), which the pandas or the Spark engine computes where the rows are:
+accuracy = correct / labelled rows; log loss = the mean of -ln p(true class) with p clipped to
+[eps, 1 - eps] (scikit-learn's definition); ROC AUC = P(score of a positive > score of a
+negative) + P(tie) / 2 from the positives and negatives per distinct probability (exact; the
+Spark engine buckets probabilities to 1e-5 wide bins past 100,000 distinct values, counting pairs
+in one bucket as ties); RMSE and MAE from the sums of squared and absolute errors.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-import numpy as np
 import pandas as pd
+
+from lakescore.monitoring.aggregates import PerformanceCounts, performance_counts
 
 
 def performance(predictions: pd.DataFrame, labels: pd.Series | None) -> dict[str, Any]:
@@ -32,36 +42,38 @@ def performance(predictions: pd.DataFrame, labels: pd.Series | None) -> dict[str
         and the metrics (NaN when no labelled predicted row exists; ROC AUC and log loss need
         two label values 0/1).
     """
-    from sklearn import metrics
+    return performance_figures(performance_counts(predictions, labels))
 
-    classifier = "probability" in predictions.columns
-    names = ("accuracy", "roc_auc", "log_loss") if classifier else ("rmse", "mae")
-    out: dict[str, Any] = {"labelled_rows": 0, "labelled_excluded": 0, **{n: float("nan") for n in names}}
-    if labels is None:
+
+def roc_auc(roc: tuple[tuple[float, int, int], ...] | list[tuple[float, int, int]]) -> float:
+    """ROC AUC from (score, positives, negatives) per distinct score or bucket, in any order.
+
+    Exact rational arithmetic on the counts, one rounding at the end:
+    ``sum_b pos_b * (2 * neg_below_b + neg_b) / (2 * P * N)`` (a tie counts one half, as the
+    trapezoid under scikit-learn's ``roc_curve`` does). NaN without both classes.
+    """
+    twice, below, positives, negatives = 0, 0, 0, 0
+    for _, pos, neg in sorted(roc):
+        twice += pos * (2 * below + neg)
+        below += neg
+        positives, negatives = positives + pos, negatives + neg
+    return twice / (2 * positives * negatives) if positives and negatives else float("nan")
+
+
+def performance_figures(counts: PerformanceCounts) -> dict[str, Any]:
+    """The metrics of :func:`performance` from :class:`PerformanceCounts` (any engine)."""
+    names = ("accuracy", "roc_auc", "log_loss") if counts.classifier else ("rmse", "mae")
+    out: dict[str, Any] = {"labelled_rows": counts.labelled_rows, "labelled_excluded": counts.labelled_excluded,
+                           **{n: float("nan") for n in names}}
+    n = counts.labelled_rows
+    if not n:
         return out
-    labels = pd.Series(labels).reset_index(drop=True)
-    predicted = (predictions["scoring_status"] == "predicted").to_numpy()
-    known = labels.notna().to_numpy()
-    out["labelled_excluded"] = int((~predicted & known).sum())
-    use = predicted & known
-    out["labelled_rows"] = int(use.sum())
-    if not use.any():
+    if not counts.classifier:
+        out["rmse"] = math.sqrt(counts.squared_error_sum / n)
+        out["mae"] = counts.absolute_error_sum / n
         return out
-    truth = labels[use].to_numpy()
-    scored = predictions.reset_index(drop=True)[use]
-    if not classifier:
-        guess = scored["prediction"].to_numpy(dtype="float64")
-        out["rmse"] = float(np.sqrt(metrics.mean_squared_error(truth.astype("float64"), guess)))
-        out["mae"] = float(metrics.mean_absolute_error(truth.astype("float64"), guess))
-        return out
-    guess = scored["prediction"].to_numpy()
-    if pd.api.types.is_numeric_dtype(labels.dtype) and pd.api.types.is_numeric_dtype(scored["prediction"].dtype):
-        out["accuracy"] = float(np.mean(truth.astype("float64") == guess.astype("float64")))
-    else:  # text classes: compare as text
-        out["accuracy"] = float(np.mean([str(a) == str(b) for a, b in zip(truth, guess)]))
-    values = set(pd.unique(truth).tolist())
-    if values <= {0, 1} and len(values) == 2:
-        prob = scored["probability"].to_numpy(dtype="float64")
-        out["roc_auc"] = float(metrics.roc_auc_score(truth.astype("int64"), prob))
-        out["log_loss"] = float(metrics.log_loss(truth.astype("int64"), prob, labels=[0, 1]))
+    out["accuracy"] = counts.correct / n
+    if counts.positives and counts.negatives and not counts.other_labels:
+        out["roc_auc"] = float(roc_auc(counts.roc))
+        out["log_loss"] = counts.log_loss_sum / n
     return out

@@ -21,9 +21,10 @@ import numpy as np
 import pandas as pd
 
 from lakescore.config import MonitoringConfig
-from lakescore.monitoring.drift import drift
-from lakescore.monitoring.labels import PERFORMANCE_COLUMNS, LabelSnapshot, labels_changed, labels_digest
-from lakescore.monitoring.performance import performance
+from lakescore.monitoring.aggregates import NA_TEXT, RunAggregates, pandas_aggregates
+from lakescore.monitoring.drift import drift_from_counts
+from lakescore.monitoring.labels import PERFORMANCE_COLUMNS, LabelSnapshot, digest, labels_changed
+from lakescore.monitoring.performance import performance_figures
 
 
 def _share(part: int, whole: int) -> float:
@@ -34,28 +35,29 @@ def _nan_to_none(value: Any) -> Any:
     return None if isinstance(value, float) and math.isnan(value) else value
 
 
-def prediction_distribution(predictions: pd.DataFrame) -> dict[str, Any]:
-    """Class shares (or value quantiles) of the predicted rows, and probability quantiles."""
-    scored = predictions[predictions["scoring_status"] == "predicted"]
+def prediction_distribution(aggregates: RunAggregates) -> dict[str, Any]:
+    """Class shares (or value quantiles) of the predicted rows, and probability quantiles.
+
+    Integer classes read back as float are written as integers (``1``, not ``1.0``).
+    """
     out: dict[str, Any] = {}
-    if "probability" in scored.columns:
-        labels = scored["prediction"].dropna()
-        if pd.api.types.is_float_dtype(labels.dtype) and (labels == labels.round()).all():
-            labels = labels.astype("int64")  # integer classes read back as float: 1, not 1.0
-        shares = labels.astype(str).value_counts(normalize=True).sort_index()
-        out["classes"] = {str(k): float(v) for k, v in shares.items()}
-        column = "probability"
-    else:
-        column = "prediction"
-    values = scored[column].astype("float64").dropna()
-    if len(values):
-        out[f"{column}_quantiles"] = {f"p{q}": float(np.quantile(values, q / 100)) for q in (5, 25, 50, 75, 95)}
+    if aggregates.classes is not None:
+        classes = aggregates.classes
+        if classes and all(isinstance(k, float) and k == round(k) for k in classes):
+            classes = {int(k): v for k, v in classes.items()}
+        counts: dict[str, int] = {}
+        for value, n in classes.items():
+            counts[str(value)] = counts.get(str(value), 0) + n
+        total = sum(counts.values())
+        out["classes"] = {k: counts[k] / total for k in sorted(counts)}
+    if aggregates.quantiles:
+        out[f"{aggregates.value_column}_quantiles"] = dict(aggregates.quantiles)
     return out
 
 
 def quality_row(predictions: pd.DataFrame, *, inputs: pd.DataFrame | None = None,
                 labels: pd.Series | None = None, profile: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Quality figures of one run and model version.
+    """Quality figures of one run and model version, computed with pandas.
 
     Parameters
     ----------
@@ -72,32 +74,52 @@ def quality_row(predictions: pd.DataFrame, *, inputs: pd.DataFrame | None = None
     Returns
     -------
     dict
+        As :func:`figures` of the pandas aggregates.
+    """
+    return figures(pandas_aggregates(predictions, inputs=inputs, labels=labels, profile=profile), profile)
+
+
+def figures(aggregates: RunAggregates, profile: dict[str, Any] | None) -> dict[str, Any]:
+    """Quality figures from the aggregates of one run and model version (either engine).
+
+    Parameters
+    ----------
+    aggregates : RunAggregates
+        From :func:`~lakescore.monitoring.aggregates.pandas_aggregates` or
+        :func:`~lakescore.monitoring.spark_aggregates.spark_aggregates`.
+    profile : dict or None
+        The training drift profile whose bins ``aggregates.bins`` counted.
+
+    Returns
+    -------
+    dict
         rows, predicted, excluded, exclusion_rate, invalid_exclusion_rate, exclusions_by_reason,
         null_share, prediction_distribution, mean_probability, psi (JSON texts for the mappings),
-        max_feature_psi, prediction_psi, and :func:`~lakescore.monitoring.performance.performance`.
+        max_feature_psi, prediction_psi, and the performance figures
+        (:func:`~lakescore.monitoring.performance.performance_figures`).
     """
-    rows = len(predictions)
-    status = predictions["scoring_status"]
-    reasons = predictions.loc[status == "excluded", "exclusion_reason"].astype(str)
-    by_reason = {str(k): int(v) for k, v in reasons.value_counts().sort_index().items()}
-    predicted = int((status == "predicted").sum())
-    probability = predictions.loc[status == "predicted", "probability"].astype("float64") \
-        if "probability" in predictions.columns else pd.Series([], dtype="float64")
-    psi = drift(profile, inputs if inputs is not None else pd.DataFrame(), predictions) if profile else {}
+    rows = aggregates.rows
+    predicted = sum(n for (status, _), n in aggregates.outcomes.items() if status == "predicted")
+    by_reason: dict[str, int] = {}
+    for (status, reason), n in aggregates.outcomes.items():
+        if status == "excluded":
+            by_reason[NA_TEXT if reason is None else reason] = by_reason.get(NA_TEXT if reason is None else reason, 0) + n
+    psi = drift_from_counts(profile, aggregates.bins) if profile else {}
     features = [v for k, v in psi.items() if k != "prediction" and not math.isnan(v)]
-    nulls = {c: float(inputs[c].isna().mean()) for c in inputs.columns} if inputs is not None and rows else {}
+    nulls = {c: n / rows for c, n in aggregates.null_counts.items()} if aggregates.null_counts is not None and rows else {}
+    probability = aggregates.value_column == "probability" and aggregates.value_count
     return {
         "rows": rows, "predicted": predicted, "excluded": rows - predicted,
         "exclusion_rate": _share(rows - predicted, rows),
         "invalid_exclusion_rate": _share(sum(n for r, n in by_reason.items() if r.startswith("invalid:")), rows),
         "exclusions_by_reason": json.dumps(by_reason, sort_keys=True),
         "null_share": json.dumps(nulls, sort_keys=True),
-        "prediction_distribution": json.dumps(prediction_distribution(predictions), sort_keys=True),
-        "mean_probability": float(probability.mean()) if len(probability.dropna()) else float("nan"),
+        "prediction_distribution": json.dumps(prediction_distribution(aggregates), sort_keys=True),
+        "mean_probability": aggregates.value_sum / aggregates.value_count if probability else float("nan"),
         "psi": json.dumps({k: _nan_to_none(v) for k, v in psi.items()}, sort_keys=True),
         "max_feature_psi": float(max(features)) if features else float("nan"),
         "prediction_psi": float(psi.get("prediction", float("nan"))),
-        **performance(predictions, labels),
+        **performance_figures(aggregates.performance),
     }
 
 
@@ -140,9 +162,8 @@ def model_versions(frame: pd.DataFrame, receipt: dict[str, Any]) -> list[Any]:
     return sorted(frame["model_version"].dropna().unique().tolist()) or [receipt["model_version"]]
 
 
-def first_row(receipt: dict[str, Any], version: int, part: pd.DataFrame, *, inputs: pd.DataFrame | None,
-              profile: dict[str, Any] | None, labels: pd.Series | None, label_version: int | None,
-              keys: list[str], monitoring: MonitoringConfig) -> dict[str, Any]:
+def first_row(receipt: dict[str, Any], version: int, aggregates: RunAggregates, *, profile: dict[str, Any] | None,
+              label_version: int | None, monitoring: MonitoringConfig) -> dict[str, Any]:
     """The first quality row of one published run and model version, with its alerts.
 
     Parameters
@@ -150,15 +171,14 @@ def first_row(receipt: dict[str, Any], version: int, part: pd.DataFrame, *, inpu
     receipt : dict
         The run's publish receipt (run id, table and source versions, model name, mode).
     version : int
-        The model version of ``part``.
-    part : DataFrame
-        The run's stored rows scored by that version (:func:`model_rows`).
-    inputs, profile, labels
-        As for :func:`quality_row`, for the same rows.
+        The model version whose rows ``aggregates`` summarise.
+    aggregates : RunAggregates
+        Of the run's stored rows scored by that version, with inputs, profile bins, labels and
+        the label hash (either engine).
+    profile : dict or None
+        The training drift profile.
     label_version : int or None
         The label table version the labels were read at.
-    keys : list of str
-        The record keys (for the labels' digest).
     monitoring : MonitoringConfig
         The alert thresholds.
     """
@@ -166,27 +186,26 @@ def first_row(receipt: dict[str, Any], version: int, part: pd.DataFrame, *, inpu
            "model_name": receipt["model_name"], "model_version": int(version),
            "source_table": receipt["source_table"], "source_version_from": receipt.get("source_version_from"),
            "source_version_to": int(receipt["source_version_to"]), "mode": receipt.get("mode"),
-           **quality_row(part, inputs=inputs, profile=profile, labels=labels),
-           "label_table_version": label_version, "labels_digest": labels_digest(part, keys, labels),
+           **figures(aggregates, profile),
+           "label_table_version": label_version, "labels_digest": digest(aggregates.label_hash),
            "measurement": "first", "monitored_at": datetime.now(timezone.utc)}
     reasons = alerts(row, monitoring)
     row["alert"], row["alert_reasons"] = bool(reasons), json.dumps(reasons)
     return row
 
 
-def remeasure(frame: pd.DataFrame, latest: pd.DataFrame, snapshot: LabelSnapshot, keys: list[str]) -> list[dict[str, Any]]:
+def remeasure(latest: pd.DataFrame, measured: dict[int, RunAggregates], label_version: int | None) -> list[dict[str, Any]]:
     """New quality rows of one run whose labels changed since its latest rows were measured.
 
     Parameters
     ----------
-    frame : DataFrame
-        The rows the run committed.
     latest : DataFrame
         The run's latest quality row per model version (:func:`latest_measurements`).
-    snapshot : LabelSnapshot
-        The label table at its current version.
-    keys : list of str
-        The record keys the labels are joined on.
+    measured : dict of int to RunAggregates
+        Per model version, the aggregates of the run's rows on the labels now (performance
+        counts and label hash are read).
+    label_version : int or None
+        The label table's current version.
 
     Returns
     -------
@@ -195,16 +214,14 @@ def remeasure(frame: pd.DataFrame, latest: pd.DataFrame, snapshot: LabelSnapshot
         ``label_table_version``, ``labels_digest``, ``measurement = "labels_changed"`` and
         ``monitored_at`` now; empty when no label of the run changed.
     """
-    labels = snapshot.for_rows(frame, keys)
     out = []
     for previous in latest.to_dict("records"):
-        mask, part = model_rows(frame, previous["model_version"])
-        part_labels = None if labels is None else labels[mask].reset_index(drop=True)
-        figures = performance(part, part_labels)
-        digest = labels_digest(part, keys, part_labels)
-        if labels_changed(previous, digest, figures):
-            out.append({**{k: v for k, v in previous.items() if k not in PERFORMANCE_COLUMNS}, **figures,
-                        "label_table_version": snapshot.version, "labels_digest": digest,
+        aggregates = measured[int(previous["model_version"])]
+        recomputed = performance_figures(aggregates.performance)
+        now = digest(aggregates.label_hash)
+        if labels_changed(previous, now, recomputed):
+            out.append({**{k: v for k, v in previous.items() if k not in PERFORMANCE_COLUMNS}, **recomputed,
+                        "label_table_version": label_version, "labels_digest": now,
                         "measurement": "labels_changed", "monitored_at": datetime.now(timezone.utc)})
     return out
 

@@ -15,6 +15,7 @@ import base64
 import html
 import io
 import json
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -103,29 +104,86 @@ def drift_plot(quality: pd.DataFrame, *, max_psi: float) -> Any:
     return fig
 
 
-def calibration_plot(probability: np.ndarray, truth: np.ndarray, *, bins: int = 10) -> Any:
-    """Observed rate against mean predicted probability in ``bins`` equal-width bins, a Figure."""
-    fig, ax = _figure(f"Calibration (latest labelled run, {len(truth):,} rows)")
-    edges = np.linspace(0, 1, bins + 1)
-    which = np.clip(np.digitize(probability, edges[1:-1]), 0, bins - 1)
-    used = [b for b in range(bins) if (which == b).any()]
+CALIBRATION_BINS = 10  # equal-width probability bins of the calibration curve
+HISTOGRAM_BINS = 30  # equal-width bins of each model version's prediction histogram
+
+
+@dataclass(frozen=True)
+class ReportBins:
+    """What the calibration curve and the histogram plot, as bin counts (either engine).
+
+    ``calibration`` holds (rows, sum of probabilities, sum of labels) per probability bin of the
+    latest run's labelled predicted rows (None: no labels or no probability); ``histograms`` maps
+    each model version to (edges, counts) of ``column`` over the predicted rows.
+    """
+
+    column: str
+    histograms: dict[int, tuple[list[float], list[int]]]
+    calibration: list[tuple[int, float, float]] | None = None
+
+
+def calibration_bins(probability: np.ndarray, truth: np.ndarray, *, bins: int = CALIBRATION_BINS) -> list[tuple[int, float, float]]:
+    """(rows, sum of probability, sum of truth) per equal-width probability bin (pandas engine).
+
+    A probability's bin is the number of inner edges ``linspace(0, 1, bins + 1)[1:-1]`` at or
+    below it (``numpy.digitize``).
+    """
+    which = np.clip(np.digitize(probability, np.linspace(0, 1, bins + 1)[1:-1]), 0, bins - 1)
+    return [(int((which == b).sum()), float(probability[which == b].sum()), float(truth[which == b].sum()))
+            for b in range(bins)]
+
+
+def histogram_edges(low: float, high: float, *, bins: int = HISTOGRAM_BINS) -> list[float]:
+    """numpy's equal-width histogram edges from ``low`` to ``high`` (one unit wide around a single value)."""
+    if low == high:
+        low, high = low - 0.5, high + 0.5
+    return np.linspace(low, high, bins + 1).tolist()
+
+
+def histogram_bins(predictions: pd.DataFrame) -> ReportBins:
+    """Edges and counts per model version of ``probability`` (or ``prediction``) of the predicted rows."""
+    column = "probability" if "probability" in predictions.columns else "prediction"
+    scored = predictions[predictions["scoring_status"] == "predicted"]
+    out = {}
+    for version, part in scored.groupby("model_version"):
+        values = part[column].astype("float64").dropna().to_numpy()
+        if len(values):
+            edges = histogram_edges(float(values.min()), float(values.max()))
+            out[int(version)] = (edges, np.histogram(values, bins=edges)[0].astype(int).tolist())
+    return ReportBins(column, out)
+
+
+def pandas_report_bins(predictions: pd.DataFrame, run_id: str, labels: pd.Series | None) -> ReportBins:
+    """:class:`ReportBins` from the prediction table read into pandas: histograms of every
+    predicted row, calibration of run ``run_id``'s rows with ``labels`` (by position in them)."""
+    latest = predictions[predictions["run_id"] == run_id].reset_index(drop=True)
+    bins = histogram_bins(predictions)
+    if labels is not None and "probability" in latest.columns:
+        use = (latest["scoring_status"] == "predicted").to_numpy() & labels.notna().to_numpy()
+        if use.any():
+            bins = replace(bins, calibration=calibration_bins(latest.loc[use, "probability"].to_numpy(dtype="float64"),
+                                                              labels[use].to_numpy(dtype="float64")))
+    return bins
+
+
+def calibration_plot(bins: list[tuple[int, float, float]]) -> Any:
+    """Observed rate against mean predicted probability per bin (:func:`calibration_bins`), a Figure."""
+    fig, ax = _figure(f"Calibration (latest labelled run, {sum(n for n, _, _ in bins):,} rows)")
+    used = [(p / n, t / n) for n, p, t in bins if n]
     ax.plot([0, 1], [0, 1], color="grey", ls="--", lw=1, label="perfect")
-    ax.plot([probability[which == b].mean() for b in used], [truth[which == b].mean() for b in used],
-            marker="o", label="model")
+    ax.plot([p for p, _ in used], [t for _, t in used], marker="o", label="model")
     ax.set_xlabel("mean predicted probability")
     ax.set_ylabel("observed rate")
     ax.legend(fontsize=7)
     return fig
 
 
-def histogram_plot(predictions: pd.DataFrame) -> Any:
-    """Histogram of ``probability`` (or ``prediction``) of predicted rows, one series per model version."""
-    column = "probability" if "probability" in predictions.columns else "prediction"
-    fig, ax = _figure(f"{column} by model version")
-    scored = predictions[predictions["scoring_status"] == "predicted"]
-    for version, part in scored.groupby("model_version"):
-        ax.hist(part[column].astype("float64").dropna(), bins=30, alpha=0.5, density=True, label=f"v{version}")
-    ax.set_xlabel(column)
+def histogram_plot(bins: ReportBins) -> Any:
+    """Histogram (density) of ``bins.column`` of predicted rows, one series per model version."""
+    fig, ax = _figure(f"{bins.column} by model version")
+    for version, (edges, counts) in sorted(bins.histograms.items()):
+        ax.hist(edges[:-1], bins=edges, weights=counts, alpha=0.5, density=True, label=f"v{version}")
+    ax.set_xlabel(bins.column)
     ax.legend(fontsize=7)
     return fig
 
@@ -232,7 +290,7 @@ def _fmt(value: Any) -> str:
 
 def report_html(title: str, quality: pd.DataFrame, predictions: pd.DataFrame, labels: pd.Series | None,
                 monitoring: MonitoringConfig) -> str:
-    """The whole report page from the quality table and the prediction table.
+    """The whole report page from the quality table and the prediction table (pandas engine).
 
     Parameters
     ----------
@@ -247,6 +305,25 @@ def report_html(title: str, quality: pd.DataFrame, predictions: pd.DataFrame, la
     monitoring : MonitoringConfig
         Thresholds drawn on the plots.
     """
+    runs = latest_measurements(quality.sort_values(["table_version", "model_version", "monitored_at"]))
+    bins = pandas_report_bins(predictions, runs["run_id"].iloc[-1], labels)
+    return report_page(title, quality, bins, monitoring)
+
+
+def report_page(title: str, quality: pd.DataFrame, bins: ReportBins, monitoring: MonitoringConfig) -> str:
+    """The whole report page from the quality table and the plots' bins (either engine).
+
+    Parameters
+    ----------
+    title : str
+        Page title.
+    quality : DataFrame
+        The quality table as read (every measurement).
+    bins : ReportBins
+        Calibration bins of the latest run and histogram bins per model version.
+    monitoring : MonitoringConfig
+        Thresholds drawn on the plots.
+    """
     quality = quality.sort_values(["table_version", "model_version", "monitored_at"])
     runs = latest_measurements(quality)
     images = {"Exclusion rate": png(rates_plot(runs, max_exclusion_rate=monitoring.max_exclusion_rate,
@@ -255,12 +332,8 @@ def report_html(title: str, quality: pd.DataFrame, predictions: pd.DataFrame, la
     performance = performance_plot(quality)
     if performance is not None:
         images["Performance by label arrival"] = png(performance)
-    latest = predictions[predictions["run_id"] == runs["run_id"].iloc[-1]].reset_index(drop=True)
-    if labels is not None and "probability" in latest.columns:
-        use = (latest["scoring_status"] == "predicted").to_numpy() & labels.notna().to_numpy()
-        if use.any():
-            images["Calibration"] = png(calibration_plot(latest.loc[use, "probability"].to_numpy(dtype="float64"),
-                                                         labels[use].to_numpy(dtype="float64")))
-    images["Prediction histogram"] = png(histogram_plot(predictions))
+    if bins.calibration and any(n for n, _, _ in bins.calibration):
+        images["Calibration"] = png(calibration_plot(bins.calibration))
+    images["Prediction histogram"] = png(histogram_plot(bins))
     sections = {"Drift by feature (top movers)": drift_table(quality, max_psi=monitoring.max_psi)}
     return render(title, quality, images, sections=sections)
