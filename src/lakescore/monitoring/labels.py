@@ -67,7 +67,7 @@ def label_snapshot(source: pd.DataFrame, version: int, mon: MonitoringConfig, ke
         The version read and the keys with their label.
     """
     label = derive_label(source, column=mon.label_column, expression=mon.label_expression)
-    return LabelSnapshot(version, source[keys].assign(_label=label.to_numpy()).reset_index(drop=True))
+    return LabelSnapshot(version, source[keys].reset_index(drop=True).assign(_label=label.array))
 
 
 def digest(hashed: LabelHash | None) -> str | None:
