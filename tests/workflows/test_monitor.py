@@ -155,3 +155,45 @@ def test_labels_that_arrive_late_are_measured(runtime, project_dir, flights_samp
 
     page = (tmp_path / "report.html").read_text()
     assert "Measurements as labels arrived" in page and 'alt="Performance by label arrival"' in page
+
+
+def test_spark_engine_matches_single_node(runtime, spark, project_dir, flights_sample, tmp_path):
+    """One published run monitored by the Spark engine (``batch_compute: spark``) and by the
+    single-node one, each into its own quality table: the same row, but for the approximate
+    quantiles (a value of the data within the ranks percentile_approx allows)."""
+    runtime._spark = spark
+    waiting = flights_sample.assign(arr_delay=flights_sample["arr_delay"].where(flights_sample["month"] != 11))
+    single = publish_project(runtime, project_dir, flights_sample, waiting)
+    for name, change in (("inference.yml", {"batch_compute": "spark"}),
+                         ("monitoring.yml", {"quality_table": "main.flights.late_arrival_quality_spark"})):
+        path = project_dir / name
+        path.write_text(yaml.safe_dump({**yaml.safe_load(path.read_text()), **change}))
+    on_spark = load_project(project_dir)
+    assert on_spark.inference.batch_compute == "spark"
+    found = monitor(on_spark, runtime, report=str(tmp_path / "spark.html")).row
+    expected = monitor(single, runtime).row
+    assert found["rows"] == 300 and found["labelled_rows"] > 50 and found["labels_digest"].startswith("v2:")
+    for name, value in expected.items():
+        if name in ("monitored_at", "prediction_distribution"):
+            continue
+        if isinstance(value, float):
+            assert found[name] == pytest.approx(value, rel=1e-9, nan_ok=True), name
+        else:
+            assert found[name] == value, name
+    spark_classes = json.loads(found["prediction_distribution"])["classes"]
+    assert spark_classes == json.loads(expected["prediction_distribution"])["classes"]
+    shown = re.findall(r'<img alt="([^"]+)" src="data:image/png;base64,', (tmp_path / "spark.html").read_text())
+    assert shown == ["Exclusion rate", "Drift", "Performance by label arrival", "Calibration", "Prediction histogram"]
+
+    # November's delays arrive: both engines re-measure the run on label table version 1, alike
+    arrived = flights_sample[flights_sample["month"] == 11][["flight_id", "arr_delay"]]
+    DeltaTable(str(runtime.table_path(FLIGHTS))).merge(
+        arrived, predicate="t.flight_id = s.flight_id", source_alias="s", target_alias="t",
+    ).when_matched_update(updates={"arr_delay": "s.arr_delay"}).execute()
+    again, again_single = monitor(on_spark, runtime), monitor(single, runtime)
+    assert again.action == again_single.action == "appended 1 row(s) (1 re-measured on label table version 1)"
+    assert again.row["labelled_rows"] == again_single.row["labelled_rows"] > found["labelled_rows"]
+    assert again.row["labels_digest"] == again_single.row["labels_digest"] != found["labels_digest"]
+    for metric in ("accuracy", "roc_auc", "log_loss"):
+        assert again.row[metric] == pytest.approx(again_single.row[metric], rel=1e-9), metric
+    assert monitor(on_spark, runtime).action == NOOP
