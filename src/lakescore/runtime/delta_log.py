@@ -38,23 +38,30 @@ def _missing(err: Exception) -> bool:
 
 def _actions(spark: Any, location: str, schema: str, *, upto: int) -> list[Any]:
     """Spark DataFrames of the log's commit files and checkpoints at versions ``<= upto``, each
-    with the action column of ``schema`` and ``_log_version`` (the file's version)."""
+    with the action column of ``schema`` and ``_log_version`` (the file's version); a kind of
+    file the log does not hold (no checkpoint yet) is left out."""
     from pyspark.sql import functions as F  # Spark only where a log is read
 
     log = location.rstrip("/") + "/_delta_log/"
     name = F.col("_metadata.file_name")
     version = F.coalesce(F.nullif(F.regexp_extract(name, VERSION_OF_FILE, 2), F.lit("")),
                          F.regexp_extract(name, VERSION_OF_FILE, 1)).cast("long")
-    frames = [spark.read.schema(schema).json(log + "*.json"),
-              spark.read.schema(schema).parquet(log + "*.checkpoint*.parquet")]
-    return [f.withColumn("_log_version", version).where(F.col("_log_version") <= upto) for f in frames]
+    frames = []
+    for read in (lambda: spark.read.schema(schema).json(log + "*.json"),
+                 lambda: spark.read.schema(schema).parquet(log + "*.checkpoint*.parquet")):
+        try:  # a classic session lists the files here, Spark Connect at the first action (see _first)
+            frames.append(read().withColumn("_log_version", version).where(F.col("_log_version") <= upto))
+        except Exception as err:  # AnalysisException [PATH_NOT_FOUND]: the glob matched no file
+            if not _missing(err):
+                raise
+    return frames
 
 
 def _first(frame: Any) -> Any:
     """The frame's first row, or None when its files are not there (no checkpoint yet)."""
     try:
         return frame.first()
-    except Exception as err:  # AnalysisException [PATH_NOT_FOUND]: the glob matched no file
+    except Exception as err:  # AnalysisException [PATH_NOT_FOUND] on Spark Connect
         if _missing(err):
             return None
         raise
