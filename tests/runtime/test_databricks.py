@@ -19,7 +19,7 @@ import pytest
 
 from lakescore.errors import ChangeFeedReadError, RuntimeUnsupportedError, TableExistsError, TableNotFoundError
 from lakescore.publish.plan import PublishRequest
-from lakescore.runtime import DatabricksRuntime, LocalRuntime, get_runtime
+from lakescore.runtime import PLACEMENTS, DatabricksRuntime, LocalRuntime, Runtime, get_runtime
 from lakescore.runtime.databricks import MlflowUris
 
 
@@ -63,6 +63,8 @@ def _delta_rs(dbx: DatabricksRuntime, name: str, version: int | None = None):
 
 
 def test_table_facts_match_what_delta_rs_reads_from_the_same_log(dbx: DatabricksRuntime, table: str) -> None:
+    assert isinstance(dbx, Runtime) and dbx.placement is PLACEMENTS["databricks"]
+    assert dbx.placement.mlflow.startswith("workspace tracking (databricks) and the Unity Catalog registry")
     log = _delta_rs(dbx, table)
     assert dbx.table_exists(table)
     assert dbx.table_location(table).endswith(table.split(".")[-1])
