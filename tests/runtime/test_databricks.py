@@ -270,3 +270,20 @@ def test_nothing_local_only_is_reachable(dbx: DatabricksRuntime, table: str, tmp
     assert ".lakescore" not in text and "sqlite" not in text.lower()
     with pytest.raises(RuntimeUnsupportedError):
         DatabricksRuntime(Path("/home/someone/.lakescore"))
+
+
+def test_the_runtime_and_a_publication_by_name_run_on_spark_connect(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    script = Path(__file__).with_name("on_connect.py")
+    done = subprocess.run([sys.executable, "-W", "ignore", str(script), str(tmp_path / "warehouse"),
+                           str(tmp_path / "volume")], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["session"] == "pyspark.sql.connect.session"
+    assert (result["version"], result["properties_v0"]) == (1, {"delta.enableChangeDataFeed": "true"})
+    assert result["changes"] == [{"id": 3, "_change_type": "insert", "_commit_version": 1}]
+    assert result["rows_v0"] == [1, 2]
+    assert result["published"] == ["append", 1] and result["replayed"] == ["noop", 1]
+    assert result["app_txn"] == 1 and result["runs"] == str(tmp_path / "volume" / "runs")

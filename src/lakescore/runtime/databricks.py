@@ -396,7 +396,7 @@ class DatabricksRuntime:
                 f"table {name} already exists; write_table(mode='error') never overwrites. Append with "
                 "mode='append', or pick another table name.", table=name)
         writer = self.spark().createDataFrame(frame).write.format("delta").mode(
-            "errorifexists" if mode == "error" else "append")
+            "error" if mode == "error" else "append")  # Spark Connect knows "error", not "errorifexists"
         for key, value in (configuration or {}).items():
             writer = writer.option(key, value)
         if schema_mode == "merge":
