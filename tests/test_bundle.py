@@ -35,7 +35,8 @@ SCHEMA_PATH = Path(os.environ.get("LAKESCORE_BUNDLE_SCHEMA",
                                   ROOT.parent / "shared" / "reference" / "databricks_bundle_schema.json"))
 # Stand-ins for references that only the CLI resolves, used when parsing task parameters.
 WORKSPACE_FILE_PATH = "/Workspace/Users/someone/.bundle/lakescore/dev/files"
-CLI_REFERENCES = {"workspace.file_path": WORKSPACE_FILE_PATH, "workspace.current_user.short_name": "someone"}
+CLI_REFERENCES = {"workspace.file_path": WORKSPACE_FILE_PATH, "workspace.current_user.short_name": "someone",
+                  "workspace.root_path": "/Workspace/Users/someone/.bundle/lakescore/dev"}
 REQUIRED_VARIABLES = {"catalog", "schema", "config_dir", "score_cron", "node_type_id", "spark_version"}
 
 
@@ -345,3 +346,17 @@ def test_score_job_runs_on_the_quartz_schedule_variable() -> None:
     fields = VARIABLES["score_cron"]["default"].split()
     # Quartz: seconds first, 6 or 7 fields, and "?" in day-of-month or day-of-week.
     assert len(fields) in (6, 7) and "?" in (fields[3], fields[5])
+
+
+@pytest.mark.parametrize("target", sorted(TARGET_NAMESPACES))
+@pytest.mark.parametrize("job_key", ["train", "score", "monitor", "serve"])
+def test_every_task_gives_the_databricks_runtime_its_volume_and_experiment(job_key: str, target: str) -> None:
+    from lakescore.runtime import get_runtime
+
+    args = _task_args(job_key, target)
+    runtime = get_runtime(args.runtime, home=args.home, target=args.target, catalog=args.catalog,
+                          schema=args.schema, experiment=args.experiment)
+    catalog, schema = TARGET_NAMESPACES[target]
+    assert runtime.kind == "databricks" and runtime.target == target
+    assert str(runtime.home) == f"/Volumes/{catalog}/{schema}/lakescore"
+    assert runtime.experiment == "/Workspace/Users/someone/.bundle/lakescore/dev/lakescore"

@@ -39,8 +39,13 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         help="value of ${catalog} in the config's table names (default: main)")
     parser.add_argument("--schema", default=None,
                         help="value of ${schema} in the config's table names (default: flights)")
-    parser.add_argument("--home", default=".lakescore",
-                        help="local runtime folder for MLflow, Delta tables and state (default: .lakescore)")
+    parser.add_argument("--home", default=None,
+                        help="the runtime's folder: local, for MLflow, Delta tables and state (default: .lakescore); "
+                             "databricks, a Unity Catalog volume for staged runs and logs "
+                             "(default: /Volumes/<catalog>/<schema>/lakescore)")
+    parser.add_argument("--experiment", default=None,
+                        help="databricks runtime: the MLflow experiment path (the bundle passes "
+                             "${workspace.root_path}/lakescore; default: that path for the current user)")
     parser.add_argument("--debug", action="store_true",
                         help="on an unexpected failure, also print its traceback (or set LAKESCORE_DEBUG=1)")
 
@@ -92,7 +97,10 @@ def build_parser() -> argparse.ArgumentParser:
 def _runtime(args: argparse.Namespace) -> Runtime:
     from lakescore.runtime import get_runtime
 
-    return get_runtime(args.runtime, home=args.home, target=args.target)
+    runtime = get_runtime(args.runtime, home=args.home, target=args.target, catalog=args.catalog,
+                          schema=args.schema, experiment=args.experiment)
+    args.home = str(runtime.home)  # where a failure's traceback goes (the volume on a workspace)
+    return runtime
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -151,7 +159,7 @@ def _plain(value: Any) -> Any:
 def _write_traceback(args: argparse.Namespace, err: BaseException) -> Path | None:
     """Write ``err``'s full traceback to ``<home>/logs/<command>-<UTC time>.log``; None if that fails."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
-    path = Path(getattr(args, "home", ".lakescore")) / "logs" / f"{args.command}-{stamp}.log"
+    path = Path(getattr(args, "home", None) or ".lakescore") / "logs" / f"{args.command}-{stamp}.log"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("".join(traceback.format_exception(err)))

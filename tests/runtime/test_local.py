@@ -22,7 +22,7 @@ def test_the_local_runtime_is_a_runtime_and_names_its_placement(tmp_path):
     assert isinstance(runtime, Runtime) and isinstance(runtime, Tables)
     assert (runtime.kind, runtime.target, runtime.home) == ("local", "staging", (tmp_path / "home").resolve())
     assert runtime.placement is PLACEMENTS["local"] and set(PLACEMENTS) == {"local", "databricks"}
-    assert PLACEMENTS["databricks"].mlflow == "workspace tracking, databricks-uc registry"
+    assert runtime.table_ref("main.s.t") == runtime.table_location("main.s.t")  # Spark Delta writes by path here
 
 
 def test_the_table_facts_the_workflows_read(tmp_path):

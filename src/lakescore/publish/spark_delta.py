@@ -1,5 +1,10 @@
 """The Spark Delta writer: the Spark route's engine for :mod:`lakescore.publish.commit`.
 
+The target is a :class:`TableRef`: a storage path (``delta.`<path>```, ``.save(path)``: the local
+placement) or a Unity Catalog three-part name (``catalog.schema.table``, ``.saveAsTable(name)``:
+managed tables on Databricks cannot be written by path). Both carry the same options and read the
+same facts.
+
 :class:`SparkDeltaWriter` reads the target's metadata with Spark SQL (``DESCRIBE HISTORY``,
 ``DESCRIBE DETAIL``, a ``versionAsOf`` read of the schema) and writes the predictions from the
 executors with the Delta ``DataFrameWriter``:
@@ -15,28 +20,34 @@ executors with the Delta ``DataFrameWriter``:
 - ``replaceWhere`` for a snapshot period, ``mergeSchema`` / ``overwriteSchema`` for ``--migrate``.
 
 Whether a commit landed is read from the table's app transaction, which Spark SQL cannot show:
-the ``app_txn`` seam reads it. Here (local Spark, path tables) it is delta-rs on the table folder
-(:func:`delta_rs_app_txn`). On Databricks / Unity Catalog a reader of the same signature would
-use delta-rs on the table's storage location with UC credential vending, or, on a classic
-cluster (not Spark Connect), the JVM's ``DeltaLog.forTable(spark, location).update().transactions``.
+the ``app_txn`` seam reads it. For a path it is delta-rs on the table folder
+(:func:`delta_rs_app_txn`); for a name it is :func:`spark_log_app_txn`, Spark reading the
+``_delta_log`` at ``DESCRIBE DETAIL``'s location (Connect-safe; see its limits: on a Unity
+Catalog managed table the location may refuse path reads, and the app transaction is then
+unknown). An unknown app transaction never lets a commit be written twice: Delta itself skips a
+write whose ``txnVersion`` it recorded, and a commit whose receipt cannot be read back stops the
+loop (:class:`~lakescore.errors.ReceiptUnreadableError`).
 
 Key checks and null counts are aggregates computed on the executors; only counts and at most
 three example keys reach the driver. The rows are read once per check and once by the write, so
 a caller whose frame is expensive (a ``spark_udf`` output) passes it persisted.
 
-Receipts live in the receipts table beside the prediction table (``<path>_lakescore_receipts``),
-written and read with Spark Delta; both writers read each other's.
+Receipts live in the receipts table beside the prediction table (``<path>_lakescore_receipts``
+or ``<catalog>.<schema>.<table>_lakescore_receipts``), written and read with Spark Delta; both
+writers read each other's.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any, Callable
 
+from lakescore.config import TABLE_NAME
 from lakescore.publish.commit import CommitLost, Period, RepeatedKeys, publish_once
 from lakescore.publish.plan import Decision, PublishRequest, TargetState
-from lakescore.publish.receipts import merge_receipts, receipt_rows
-from lakescore.publish.state import RECEIPTS_SCHEMA, history_receipts, receipts_path
+from lakescore.publish.receipts import RECEIPTS_SUFFIX, merge_receipts, receipt_rows
+from lakescore.publish.state import RECEIPTS_SCHEMA, history_receipts
 
 AppTxnReader = Callable[[str, str, int], "int | None"]  # (table location, app id, version) -> txn version
 
@@ -47,6 +58,82 @@ def delta_rs_app_txn(location: str, app_id: str, version: int) -> int | None:
     from deltalake import DeltaTable  # the log's SetTransaction actions: Spark SQL cannot show them
 
     return DeltaTable(location, version=version).transaction_version(app_id)
+
+
+# A location that refuses path reads (Unity Catalog managed storage, missing grants).
+PATH_REFUSED = ("UNAUTHORIZED_ACCESS", "PERMISSION_DENIED", "INSUFFICIENT_PERMISSIONS", "LOCATION_OVERLAP",
+                "is not allowed", "AccessDenied")
+
+
+def spark_log_app_txn(spark: Any) -> AppTxnReader:
+    """An :data:`AppTxnReader` that reads the ``_delta_log`` at the table's location with ``spark``
+    (:func:`lakescore.runtime.delta_log.app_txn_version`): Spark-Connect-safe.
+
+    Where the location refuses path reads (a Unity Catalog managed table on a standard-access or
+    serverless session) it answers None, "unknown". What that costs: the loop cannot detect a
+    commit of this app whose receipt is in neither the log nor the receipts table
+    (``cdf_recovery_required``), a case that needs a process killed between its commit and the
+    receipts-table append *and* the log cleaned before the next run (which back-fills receipts).
+    It never causes a second write: Delta skips a recorded ``txnVersion``, and a landed commit
+    without a readable receipt stops the loop.
+    """
+    from lakescore.runtime.delta_log import app_txn_version  # base layer: the log reader
+
+    def read(location: str, app_id: str, version: int) -> int | None:
+        try:
+            return app_txn_version(spark, location, app_id, version)
+        except Exception as err:  # pyspark AnalysisException / SparkConnectGrpcException
+            if any(code in str(err) for code in PATH_REFUSED):
+                return None
+            raise
+
+    return read
+
+
+def _missing_table(err: Exception) -> bool:
+    text = str(err)
+    return any(code in text for code in ("DELTA_MISSING_DELTA_TABLE", "PATH_NOT_FOUND", "TABLE_OR_VIEW_NOT_FOUND",
+                                         "DELTA_TABLE_NOT_FOUND"))
+
+
+@dataclass(frozen=True)
+class TableRef:
+    """A Delta table addressed by path or by name.
+
+    ``text`` is a three-part name (``catalog.schema.table``: :data:`lakescore.config.TABLE_NAME`)
+    or anything else, a storage path (a folder, ``file:/...``, ``s3://...``, ``/Volumes/...``).
+    """
+
+    text: str
+
+    @property
+    def is_name(self) -> bool:
+        """Whether the table is addressed by its catalog name (``saveAsTable``), not its path."""
+        return bool(TABLE_NAME.match(self.text))
+
+    @property
+    def sql(self) -> str:
+        """The table in Spark SQL: ```c`.`s`.`t``` or ``delta.`<path>```."""
+        if self.is_name:
+            return ".".join(f"`{part}`" for part in self.text.split("."))
+        return f"delta.`{self.text}`"
+
+    @property
+    def receipts(self) -> TableRef:
+        """The receipts table beside it (``<name or path>_lakescore_receipts``)."""
+        return TableRef(self.text.rstrip("/") + RECEIPTS_SUFFIX)
+
+    def read(self, spark: Any, version: int | None = None) -> Any:
+        """The table (at ``version``) as a Spark DataFrame, through Delta's reader."""
+        reader = spark.read if version is None else spark.read.option("versionAsOf", version)
+        return reader.table(self.text) if self.is_name else reader.format("delta").load(self.text)
+
+    def write(self, writer: Any) -> None:
+        """Run a configured Delta ``DataFrameWriter``: ``saveAsTable(name)`` or ``save(path)``."""
+        if self.is_name:
+            writer.saveAsTable(self.text)
+        else:
+            writer.save(self.text)
 
 
 def write_options(request: PublishRequest, decision: Decision, receipt: dict[str, Any],
@@ -157,50 +244,54 @@ def _concurrent(err: Exception) -> bool:
 
 
 class SparkDeltaWriter:
-    """A :class:`lakescore.publish.commit.Writer` on Spark Delta for the Delta table at ``path``.
+    """A :class:`lakescore.publish.commit.Writer` on Spark Delta for the Delta table ``path``.
 
     Parameters
     ----------
-    path : str
-        Location of the prediction table (a folder here; a cloud location on a workspace).
+    path : str or TableRef
+        The prediction table: its location (a folder here) or its three-part name (a Unity
+        Catalog table on a workspace), see :class:`TableRef`.
     frame : pyspark.sql.DataFrame of shape (n_rows, n_columns)
         The predictions, on the executors (with ``run_id``).
     table : str
         The three-part name (for messages).
     app_id : str
         The job's app transaction id.
-    app_txn : callable, default :func:`delta_rs_app_txn`
+    app_txn : callable, optional
         ``(location, app_id, version) -> int or None``: the seam that reads the app transaction.
+        Default: :func:`delta_rs_app_txn` for a path, :func:`spark_log_app_txn` for a name.
     """
 
-    def __init__(self, path: str, frame: Any, *, table: str, app_id: str,
-                 app_txn: AppTxnReader = delta_rs_app_txn) -> None:
-        self.path, self.frame, self.table, self.app_id = str(path), frame, table, app_id
+    def __init__(self, path: str | TableRef, frame: Any, *, table: str, app_id: str,
+                 app_txn: AppTxnReader | None = None) -> None:
+        self.ref = path if isinstance(path, TableRef) else TableRef(str(path))
+        self.path, self.frame, self.table, self.app_id = self.ref.text, frame, table, app_id
         self.spark = frame.sparkSession
-        self._app_txn = app_txn
+        self._app_txn = app_txn or (spark_log_app_txn(self.spark) if self.ref.is_name else delta_rs_app_txn)
         self._version: int | None = None
 
     def _at(self, version: int) -> Any:
-        return self.spark.read.format("delta").option("versionAsOf", version).load(self.path)
+        return self.ref.read(self.spark, version)
 
     def _stored(self) -> list[dict[str, Any]]:
         try:
-            rows = self.spark.read.format("delta").load(receipts_path(self.path)).select("receipt").collect()
+            rows = self.ref.receipts.read(self.spark).select("receipt").collect()
         except Exception as err:  # AnalysisException: no receipts table yet
-            if "DELTA_MISSING_DELTA_TABLE" in str(err) or "PATH_NOT_FOUND" in str(err):
+            if _missing_table(err):
                 return []
             raise
         return [json.loads(r["receipt"]) for r in rows]
 
     def read(self) -> TargetState:
         try:
-            detail = self.spark.sql(f"DESCRIBE DETAIL delta.`{self.path}`").first()
-        except Exception as err:  # AnalysisException [DELTA_MISSING_DELTA_TABLE]
-            if "DELTA_MISSING_DELTA_TABLE" in str(err) or "PATH_NOT_FOUND" in str(err):
+            detail = self.spark.sql(f"DESCRIBE DETAIL {self.ref.sql}").first()
+        except Exception as err:  # AnalysisException [DELTA_MISSING_DELTA_TABLE] / [TABLE_OR_VIEW_NOT_FOUND]
+            if _missing_table(err):
                 self._version = None
                 return TargetState(self.table, exists=False, app_id=self.app_id)
             raise
-        history = [r.asDict() for r in self.spark.sql(f"DESCRIBE HISTORY delta.`{self.path}`")
+        location = str(detail["location"]) if self.ref.is_name else self.path
+        history = [r.asDict() for r in self.spark.sql(f"DESCRIBE HISTORY {self.ref.sql}")
                    .selectExpr("version", "unix_millis(timestamp) AS timestamp", "userMetadata").collect()]
         version = max(int(h["version"]) for h in history)  # the snapshot every other read is pinned to
         snapshot = self._at(version)
@@ -208,19 +299,19 @@ class SparkDeltaWriter:
         schema = [(f.name, f.dataType.typeName()) for f in snapshot.schema.fields]
         return target_state(self.table, table_id=detail["id"], schema=schema, num_files=len(snapshot.inputFiles()),
                             history=history, stored=self._stored(), app_id=self.app_id,
-                            app_txn=self._app_txn(self.path, self.app_id, version))
+                            app_txn=self._app_txn(location, self.app_id, version))
 
     def keep_receipts(self, found: list[dict[str, Any]]) -> int:
         rows = receipt_rows(found, self._stored())
         if rows:
             schema = ", ".join(f"{f.name} {'bigint' if f.name == 'table_version' else 'string'}"
                                for f in RECEIPTS_SCHEMA)
-            self.spark.createDataFrame(rows, schema).write.format("delta").mode("append").save(receipts_path(self.path))
+            self.ref.receipts.write(self.spark.createDataFrame(rows, schema).write.format("delta").mode("append"))
         return len(rows)
 
     def create(self) -> None:
         try:
-            self.frame.limit(0).write.format("delta").mode("ignore").save(self.path)
+            self.ref.write(self.frame.limit(0).write.format("delta").mode("ignore"))
         except Exception as err:  # another publisher created it at the same time: plan against theirs
             if not _concurrent(err):
                 raise
@@ -240,7 +331,7 @@ class SparkDeltaWriter:
                period: Period | None) -> None:
         mode, options = write_options(request, decision, receipt, period)
         try:
-            self.frame.write.format("delta").mode(mode).options(**options).save(self.path)
+            self.ref.write(self.frame.write.format("delta").mode(mode).options(**options))
         except Exception as err:
             if _concurrent(err):
                 raise CommitLost(str(err).splitlines()[0][:300]) from err
@@ -251,22 +342,27 @@ class SparkDeltaWriter:
         the driver; they are never referenced, and VACUUM removes them."""
 
 
-def publish(path: str, frame: Any, request: PublishRequest, *, allow_empty: bool = False,
+def publish(path: str | TableRef, frame: Any, request: PublishRequest, *, allow_empty: bool = False,
             model_change_mode: str = "incremental_append", migrate: bool = False,
             period_column: str | None = None, keys: list[str] | None = None,
+            app_txn: AppTxnReader | None = None,
             **facts: Any) -> tuple[Decision, int | None, dict[str, Any] | None]:
-    """Commit the Spark DataFrame ``frame`` to the Delta table at ``path`` exactly once for ``request``.
+    """Commit the Spark DataFrame ``frame`` to the Delta table ``path`` exactly once for ``request``.
 
     The twin of :func:`lakescore.publish.delta_rs.publish`: builds a :class:`SparkDeltaWriter`
     and runs :func:`lakescore.publish.commit.publish_once`.
 
     Parameters
     ----------
-    path : str
-        Location of the prediction table.
+    path : str or TableRef
+        The prediction table: its location, or its three-part name (what
+        ``Tables.table_ref(name)`` of the runtime gives: the location locally, the name on
+        Databricks).
     frame : pyspark.sql.DataFrame of shape (request.rows, n_columns)
         The predictions, with ``run_id``.
     request : PublishRequest
+    app_txn : callable, optional
+        The app transaction reader (default: see :class:`SparkDeltaWriter`).
     allow_empty, model_change_mode, migrate, period_column, keys, **facts
         As :func:`~lakescore.publish.commit.publish_once`.
 
@@ -280,6 +376,6 @@ def publish(path: str, frame: Any, request: PublishRequest, *, allow_empty: bool
     NullPeriodError, PublishConflictError, ReceiptUnreadableError, PublishError
         As :func:`~lakescore.publish.commit.publish_once`; nothing is written.
     """
-    writer = SparkDeltaWriter(path, frame, table=request.prediction_table, app_id=request.app_id)
+    writer = SparkDeltaWriter(path, frame, table=request.prediction_table, app_id=request.app_id, app_txn=app_txn)
     return publish_once(writer, request, allow_empty=allow_empty, model_change_mode=model_change_mode,
                         migrate=migrate, period_column=period_column, keys=keys, **facts)

@@ -1,32 +1,49 @@
 """Where things live: the :class:`Runtime` Protocol (:mod:`lakescore.runtime.base`) and its
 placements, ``local`` (:mod:`lakescore.runtime.local`, the embedded default) and ``databricks``
-(not built yet: ``runtime_unsupported``)."""
+(:mod:`lakescore.runtime.databricks`, a bundle job on a workspace)."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from lakescore.errors import RuntimeUnsupportedError
 from lakescore.runtime.base import PLACEMENTS, Placement, Runtime
+from lakescore.runtime.databricks import DatabricksRuntime
 from lakescore.runtime.local import LocalRuntime
 
-__all__ = ["PLACEMENTS", "LocalRuntime", "Placement", "Runtime", "get_runtime"]
+__all__ = ["PLACEMENTS", "DatabricksRuntime", "LocalRuntime", "Placement", "Runtime", "get_runtime"]
 
 
-def get_runtime(kind: str | None = None, *, home: str | Path = ".lakescore", target: str = "dev") -> Runtime:
-    """The runtime for ``kind`` (default: ``databricks`` when ``DATABRICKS_RUNTIME_VERSION`` is set, else ``local``).
+def get_runtime(kind: str | None = None, *, home: str | Path | None = None, target: str | None = None,
+                catalog: str | None = None, schema: str | None = None, experiment: str | None = None) -> Runtime:
+    """The runtime for ``kind``: ``databricks`` when ``DATABRICKS_RUNTIME_VERSION`` is set (every
+    Databricks cluster and serverless job sets it), else ``local``.
+
+    Parameters
+    ----------
+    kind : {"local", "databricks"} or None
+        ``--runtime``; None chooses as above.
+    home : str or Path, optional
+        ``--home``. Local: default ``.lakescore``. Databricks: default ``LAKESCORE_HOME``, else
+        the volume ``/Volumes/<catalog>/<schema>/lakescore``; a local folder is refused.
+    target : str, optional
+        ``--target``, the bundle target; default ``BUNDLE_TARGET``, else ``dev``.
+    catalog, schema : str, optional
+        ``--catalog`` / ``--schema``: the databricks runtime's default volume.
+    experiment : str, optional
+        ``--experiment``: the databricks runtime's MLflow experiment path (default
+        ``LAKESCORE_EXPERIMENT``, else the bundle's default root path + ``/lakescore``).
 
     Raises
     ------
     RuntimeUnsupportedError
-        ``databricks``: not built yet in this version.
+        ``databricks`` with a local ``home`` (relative, or under ``.lakescore``).
     """
     on_cluster = "DATABRICKS_RUNTIME_VERSION" in os.environ
     kind = kind or ("databricks" if on_cluster else "local")
+    target = target or os.environ.get("BUNDLE_TARGET") or "dev"
     if kind == "databricks":
-        raise RuntimeUnsupportedError(
-            "runtime 'databricks' is not built yet in this version: run with --runtime local "
-            "(the embedded default)."
-        )
-    return LocalRuntime(Path(home), target=target)
+        from lakescore.runtime.databricks import from_environment
+
+        return from_environment(target=target, catalog=catalog, schema=schema, home=home, experiment=experiment)
+    return LocalRuntime(Path(home or ".lakescore"), target=target)

@@ -53,12 +53,18 @@ PLACEMENTS: dict[str, Placement] = {
     ),
     "databricks": Placement(
         kind="databricks",
-        spark="the job's active session (classic or Spark Connect)",
-        tables="Unity Catalog tables",
-        delta_writes="Spark Delta",
-        mlflow="workspace tracking, databricks-uc registry",
-        feature_lookup="Feature Engineering score_batch",
-        run_store="Delta tables",
+        spark=("the job's active session (classic or Spark Connect; no master set, no sparkContext or JVM "
+               "calls)"),
+        tables=("Unity Catalog tables by three-part name, through Spark SQL on that session (DESCRIBE "
+                "DETAIL/HISTORY, versionAsOf and readChangeFeed by name, saveAsTable)"),
+        delta_writes=("Spark Delta by name (saveAsTable with txnAppId/txnVersion/userMetadata); the app "
+                      "transaction read from the _delta_log with Spark where the location allows path reads, "
+                      "else unknown"),
+        mlflow=("workspace tracking (databricks) and the Unity Catalog registry (databricks-uc, three-part model "
+                "names), in the bundle's experiment (--experiment)"),
+        feature_lookup="Feature Engineering score_batch (not built yet: no placement has feature lookups)",
+        run_store=("staged runs under the Unity Catalog volume /Volumes/<catalog>/<schema>/lakescore/runs; "
+                   "no first-use locks (MLflow and Unity Catalog serialise their own creations)"),
     ),
 }
 
@@ -77,6 +83,11 @@ class Tables(Protocol):
 
     def table_location(self, name: str) -> str:
         """Where the table's Delta log lives (a folder or a URI), for the Delta writers."""
+        ...
+
+    def table_ref(self, name: str) -> str:
+        """What the Spark Delta writer (:func:`lakescore.publish.spark_delta.publish`) addresses:
+        the location (a path table) or the three-part name (a catalog table, ``saveAsTable``)."""
         ...
 
     def table_version(self, name: str) -> int:

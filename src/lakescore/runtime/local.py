@@ -82,6 +82,10 @@ class LocalRuntime:
         """:meth:`table_path` as text: what the Delta writers open."""
         return str(self.table_path(name))
 
+    def table_ref(self, name: str) -> str:
+        """What the Spark Delta writer addresses: the table's folder (path tables, ``save(path)``)."""
+        return self.table_location(name)
+
     def table_exists(self, name: str) -> bool:
         from deltalake import DeltaTable  # delta-rs only where tables are touched
 
