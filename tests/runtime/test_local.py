@@ -3,6 +3,7 @@ and change feed the workflows read, Delta Lake's cached Spark jars, and reading 
 snapshot on both engines (deletion vectors, column mapping, pinned versions)."""
 
 import json
+import sys
 
 import pandas as pd
 import pyarrow as pa
@@ -122,6 +123,17 @@ def test_missing_delta_jars_say_in_one_line_which_command_fetches_them(tmp_path)
     assert err.value.code == "delta_jars_missing"
     assert str(err.value) == (f"Delta Lake's Spark jars are not in {tmp_path / 'lakescore-jars'}: run `bash "
                               f"scripts/setup.sh` once (fetches {DELTA_SPARK_PACKAGE} from Maven Central).")
+
+
+def test_a_spark_session_without_the_jars_stops_before_starting_with_the_install_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "env"))  # an environment where setup.sh never ran
+    runtime = LocalRuntime(tmp_path / "home")
+    with pytest.raises(DeltaJarsMissingError) as err:
+        runtime.spark()
+    assert str(err.value) == (f"Delta Lake's Spark jars are not in {tmp_path / 'env' / 'lakescore-jars'}: run `bash "
+                              f"scripts/setup.sh` once (fetches {DELTA_SPARK_PACKAGE} from Maven Central).")
+    assert err.value.fields["folder"] == str(tmp_path / "env" / "lakescore-jars")
+    assert runtime._spark is None and not (tmp_path / "home" / "spark-warehouse").exists()
 
 
 def test_jars_of_another_delta_version_or_a_deleted_jar_are_refused(tmp_path):
