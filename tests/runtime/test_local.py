@@ -12,8 +12,9 @@ import pytest
 from deltalake import DeltaTable
 from fixtures.spark_delta import write_spark_delta
 
-from lakescore.errors import ChangeFeedReadError, DeltaJarsMissingError, TableExistsError, TableNotFoundError
+from lakescore.errors import ChangeFeedReadError, ConfigError, DeltaJarsMissingError, TableExistsError, TableNotFoundError
 from lakescore.runtime import PLACEMENTS, LocalRuntime, Runtime, get_runtime
+from lakescore.runtime.local import spark_master
 from lakescore.runtime.base import Tables
 from lakescore.runtime.jars import DELTA_SPARK_PACKAGE, delta_jars
 
@@ -134,6 +135,20 @@ def test_a_spark_session_without_the_jars_stops_before_starting_with_the_install
                               f"scripts/setup.sh` once (fetches {DELTA_SPARK_PACKAGE} from Maven Central).")
     assert err.value.fields["folder"] == str(tmp_path / "env" / "lakescore-jars")
     assert runtime._spark is None and not (tmp_path / "home" / "spark-warehouse").exists()
+
+
+def test_the_local_master_is_two_threads_unless_the_environment_names_another_local_one(monkeypatch):
+    monkeypatch.delenv("LAKESCORE_SPARK_MASTER", raising=False)
+    assert spark_master() == "local[2]"
+    for value in ("local[1]", "local[8]", "local[*]", " local[1] "):
+        monkeypatch.setenv("LAKESCORE_SPARK_MASTER", value)
+        assert spark_master() == value.strip()
+    for bad in ("local", "local[0]", "local[x]", "spark://10.0.0.1:7077", "yarn"):
+        monkeypatch.setenv("LAKESCORE_SPARK_MASTER", bad)
+        with pytest.raises(ConfigError) as err:
+            spark_master()
+        assert err.value.problems == [f"environment variable LAKESCORE_SPARK_MASTER must be local[N] (N >= 1 worker "
+                                      f"threads) or local[*]; got {bad!r}. Unset it for the default local[2]."]
 
 
 def test_jars_of_another_delta_version_or_a_deleted_jar_are_refused(tmp_path):
