@@ -76,6 +76,9 @@ def child_prepare(home: str, sizes: list[int]) -> dict[str, Any]:
     rows = flights.count()
     written = {}
     for size in sizes:
+        if runtime.table_exists(source_table(size)):  # an earlier run in the same --home
+            written[source_table(size)] = runtime.row_count(source_table(size))
+            continue
         copies = -(-size // rows)
         replicated = (flights.crossJoin(spark.range(copies).withColumnRenamed("id", "_copy"))
                       .withColumn("flight_id", F.col("flight_id") + F.col("_copy") * F.lit(stride))
@@ -118,10 +121,12 @@ def child_peer(home: str, size: int, model_dir: str) -> dict[str, Any]:
     started = time.perf_counter()
     source = spark.read.format("delta").load(runtime.table_location(source_table(size)))
     predict = mlflow.pyfunc.spark_udf(spark, model_dir, result_type="long", env_manager="local")
-    scored = source.withColumn("prediction", predict(F.struct(*[F.col(c) for c in FEATURES_NUMERIC + FEATURES_TEXT])))
-    scored.write.format("delta").saveAsTable(f"peer_predictions_{size}")
+    inputs = [F.col(c).cast("double").alias(c) for c in FEATURES_NUMERIC] + [F.col(c) for c in FEATURES_TEXT]
+    scored = source.withColumn("prediction", predict(F.struct(*inputs)))  # the model's signature: doubles
+    name = f"peer_predictions_{size}_{int(time.time())}"
+    scored.write.format("delta").saveAsTable(name)
     seconds = time.perf_counter() - started
-    rows = spark.table(f"peer_predictions_{size}").count()
+    rows = spark.table(name).count()
     return {"seconds": seconds, "rows": rows, "master": spark.sparkContext.master}
 
 
@@ -162,7 +167,7 @@ def child_publish(home: str, config_dir: str, run_id: str) -> dict[str, Any]:
                    read=Scope.from_json(run.scope).read, certificate_sha256=run.plan.certificate_sha256,
                    batch_compute="spark", env_manager=run.env_manager, batch_rows=run.batch_rows, **counts(data))
     guarded, plain, replay = [], [], []
-    folder = Path(home) / "bench-publish"
+    folder = Path(home) / f"bench-publish-{run_id}"
     for i in range(REPEATS):
         path = str(folder / f"plain_{i}")
         started = time.perf_counter()
@@ -264,7 +269,7 @@ def run_child(home: Path, role: str, args: list[Any], *, master: str = "local[2]
 def project_config(home: Path, base: Path, label: str, **inference: Any) -> str:
     """A copy of the project's config/ with ``inference`` keys changed; returns its folder."""
     target = home / f"config-{label}"
-    shutil.copytree(base, target)
+    shutil.copytree(base, target, dirs_exist_ok=True)
     path = target / "inference.yml"
     body = yaml.safe_load(path.read_text())
     body.update(inference)
@@ -283,6 +288,8 @@ def peer_model(runtime: Any, project: Any, folder: Path) -> str:
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
+    if (folder / "MLmodel").is_file():  # saved by an earlier run in the same --home
+        return str(folder)
     data = project.training.data
     rows = runtime.read_table(data.table)
     rows = rows.query(data.filter, engine="python") if data.filter else rows
@@ -340,8 +347,10 @@ def main() -> None:
     prepared = run_child(home, "prepare", [lake, sizes])
     print(f"sources: {prepared['written']} ({prepared['wall_s']:.0f} s)", flush=True)
 
+    tag = time.strftime("%H%M%S")  # fresh prediction tables when --home is reused
+
     def lakescore_run(size: int, master: str) -> dict[str, Any]:
-        label = f"{size}-{master.strip('local[]')}"
+        label = f"{size}-{master.strip('local[]')}-{tag}"
         config = project_config(home, Path(args.config_dir), label, batch_compute="spark",
                                 score_source_table=source_table(size),
                                 prediction_table=f"main.bench.predictions_{label.replace('-', '_')}")
@@ -359,8 +368,8 @@ def main() -> None:
         runs[size] = {"lakescore": ours, "peer": peer}
     largest = sizes[-1]
     one = lakescore_run(largest, "local[1]")
-    publish_config = project_config(home, Path(runs[largest]["lakescore"]["config"]), "publish",
-                                    prediction_table="main.bench.predictions_publish")
+    publish_config = project_config(home, Path(runs[largest]["lakescore"]["config"]), f"publish-{tag}",
+                                    prediction_table=f"main.bench.predictions_publish_{tag}")
     published = run_child(home, "publish", [lake, publish_config, runs[largest]["lakescore"]["run_id"]])
 
     figures = report(sizes, runs, one, published)
