@@ -93,8 +93,13 @@ def test_cleaned_log_requires_recovery_naming_versions():
 
 
 def test_disabled_change_feed_names_the_fix():
-    with pytest.raises(ChangeFeedDisabledError, match="delta.enableChangeDataFeed = true"):
+    with pytest.raises(ChangeFeedDisabledError) as err:
         plan_scope(PUB, source(cdf=False), target(receipt()), model_name="m", model_version=1)
+    assert err.value.code == "cdf_not_enabled"
+    assert str(err.value) == (
+        "main.s.src does not have change data feed enabled, so versions v5..v6 cannot be read incrementally. "
+        "Run: ALTER TABLE main.s.src SET TBLPROPERTIES (delta.enableChangeDataFeed = true), then lakescore "
+        "publish --recover-predictions once; or set publication.mode: snapshot.")
 
 
 def test_model_change_modes():

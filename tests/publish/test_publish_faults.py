@@ -175,6 +175,40 @@ def test_vacuumed_source_history_requires_recovery_which_makes_the_table_whole(l
     assert [r["action"] for r in receipts(lake.path)][:2] == ["append", "replace_table"]
 
 
+def _versions(lake) -> dict[str, int | None]:
+    """Version of every table of the lake (None: no such table)."""
+    folders = {"source": str(lake.runtime.table_path(SOURCE)), "predictions": lake.path,
+               "receipts": lake.path + "_lakescore_receipts"}
+    return {k: DeltaTable(v).version() if DeltaTable.is_deltatable(v) else None for k, v in folders.items()}
+
+
+def test_an_incremental_source_without_change_data_feed_names_the_alter_table_fix_and_writes_nothing(lake):
+    from deltalake import write_deltalake
+
+    from lakescore.errors import ChangeFeedDisabledError
+
+    source = lake.runtime.table_path(SOURCE)
+    source.parent.mkdir(parents=True, exist_ok=True)
+    write_deltalake(str(source), lake.flights.iloc[:80])  # no delta.enableChangeDataFeed
+    lake.publish(lake.score())  # the first publication reads the snapshot: no feed needed
+    write_deltalake(str(source), lake.flights.iloc[80:100], mode="append")
+    before = _versions(lake)
+    assert before == {"source": 1, "predictions": 1, "receipts": 0}
+    with pytest.raises(ChangeFeedDisabledError) as err:
+        lake.score()
+    assert err.value.code == "cdf_not_enabled"
+    assert (f"Run: ALTER TABLE {SOURCE} SET TBLPROPERTIES (delta.enableChangeDataFeed = true), then lakescore "
+            "publish --recover-predictions once") in str(err.value)
+    assert _versions(lake) == before and len(lake.table()) == 80
+    DeltaTable(str(source)).alter.set_table_properties({"delta.enableChangeDataFeed": "true"})  # the fix
+    assert lake.publish(lake.score(recover=True)).action == "replace_table"
+    lake.assert_whole()
+    write_deltalake(str(source), lake.flights.iloc[100:110], mode="append")
+    assert lake.publish(lake.score()).receipt["read"] == "cdf"  # incremental from here on
+    lake.assert_whole()
+    assert len(lake.table()) == 110
+
+
 def test_cleaned_source_log_requires_recovery(lake):
     lake.add_source(lake.flights.iloc[:100])
     lake.publish(lake.score())

@@ -3,6 +3,7 @@ and change feed the workflows read, Delta Lake's cached Spark jars, and reading 
 snapshot on both engines (deletion vectors, column mapping, pinned versions)."""
 
 import json
+import sys
 
 import pandas as pd
 import pyarrow as pa
@@ -11,8 +12,9 @@ import pytest
 from deltalake import DeltaTable
 from fixtures.spark_delta import write_spark_delta
 
-from lakescore.errors import ChangeFeedReadError, DeltaJarsMissingError, TableExistsError, TableNotFoundError
+from lakescore.errors import ChangeFeedReadError, ConfigError, DeltaJarsMissingError, TableExistsError, TableNotFoundError
 from lakescore.runtime import PLACEMENTS, LocalRuntime, Runtime, get_runtime
+from lakescore.runtime.local import spark_master
 from lakescore.runtime.base import Tables
 from lakescore.runtime.jars import DELTA_SPARK_PACKAGE, delta_jars
 
@@ -122,6 +124,31 @@ def test_missing_delta_jars_say_in_one_line_which_command_fetches_them(tmp_path)
     assert err.value.code == "delta_jars_missing"
     assert str(err.value) == (f"Delta Lake's Spark jars are not in {tmp_path / 'lakescore-jars'}: run `bash "
                               f"scripts/setup.sh` once (fetches {DELTA_SPARK_PACKAGE} from Maven Central).")
+
+
+def test_a_spark_session_without_the_jars_stops_before_starting_with_the_install_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "env"))  # an environment where setup.sh never ran
+    runtime = LocalRuntime(tmp_path / "home")
+    with pytest.raises(DeltaJarsMissingError) as err:
+        runtime.spark()
+    assert str(err.value) == (f"Delta Lake's Spark jars are not in {tmp_path / 'env' / 'lakescore-jars'}: run `bash "
+                              f"scripts/setup.sh` once (fetches {DELTA_SPARK_PACKAGE} from Maven Central).")
+    assert err.value.fields["folder"] == str(tmp_path / "env" / "lakescore-jars")
+    assert runtime._spark is None and not (tmp_path / "home" / "spark-warehouse").exists()
+
+
+def test_the_local_master_is_two_threads_unless_the_environment_names_another_local_one(monkeypatch):
+    monkeypatch.delenv("LAKESCORE_SPARK_MASTER", raising=False)
+    assert spark_master() == "local[2]"
+    for value in ("local[1]", "local[8]", "local[*]", " local[1] "):
+        monkeypatch.setenv("LAKESCORE_SPARK_MASTER", value)
+        assert spark_master() == value.strip()
+    for bad in ("local", "local[0]", "local[x]", "spark://10.0.0.1:7077", "yarn"):
+        monkeypatch.setenv("LAKESCORE_SPARK_MASTER", bad)
+        with pytest.raises(ConfigError) as err:
+            spark_master()
+        assert err.value.problems == [f"environment variable LAKESCORE_SPARK_MASTER must be local[N] (N >= 1 worker "
+                                      f"threads) or local[*]; got {bad!r}. Unset it for the default local[2]."]
 
 
 def test_jars_of_another_delta_version_or_a_deleted_jar_are_refused(tmp_path):

@@ -10,6 +10,8 @@ through Delta Lake (jars fetched once by ``scripts/setup.sh`` into the environme
 
 from __future__ import annotations
 
+import os
+import re
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,12 +21,15 @@ import pandas as pd
 import pyarrow as pa
 
 from lakescore.config import TABLE_NAME
-from lakescore.errors import ChangeFeedReadError, TableExistsError, TableNotFoundError
+from lakescore.errors import ChangeFeedReadError, ConfigError, TableExistsError, TableNotFoundError
 from lakescore.locking import exclusive
 from lakescore.runtime.base import PLACEMENTS, Placement
 from lakescore.runtime.jars import SPARK_DELTA_CONF, delta_jars, spark_environment
 
 EXPERIMENT = "lakescore"
+MASTER_ENV = "LAKESCORE_SPARK_MASTER"  # the local SparkSession's master, e.g. local[1] (scripts/bench_scale.py)
+DEFAULT_MASTER = "local[2]"
+_LOCAL_MASTER = re.compile(r"local\[([1-9][0-9]*|\*)\]")
 
 # Reader features that delta-rs 1.6.6 reads with ``DeltaTable.scan`` (DataFusion), checked on tables
 # that Spark Delta 4.4 wrote; it refuses typeWidening and vacuumProtocolCheck. Its ``to_pandas``
@@ -41,6 +46,23 @@ def _reader_features(table: Any) -> frozenset[str]:
     return frozenset(protocol.reader_features or ())
 
 
+
+
+def spark_master() -> str:
+    """The master of the local SparkSession: ``local[2]`` unless ``LAKESCORE_SPARK_MASTER`` says
+    ``local[N]`` (N worker threads) or ``local[*]`` (one per core), e.g. to compare one worker
+    thread with two (``scripts/bench_scale.py``).
+
+    Raises
+    ------
+    ConfigError
+        The variable holds anything else (a cluster master is the ``databricks`` runtime's job).
+    """
+    value = os.environ.get(MASTER_ENV, "").strip() or DEFAULT_MASTER
+    if not _LOCAL_MASTER.fullmatch(value):
+        raise ConfigError([f"environment variable {MASTER_ENV} must be local[N] (N >= 1 worker threads) or "
+                           f"local[*]; got {value!r}. Unset it for the default {DEFAULT_MASTER}."])
+    return value
 
 
 def _check_name(name: str) -> tuple[str, str, str]:
@@ -260,7 +282,8 @@ class LocalRuntime:
     # --- engines -----------------------------------------------------------------------------
 
     def spark(self) -> Any:
-        """A shared ``local[2]`` SparkSession with Delta Lake, Arrow on and stable pandas integer dtypes.
+        """A shared ``local[2]`` SparkSession with Delta Lake, Arrow on and stable pandas integer dtypes
+        (another ``local[N]`` with ``LAKESCORE_SPARK_MASTER``, see :func:`spark_master`).
 
         Delta Lake's extension and catalog come from the jars that ``scripts/setup.sh`` cached
         (``spark.jars``): starting the session needs no network.
@@ -269,13 +292,16 @@ class LocalRuntime:
         ------
         DeltaJarsMissingError
             The jars are not cached in this environment (one line naming the command).
+        ConfigError
+            ``LAKESCORE_SPARK_MASTER`` is not ``local[N]`` or ``local[*]``.
         """
         if self._spark is None:
             jars = delta_jars()
+            master = spark_master()
             spark_environment()
             from pyspark.sql import SparkSession  # heavy: only when Spark is used
 
-            builder = SparkSession.builder.master("local[2]").appName("lakescore")
+            builder = SparkSession.builder.master(master).appName("lakescore")
             for key, value in SPARK_DELTA_CONF.items():
                 builder = builder.config(key, value)
             self._spark = (
