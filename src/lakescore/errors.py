@@ -251,6 +251,15 @@ class ChangeFeedReadError(LakescoreError):
 
     code = "change_feed_unreadable"
 
+    @classmethod
+    def reading(cls, table: str, first: int, last: int, err: BaseException) -> "ChangeFeedReadError":
+        """The error for reader error ``err`` on versions ``first``..``last`` of ``table``; its
+        ``reason`` is the first line of ``err`` (delta-rs, pyarrow or Delta Spark)."""
+        text = str(err).strip()
+        reason = text.splitlines()[0][:200] if text else type(err).__name__
+        return cls(f"the change data feed of {table} cannot be read for versions {first}..{last} ({reason})",
+                   table=table, reason=reason)
+
 
 class ProbeError(LakescoreError):
     """The admission probe failed: each problem names the part, the check and one fix."""
