@@ -270,3 +270,16 @@ class ProbeError(LakescoreError):
         self.problems = problems
         super().__init__("admission refused the model:\n" + "\n".join(f"  - {p}" for p in problems),
                          problems=problems)
+
+
+def spark_errors() -> tuple[type[BaseException], ...]:
+    """The exception classes a Spark read or action raises: pyspark's own (classic and Spark
+    Connect) and py4j's ``Py4JJavaError`` for JVM errors pyspark does not convert (Delta's
+    ``DeltaFileNotFoundException``). Imported here, when called, so errors import without pyspark."""
+    from pyspark.errors import PySparkException
+
+    try:
+        from py4j.protocol import Py4JJavaError
+    except ImportError:  # a Spark Connect client without py4j
+        return (PySparkException,)
+    return (PySparkException, Py4JJavaError)

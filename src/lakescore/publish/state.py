@@ -219,13 +219,11 @@ def spark_change_kinds(changes: Any, *, table: str, first: int, last: int) -> tu
     ChangeFeedReadError
         Computing the feed failed (data files vacuumed from under it).
     """
-    from pyspark.errors import PySparkException  # Spark only on this route
-
-    from lakescore.errors import ChangeFeedReadError
+    from lakescore.errors import ChangeFeedReadError, spark_errors
 
     try:
         groups = changes.groupBy("_change_type", "_commit_version").count().collect()
-    except PySparkException as err:
+    except spark_errors() as err:
         raise ChangeFeedReadError.reading(table, first, last, err) from err
     inserted, kinds = 0, {}
     for row in groups:

@@ -19,7 +19,7 @@ import pandas as pd
 import pyarrow as pa
 
 from lakescore.config import TABLE_NAME
-from lakescore.errors import ChangeFeedReadError, TableExistsError, TableNotFoundError
+from lakescore.errors import ChangeFeedReadError, TableExistsError, TableNotFoundError, spark_errors
 from lakescore.locking import exclusive
 from lakescore.runtime.base import PLACEMENTS, Placement
 from lakescore.runtime.jars import SPARK_DELTA_CONF, delta_jars, spark_environment
@@ -314,14 +314,12 @@ class LocalRuntime:
             Delta refuses the versions (a cleaned log, a feed not enabled there); its ``reason``
             is the first line of Delta's error.
         """
-        from pyspark.errors import PySparkException  # the base of Spark's (and Spark Connect's) errors
-
-        self.delta_table(name, version=last)  # a missing table fails here, with its fix
+        self.delta_table(name)  # a missing table fails here, with its fix
         try:
             return (self.spark().read.format("delta").option("readChangeFeed", "true")
                     .option("startingVersion", first).option("endingVersion", last)
                     .load(str(self.table_path(name))).select(*columns, "_change_type", "_commit_version"))
-        except PySparkException as err:
+        except spark_errors() as err:
             raise ChangeFeedReadError.reading(name, first, last, err) from err
 
     def first_use(self, store: str) -> AbstractContextManager[Path]:

@@ -87,7 +87,7 @@ def written_by(published: PublishResult) -> str:
     or for a no-op, that nothing was written and which engine would have."""
     name = ENGINE_NAMES.get(published.engine, published.engine)
     if published.action == "noop":
-        return f"nothing written ({name} found the commit already there)"
+        return f"nothing written (a no-op; this route writes with {name})"
     receipt = published.receipt or {}
     return f"written by {name} (txnAppId {receipt.get('app_id')}, txnVersion {receipt.get('txn_version')})"
 

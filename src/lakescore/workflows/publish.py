@@ -15,7 +15,7 @@ from lakescore.config import ProjectConfig
 from lakescore.errors import StalePlanError
 from lakescore.publish import delta_rs
 from lakescore.publish.plan import PublishRequest, Scope, app_id_for, check_period_nulls, config_digest, period_bounds
-from lakescore.publish.run import FrameFacts, PublishResult, arrow_facts, spark_facts
+from lakescore.publish.run import FrameFacts, PublishResult, WriterEngine, arrow_facts, spark_facts
 from lakescore.publish.state import receipts
 from lakescore.runtime import Runtime
 from lakescore.scoring.run import ScoredRun
@@ -45,20 +45,19 @@ def publish(project: ProjectConfig, runtime: Runtime, run: ScoredRun, *, migrate
         Conflict, stale plan, refused model or schema change; the table is left as it was.
     """
     inf = project.inference
-    column = inf.publication.period_column
+    column, table = inf.publication.period_column, inf.prediction_table
     on_spark = run.batch_compute == "spark"
+    engine: WriterEngine = "spark-delta" if on_spark else "delta-rs"
+    if run.scope and Scope.from_json(run.scope).action == "noop":  # decided before scoring: no rows to look at
+        return PublishResult(table, "noop", Scope.from_json(run.scope).reason,
+                             runtime.table_version(table) if runtime.table_exists(table) else None, None, engine)
     if on_spark:
         data = spark_rows(runtime, run)
         facts = spark_facts(data, column)
     else:
         data = delta_rs.to_arrow(run.predictions, run_id=run.run_id)
         facts = arrow_facts(data, column)
-    engine = "spark-delta" if on_spark else "delta-rs"
     request = build_request(project, run, facts, target=runtime.target)
-    table = inf.prediction_table
-    if request.action == "noop":
-        return PublishResult(table, "noop", Scope.from_json(run.scope).reason,
-                             runtime.table_version(table) if runtime.table_exists(table) else None, None, engine)
     plan = run.plan
     options: dict[str, Any] = dict(
         allow_empty=inf.publication.allow_empty, model_change_mode=inf.publication.model_change_mode,
