@@ -185,7 +185,8 @@ class RunStore(Protocol):
     """Scored runs waiting for publication, and locks around first uses of shared stores."""
 
     def runs_dir(self) -> Path:
-        """Folder of staged runs (``<run_id>/run.json`` and ``predictions.parquet``)."""
+        """Folder of staged runs (``<run_id>/run.json`` beside ``predictions.parquet``, or a Spark run's
+        ``predictions/`` Parquet folder)."""
         ...
 
     def first_use(self, store: str) -> AbstractContextManager[Any]:
