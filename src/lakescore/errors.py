@@ -251,6 +251,15 @@ class ChangeFeedReadError(LakescoreError):
 
     code = "change_feed_unreadable"
 
+    @classmethod
+    def reading(cls, table: str, first: int, last: int, err: BaseException) -> "ChangeFeedReadError":
+        """The error for reader error ``err`` on versions ``first``..``last`` of ``table``; its
+        ``reason`` is the first line of ``err`` (delta-rs, pyarrow or Delta Spark)."""
+        text = str(err).strip()
+        reason = text.splitlines()[0][:200] if text else type(err).__name__
+        return cls(f"the change data feed of {table} cannot be read for versions {first}..{last} ({reason})",
+                   table=table, reason=reason)
+
 
 class ProbeError(LakescoreError):
     """The admission probe failed: each problem names the part, the check and one fix."""
@@ -261,3 +270,16 @@ class ProbeError(LakescoreError):
         self.problems = problems
         super().__init__("admission refused the model:\n" + "\n".join(f"  - {p}" for p in problems),
                          problems=problems)
+
+
+def spark_errors() -> tuple[type[BaseException], ...]:
+    """The exception classes a Spark read or action raises: pyspark's own (classic and Spark
+    Connect) and py4j's ``Py4JJavaError`` for JVM errors pyspark does not convert (Delta's
+    ``DeltaFileNotFoundException``). Imported here, when called, so errors import without pyspark."""
+    from pyspark.errors import PySparkException
+
+    try:
+        from py4j.protocol import Py4JJavaError
+    except ImportError:  # a Spark Connect client without py4j
+        return (PySparkException,)
+    return (PySparkException, Py4JJavaError)

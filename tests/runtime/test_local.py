@@ -244,3 +244,36 @@ def test_a_nullable_long_and_boolean_column_read_back_exact(tmp_path):
     assert got["k"].tolist() == [9007199254740993, pd.NA, -9007199254740993]
     assert got["ok"].tolist() == [True, pd.NA, False]
     assert runtime.read_table("main.s.t", columns=["k"])["k"].iloc[0] == 9007199254740993
+
+
+@pytest.mark.spark
+def test_spark_changes_reads_the_change_feed_window_on_spark(spark_runtime, spark):
+    from chispa import assert_df_equality
+
+    runtime, name = spark_runtime, "main.s.feed"
+    runtime.write_table(name, pd.DataFrame({"k": [1, 2], "v": [10, 20]}),
+                        configuration={"delta.enableChangeDataFeed": "true"})  # v0
+    runtime.write_table(name, pd.DataFrame({"k": [3], "v": [30]}), mode="append")  # v1
+    DeltaTable(str(runtime.table_path(name))).update(predicate="k = 1", updates={"v": "11"})  # v2
+    changes = runtime.spark_changes(name, first=1, last=2, columns=["k", "v"])
+    assert changes.columns == ["k", "v", "_change_type", "_commit_version"]
+    expected = spark.createDataFrame([(3, 30, "insert", 1), (1, 10, "update_preimage", 2),
+                                      (1, 11, "update_postimage", 2)],
+                                     "k long, v long, _change_type string, _commit_version long")
+    assert_df_equality(changes, expected, ignore_row_order=True, ignore_nullable=True)
+
+
+@pytest.mark.spark
+def test_spark_changes_of_versions_the_log_no_longer_has_is_a_change_feed_error(spark_runtime):
+    runtime, name = spark_runtime, "main.s.cleaned"
+    runtime.write_table(name, pd.DataFrame({"k": [1]}), configuration={"delta.enableChangeDataFeed": "true"})
+    for k in (2, 3):
+        runtime.write_table(name, pd.DataFrame({"k": [k]}), mode="append")  # v1, v2
+    table = DeltaTable(str(runtime.table_path(name)))
+    table.alter.set_table_properties({"delta.logRetentionDuration": "interval 0 seconds"})  # v3
+    DeltaTable(str(runtime.table_path(name))).create_checkpoint()
+    DeltaTable(str(runtime.table_path(name))).cleanup_metadata()  # the log starts at v3 now
+    with pytest.raises(ChangeFeedReadError, match=r"the change data feed of main.s.cleaned cannot be read for "
+                                                  r"versions 1\.\.2 \(") as err:
+        runtime.spark_changes(name, first=1, last=2, columns=["k"])
+    assert err.value.code == "change_feed_unreadable" and err.value.fields["reason"]

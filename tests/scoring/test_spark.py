@@ -11,6 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fixtures.runs import as_pandas
+
 from lakescore.admission.evidence import admit
 from lakescore.config import ScoringConfig
 from lakescore.frames import derive_label
@@ -63,8 +65,10 @@ def registered(spark_runtime, spark, tmp_path, monkeypatch, flights_sample, demo
 
 
 def spark_route(runtime, plan: ScorePlan, **options):
-    """The Spark route on the pinned snapshot, as the score workflow hands it over."""
-    return score_spark(runtime.spark_source(plan.source_table, version=plan.source_version), plan, **options)
+    """The Spark route on the pinned snapshot, as the score workflow hands it over, collected here
+    (the route itself returns a lazy Spark DataFrame), sorted by key."""
+    scored = score_spark(runtime.spark_source(plan.source_table, version=plan.source_version), plan, **options)
+    return as_pandas(scored, plan.record_keys)
 
 
 def single_node_route(runtime, plan: ScorePlan, **options):

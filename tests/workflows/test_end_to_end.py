@@ -7,6 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fixtures.runs import as_pandas
+
 from lakescore.config import load_project
 from lakescore.demo_data import FLIGHTS, INCOMING
 from lakescore.frames import floats_close
@@ -38,7 +40,8 @@ def test_train_score_publish_replay_monitor(slice_project):
     on_spark = score(project, runtime)
     single = dataclasses.replace(project, inference=project.inference.model_copy(update={"batch_compute": "single_node"}))
     on_one_node = score(single, runtime)
-    a, b = on_spark.predictions, on_one_node.predictions
+    assert on_spark.on_spark and not on_one_node.on_spark  # a Spark DataFrame over the staged files
+    a, b = as_pandas(on_spark.predictions), on_one_node.predictions
     assert len(a) == len(b) == len(incoming)
     assert a["flight_id"].tolist() == b["flight_id"].tolist() == sorted(incoming["flight_id"])
     assert a["prediction"].equals(b["prediction"])
@@ -132,7 +135,7 @@ def test_a_random_forest_trains_scores_on_both_routes_and_serves_the_same_answer
 
     trained = train(project, runtime)
     assert trained.version == 1 and 0.5 < trained.metrics["roc_auc"] <= 1.0
-    on_spark = score(project, runtime).predictions
+    on_spark = as_pandas(score(project, runtime).predictions)
     single = dataclasses.replace(project, inference=project.inference.model_copy(update={"batch_compute": "single_node"}))
     on_one_node = score(single, runtime).predictions
     assert on_spark["flight_id"].tolist() == on_one_node["flight_id"].tolist() == sorted(incoming["flight_id"])

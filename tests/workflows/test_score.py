@@ -5,6 +5,7 @@ import dataclasses
 
 import mlflow
 import pytest
+from fixtures.runs import as_pandas
 from fixtures.spark_delta import write_spark_delta
 
 from lakescore.admission.evidence import admit
@@ -39,14 +40,15 @@ def test_deleted_rows_are_neither_scored_nor_published_on_either_route(dv_projec
     assert project.inference.batch_compute == "spark"
     on_spark = score(project, runtime)
     assert on_spark.plan.source_version == 1 and on_spark.counts["rows_in"] == 8
-    assert on_spark.predictions["flight_id"].tolist() == kept
+    spark_rows = as_pandas(on_spark.predictions)
+    assert spark_rows["flight_id"].tolist() == kept
 
     single = dataclasses.replace(project, inference=project.inference.model_copy(update={"batch_compute": "single_node"}))
     on_one_node = score(single, runtime)
     assert on_one_node.predictions["flight_id"].tolist() == kept
-    assert on_one_node.predictions["prediction"].equals(on_spark.predictions["prediction"])
+    assert on_one_node.predictions["prediction"].equals(spark_rows["prediction"])
     rows = ten.set_index("flight_id").loc[kept].reset_index()  # independent: the chain on the kept rows
-    assert on_spark.predictions["prediction"].tolist() == small_chain.predict(rows)["prediction"].tolist()
+    assert spark_rows["prediction"].tolist() == small_chain.predict(rows)["prediction"].tolist()
 
     publish(project, runtime, on_spark)
     stored = runtime.read_table(project.inference.prediction_table)

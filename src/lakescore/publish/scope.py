@@ -10,6 +10,7 @@ through ``FittedChain.predict``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -18,15 +19,22 @@ from lakescore.publish.plan import Scope
 
 @dataclass(frozen=True)
 class PreparedScope:
-    """A :class:`~lakescore.publish.plan.Scope` and, for a CDF window, its inserted rows."""
+    """A :class:`~lakescore.publish.plan.Scope` and, for a CDF window, its inserted rows: a pandas
+    frame (single-node route) or a lazy Spark DataFrame (Spark route), with their count
+    (``inserted``, from the change-kind aggregate; None: ``len(rows)``)."""
 
     scope: Scope
-    rows: pd.DataFrame | None = None
+    rows: Any = None
+    inserted: int | None = None
 
     @property
     def empty(self) -> bool:
         """True when there is nothing to score (a no-op, or a window without inserted rows)."""
-        return self.scope.action == "noop" or (self.rows is not None and len(self.rows) == 0)
+        if self.scope.action == "noop":
+            return True
+        if self.rows is None:
+            return False
+        return (len(self.rows) if self.inserted is None else self.inserted) == 0
 
 
 def empty_predictions(record_keys: tuple[str, ...] | list[str]) -> pd.DataFrame:

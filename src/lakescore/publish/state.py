@@ -194,3 +194,41 @@ def split_changes(data: pa.Table, columns: list[str]) -> tuple[pd.DataFrame, dic
     for kind, version in zip(other["_change_type"].to_pylist(), other["_commit_version"].to_pylist()):
         changes.setdefault(int(version), []).append(str(kind))
     return data.filter(inserted).select(columns).to_pandas(types_mapper=nullable_pandas_type), changes
+
+
+def spark_change_kinds(changes: Any, *, table: str, first: int, last: int) -> tuple[int, dict[int, list[str]]]:
+    """Inserted rows and, per source version, the other change types of a Spark change data feed
+    read, from one ``groupBy(_change_type, _commit_version).count()`` on the executors (only the
+    groups reach the driver): the Spark counterpart of :func:`split_changes`.
+
+    Parameters
+    ----------
+    changes : pyspark.sql.DataFrame
+        With ``_change_type`` and ``_commit_version``
+        (:meth:`lakescore.runtime.base.Engines.spark_changes`).
+    table, first, last
+        The source and the window's versions (for the error).
+
+    Returns
+    -------
+    (int, dict of int to list of str)
+        Rows with ``_change_type = insert``, and per version the non-insert types found.
+
+    Raises
+    ------
+    ChangeFeedReadError
+        Computing the feed failed (data files vacuumed from under it).
+    """
+    from lakescore.errors import ChangeFeedReadError, spark_errors
+
+    try:
+        groups = changes.groupBy("_change_type", "_commit_version").count().collect()
+    except spark_errors() as err:
+        raise ChangeFeedReadError.reading(table, first, last, err) from err
+    inserted, kinds = 0, {}
+    for row in groups:
+        if row["_change_type"] == "insert":
+            inserted += int(row["count"])
+        else:
+            kinds.setdefault(int(row["_commit_version"]), []).append(str(row["_change_type"]))
+    return inserted, kinds

@@ -45,8 +45,8 @@ PLACEMENTS: dict[str, Placement] = {
         kind="local",
         spark="local[2] SparkSession with Delta Lake's extension and catalog (jars cached at set-up)",
         tables="Delta under <home>/warehouse/<catalog>/<schema>/<table>, addressed by three-part names",
-        delta_writes=("delta-rs for both routes and the inference table today; the Spark Delta writer "
-                      "(publish/spark_delta.py) passes the same fault tests and is not yet the Spark route's"),
+        delta_writes=("Spark Delta for the Spark route (from the executors); delta-rs for the single-node "
+                      "route and the serving inference table"),
         mlflow="tracking and registry in SQLite under <home>/mlflow.db",
         feature_lookup="a join on the local Delta feature tables",
         run_store="staged runs and locks under <home>",
@@ -170,6 +170,17 @@ class Engines(Protocol):
         """Table ``name`` at ``version`` as a Spark DataFrame, read through Delta Lake."""
         ...
 
+    def spark_changes(self, name: str, *, first: int, last: int, columns: list[str]) -> Any:
+        """The change data feed of versions ``first``..``last`` as a Spark DataFrame (Delta's
+        ``readChangeFeed`` with ``startingVersion`` / ``endingVersion``): ``columns`` plus
+        ``_change_type`` and ``_commit_version``. Lazy: the rows stay on the executors.
+
+        Raises :class:`~lakescore.errors.ChangeFeedReadError` when Delta refuses the versions
+        (cleaned log); files vacuumed from under the feed surface when the frame is computed
+        (:func:`lakescore.publish.state.spark_change_kinds` raises the same error for them).
+        """
+        ...
+
 
 @runtime_checkable
 class Models(Protocol):
@@ -185,7 +196,8 @@ class RunStore(Protocol):
     """Scored runs waiting for publication, and locks around first uses of shared stores."""
 
     def runs_dir(self) -> Path:
-        """Folder of staged runs (``<run_id>/run.json`` and ``predictions.parquet``)."""
+        """Folder of staged runs (``<run_id>/run.json`` beside ``predictions.parquet``, or a Spark run's
+        ``predictions/`` Parquet folder)."""
         ...
 
     def first_use(self, store: str) -> AbstractContextManager[Any]:

@@ -339,9 +339,31 @@ class DatabricksRuntime:
             frame = frame.select(*columns)
         return frame.toArrow().to_pandas(types_mapper=nullable_pandas_type)
 
+    def spark_changes(self, name: str, *, first: int, last: int, columns: list[str]) -> Any:
+        """The change data feed of ``name``, versions ``first``..``last``, as a lazy Spark DataFrame
+        (``readChangeFeed`` by name): ``columns``, ``_change_type`` and ``_commit_version``.
+
+        Raises
+        ------
+        TableNotFoundError
+            The name does not resolve.
+        ChangeFeedReadError
+            Delta refuses the versions (cleaned log, feed off); vacuumed data files surface when
+            the frame is computed (:func:`lakescore.publish.state.spark_change_kinds`).
+        """
+        reader = (self.spark().read.option("readChangeFeed", "true").option("startingVersion", first)
+                  .option("endingVersion", last))
+        try:
+            return reader.table(_quoted(name)).select(*columns, "_change_type", "_commit_version")
+        except Exception as err:
+            if _resolves(err):
+                raise _not_found(name, err) from err
+            raise ChangeFeedReadError.reading(name, first, last, err) from err
+
     def read_changes(self, name: str, *, first: int, last: int, columns: list[str]) -> pa.Table:
-        """Change data feed rows of versions ``first``..``last`` (``readChangeFeed`` by name):
-        ``columns``, ``_change_type`` and ``_commit_version``; text as ``large_string``.
+        """Change data feed rows of versions ``first``..``last`` (:meth:`spark_changes`) on the
+        driver: ``columns``, ``_change_type`` and ``_commit_version``; text as ``large_string``.
+        For the single-node route, whose windows fit one process.
 
         Raises
         ------
@@ -350,16 +372,11 @@ class DatabricksRuntime:
         ChangeFeedReadError
             The feed cannot be read back to ``first`` (vacuumed files, cleaned log, feed off).
         """
-        reader = (self.spark().read.option("readChangeFeed", "true").option("startingVersion", first)
-                  .option("endingVersion", last))
+        frame = self.spark_changes(name, first=first, last=last, columns=columns)
         try:
-            data = reader.table(_quoted(name)).select(*columns, "_change_type", "_commit_version").toArrow()
+            data = frame.toArrow()
         except Exception as err:
-            if _resolves(err):
-                raise _not_found(name, err) from err
-            reason = str(err).strip().splitlines()[0][:200]
-            raise ChangeFeedReadError(f"the change data feed of {name} cannot be read for versions {first}..{last} "
-                                      f"({reason})", table=name, reason=reason) from err
+            raise ChangeFeedReadError.reading(name, first, last, err) from err
         fields = [pa.field(f.name, pa.large_string() if pa.types.is_string(f.type) or pa.types.is_string_view(f.type)
                            else f.type, f.nullable) for f in data.schema]
         return data.cast(pa.schema(fields))

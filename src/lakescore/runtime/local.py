@@ -21,7 +21,7 @@ import pandas as pd
 import pyarrow as pa
 
 from lakescore.config import TABLE_NAME
-from lakescore.errors import ChangeFeedReadError, ConfigError, TableExistsError, TableNotFoundError
+from lakescore.errors import ChangeFeedReadError, ConfigError, TableExistsError, TableNotFoundError, spark_errors
 from lakescore.locking import exclusive
 from lakescore.runtime.base import PLACEMENTS, Placement
 from lakescore.runtime.jars import SPARK_DELTA_CONF, delta_jars, spark_environment
@@ -244,9 +244,7 @@ class LocalRuntime:
             data = pa.table(table.load_cdf(starting_version=first, ending_version=last,
                                            columns=[*columns, "_change_type", "_commit_version"]))
         except (DeltaError, pa.ArrowInvalid, OSError) as err:
-            reason = str(err).splitlines()[0][:200]
-            raise ChangeFeedReadError(f"the change data feed of {name} cannot be read for versions {first}..{last} "
-                                      f"({reason})", table=name, reason=reason) from err
+            raise ChangeFeedReadError.reading(name, first, last, err) from err
         fields = [pa.field(f.name, pa.large_string() if pa.types.is_string_view(f.type) else f.type, f.nullable)
                   for f in data.schema]  # text comes back as string_view, which filter/take do not support
         return data.cast(pa.schema(fields))
@@ -332,6 +330,27 @@ class LocalRuntime:
         self.delta_table(name, version=version)  # a missing table or version fails here, with its fix
         return (self.spark().read.format("delta").option("versionAsOf", version)
                 .load(str(self.table_path(name))))
+
+    def spark_changes(self, name: str, *, first: int, last: int, columns: list[str]) -> Any:
+        """The change data feed of table ``name``, versions ``first``..``last``, as a lazy Spark
+        DataFrame read through Delta Lake (``readChangeFeed``, by path): ``columns``,
+        ``_change_type`` and ``_commit_version``.
+
+        Raises
+        ------
+        TableNotFoundError
+            The table does not exist (naming the folder and the fix).
+        ChangeFeedReadError
+            Delta refuses the versions (a cleaned log, a feed not enabled there); its ``reason``
+            is the first line of Delta's error.
+        """
+        self.delta_table(name)  # a missing table fails here, with its fix
+        try:
+            return (self.spark().read.format("delta").option("readChangeFeed", "true")
+                    .option("startingVersion", first).option("endingVersion", last)
+                    .load(str(self.table_path(name))).select(*columns, "_change_type", "_commit_version"))
+        except spark_errors() as err:
+            raise ChangeFeedReadError.reading(name, first, last, err) from err
 
     def first_use(self, store: str) -> AbstractContextManager[Path]:
         """A lock that serialises the first use of the shared ``store`` across processes.

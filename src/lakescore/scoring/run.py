@@ -1,12 +1,17 @@
-"""A scored run: the predictions of one ``lakescore score`` and what they were scored from.
+"""A scored run: the predictions of one ``lakescore score``, what they were scored from, and their
+tally.
 
 The score workflow stages it in the runtime's run store (:func:`lakescore.workflows.score.stage_run`)
-so that ``lakescore publish`` can publish it later, or again, exactly once.
+so that ``lakescore publish`` can publish it later, or again, exactly once. The predictions are a
+pandas frame on the single-node route and a Spark DataFrame (read back from the staged files) on
+the Spark route; either way the counts and the summary come from one :class:`Tally`: rows per
+``(scoring_status, exclusion_reason)``, computed where the rows are.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import pandas as pd
@@ -15,27 +20,82 @@ from lakescore.scoring.preflight import ScorePlan
 
 
 @dataclass(frozen=True)
+class Tally:
+    """Rows per ``(scoring_status, exclusion_reason)`` of a run's predictions.
+
+    ``groups`` holds ``(status, reason or None, rows)`` triples, sorted (None reasons first).
+    """
+
+    groups: tuple[tuple[str, str | None, int], ...] = ()
+
+    @classmethod
+    def of(cls, pairs: Any) -> "Tally":
+        """A tally from ``(status, reason, rows)`` triples in any order (nulls as None)."""
+        clean = [(str(s), None if r is None or r is pd.NA else str(r), int(n)) for s, r, n in pairs]
+        return cls(tuple(sorted(clean, key=lambda g: (g[0], g[1] is not None, g[1] or ""))))
+
+    def rows(self, status: str | None = None) -> int:
+        """Rows in all (``status`` None) or with that ``scoring_status``."""
+        return sum(n for s, _, n in self.groups if status is None or s == status)
+
+    @property
+    def exclusions(self) -> dict[str, int]:
+        """Rows per non-null ``exclusion_reason``, most frequent first."""
+        out: dict[str, int] = {}
+        for _, reason, n in self.groups:
+            if reason is not None:
+                out[reason] = out.get(reason, 0) + n
+        return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def tally_of(predictions: Any) -> Tally:
+    """The :class:`Tally` of a pandas frame, or of a Spark DataFrame with one aggregate on the
+    executors (:func:`lakescore.scoring.spark.spark_tally`): only the groups reach the driver."""
+    if hasattr(predictions, "sparkSession"):
+        from lakescore.scoring.spark import spark_tally  # pyspark: only for a Spark run
+
+        return spark_tally(predictions)
+    if not len(predictions):
+        return Tally()
+    grouped = predictions.groupby(["scoring_status", "exclusion_reason"], dropna=False, sort=False).size()
+    return Tally.of((s, None if pd.isna(r) else r, n) for (s, r), n in grouped.items())
+
+
+@dataclass(frozen=True)
 class ScoredRun:
-    """A scored, not yet published, run."""
+    """A scored, not yet published, run.
+
+    ``predictions`` is a pandas DataFrame (single-node route, or a run with nothing to score) or a
+    Spark DataFrame over the staged files (Spark route); :attr:`tally` is computed once, on first
+    use, where those rows are.
+    """
 
     run_id: str
     plan: ScorePlan
     batch_compute: str
     env_manager: str
     batch_rows: int
-    predictions: pd.DataFrame
+    predictions: Any
     scope: dict[str, Any] = field(default_factory=dict)  # lakescore.publish.plan.Scope as JSON
 
     @property
+    def on_spark(self) -> bool:
+        """Whether the predictions are a Spark DataFrame (published with Spark Delta)."""
+        return hasattr(self.predictions, "sparkSession")
+
+    @cached_property
+    def tally(self) -> Tally:
+        """Rows per ``(scoring_status, exclusion_reason)`` (:func:`tally_of`)."""
+        return tally_of(self.predictions)
+
+    @property
     def counts(self) -> dict[str, int]:
-        status = self.predictions["scoring_status"]
-        return {"rows_in": len(self.predictions), "predicted": int((status == "predicted").sum()),
-                "excluded": int((status == "excluded").sum())}
+        return {"rows_in": self.tally.rows(), "predicted": self.tally.rows("predicted"),
+                "excluded": self.tally.rows("excluded")}
 
     def summary(self) -> dict[str, Any]:
-        reasons = self.predictions["exclusion_reason"].value_counts().to_dict()
         return {"run_id": self.run_id, "source": f"{self.plan.source_table}@v{self.plan.source_version}",
                 "model": f"{self.plan.model_name} v{self.plan.model_version}", "batch_compute": self.batch_compute,
-                **self.counts, "exclusions": {str(k): int(v) for k, v in reasons.items()},
+                **self.counts, "exclusions": self.tally.exclusions,
                 "scope": self.scope.get("reason"),
                 **({"warnings": list(self.plan.warnings)} if self.plan.warnings else {})}

@@ -18,11 +18,10 @@ import sys
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-import pandas as pd
-
 from lakescore.frames import TRANSPORT_TYPES, null_mask_name
 from lakescore.rules import OUTPUT_TYPES
 from lakescore.scoring.preflight import ScorePlan
+from lakescore.scoring.run import Tally
 
 INT_EXTENSION_CONF = "spark.sql.execution.pythonUDF.pandas.preferIntExtensionDtype"
 
@@ -60,8 +59,11 @@ def _env_notice_answered(env_manager: str) -> Iterator[None]:
         logger.removeFilter(drop)
 
 
-def score_spark(source: Any, plan: ScorePlan, *, batch_rows: int, env_manager: str) -> pd.DataFrame:
-    """Score ``source`` (the pinned snapshot, or a window's inserted rows) on Spark workers.
+def score_spark(source: Any, plan: ScorePlan, *, batch_rows: int, env_manager: str) -> Any:
+    """Score ``source`` (the pinned snapshot, or a window's inserted rows) on Spark workers, lazily.
+
+    Nothing runs here: the UDF runs when the returned frame is computed (the score workflow writes
+    it once, into the run store, from the executors). No row reaches the driver.
 
     Parameters
     ----------
@@ -77,8 +79,9 @@ def score_spark(source: Any, plan: ScorePlan, *, batch_rows: int, env_manager: s
 
     Returns
     -------
-    DataFrame of shape (n_source_rows, n_keys + n_outputs), sorted by the record keys, with nullable
-    dtypes (Int64 integers, Float64 probabilities, string status and reason, boolean).
+    pyspark.sql.DataFrame of shape (n_source_rows, n_keys + n_outputs)
+        The record keys, then each output in its own Spark type (bigint, double, boolean,
+        string), a SQL null where the UDF's null mask says so; in no particular row order.
     """
     import mlflow  # heavy: only on the scoring path
     from mlflow.models import get_model_info
@@ -94,13 +97,33 @@ def score_spark(source: Any, plan: ScorePlan, *, batch_rows: int, env_manager: s
     scored = source.select(*plan.record_keys, udf(F.struct(*plan.input_columns)).alias("_r"))
     columns = [F.when(F.col(f"_r.{null_mask_name(name)}"), F.lit(None).cast(kind))
                .otherwise(F.col(f"_r.{name}")).alias(name) for name, kind in fields.items()]
-    table = scored.select(*plan.record_keys, *columns).toArrow()
-    return _to_pandas(table).sort_values(list(plan.record_keys), ignore_index=True)
+    return scored.select(*plan.record_keys, *columns)
 
 
-def _to_pandas(table: Any) -> pd.DataFrame:
-    import pyarrow as pa
+def spark_tally(predictions: Any) -> Tally:
+    """The :class:`~lakescore.scoring.run.Tally` of a Spark DataFrame of predictions: one
+    ``groupBy(scoring_status, exclusion_reason).count()`` on the executors; only the groups (a
+    handful of rows) reach the driver."""
+    rows = predictions.groupBy("scoring_status", "exclusion_reason").count().collect()
+    return Tally.of((r["scoring_status"], r["exclusion_reason"], r["count"]) for r in rows)
 
-    mapping = {pa.int64(): pd.Int64Dtype(), pa.float64(): pd.Float64Dtype(), pa.string(): pd.StringDtype(),
-               pa.large_string(): pd.StringDtype(), pa.bool_(): pd.BooleanDtype()}
-    return table.to_pandas(types_mapper=mapping.get)
+
+def with_model_columns(scored: Any, source: Any | None, *, keys: list[str], period_column: str | None,
+                       model_name: str, model_version: int) -> Any:
+    """The Spark twin of the score workflow's last step: ``period_column`` joined from ``source`` on
+    the keys (when given and not already there), then constant ``model_name`` (string) and
+    ``model_version`` (bigint) columns. Lazy, like ``scored``.
+
+    Parameters
+    ----------
+    scored : pyspark.sql.DataFrame
+        The predictions (:func:`score_spark`).
+    source : pyspark.sql.DataFrame or None
+        The rows scored, with ``keys`` and ``period_column`` (one row per key).
+    """
+    from pyspark.sql import functions as F
+
+    if period_column and source is not None and period_column not in scored.columns:
+        scored = scored.join(source.select(*keys, period_column), on=keys, how="left")
+    return (scored.withColumn("model_name", F.lit(model_name).cast("string"))
+            .withColumn("model_version", F.lit(int(model_version)).cast("bigint")))

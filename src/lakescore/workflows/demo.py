@@ -16,11 +16,15 @@ from typing import Any
 from lakescore import progress
 from lakescore.config import ProjectConfig
 from lakescore.demo_data import INCOMING, demo_frames
+from lakescore.publish.run import PublishResult
 from lakescore.runtime import Runtime
 from lakescore.workflows.monitor import monitor
 from lakescore.workflows.publish import publish
 from lakescore.workflows.score import score
 from lakescore.workflows.train import train
+
+
+ENGINE_NAMES = {"spark-delta": "Spark Delta", "delta-rs": "delta-rs"}
 
 
 def _line(label: str, value: Any) -> None:
@@ -59,6 +63,7 @@ def demo(project: ProjectConfig, runtime: Runtime) -> dict[str, Any]:
     published = publish(project, runtime, scored)
     _line("table", f"{published.table} at {runtime.table_location(published.table)}")
     _line("result", f"{published.message}; table version {published.table_version}")
+    _line("engine", written_by(published))
     if published.receipt:
         _line("receipt", ", ".join(f"{k}={published.receipt[k]}" for k in
                                    ("source_version_to", "model_version", "rows_in", "predicted", "excluded",
@@ -75,6 +80,16 @@ def demo(project: ProjectConfig, runtime: Runtime) -> dict[str, Any]:
     print(f"done in {time.perf_counter() - started:.1f} s")
     return {"train": trained.summary(), "score": counts, "publish": published.summary(),
             "monitor": monitored.summary()}
+
+
+def written_by(published: PublishResult) -> str:
+    """Which engine wrote the predictions: "written by Spark Delta (txnAppId ..., txnVersion N)",
+    or for a no-op, that nothing was written and which engine would have."""
+    name = ENGINE_NAMES.get(published.engine, published.engine)
+    if published.action == "noop":
+        return f"nothing written (a no-op; this route writes with {name})"
+    receipt = published.receipt or {}
+    return f"written by {name} (txnAppId {receipt.get('app_id')}, txnVersion {receipt.get('txn_version')})"
 
 
 def load_data(runtime: Runtime) -> dict[str, str]:

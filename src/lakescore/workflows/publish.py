@@ -1,18 +1,22 @@
 """``lakescore publish``: publish a scored run to the prediction table exactly once (``lakescore score
---publish``: score, then publish); ``lakescore receipts``: list a prediction table's receipts."""
+--publish``: score, then publish); ``lakescore receipts``: list a prediction table's receipts.
+
+A Spark run (``batch_compute: spark``) is published with Spark Delta from the executors
+(:func:`lakescore.publish.spark_delta.publish`), its rows read from the staged files and never
+brought to the driver; a single-node run with delta-rs from this process. Both run the same
+commit loop and write the same receipts.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-import pyarrow as pa
-
 from lakescore.config import ProjectConfig
 from lakescore.errors import StalePlanError
 from lakescore.publish import delta_rs
 from lakescore.publish.plan import PublishRequest, Scope, app_id_for, check_period_nulls, config_digest, period_bounds
-from lakescore.publish.run import PublishResult, counts
-from lakescore.publish.state import delta_schema, receipts
+from lakescore.publish.run import FrameFacts, PublishResult, WriterEngine, arrow_facts, spark_facts
+from lakescore.publish.state import receipts
 from lakescore.runtime import Runtime
 from lakescore.scoring.run import ScoredRun
 from lakescore.workflows.score import load_scored, score
@@ -25,6 +29,8 @@ def publish(project: ProjectConfig, runtime: Runtime, run: ScoredRun, *, migrate
     first snapshot, a replacement of the snapshot's UTC days (``publication.mode: snapshot``), or
     a replacement of the whole table (full rebuild, ``rebuild_on_change``, recovery). The commit
     carries the receipt; publishing the same request again writes nothing (``replay: no-op``).
+    A Spark run commits with Spark Delta (``engine: spark-delta``, its ``run_id`` column added in
+    Spark, its facts from Spark aggregates); a single-node run with delta-rs.
 
     Parameters
     ----------
@@ -39,25 +45,46 @@ def publish(project: ProjectConfig, runtime: Runtime, run: ScoredRun, *, migrate
         Conflict, stale plan, refused model or schema change; the table is left as it was.
     """
     inf = project.inference
-    data = delta_rs.to_arrow(run.predictions, run_id=run.run_id)
-    request = build_request(project, run, data, target=runtime.target)
-    if request.action == "noop":
-        message = Scope.from_json(run.scope).reason
-        return PublishResult(inf.prediction_table, "noop", message,
-                             runtime.table_version(inf.prediction_table) if runtime.table_exists(inf.prediction_table)
-                             else None, None)
+    column, table = inf.publication.period_column, inf.prediction_table
+    on_spark = run.batch_compute == "spark"
+    engine: WriterEngine = "spark-delta" if on_spark else "delta-rs"
+    if run.scope and Scope.from_json(run.scope).action == "noop":  # decided before scoring: no rows to look at
+        return PublishResult(table, "noop", Scope.from_json(run.scope).reason,
+                             runtime.table_version(table) if runtime.table_exists(table) else None, None, engine)
+    if on_spark:
+        data = spark_rows(runtime, run)
+        facts = spark_facts(data, column)
+    else:
+        data = delta_rs.to_arrow(run.predictions, run_id=run.run_id)
+        facts = arrow_facts(data, column)
+    request = build_request(project, run, facts, target=runtime.target)
     plan = run.plan
-    decision, version, receipt = delta_rs.publish(
-        runtime.table_location(inf.prediction_table), data, request, allow_empty=inf.publication.allow_empty,
-        model_change_mode=inf.publication.model_change_mode, migrate=migrate,
-        period_column=inf.publication.period_column, keys=list(plan.record_keys),
-        read=Scope.from_json(run.scope).read,
-        certificate_sha256=plan.certificate_sha256, **counts(data), batch_compute=run.batch_compute,
+    options: dict[str, Any] = dict(
+        allow_empty=inf.publication.allow_empty, model_change_mode=inf.publication.model_change_mode,
+        migrate=migrate, period_column=column, keys=list(plan.record_keys), read=Scope.from_json(run.scope).read,
+        certificate_sha256=plan.certificate_sha256, **run.counts, batch_compute=run.batch_compute,
         env_manager=run.env_manager, batch_rows=run.batch_rows)
-    return PublishResult(inf.prediction_table, decision.action, decision.message, version, receipt)
+    if on_spark:
+        from lakescore.publish import spark_delta  # pyspark: only on the Spark route
+
+        decision, version, receipt = spark_delta.publish(runtime.table_location(table), data, request, **options)
+    else:
+        decision, version, receipt = delta_rs.publish(runtime.table_location(table), data, request, **options)
+    return PublishResult(table, decision.action, decision.message, version, receipt, engine)
 
 
-def build_request(project: ProjectConfig, run: ScoredRun, data: pa.Table, *, target: str) -> PublishRequest:
+def spark_rows(runtime: Runtime, run: ScoredRun) -> Any:
+    """A Spark run's predictions with the constant ``run_id`` column, as a lazy Spark DataFrame
+    (over the staged files; a run with nothing scored, staged as pandas, is made a Spark frame of
+    its zero rows)."""
+    from pyspark.sql import functions as F  # pyspark: only on the Spark route
+
+    if not run.on_spark:
+        return runtime.spark().createDataFrame(delta_rs.to_arrow(run.predictions, run_id=run.run_id))
+    return run.predictions.withColumn("run_id", F.lit(run.run_id).cast("string"))
+
+
+def build_request(project: ProjectConfig, run: ScoredRun, facts: FrameFacts, *, target: str) -> PublishRequest:
     """The :class:`PublishRequest` of a scored run (with its scope).
 
     Parameters
@@ -65,8 +92,9 @@ def build_request(project: ProjectConfig, run: ScoredRun, data: pa.Table, *, tar
     project : ProjectConfig
     run : ScoredRun
         The staged run; ``run.scope`` was decided before scoring.
-    data : pyarrow.Table
-        Its predictions with ``run_id`` (:func:`lakescore.publish.delta_rs.to_arrow`).
+    facts : FrameFacts
+        Schema, rows and period facts of its predictions with ``run_id``
+        (:func:`lakescore.publish.run.arrow_facts` or :func:`~lakescore.publish.run.spark_facts`).
     target : str
         The bundle target: part of the job's app id (:func:`~lakescore.publish.plan.app_id_for`).
 
@@ -85,11 +113,11 @@ def build_request(project: ProjectConfig, run: ScoredRun, data: pa.Table, *, tar
     scope = Scope.from_json(run.scope)
     plan, column = run.plan, inf.publication.period_column
     start = end = None
-    if inf.publication.mode == "snapshot" and column and column in data.column_names:
+    if inf.publication.mode == "snapshot" and column and facts.has_period:
         check_period_nulls(f"scored run {run.run_id} of {plan.source_table}", scope.source_version_to, column,
-                           data[column].null_count)
-    if scope.action == "replace_period" and data.num_rows and column:
-        start, end = period_bounds(run.predictions[column].min(), run.predictions[column].max())
+                           facts.period_nulls)
+    if scope.action == "replace_period" and facts.rows and column:
+        start, end = period_bounds(facts.period_low, facts.period_high)
     return PublishRequest(
         app_id=app_id_for(inf.job_name, target, inf.prediction_table), run_id=run.run_id,
         prediction_table=inf.prediction_table, source_table=plan.source_table,
@@ -97,7 +125,7 @@ def build_request(project: ProjectConfig, run: ScoredRun, data: pa.Table, *, tar
         source_version_from=scope.source_version_from, source_version_to=scope.source_version_to,
         period_start=start, period_end=end, model_name=plan.model_name, model_version=plan.model_version,
         artifact_sha256=plan.artifact_sha256, config_digest=config_digest(inf.publication),
-        schema=delta_schema(data.schema), rows=data.num_rows, recovery=scope.recovery,
+        schema=facts.schema, rows=facts.rows, recovery=scope.recovery,
     )
 
 

@@ -4,16 +4,19 @@ stage the result for publication.
 Which rows a run scores is decided against the prediction table's watermark before scoring
 (:func:`lakescore.publish.plan.plan_scope`): the pinned snapshot, or the inserted rows of a change
 data feed window, read here once and handed to the route (a pandas frame to the single-node route,
-a Spark DataFrame to the Spark route). A scored run is staged in the runtime's run store
-(``<runs_dir>/<run_id>/``: predictions.parquet and run.json) so that ``lakescore publish`` can
-publish it later, or again, exactly once.
+a lazy Spark DataFrame to the Spark route). A scored run is staged in the runtime's run store
+(``<runs_dir>/<run_id>/``: run.json beside predictions.parquet, or beside the ``predictions/``
+Parquet folder that the Spark route's executors write) so that ``lakescore publish`` can publish it
+later, or again, exactly once. On the Spark route no source or prediction row reaches the driver:
+the ``spark_udf`` runs once, when the executors write the staged files, and the counts come from
+one aggregate of them.
 """
 
 from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 import pandas as pd
@@ -23,14 +26,16 @@ from lakescore.config import ProjectConfig
 from lakescore.errors import ChangeFeedReadError, ConfigError, LakescoreError
 from lakescore.publish.plan import app_id_for, cdf_recovery, check_period_nulls, plan_scope, settle_window
 from lakescore.publish.scope import PreparedScope, attach_period, empty_predictions
-from lakescore.publish.state import read_source, read_target, split_changes, window_history
+from lakescore.publish.state import read_source, read_target, spark_change_kinds, split_changes, window_history
 from lakescore.runtime import Runtime
 from lakescore.scoring.preflight import ScorePlan, preflight
 from lakescore.scoring.run import ScoredRun
 
+SPARK_STAGED = "predictions"  # <runs_dir>/<run_id>/predictions/: a Spark run's Parquet folder
+
 
 def score(project: ProjectConfig, runtime: Runtime, *, recover: bool = False) -> ScoredRun:
-    """Score the project's source table with the selected model (``lakescore score``).
+    """Score the project's source table with the selected model (``lakescore score``), and stage it.
 
     Parameters
     ----------
@@ -41,7 +46,8 @@ def score(project: ProjectConfig, runtime: Runtime, *, recover: bool = False) ->
     -------
     ScoredRun
         Predictions of shape (n_source_rows, n_keys + 6): keys, ``prediction``, ``probability``,
-        ``scoring_status``, ``exclusion_reason``, ``model_name``, ``model_version``; staged.
+        ``scoring_status``, ``exclusion_reason``, ``model_name``, ``model_version``; staged. On
+        the Spark route a Spark DataFrame over the staged files, in no particular row order.
 
     Raises
     ------
@@ -56,31 +62,35 @@ def score(project: ProjectConfig, runtime: Runtime, *, recover: bool = False) ->
     plan = preflight(project, runtime)
     prepared = prepare_scope(project, runtime, plan, recover=recover)
     if prepared.empty:
-        scored = empty_predictions(plan.record_keys)
-    else:
-        with progress.step(f"score ({inf.batch_compute}) {plan.source_table}@v{plan.source_version}") as shown:
-            scored = _score_route(project, runtime, plan, prepared)
-            shown.total_rows(len(scored))
-    run = finish_run(project, runtime, plan, prepared, scored)
-    stage_run(runtime, run)
+        return stage_run(runtime, finish_run(project, runtime, plan, prepared, empty_predictions(plan.record_keys)))
+    with progress.step(f"score ({inf.batch_compute}) {plan.source_table}@v{plan.source_version}") as shown:
+        run = stage_run(runtime, finish_run(project, runtime, plan, prepared, _score_route(project, runtime, plan,
+                                                                                           prepared)))
+        shown.total_rows(run.counts["rows_in"])
     return run
 
 
-def _score_route(project: ProjectConfig, runtime: Runtime, plan: ScorePlan, prepared: PreparedScope) -> pd.DataFrame:
-    """The rows to score, in the route's own form, through that route."""
+def _score_route(project: ProjectConfig, runtime: Runtime, plan: ScorePlan, prepared: PreparedScope) -> Any:
+    """The rows to score, in the route's own form, through that route (lazy on Spark)."""
     inf = project.inference
     if inf.batch_compute == "spark":
         from lakescore.scoring.spark import score_spark  # pyspark: only on the Spark route
 
-        source = (runtime.spark_source(plan.source_table, version=plan.source_version) if prepared.rows is None
-                  else runtime.spark().createDataFrame(prepared.rows))
-        return score_spark(source, plan, batch_rows=inf.spark_udf_prediction_batch_rows,
+        return score_spark(_spark_rows(runtime, plan, prepared), plan, batch_rows=inf.spark_udf_prediction_batch_rows,
                            env_manager=inf.spark_udf_env_manager)
     from lakescore.scoring.local import score_single_node
 
     return score_single_node(source_rows(runtime, plan, prepared, list(dict.fromkeys([*plan.record_keys,
                                                                                          *plan.input_columns]))),
                              plan, batch_rows=inf.spark_udf_prediction_batch_rows)
+
+
+def _spark_rows(runtime: Runtime, plan: ScorePlan, prepared: PreparedScope) -> Any:
+    """The rows a Spark run scores, as a lazy Spark DataFrame: the window's inserted rows, or the
+    pinned snapshot read through Delta (``versionAsOf``)."""
+    if prepared.rows is not None:
+        return prepared.rows
+    return runtime.spark_source(plan.source_table, version=plan.source_version)
 
 
 def source_rows(runtime: Runtime, plan: ScorePlan, prepared: PreparedScope, columns: list[str]) -> pd.DataFrame:
@@ -91,17 +101,28 @@ def source_rows(runtime: Runtime, plan: ScorePlan, prepared: PreparedScope, colu
 
 
 def finish_run(project: ProjectConfig, runtime: Runtime, plan: ScorePlan, prepared: PreparedScope,
-               scored: pd.DataFrame) -> ScoredRun:
+               scored: Any) -> ScoredRun:
     """The :class:`ScoredRun` of ``scored``: the period column (when set) and the model's name and
-    version added, under a new run id."""
+    version added, under a new run id.
+
+    ``scored`` is a pandas frame, or a Spark DataFrame for the Spark route, whose columns are
+    added in Spark (:func:`lakescore.scoring.spark.with_model_columns`), lazily.
+    """
     inf = project.inference
     column = inf.publication.period_column
-    if column and column not in scored.columns and len(scored):
-        keys = list(plan.record_keys)
-        scored = attach_period(scored, source_rows(runtime, plan, prepared, [*keys, column]), keys=keys,
-                               column=column)
-    scored["model_name"] = pd.array([plan.model_name] * len(scored), dtype="string")
-    scored["model_version"] = pd.array([plan.model_version] * len(scored), dtype="Int64")
+    keys = list(plan.record_keys)
+    if hasattr(scored, "sparkSession"):
+        from lakescore.scoring.spark import with_model_columns  # pyspark: only on the Spark route
+
+        scored = with_model_columns(scored, _spark_rows(runtime, plan, prepared) if column else None, keys=keys,
+                                    period_column=column, model_name=plan.model_name,
+                                    model_version=plan.model_version)
+    else:
+        if column and column not in scored.columns and len(scored):
+            scored = attach_period(scored, source_rows(runtime, plan, prepared, [*keys, column]), keys=keys,
+                                   column=column)
+        scored["model_name"] = pd.array([plan.model_name] * len(scored), dtype="string")
+        scored["model_version"] = pd.array([plan.model_version] * len(scored), dtype="Int64")
     return ScoredRun(uuid.uuid4().hex, plan, inf.batch_compute, inf.spark_udf_env_manager,
                      inf.spark_udf_prediction_batch_rows, scored, prepared.scope.to_json())
 
@@ -109,6 +130,12 @@ def finish_run(project: ProjectConfig, runtime: Runtime, plan: ScorePlan, prepar
 def prepare_scope(project: ProjectConfig, runtime: Runtime, plan: ScorePlan, *,
                   recover: bool = False) -> PreparedScope:
     """Plan what a run scores: read target receipts and source metadata, decide, read the window.
+
+    A CDF window is read on the route's engine: with delta-rs into pandas for the single-node
+    route, or as a lazy Spark DataFrame for the Spark route, whose change kinds are counted by
+    one aggregate on the executors (:func:`lakescore.publish.state.spark_change_kinds`). Either
+    way only inserted rows are kept, and the decision (:func:`~lakescore.publish.plan.settle_window`)
+    is the same.
 
     Parameters
     ----------
@@ -154,27 +181,47 @@ def prepare_scope(project: ProjectConfig, runtime: Runtime, plan: ScorePlan, *,
     first, last = int(scope.source_version_from), int(scope.source_version_to)  # type: ignore[arg-type]
     columns = list(dict.fromkeys([*plan.record_keys, *plan.input_columns, *([pub.period_column] if pub.period_column else [])]))
     try:
-        changes = runtime.read_changes(name, first=first, last=last, columns=columns)
+        if inf.batch_compute == "spark":
+            changes = runtime.spark_changes(name, first=first, last=last, columns=columns)
+            inserted, kinds = spark_change_kinds(changes, table=name, first=first, last=last)
+            rows: Any = changes.where("_change_type = 'insert'").select(*columns)
+        else:
+            rows, kinds = split_changes(runtime.read_changes(name, first=first, last=last, columns=columns), columns)
+            inserted = len(rows)
     except ChangeFeedReadError as err:
         raise cdf_recovery(name, inf.prediction_table, first, last,
                            f"reading it failed ({err.fields.get('reason', err)})") from err
-    rows, kinds = split_changes(changes, columns)
-    settled = settle_window(scope, pub, source_table=name, inserted=len(rows), changes=kinds)
-    return PreparedScope(settled, rows if settled.read == "cdf" else None)
+    settled = settle_window(scope, pub, source_table=name, inserted=inserted, changes=kinds)
+    return (PreparedScope(settled, rows, inserted) if settled.read == "cdf" else PreparedScope(settled))
 
 
-def stage_run(runtime: Runtime, run: ScoredRun) -> None:
-    """Stage ``run`` in the run store: ``<runs_dir>/<run_id>/predictions.parquet`` and ``run.json``."""
+def stage_run(runtime: Runtime, run: ScoredRun) -> ScoredRun:
+    """Stage ``run`` in the run store, ``<runs_dir>/<run_id>/``: ``run.json`` beside
+    ``predictions.parquet`` (a pandas frame) or beside ``predictions/``, the Parquet folder the
+    executors write for a Spark run (the ``spark_udf`` runs here, once).
+
+    Returns
+    -------
+    ScoredRun
+        ``run`` itself for a pandas frame; for a Spark run, ``run`` over the staged files (what
+        :func:`load_scored` reads back), so that publishing never scores again.
+    """
     folder = runtime.runs_dir() / run.run_id
     folder.mkdir(parents=True)
-    run.predictions.to_parquet(folder / "predictions.parquet", index=False)
+    if run.on_spark:
+        run.predictions.write.mode("errorifexists").parquet(str(folder / SPARK_STAGED))
+        run = replace(run, predictions=runtime.spark().read.parquet(str(folder / SPARK_STAGED)))
+    else:
+        run.predictions.to_parquet(folder / "predictions.parquet", index=False)
     meta = {"run_id": run.run_id, "plan": asdict(run.plan), "batch_compute": run.batch_compute,
             "env_manager": run.env_manager, "batch_rows": run.batch_rows, "scope": run.scope}
     (folder / "run.json").write_text(json.dumps(meta, indent=1))
+    return run
 
 
 def load_scored(runtime: Runtime, run_id: str | None = None) -> ScoredRun:
-    """Read a staged run (the newest when ``run_id`` is None).
+    """Read a staged run (the newest when ``run_id`` is None): a pandas frame from
+    ``predictions.parquet``, or a Spark DataFrame over a Spark run's ``predictions/`` folder.
 
     Raises
     ------
@@ -191,6 +238,8 @@ def load_scored(runtime: Runtime, run_id: str | None = None) -> ScoredRun:
     plan = meta["plan"]
     plan = ScorePlan(**{**plan, "input_columns": tuple(plan["input_columns"]),
                         "record_keys": tuple(plan["record_keys"]), "warnings": tuple(plan.get("warnings", ()))})
-    frame = pd.read_parquet(runs[-1].parent / "predictions.parquet", dtype_backend="numpy_nullable")
+    staged = runs[-1].parent / SPARK_STAGED
+    frame = (runtime.spark().read.parquet(str(staged)) if staged.is_dir() else
+             pd.read_parquet(runs[-1].parent / "predictions.parquet", dtype_backend="numpy_nullable"))
     return ScoredRun(meta["run_id"], plan, meta["batch_compute"], meta["env_manager"], meta["batch_rows"], frame,
                      meta.get("scope", {}))

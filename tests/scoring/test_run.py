@@ -1,0 +1,40 @@
+"""A scored run's counts and summary come from one tally of (scoring_status, exclusion_reason),
+the same for a pandas frame and a Spark DataFrame of the same rows."""
+
+import pandas as pd
+import pytest
+
+from lakescore.scoring.preflight import ScorePlan
+from lakescore.scoring.run import ScoredRun, Tally, tally_of
+
+ROWS = pd.DataFrame({"flight_id": pd.array([1, 2, 3, 4, 5, 6], dtype="Int64"),
+                     "scoring_status": pd.array(["predicted", "excluded", "predicted", "excluded", "excluded",
+                                                 "predicted"], dtype="string"),
+                     "exclusion_reason": pd.array([None, "ineligible:cancelled", None, "outlier:distance_outlier",
+                                                   "ineligible:cancelled", None], dtype="string")})
+WANT = Tally((("excluded", "ineligible:cancelled", 2), ("excluded", "outlier:distance_outlier", 1),
+              ("predicted", None, 3)))
+
+
+def _run(predictions) -> ScoredRun:
+    plan = ScorePlan("main.s.src", 4, "main.s.model", 2, "models:/main.s.model/2", ("x",), ("flight_id",), "c", "a")
+    return ScoredRun("r1", plan, "single_node", "local", 100, predictions, {"reason": "first publication"})
+
+
+def test_the_tally_of_a_pandas_frame_gives_the_counts_and_the_exclusions():
+    assert tally_of(ROWS) == WANT and tally_of(ROWS.iloc[:0]) == Tally()
+    run = _run(ROWS)
+    assert run.counts == {"rows_in": 6, "predicted": 3, "excluded": 3}
+    summary = run.summary()
+    assert summary["exclusions"] == {"ineligible:cancelled": 2, "outlier:distance_outlier": 1}
+    assert (summary["source"], summary["model"], summary["scope"]) == ("main.s.src@v4", "main.s.model v2",
+                                                                        "first publication")
+
+
+@pytest.mark.spark
+def test_the_tally_of_a_spark_frame_is_the_same_aggregate(spark):
+    frame = spark.createDataFrame(ROWS.astype(object).where(ROWS.notna(), None),
+                                  "flight_id long, scoring_status string, exclusion_reason string")
+    run = _run(frame)
+    assert run.on_spark and run.tally == WANT
+    assert run.counts == {"rows_in": 6, "predicted": 3, "excluded": 3}

@@ -1,0 +1,149 @@
+"""The Spark route end to end on Spark Delta: a ``batch_compute: spark`` run is scored lazily,
+staged by the executors under the run store, and committed through the Spark Delta writer with
+its app transaction and receipt; a replay is a no-op; a change feed window is read on Spark and an
+update in it follows ``source_change_policy``; a vacuumed window requires recovery."""
+
+import json
+
+import mlflow
+import pandas as pd
+import pytest
+import yaml
+from chispa import assert_df_equality
+from deltalake import DeltaTable
+from fixtures.runs import as_pandas
+
+from lakescore.admission.evidence import admit
+from lakescore.config import load_project
+from lakescore.demo_data import INCOMING
+from lakescore.errors import CdfRecoveryRequiredError, SourceChangedError
+from lakescore.packaging import log_and_register
+from lakescore.publish.plan import app_id_for
+from lakescore.workflows.publish import publish
+from lakescore.workflows.score import load_scored, score
+
+pytestmark = pytest.mark.spark
+NAME = "main.flights.late_arrival"
+
+
+class SparkLake:
+    """A registered model and a CDF-enabled source of real flights, scored on the Spark route."""
+
+    def __init__(self, runtime, project_dir, flights):
+        self.runtime, self.project_dir, self.flights = runtime, project_dir, flights.reset_index(drop=True)
+
+    @property
+    def project(self):
+        return load_project(self.project_dir)
+
+    def configure(self, **publication):
+        path = self.project_dir / "inference.yml"
+        body = yaml.safe_load(path.read_text())
+        body["publication"] = {**body.get("publication", {}), **publication}
+        path.write_text(yaml.safe_dump(body))
+
+    def add(self, rows: pd.DataFrame) -> None:
+        mode = "append" if self.runtime.table_exists(INCOMING) else "error"
+        self.runtime.write_table(INCOMING, rows.reset_index(drop=True), mode=mode,
+                                 **({} if mode == "append" else {"configuration": {"delta.enableChangeDataFeed": "true"}}))
+
+    @property
+    def target(self) -> str:
+        return self.project.inference.prediction_table
+
+
+@pytest.fixture
+def spark_lake(spark_runtime, project_dir, flights_sample, small_chain):
+    spark_runtime.mlflow()
+    with mlflow.start_run():
+        log_and_register(small_chain, example=flights_sample.head(5), name=NAME, alias="champion",
+                         evidence=admit(small_chain, flights_sample.iloc[1000:]))
+    cancelled = flights_sample["dep_time"].isna()  # excluded by the `cancelled` eligibility rule
+    flights = pd.concat([flights_sample[cancelled].head(4), flights_sample[~cancelled].head(86)])
+    lake = SparkLake(spark_runtime, project_dir, flights)  # four cancelled flights first
+    assert lake.project.inference.batch_compute == "spark"
+    return lake
+
+
+def test_a_spark_run_is_staged_by_the_executors_committed_by_spark_delta_and_replayed_as_a_noop(spark_lake, spark,
+                                                                                                small_chain):
+    lake, runtime = spark_lake, spark_lake.runtime
+    lake.add(lake.flights.iloc[:60])
+    run = score(lake.project, runtime)
+    folder = runtime.runs_dir() / run.run_id
+    assert run.on_spark and (folder / "predictions").is_dir() and not (folder / "predictions.parquet").exists()
+    assert list((folder / "predictions").glob("*.parquet")) and (folder / "run.json").exists()
+    # the counts are the tally of the staged rows, against the chain run here on the same rows
+    want = small_chain.predict(lake.flights.iloc[:60])
+    assert run.counts == {"rows_in": 60, "predicted": int((want["scoring_status"] == "predicted").sum()),
+                          "excluded": int((want["scoring_status"] == "excluded").sum())}
+    assert run.counts["excluded"] > 0 and run.summary()["exclusions"] == \
+        want["exclusion_reason"].value_counts().to_dict()
+    staged = load_scored(runtime, run.run_id)
+    assert staged.on_spark and staged.counts == run.counts
+    assert_df_equality(staged.predictions, run.predictions, ignore_row_order=True)
+    rows = as_pandas(staged.predictions)
+    assert rows.columns[-2:].tolist() == ["model_name", "model_version"]
+    assert set(rows["model_name"]) == {NAME} and set(rows["model_version"]) == {1}
+    expected = pd.concat([lake.flights.iloc[:60][["flight_id"]].reset_index(drop=True), want], axis=1)
+    assert rows["prediction"].tolist() == as_pandas(expected)["prediction"].tolist()
+
+    first = publish(lake.project, runtime, staged)
+    assert (first.action, first.engine, first.table_version) == ("append", "spark-delta", 1)
+    assert first.receipt["batch_compute"] == "spark" and first.receipt["rows_in"] == 60
+    path = runtime.table_location(lake.target)
+    app_id = app_id_for(lake.project.inference.job_name, runtime.target, lake.target)
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").where("version = 1").first()
+    assert history["operation"] == "WRITE"  # the Spark Delta writer's commit, not delta-rs's
+    assert "Apache-Spark" in history["engineInfo"] and json.loads(history["userMetadata"])["run_id"] == run.run_id
+    assert DeltaTable(path).transaction_version(app_id) == 1  # txnAppId / txnVersion
+    stored = runtime.read_table(lake.target).sort_values("flight_id", ignore_index=True)
+    assert stored["flight_id"].tolist() == sorted(lake.flights.iloc[:60]["flight_id"]) and set(stored["run_id"]) == {run.run_id}
+
+    again = publish(lake.project, runtime, staged)  # the same run published twice
+    assert (again.action, again.table_version) == ("noop", 1) and again.message.startswith("replay: no-op")
+    rescored = score(lake.project, runtime)  # no new source version: nothing to score
+    assert rescored.counts["rows_in"] == 0 and publish(lake.project, runtime, rescored).action == "noop"
+    assert runtime.table_version(lake.target) == 1
+
+    lake.add(lake.flights.iloc[60:75])  # v1: a window of 15 inserted rows, read from the change feed on Spark
+    window = score(lake.project, runtime)
+    assert window.scope["read"] == "cdf" and window.counts["rows_in"] == 15
+    appended = publish(lake.project, runtime, window)
+    assert (appended.action, appended.table_version, appended.engine) == ("append", 2, "spark-delta")
+    assert len(runtime.read_table(lake.target)) == 75 and runtime.read_table(lake.target)["flight_id"].is_unique
+
+
+def test_an_update_in_a_spark_window_is_rejected_or_rebuilt_as_configured(spark_lake):
+    lake, runtime = spark_lake, spark_lake.runtime
+    lake.add(lake.flights.iloc[:40])
+    publish(lake.project, runtime, score(lake.project, runtime))
+    lake.add(lake.flights.iloc[40:50])  # v1
+    first = int(lake.flights["flight_id"].iloc[0])
+    DeltaTable(str(runtime.table_path(INCOMING))).update(predicate=f"flight_id = {first}",
+                                                         updates={"distance": "distance + 1"})  # v2
+    with pytest.raises(SourceChangedError, match=r"window v1..v2 \(v2: update_postimage/update_preimage\)"):
+        score(lake.project, runtime)
+    assert runtime.table_version(lake.target) == 1
+    lake.configure(source_change_policy="rebuild_on_change")
+    rebuilt = publish(lake.project, runtime, score(lake.project, runtime))
+    assert (rebuilt.action, rebuilt.engine, rebuilt.receipt["batch_compute"]) == ("replace_table", "spark-delta", "spark")
+    stored = runtime.read_table(lake.target)
+    assert sorted(stored["flight_id"]) == sorted(lake.flights.iloc[:50]["flight_id"])
+
+
+def test_a_vacuumed_spark_window_requires_recovery_and_leaves_the_table(spark_lake):
+    lake, runtime = spark_lake, spark_lake.runtime
+    lake.add(lake.flights.iloc[:30])
+    publish(lake.project, runtime, score(lake.project, runtime))
+    lake.add(lake.flights.iloc[30:40])  # v1
+    lake.add(lake.flights.iloc[40:50])  # v2
+    source = DeltaTable(str(runtime.table_path(INCOMING)))
+    source.optimize.compact()
+    DeltaTable(str(runtime.table_path(INCOMING))).vacuum(retention_hours=0, enforce_retention_duration=False,
+                                                         dry_run=False)
+    with pytest.raises(CdfRecoveryRequiredError) as err:
+        score(lake.project, runtime)
+    assert err.value.code == "cdf_recovery_required" and err.value.fields["first_version"] == 1
+    assert "reading it failed" in str(err.value) and "lakescore publish --recover-predictions" in str(err.value)
+    assert runtime.table_version(lake.target) == 1 and len(runtime.read_table(lake.target)) == 30
