@@ -1,7 +1,7 @@
 """The embedded ``local`` runtime: the :class:`~lakescore.runtime.base.Runtime` with no workspace.
 
 Local (no workspace, no network): a ``local[2]`` SparkSession with Arrow on and Delta Lake's
-extension and catalog; MLflow tracking and registry in SQLite under ``<home>/mlflow.db``; Delta
+extension and catalog (or a Spark Connect session to it: ``LAKESCORE_SPARK_CONNECT=1``); MLflow tracking and registry in SQLite under ``<home>/mlflow.db``; Delta
 tables under ``<home>/warehouse/<catalog>/<schema>/<table>``, addressed by three-part names. Both
 engines read every table through a Delta reader, never the Parquet files behind a version: Spark
 through Delta Lake (jars fetched once by ``scripts/setup.sh`` into the environment, see
@@ -22,7 +22,7 @@ from lakescore.config import TABLE_NAME
 from lakescore.errors import ChangeFeedReadError, TableExistsError, TableNotFoundError
 from lakescore.locking import exclusive
 from lakescore.runtime.base import PLACEMENTS, Placement
-from lakescore.runtime.jars import SPARK_DELTA_CONF, delta_jars, spark_environment
+from lakescore.runtime.local_spark import classic_session, connect_requested, connect_session
 
 EXPERIMENT = "lakescore"
 
@@ -55,11 +55,16 @@ def _check_name(name: str) -> tuple[str, str, str]:
 
 @dataclass
 class LocalRuntime:
-    """The embedded default runtime. ``home`` holds everything it writes."""
+    """The embedded default runtime. ``home`` holds everything it writes.
+
+    ``connect`` (default: ``LAKESCORE_SPARK_CONNECT=1`` in the environment) makes :meth:`spark` a
+    Spark Connect session, as serverless jobs and standard-access clusters get on Databricks.
+    """
 
     home: Path
     target: str = "dev"
     kind: Literal["local"] = "local"
+    connect: bool = field(default_factory=connect_requested)
     _spark: Any = field(default=None, repr=False)
     _mlflow_ready: bool = field(default=False, repr=False)
 
@@ -256,36 +261,22 @@ class LocalRuntime:
     # --- engines -----------------------------------------------------------------------------
 
     def spark(self) -> Any:
-        """A shared ``local[2]`` SparkSession with Delta Lake, Arrow on and stable pandas integer dtypes.
+        """The process's shared ``local[2]`` SparkSession with Delta Lake, Arrow on and stable pandas
+        integer dtypes; a Spark Connect session to it when :attr:`connect` is set.
 
         Delta Lake's extension and catalog come from the jars that ``scripts/setup.sh`` cached
-        (``spark.jars``): starting the session needs no network.
+        (``spark.jars``): starting the session needs no network. See
+        :mod:`lakescore.runtime.local_spark` for how the Connect server is started.
 
         Raises
         ------
         DeltaJarsMissingError
             The jars are not cached in this environment (one line naming the command).
+        SparkConnectUnavailableError
+            :attr:`connect`, and a classic session without a Connect server already runs in this process.
         """
         if self._spark is None:
-            jars = delta_jars()
-            spark_environment()
-            from pyspark.sql import SparkSession  # heavy: only when Spark is used
-
-            builder = SparkSession.builder.master("local[2]").appName("lakescore")
-            for key, value in SPARK_DELTA_CONF.items():
-                builder = builder.config(key, value)
-            self._spark = (
-                builder.config("spark.jars", ",".join(str(j) for j in jars))
-                .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-                .config("spark.sql.execution.pythonUDF.pandas.preferIntExtensionDtype", "true")
-                .config("spark.sql.shuffle.partitions", "4")
-                .config("spark.ui.enabled", "false")
-                .config("spark.ui.showConsoleProgress", "false")
-                .config("spark.sql.warehouse.dir", str(self.home / "spark-warehouse"))
-                .config("spark.driver.memory", "4g")
-                .getOrCreate()
-            )
-            self._spark.sparkContext.setLogLevel("ERROR")
+            self._spark = connect_session(self.home) if self.connect else classic_session(self.home)
         return self._spark
 
     def spark_source(self, name: str, *, version: int) -> Any:

@@ -75,7 +75,7 @@ def _score_route(project: ProjectConfig, runtime: Runtime, plan: ScorePlan, prep
         source = (runtime.spark_source(plan.source_table, version=plan.source_version) if prepared.rows is None
                   else runtime.spark().createDataFrame(prepared.rows))
         return score_spark(source, plan, batch_rows=inf.spark_udf_prediction_batch_rows,
-                           env_manager=inf.spark_udf_env_manager)
+                           env_manager=inf.spark_udf_env_manager, model_dir=runtime.runs_dir() / "models")
     from lakescore.scoring.local import score_single_node
 
     return score_single_node(source_rows(runtime, plan, prepared, list(dict.fromkeys([*plan.record_keys,
