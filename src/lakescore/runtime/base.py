@@ -43,7 +43,8 @@ class Placement:
 PLACEMENTS: dict[str, Placement] = {
     "local": Placement(
         kind="local",
-        spark="local[2] SparkSession with Delta Lake's extension and catalog (jars cached at set-up)",
+        spark=("local[2] SparkSession with Delta Lake's extension and catalog (jars cached at set-up); "
+               "with LAKESCORE_SPARK_CONNECT=1, a Spark Connect session to a server in that JVM"),
         tables="Delta under <home>/warehouse/<catalog>/<schema>/<table>, addressed by three-part names",
         delta_writes=("delta-rs for both routes and the inference table today; the Spark Delta writer "
                       "(publish/spark_delta.py) passes the same fault tests and is not yet the Spark route's"),
