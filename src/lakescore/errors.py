@@ -232,6 +232,12 @@ class DeltaJarsMissingError(RuntimeUnsupportedError):
     code = "delta_jars_missing"
 
 
+class SparkConnectUnavailableError(RuntimeUnsupportedError):
+    """The local runtime cannot give a Spark Connect session in this process."""
+
+    code = "spark_connect_unavailable"
+
+
 class TableFeatureUnsupportedError(RuntimeUnsupportedError):
     """A Delta table needs a reader feature that the route's engine cannot read."""
 

@@ -123,6 +123,12 @@ def spark_lake(lake, request):
     return lake.on("spark", request)
 
 
+@pytest.fixture
+def route_lake(lake, route_spark, request):
+    """The publication lake on classic Spark and again on Spark Connect (see ``route_spark``)."""
+    return lake.on("spark", request)
+
+
 def app_id_of(lake) -> str:
     inf = lake.project.inference
     return app_id_for(inf.job_name, lake.runtime.target, inf.prediction_table)
@@ -191,10 +197,10 @@ def test_each_writer_reads_the_receipts_the_other_wrote_in_the_log_and_the_recei
 
 
 @pytest.mark.spark
-def test_a_replay_across_writers_is_a_noop(spark_lake):
+def test_a_replay_across_writers_is_a_noop(route_lake):
     from deltalake import DeltaTable
 
-    lake = spark_lake
+    lake = route_lake
     lake.add_source(lake.flights.iloc[:100])
     lake.publish(lake.score(), engine="delta-rs")
     lake.add_source(lake.flights.iloc[100:150])
@@ -203,6 +209,8 @@ def test_a_replay_across_writers_is_a_noop(spark_lake):
     again = lake.publish(window, engine="delta-rs")
     assert (again.action, again.table_version) == ("noop", 2)
     assert again.message == f"replay: no-op (run {window.run_id} already published this request to {TARGET_NAME} v2)"
+    own = lake.publish(window, engine="spark")  # Spark reads back the receipt it wrote
+    assert (own.action, own.table_version, own.message) == ("noop", 2, again.message)
     lake.add_source(lake.flights.iloc[150:170])
     later = lake.score()
     assert lake.publish(later, engine="delta-rs").table_version == 3
@@ -213,10 +221,10 @@ def test_a_replay_across_writers_is_a_noop(spark_lake):
 
 
 @pytest.mark.spark
-def test_delta_rs_reads_what_spark_wrote_and_spark_reads_what_delta_rs_wrote(spark_lake):
+def test_delta_rs_reads_what_spark_wrote_and_spark_reads_what_delta_rs_wrote(route_lake):
     from deltalake import DeltaTable
 
-    lake = spark_lake
+    lake = route_lake
     lake.add_source(lake.flights.iloc[:120])
     run = lake.score()
     assert lake.publish(run, engine="spark").table_version == 1

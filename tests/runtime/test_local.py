@@ -14,7 +14,7 @@ from fixtures.spark_delta import write_spark_delta
 
 from lakescore.errors import ChangeFeedReadError, ConfigError, DeltaJarsMissingError, TableExistsError, TableNotFoundError
 from lakescore.runtime import PLACEMENTS, LocalRuntime, Runtime, get_runtime
-from lakescore.runtime.local import spark_master
+from lakescore.runtime.local_spark import spark_master
 from lakescore.runtime.base import Tables
 from lakescore.runtime.jars import DELTA_SPARK_PACKAGE, delta_jars
 

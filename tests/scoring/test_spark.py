@@ -40,12 +40,27 @@ SOURCE = "main.t.transport_source"
 
 
 @pytest.fixture
-def registered(spark_runtime, spark, tmp_path, monkeypatch, flights_sample, demo_recipe):
+def rules_file(tmp_path, monkeypatch):
+    """The output rule module, importable by name here (the workers get it from ``ship``)."""
     folder = tmp_path / "rules"
     folder.mkdir()
     (folder / f"{MODULE}.py").write_text(textwrap.dedent(RULES))
     monkeypatch.syspath_prepend(str(folder))
-    spark.sparkContext.addPyFile(str(folder / f"{MODULE}.py"))  # the workers import the rule by name
+    return folder / f"{MODULE}.py"
+
+
+def ship(session, path) -> None:
+    """Make ``path`` importable on ``session``'s workers (classic: addPyFile; Connect: addArtifacts)."""
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    if isinstance(session, ConnectSession):
+        session.addArtifacts(str(path), pyfile=True)
+    else:
+        session.sparkContext.addPyFile(str(path))
+
+
+@pytest.fixture
+def registered(runtime, rules_file, flights_sample, demo_recipe):
     frame = flights_sample.assign(big=BIG + np.arange(len(flights_sample)) * 2,
                                   tag=[MARKERS[i % len(MARKERS)] for i in range(len(flights_sample))])
     scoring = ScoringConfig.model_validate({
@@ -57,11 +72,27 @@ def registered(spark_runtime, spark, tmp_path, monkeypatch, flights_sample, demo
                       recipe=demo_recipe, model_class="LogisticRegression", model_params={"max_iter": 300},
                       feature_columns=["dep_delay", "distance", "hour", "carrier", "origin"],
                       rules=load_rules(scoring), output_rules=load_output_rules(scoring))
-    spark_runtime.mlflow()
+    runtime.mlflow()
     with mlflow.start_run():
         model = log_and_register(chain, example=train.head(5), name="main.t.transport", alias="champion",
                                  evidence=admit(chain, frame.iloc[1500:]))
-    return spark_runtime, model, chain, frame
+    return runtime, model, chain, frame
+
+
+@pytest.fixture
+def on_spark(registered, route_spark, rules_file):
+    """``registered`` on the test's Spark session, classic and then Spark Connect (see route_spark)."""
+    registered[0]._spark = route_spark
+    ship(route_spark, rules_file)
+    return registered
+
+
+@pytest.fixture
+def on_classic_spark(registered, spark, rules_file):
+    """``registered`` on the classic session only."""
+    registered[0]._spark = spark
+    ship(spark, rules_file)
+    return registered
 
 
 def spark_route(runtime, plan: ScorePlan, **options):
@@ -84,8 +115,8 @@ def plan_for(runtime, model, chain) -> ScorePlan:
                      model.certificate.artifact_sha256)
 
 
-def test_big_integers_and_marker_texts_cross_both_routes_exactly(registered):
-    runtime, model, chain, frame = registered
+def test_big_integers_and_marker_texts_cross_both_routes_exactly(on_spark):
+    runtime, model, chain, frame = on_spark
     source = frame.iloc[1500:1800].reset_index(drop=True)
     source["hour"] = source["hour"].astype("Int64")
     source.loc[[3, 40], "hour"] = pd.NA  # hour was trained as int64; the recipe imputes it (median)
@@ -192,8 +223,8 @@ def test_a_null_in_an_integer_feature_the_recipe_does_not_impute_excludes_its_ro
         assert np.allclose(others["probability"].astype(float), want["probability"].astype(float), rtol=1e-9)
 
 
-def test_a_nullable_long_source_column_reaches_an_output_rule_exactly_on_both_routes(registered):
-    runtime, model, chain, frame = registered
+def test_a_nullable_long_source_column_reaches_an_output_rule_exactly_on_both_routes(on_classic_spark):
+    runtime, model, chain, frame = on_classic_spark
     source = frame.iloc[1500:1540].reset_index(drop=True)
     source = source[source["dep_time"].notna()].reset_index(drop=True)  # every row predicted (no rule excludes)
     source["big"] = pd.array([BIG] * len(source), dtype="Int64")  # 9007199254740993
@@ -207,3 +238,16 @@ def test_a_nullable_long_source_column_reaches_an_output_rule_exactly_on_both_ro
         assert predicted.sum() >= len(source) - 2  # at most the IQR outliers are excluded
         assert by_key.loc[predicted, "big_out"].tolist() == source.loc[predicted, "big"].tolist()
         assert by_key["big_out"].iloc[0] == 9007199254740993 and pd.isna(by_key["big_out"].iloc[4])
+
+
+def test_each_worker_refuses_a_tampered_model_before_it_scores_a_row(on_spark):
+    """The driver hands spark_udf a downloaded copy of the model; each worker's load_context still
+    re-verifies the certificate in that copy, on classic Spark and on Spark Connect."""
+    runtime, model, chain, frame = on_spark
+    runtime.write_table(SOURCE, frame.iloc[1500:1600].reset_index(drop=True))
+    plan = plan_for(runtime, model, chain)
+    chain_json = next((runtime.home / "mlartifacts").rglob("chain/chain.json"))
+    chain_json.write_text(chain_json.read_text().replace('"engine": "pandas"', '"engine": "pandas" '))
+    with pytest.raises(Exception, match="the model does not match its certificate, so it will not score") as raised:
+        spark_route(runtime, plan, batch_rows=64, env_manager="local")
+    assert type(raised.value).__name__ == "PythonException"  # raised in a Python worker, not on the driver

@@ -43,7 +43,8 @@ class Placement:
 PLACEMENTS: dict[str, Placement] = {
     "local": Placement(
         kind="local",
-        spark="local[2] SparkSession with Delta Lake's extension and catalog (jars cached at set-up)",
+        spark=("local[2] SparkSession with Delta Lake's extension and catalog (jars cached at set-up); "
+               "with LAKESCORE_SPARK_CONNECT=1, a Spark Connect session to a server in that JVM"),
         tables="Delta under <home>/warehouse/<catalog>/<schema>/<table>, addressed by three-part names",
         delta_writes=("Spark Delta for the Spark route (from the executors); delta-rs for the single-node "
                       "route and the serving inference table"),

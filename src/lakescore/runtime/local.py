@@ -1,7 +1,7 @@
 """The embedded ``local`` runtime: the :class:`~lakescore.runtime.base.Runtime` with no workspace.
 
 Local (no workspace, no network): a ``local[2]`` SparkSession with Arrow on and Delta Lake's
-extension and catalog; MLflow tracking and registry in SQLite under ``<home>/mlflow.db``; Delta
+extension and catalog (or a Spark Connect session to it: ``LAKESCORE_SPARK_CONNECT=1``); MLflow tracking and registry in SQLite under ``<home>/mlflow.db``; Delta
 tables under ``<home>/warehouse/<catalog>/<schema>/<table>``, addressed by three-part names. Both
 engines read every table through a Delta reader, never the Parquet files behind a version: Spark
 through Delta Lake (jars fetched once by ``scripts/setup.sh`` into the environment, see
@@ -10,8 +10,6 @@ through Delta Lake (jars fetched once by ``scripts/setup.sh`` into the environme
 
 from __future__ import annotations
 
-import os
-import re
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,15 +19,12 @@ import pandas as pd
 import pyarrow as pa
 
 from lakescore.config import TABLE_NAME
-from lakescore.errors import ChangeFeedReadError, ConfigError, TableExistsError, TableNotFoundError, spark_errors
+from lakescore.errors import ChangeFeedReadError, TableExistsError, TableNotFoundError, spark_errors
 from lakescore.locking import exclusive
 from lakescore.runtime.base import PLACEMENTS, Placement
-from lakescore.runtime.jars import SPARK_DELTA_CONF, delta_jars, spark_environment
+from lakescore.runtime.local_spark import classic_session, connect_requested, connect_session
 
 EXPERIMENT = "lakescore"
-MASTER_ENV = "LAKESCORE_SPARK_MASTER"  # the local SparkSession's master, e.g. local[1] (scripts/bench_scale.py)
-DEFAULT_MASTER = "local[2]"
-_LOCAL_MASTER = re.compile(r"local\[([1-9][0-9]*|\*)\]")
 
 # Reader features that delta-rs 1.6.6 reads with ``DeltaTable.scan`` (DataFusion), checked on tables
 # that Spark Delta 4.4 wrote; it refuses typeWidening and vacuumProtocolCheck. Its ``to_pandas``
@@ -48,23 +43,6 @@ def _reader_features(table: Any) -> frozenset[str]:
 
 
 
-def spark_master() -> str:
-    """The master of the local SparkSession: ``local[2]`` unless ``LAKESCORE_SPARK_MASTER`` says
-    ``local[N]`` (N worker threads) or ``local[*]`` (one per core), e.g. to compare one worker
-    thread with two (``scripts/bench_scale.py``).
-
-    Raises
-    ------
-    ConfigError
-        The variable holds anything else (a cluster master is the ``databricks`` runtime's job).
-    """
-    value = os.environ.get(MASTER_ENV, "").strip() or DEFAULT_MASTER
-    if not _LOCAL_MASTER.fullmatch(value):
-        raise ConfigError([f"environment variable {MASTER_ENV} must be local[N] (N >= 1 worker threads) or "
-                           f"local[*]; got {value!r}. Unset it for the default {DEFAULT_MASTER}."])
-    return value
-
-
 def _check_name(name: str) -> tuple[str, str, str]:
     if not TABLE_NAME.match(name):
         raise TableNotFoundError(
@@ -77,11 +55,16 @@ def _check_name(name: str) -> tuple[str, str, str]:
 
 @dataclass
 class LocalRuntime:
-    """The embedded default runtime. ``home`` holds everything it writes."""
+    """The embedded default runtime. ``home`` holds everything it writes.
+
+    ``connect`` (default: ``LAKESCORE_SPARK_CONNECT=1`` in the environment) makes :meth:`spark` a
+    Spark Connect session, as serverless jobs and standard-access clusters get on Databricks.
+    """
 
     home: Path
     target: str = "dev"
     kind: Literal["local"] = "local"
+    connect: bool = field(default_factory=connect_requested)
     _spark: Any = field(default=None, repr=False)
     _mlflow_ready: bool = field(default=False, repr=False)
 
@@ -280,40 +263,24 @@ class LocalRuntime:
     # --- engines -----------------------------------------------------------------------------
 
     def spark(self) -> Any:
-        """A shared ``local[2]`` SparkSession with Delta Lake, Arrow on and stable pandas integer dtypes
-        (another ``local[N]`` with ``LAKESCORE_SPARK_MASTER``, see :func:`spark_master`).
+        """The process's shared SparkSession with Delta Lake, Arrow on and stable pandas integer
+        dtypes (``local[2]``, or the ``local[N]`` of ``LAKESCORE_SPARK_MASTER``, see
+        :func:`lakescore.runtime.local_spark.spark_master`); a Spark Connect session to it when
+        :attr:`connect` is set.
 
         Delta Lake's extension and catalog come from the jars that ``scripts/setup.sh`` cached
-        (``spark.jars``): starting the session needs no network.
+        (``spark.jars``): starting the session needs no network. See
+        :mod:`lakescore.runtime.local_spark` for how the Connect server is started.
 
         Raises
         ------
         DeltaJarsMissingError
             The jars are not cached in this environment (one line naming the command).
-        ConfigError
-            ``LAKESCORE_SPARK_MASTER`` is not ``local[N]`` or ``local[*]``.
+        SparkConnectUnavailableError
+            :attr:`connect`, and a classic session without a Connect server already runs in this process.
         """
         if self._spark is None:
-            jars = delta_jars()
-            master = spark_master()
-            spark_environment()
-            from pyspark.sql import SparkSession  # heavy: only when Spark is used
-
-            builder = SparkSession.builder.master(master).appName("lakescore")
-            for key, value in SPARK_DELTA_CONF.items():
-                builder = builder.config(key, value)
-            self._spark = (
-                builder.config("spark.jars", ",".join(str(j) for j in jars))
-                .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-                .config("spark.sql.execution.pythonUDF.pandas.preferIntExtensionDtype", "true")
-                .config("spark.sql.shuffle.partitions", "4")
-                .config("spark.ui.enabled", "false")
-                .config("spark.ui.showConsoleProgress", "false")
-                .config("spark.sql.warehouse.dir", str(self.home / "spark-warehouse"))
-                .config("spark.driver.memory", "4g")
-                .getOrCreate()
-            )
-            self._spark.sparkContext.setLogLevel("ERROR")
+            self._spark = connect_session(self.home) if self.connect else classic_session(self.home)
         return self._spark
 
     def spark_source(self, name: str, *, version: int) -> Any:

@@ -16,12 +16,14 @@ from __future__ import annotations
 import logging
 import sys
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Iterator
 
 from lakescore.frames import TRANSPORT_TYPES, null_mask_name
 from lakescore.rules import OUTPUT_TYPES
 from lakescore.scoring.preflight import ScorePlan
 from lakescore.scoring.run import Tally
+from lakescore.scoring.udf_model import default_parallelism, local_model
 
 INT_EXTENSION_CONF = "spark.sql.execution.pythonUDF.pandas.preferIntExtensionDtype"
 
@@ -59,7 +61,8 @@ def _env_notice_answered(env_manager: str) -> Iterator[None]:
         logger.removeFilter(drop)
 
 
-def score_spark(source: Any, plan: ScorePlan, *, batch_rows: int, env_manager: str) -> Any:
+def score_spark(source: Any, plan: ScorePlan, *, batch_rows: int, env_manager: str,
+                model_dir: Path | None = None) -> Any:
     """Score ``source`` (the pinned snapshot, or a window's inserted rows) on Spark workers, lazily.
 
     Nothing runs here: the UDF runs when the returned frame is computed (the score workflow writes
@@ -76,6 +79,9 @@ def score_spark(source: Any, plan: ScorePlan, *, batch_rows: int, env_manager: s
         Most rows per model call on a worker (``spark_udf_prediction_batch_rows``).
     env_manager : str
         ``spark_udf``'s ``env_manager`` (``local``: the workers use this Python environment).
+    model_dir : Path, optional
+        Where the driver downloads the model once for the workers (the run store's ``models``
+        folder); default as :func:`lakescore.scoring.udf_model.local_model`.
 
     Returns
     -------
@@ -89,10 +95,11 @@ def score_spark(source: Any, plan: ScorePlan, *, batch_rows: int, env_manager: s
 
     spark = source.sparkSession
     spark.conf.set(INT_EXTENSION_CONF, "true")  # integer inputs reach the worker as Int64, not float64
-    source = source.repartition(spark.sparkContext.defaultParallelism)  # every core gets batches
+    source = source.repartition(default_parallelism(spark))  # every core gets batches
     fields = result_fields(get_model_info(plan.model_uri).signature.outputs)
+    model_path = local_model(plan.model_uri, model_dir)  # workers never open the registry (Spark Connect)
     with _env_notice_answered(env_manager):
-        udf = mlflow.pyfunc.spark_udf(spark, plan.model_uri, result_type=transport_ddl(fields),
+        udf = mlflow.pyfunc.spark_udf(spark, model_path, result_type=transport_ddl(fields),
                                       env_manager=env_manager, params={"batch_rows": batch_rows, "null_transport": True})
     scored = source.select(*plan.record_keys, udf(F.struct(*plan.input_columns)).alias("_r"))
     columns = [F.when(F.col(f"_r.{null_mask_name(name)}"), F.lit(None).cast(kind))

@@ -77,7 +77,7 @@ def _score_route(project: ProjectConfig, runtime: Runtime, plan: ScorePlan, prep
         from lakescore.scoring.spark import score_spark  # pyspark: only on the Spark route
 
         return score_spark(_spark_rows(runtime, plan, prepared), plan, batch_rows=inf.spark_udf_prediction_batch_rows,
-                           env_manager=inf.spark_udf_env_manager)
+                           env_manager=inf.spark_udf_env_manager, model_dir=runtime.runs_dir() / "models")
     from lakescore.scoring.local import score_single_node
 
     return score_single_node(source_rows(runtime, plan, prepared, list(dict.fromkeys([*plan.record_keys,

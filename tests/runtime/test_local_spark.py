@@ -1,0 +1,62 @@
+"""The local runtime's Spark: classic, or Spark Connect to a server in the same Delta-enabled JVM
+(``LAKESCORE_SPARK_CONNECT=1``), on a loopback port that only token holders may use."""
+
+import pandas as pd
+import pytest
+
+from lakescore.runtime import LocalRuntime
+from lakescore.runtime.local_spark import CONNECT_ENV, CONNECT_MODE_ENV, session_confs
+
+
+def test_the_environment_asks_for_spark_connect_and_an_argument_overrides_it(tmp_path, monkeypatch):
+    monkeypatch.delenv(CONNECT_ENV, raising=False)
+    assert LocalRuntime(tmp_path).connect is False
+    monkeypatch.setenv(CONNECT_ENV, "1")
+    assert LocalRuntime(tmp_path).connect is True
+    assert LocalRuntime(tmp_path, connect=False).connect is False
+    monkeypatch.setenv(CONNECT_ENV, "true")  # only "1" turns it on
+    assert LocalRuntime(tmp_path).connect is False
+
+
+def test_both_session_kinds_get_delta_arrow_and_a_parallelism_a_connect_session_can_read(tmp_path):
+    confs = session_confs(tmp_path, [tmp_path / "a.jar", tmp_path / "b.jar"])
+    assert confs["spark.jars"] == f"{tmp_path}/a.jar,{tmp_path}/b.jar"
+    assert confs["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
+    assert (confs["spark.default.parallelism"], confs["spark.sql.execution.arrow.pyspark.enabled"]) == ("2", "true")
+
+
+@pytest.mark.spark
+@pytest.mark.connect
+def test_a_connect_session_reads_pinned_delta_versions_and_has_no_spark_context(spark_connect, tmp_path, monkeypatch):
+    from pyspark.errors import PySparkAttributeError
+
+    monkeypatch.setenv(CONNECT_MODE_ENV, "1")
+    runtime = LocalRuntime(tmp_path, connect=True)
+    runtime._spark = spark_connect  # the test session's client: LocalRuntime(connect=True).spark() made it
+    name = "main.s.pinned"
+    runtime.write_table(name, pd.DataFrame({"k": [1, 2, 3]}))
+    runtime.write_table(name, pd.DataFrame({"k": [4, 5]}), mode="append")
+    assert type(runtime.spark()).__module__ == "pyspark.sql.connect.session"
+    assert runtime.spark_source(name, version=0).count() == 3
+    assert sorted(r["k"] for r in runtime.spark_source(name, version=1).collect()) == [1, 2, 3, 4, 5]
+    history = spark_connect.sql(f"DESCRIBE HISTORY delta.`{runtime.table_location(name)}`").select("version")
+    assert sorted(r["version"] for r in history.collect()) == [0, 1]  # Delta's SQL extension on the server
+    with pytest.raises(PySparkAttributeError):
+        spark_connect.sparkContext  # noqa: B018 - JVM-only: what the route must never touch
+
+
+@pytest.mark.spark
+@pytest.mark.connect
+def test_the_connect_server_refuses_a_client_without_its_token(spark_connect):
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    from lakescore.runtime import local_spark
+
+    port, _token = local_spark._server
+    stranger = ConnectSession(connection=f"sc://localhost:{port}/;token=not-the-token")
+    try:
+        with pytest.raises(Exception, match="(?i)authenticat|UNAUTHENTICATED"):
+            stranger.range(1).count()
+    finally:
+        stranger.client.close()
+    assert spark_connect.range(3).count() == 3  # the runtime's own client still works
