@@ -1,20 +1,33 @@
 # Two commands a user needs: `make demo` and `make test`. Each installs what it needs first.
+# `make test-dbr` runs the Spark, packaging and publication tests again on Databricks Runtime 18
+# LTS ML's library versions (requirements-dbr.lock) in a second environment, .venv-dbr.
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+DBR_VENV := .venv-dbr
+DBR_STAMP := $(DBR_VENV)/.installed
+DBR_TESTS := tests/runtime tests/publish tests/scoring tests/test_packaging.py tests/workflows/test_score.py
 
-.PHONY: install demo test bench clean
+.PHONY: install install-dbr demo test test-dbr bench clean
 
 $(STAMP): requirements.lock pyproject.toml scripts/setup.sh
 	bash scripts/setup.sh
 
 install: $(STAMP)
 
+$(DBR_STAMP): requirements-dbr.lock pyproject.toml scripts/setup_dbr.sh
+	bash scripts/setup_dbr.sh
+
+install-dbr: $(DBR_STAMP)
+
 demo: install
 	$(VENV)/bin/lakescore demo --config-dir config
 
 test: install
 	$(PY) -m pytest
+
+test-dbr: install-dbr
+	$(DBR_VENV)/bin/python -m pytest $(DBR_TESTS)
 
 bench: install
 	$(PY) scripts/bench_scoring.py

@@ -326,6 +326,16 @@ def test_the_wheel_leaves_pyspark_and_full_mlflow_to_the_runtime_and_allows_pyth
     assert [v for v in ("3.10", "3.11.7", "3.12.3", "3.13.0") if requires.contains(v)] == ["3.11.7", "3.12.3"]
 
 
+def test_the_dbr_lock_satisfies_the_wheels_core_dependencies() -> None:
+    # requirements-dbr.lock: what `make test-dbr` installs as Databricks Runtime 18 LTS ML; the wheel
+    # installed there must find every core dependency already satisfied (nothing replaced)
+    lines = (ROOT / "requirements-dbr.lock").read_text().splitlines()
+    pins = dict(line.lower().split("==") for line in lines if line and not line.startswith("#"))
+    assert (pins["pyspark"], pins["mlflow-skinny"], pins["pandas"], pins["pyarrow"]) == ("4.1.0", "3.8.1", "2.2.3", "21.0.0")
+    for name, requirement in CORE.items():
+        assert requirement.specifier.contains(pins[name]), f"{requirement} would replace the lock's {name} {pins[name]}"
+
+
 def test_targets_dev_staging_prod_with_dev_the_default() -> None:
     targets = BUNDLE["targets"]
     assert {"dev", "staging", "prod"} <= set(targets)

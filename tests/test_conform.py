@@ -1,5 +1,7 @@
 """Input conformance: each column to its signature type, a value of the wrong kind marks its row."""
 
+from decimal import Decimal
+
 import numpy as np
 import pandas as pd
 
@@ -22,6 +24,16 @@ def test_integers_stay_exact_and_nullable_on_every_input_form():
     assert out["from_float"].tolist()[::2] == [4, 6] and out["from_float"].isna().tolist() == [False, True, False]
     assert out["from_json"].iloc[0] == 9007199254740993 and out["from_json"].iloc[2] == 7
     assert reasons.tolist() == [None, None, None]  # a null is a value the recipe may impute
+
+
+def test_whole_decimals_from_spark_4_1_become_exact_integers_and_others_are_invalid():
+    # Spark 4.1 (Databricks Runtime 18 LTS) hands bigint inputs over as decimal(19,0) values
+    column = pd.Series([Decimal(BIG), None, Decimal("-9223372036854775808"), Decimal("1.5"),
+                        Decimal(2**63), Decimal("NaN"), Decimal("7.000")], dtype=object)
+    out, reasons = conform_inputs(pd.DataFrame({"n": column}), {"n": "long"})
+    assert out["n"].dtype == "Int64"
+    assert out["n"].tolist()[:3] == [9007199254740993, pd.NA, -9223372036854775808] and out["n"].iloc[6] == 7
+    assert reasons.tolist() == [None, None, None, "invalid:n", "invalid:n", "invalid:n", None]
 
 
 def test_a_value_of_the_wrong_kind_names_the_first_bad_column_of_its_row():

@@ -2,7 +2,8 @@
 
 Every route hands the pyfunc a frame whose columns may not have the types the model was trained
 on: a single-node read of an integer column with a null arrives as float64, a Spark batch as
-nullable Int64, an HTTP request as Python objects. :func:`conform_inputs` turns each declared column
+nullable Int64 (Spark 4.2+) or exact ``Decimal`` values (Spark 4.1, see
+:mod:`lakescore.scoring.spark`), an HTTP request as Python objects. :func:`conform_inputs` turns each declared column
 into one dtype per signature type, so every route gives the chain the same frame:
 
 ====================  ==========================================================================
@@ -25,6 +26,7 @@ the model: its row is marked ``invalid:<column>`` (the first such column) and th
 from __future__ import annotations
 
 import numbers
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
@@ -123,9 +125,12 @@ def _is_number(value: Any) -> bool:
 
 
 def _is_integer(value: Any) -> bool:
-    """An int, or a finite float with no fraction within int64 (JSON has no integer type)."""
+    """An int, a whole Decimal, or a finite float with no fraction, within int64 (JSON has no
+    integer type; Spark 4.1 hands bigint inputs over as decimal(19,0))."""
     if isinstance(value, (numbers.Integral)) and not isinstance(value, (bool, np.bool_)):
         return -INT64_MAX - 1 <= int(value) <= INT64_MAX
+    if isinstance(value, Decimal):
+        return value.is_finite() and value == value.to_integral_value() and -INT64_MAX - 1 <= int(value) <= INT64_MAX
     if _is_number(value):
         number = float(value)
         return bool(np.isfinite(number)) and number == np.floor(number) and abs(number) < 2.0**63

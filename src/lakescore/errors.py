@@ -238,6 +238,12 @@ class SparkConnectUnavailableError(RuntimeUnsupportedError):
     code = "spark_connect_unavailable"
 
 
+class SparkVersionUnsupportedError(RuntimeUnsupportedError):
+    """The installed pyspark is missing, or is a Spark version no pinned Delta Lake release is built for."""
+
+    code = "spark_version_unsupported"
+
+
 class TableFeatureUnsupportedError(RuntimeUnsupportedError):
     """A Delta table needs a reader feature that the route's engine cannot read."""
 

@@ -1,13 +1,13 @@
 """The local runtime: the Runtime Protocol it implements, table naming and its errors, the table facts
-and change feed the workflows read, Delta Lake's cached Spark jars, and reading a table's exact
-snapshot on both engines (deletion vectors, column mapping, pinned versions)."""
+and change feed the workflows read, a session on Delta Lake's cached Spark jars, and reading a
+table's exact snapshot on both engines (deletion vectors, column mapping, pinned versions)."""
 
-import json
 import sys
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pyspark
 import pytest
 from deltalake import DeltaTable
 from fixtures.spark_delta import write_spark_delta
@@ -16,7 +16,7 @@ from lakescore.errors import ChangeFeedReadError, ConfigError, DeltaJarsMissingE
 from lakescore.runtime import PLACEMENTS, LocalRuntime, Runtime, get_runtime
 from lakescore.runtime.local_spark import spark_master
 from lakescore.runtime.base import Tables
-from lakescore.runtime.jars import DELTA_SPARK_PACKAGE, delta_jars
+from lakescore.runtime.jars import DELTA_SPARK_PACKAGE, setup_command
 
 
 def test_the_local_runtime_is_a_runtime_and_names_its_placement(tmp_path):
@@ -118,21 +118,13 @@ def test_four_processes_initialise_a_fresh_home_at_once(tmp_path, at_once):
     assert [m.name for m in client.search_registered_models()] == ["main.s.m"]
 
 
-def test_missing_delta_jars_say_in_one_line_which_command_fetches_them(tmp_path):
-    with pytest.raises(DeltaJarsMissingError) as err:
-        delta_jars(tmp_path / "lakescore-jars")
-    assert err.value.code == "delta_jars_missing"
-    assert str(err.value) == (f"Delta Lake's Spark jars are not in {tmp_path / 'lakescore-jars'}: run `bash "
-                              f"scripts/setup.sh` once (fetches {DELTA_SPARK_PACKAGE} from Maven Central).")
-
-
 def test_a_spark_session_without_the_jars_stops_before_starting_with_the_install_line(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "prefix", str(tmp_path / "env"))  # an environment where setup.sh never ran
     runtime = LocalRuntime(tmp_path / "home")
     with pytest.raises(DeltaJarsMissingError) as err:
         runtime.spark()
-    assert str(err.value) == (f"Delta Lake's Spark jars are not in {tmp_path / 'env' / 'lakescore-jars'}: run `bash "
-                              f"scripts/setup.sh` once (fetches {DELTA_SPARK_PACKAGE} from Maven Central).")
+    assert str(err.value) == (f"Delta Lake's Spark jars are not in {tmp_path / 'env' / 'lakescore-jars'}: run "
+                              f"`{setup_command()}` once (fetches {DELTA_SPARK_PACKAGE} from Maven Central).")
     assert err.value.fields["folder"] == str(tmp_path / "env" / "lakescore-jars")
     assert runtime._spark is None and not (tmp_path / "home" / "spark-warehouse").exists()
 
@@ -151,24 +143,6 @@ def test_the_local_master_is_two_threads_unless_the_environment_names_another_lo
                                       f"threads) or local[*]; got {bad!r}. Unset it for the default local[2]."]
 
 
-def test_jars_of_another_delta_version_or_a_deleted_jar_are_refused(tmp_path):
-    (tmp_path / "a.jar").write_bytes(b"jar")
-    (tmp_path / "delta-jars.json").write_text(json.dumps({"package": "io.delta:delta-spark_4.1_2.13:4.4.0",
-                                                          "jars": ["a.jar"]}))
-    with pytest.raises(DeltaJarsMissingError, match="are for 'io.delta:delta-spark_4.1_2.13:4.4.0' or incomplete"):
-        delta_jars(tmp_path)
-    (tmp_path / "delta-jars.json").write_text(json.dumps({"package": DELTA_SPARK_PACKAGE, "jars": ["a.jar", "b.jar"]}))
-    with pytest.raises(DeltaJarsMissingError, match="run `bash scripts/setup.sh` once"):
-        delta_jars(tmp_path)
-    (tmp_path / "b.jar").write_bytes(b"jar")
-    assert delta_jars(tmp_path) == [tmp_path / "a.jar", tmp_path / "b.jar"]
-
-
-def test_set_up_cached_the_delta_jars_in_this_environment():
-    names = [jar.name for jar in delta_jars()]
-    assert "io.delta_delta-spark_4.2_2.13-4.4.0.jar" in names and "io.delta_delta-storage-4.4.0.jar" in names
-
-
 @pytest.mark.spark
 def test_the_session_loads_delta_from_cached_jars_not_packages(spark):
     conf = spark.sparkContext.getConf()
@@ -176,7 +150,7 @@ def test_the_session_loads_delta_from_cached_jars_not_packages(spark):
     assert conf.get("spark.sql.catalog.spark_catalog") == "org.apache.spark.sql.delta.catalog.DeltaCatalog"
     assert conf.get("spark.jars.packages", None) is None  # no resolution, so no network at start
     assert conf.get("spark.sql.execution.arrow.pyspark.enabled") == "true"
-    assert spark.version == "4.2.0"
+    assert spark.version == pyspark.__version__  # the JVM is the installed pyspark's (4.2, or 4.1 in .venv-dbr)
 
 
 @pytest.mark.spark

@@ -5,7 +5,10 @@ Arrow batch it receives into model calls of at most ``spark_udf_prediction_batch
 
 Transport, both ways exact. In: the inputs cross as a struct; an integer column reaches the worker
 as nullable Int64 (``spark.sql.execution.pythonUDF.pandas.preferIntExtensionDtype``, set here for
-the session), never as float64, so 2**53 + 1 stays 2**53 + 1 and a null stays a null. Out: the UDF
+the session), never as float64, so 2**53 + 1 stays 2**53 + 1 and a null stays a null. Spark 4.1
+(Databricks Runtime 18 LTS) has no such setting and hands a bigint column with a null in the batch
+over as float64, so there bigint inputs cross as ``decimal(19,0)`` (:func:`exact_inputs`), which
+:func:`lakescore.conform.conform_inputs` reads back as exact Int64. Out: the UDF
 returns each output in its own Spark type (bigint, double, boolean, string) with no value missing,
 plus one boolean null-mask field per output (:func:`lakescore.frames.to_transport`); the mask turns
 the value back into a SQL null here. No text or number is reserved to mean null.
@@ -37,6 +40,34 @@ def result_fields(output: Any) -> dict[str, str]:
 def transport_ddl(fields: dict[str, str]) -> str:
     """Struct DDL of the UDF result: each field in its own type, then its boolean null mask."""
     return ", ".join(f"{name} {kind}, {null_mask_name(name)} boolean" for name, kind in fields.items())
+
+
+def exact_inputs(source: Any, columns: tuple[str, ...] | list[str]) -> list[Any]:
+    """The UDF's input columns, each one crossing to the worker exactly.
+
+    Parameters
+    ----------
+    source : pyspark.sql.DataFrame
+        The rows to score; its session's ``version`` decides.
+    columns : sequence of str
+        The model's input columns.
+
+    Returns
+    -------
+    list of pyspark.sql.Column
+        The columns as they are on Spark 4.2 and later; on earlier Spark (4.1, Databricks Runtime
+        18 LTS) each bigint column cast to ``decimal(19,0)`` (every int64 fits in 19 digits) under
+        its own name, since a pandas UDF there gets a bigint column with a null as float64,
+        which rounds integers beyond 2**53.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType
+
+    major, minor = (int(part) for part in source.sparkSession.version.split(".")[:2])
+    if (major, minor) >= (4, 2):
+        return [F.col(name) for name in columns]
+    longs = {field.name for field in source.schema.fields if isinstance(field.dataType, LongType)}
+    return [F.col(name).cast("decimal(19,0)").alias(name) if name in longs else F.col(name) for name in columns]
 
 
 ENV_NOTE = ("lakescore: env_manager=local: the workers score in this Python environment; each one "
@@ -101,7 +132,8 @@ def score_spark(source: Any, plan: ScorePlan, *, batch_rows: int, env_manager: s
     with _env_notice_answered(env_manager):
         udf = mlflow.pyfunc.spark_udf(spark, model_path, result_type=transport_ddl(fields),
                                       env_manager=env_manager, params={"batch_rows": batch_rows, "null_transport": True})
-    scored = source.select(*plan.record_keys, udf(F.struct(*plan.input_columns)).alias("_r"))
+    inputs = F.struct(*exact_inputs(source, plan.input_columns))
+    scored = source.select(*plan.record_keys, udf(inputs).alias("_r"))
     columns = [F.when(F.col(f"_r.{null_mask_name(name)}"), F.lit(None).cast(kind))
                .otherwise(F.col(f"_r.{name}")).alias(name) for name, kind in fields.items()]
     return scored.select(*plan.record_keys, *columns)
