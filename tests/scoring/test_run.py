@@ -5,7 +5,8 @@ import pandas as pd
 import pytest
 
 from lakescore.scoring.preflight import ScorePlan
-from lakescore.scoring.run import ScoredRun, Tally, tally_of
+from lakescore.scoring.run import ScoredRun, tally_of
+from lakescore.scoring.tally import Tally
 
 ROWS = pd.DataFrame({"flight_id": pd.array([1, 2, 3, 4, 5, 6], dtype="Int64"),
                      "scoring_status": pd.array(["predicted", "excluded", "predicted", "excluded", "excluded",

@@ -14,51 +14,16 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-import pandas as pd
 
 from lakescore.scoring.preflight import ScorePlan
-
-
-@dataclass(frozen=True)
-class Tally:
-    """Rows per ``(scoring_status, exclusion_reason)`` of a run's predictions.
-
-    ``groups`` holds ``(status, reason or None, rows)`` triples, sorted (None reasons first).
-    """
-
-    groups: tuple[tuple[str, str | None, int], ...] = ()
-
-    @classmethod
-    def of(cls, pairs: Any) -> "Tally":
-        """A tally from ``(status, reason, rows)`` triples in any order (nulls as None)."""
-        clean = [(str(s), None if r is None or r is pd.NA else str(r), int(n)) for s, r, n in pairs]
-        return cls(tuple(sorted(clean, key=lambda g: (g[0], g[1] is not None, g[1] or ""))))
-
-    def rows(self, status: str | None = None) -> int:
-        """Rows in all (``status`` None) or with that ``scoring_status``."""
-        return sum(n for s, _, n in self.groups if status is None or s == status)
-
-    @property
-    def exclusions(self) -> dict[str, int]:
-        """Rows per non-null ``exclusion_reason``, most frequent first."""
-        out: dict[str, int] = {}
-        for _, reason, n in self.groups:
-            if reason is not None:
-                out[reason] = out.get(reason, 0) + n
-        return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
+from lakescore.scoring.spark import spark_tally
+from lakescore.scoring.tally import Tally, pandas_tally
 
 
 def tally_of(predictions: Any) -> Tally:
     """The :class:`Tally` of a pandas frame, or of a Spark DataFrame with one aggregate on the
     executors (:func:`lakescore.scoring.spark.spark_tally`): only the groups reach the driver."""
-    if hasattr(predictions, "sparkSession"):
-        from lakescore.scoring.spark import spark_tally  # pyspark: only for a Spark run
-
-        return spark_tally(predictions)
-    if not len(predictions):
-        return Tally()
-    grouped = predictions.groupby(["scoring_status", "exclusion_reason"], dropna=False, sort=False).size()
-    return Tally.of((s, None if pd.isna(r) else r, n) for (s, r), n in grouped.items())
+    return spark_tally(predictions) if hasattr(predictions, "sparkSession") else pandas_tally(predictions)
 
 
 @dataclass(frozen=True)

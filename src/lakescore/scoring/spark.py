@@ -25,7 +25,7 @@ from typing import Any, Iterator
 from lakescore.frames import TRANSPORT_TYPES, null_mask_name
 from lakescore.rules import OUTPUT_TYPES
 from lakescore.scoring.preflight import ScorePlan
-from lakescore.scoring.run import Tally
+from lakescore.scoring.tally import Tally
 from lakescore.scoring.udf_model import default_parallelism, local_model
 
 INT_EXTENSION_CONF = "spark.sql.execution.pythonUDF.pandas.preferIntExtensionDtype"
