@@ -134,19 +134,19 @@ def child_publish(home: str, config_dir: str, run_id: str) -> dict[str, Any]:
     """Publication alone, of the staged run ``run_id``: the workflow's, the Spark Delta writer's and
     a plain append's, and the replays."""
     from lakescore.config import load_project
-    from lakescore.publish import delta_rs, spark_delta
+    from lakescore.publish import spark_delta
     from lakescore.publish.plan import Scope
-    from lakescore.publish.run import counts
+    from lakescore.publish.run import spark_facts
     from lakescore.runtime import LocalRuntime
-    from lakescore.workflows.publish import build_request, publish
+    from lakescore.workflows.publish import build_request, publish, spark_rows
     from lakescore.workflows.score import load_scored
 
     runtime = LocalRuntime(home)
     project = load_project(config_dir)
-    spark = runtime.spark()
+    runtime.spark()  # the JVM starts here, before any clock
     run = load_scored(runtime, run_id)
     table = project.inference.prediction_table
-    out: dict[str, Any] = {"rows": len(run.predictions)}
+    out: dict[str, Any] = {"rows": run.counts["rows_in"]}
 
     started = time.perf_counter()
     first = publish(project, runtime, run)
@@ -157,15 +157,14 @@ def child_publish(home: str, config_dir: str, run_id: str) -> dict[str, Any]:
     out["workflow_replay_s"] = time.perf_counter() - started
     out["workflow_actions"] = [first.action, again.action]
 
-    data = delta_rs.to_arrow(run.predictions, run_id=run.run_id)
-    request = build_request(project, run, data, target=runtime.target)
-    frame = spark.createDataFrame(data).persist()
-    frame.count()  # on the executors before either clock starts
     pub = project.inference.publication
+    frame = spark_rows(runtime, run).persist()  # the staged predictions with run_id, as the workflow publishes them
+    frame.count()  # on the executors before either clock starts
+    request = build_request(project, run, spark_facts(frame, pub.period_column), target=runtime.target)
     options = dict(allow_empty=pub.allow_empty, model_change_mode=pub.model_change_mode,
                    period_column=pub.period_column, keys=list(run.plan.record_keys),
                    read=Scope.from_json(run.scope).read, certificate_sha256=run.plan.certificate_sha256,
-                   batch_compute="spark", env_manager=run.env_manager, batch_rows=run.batch_rows, **counts(data))
+                   batch_compute="spark", env_manager=run.env_manager, batch_rows=run.batch_rows, **run.counts)
     guarded, plain, replay = [], [], []
     folder = Path(home) / f"bench-publish-{run_id}"
     for i in range(REPEATS):
