@@ -69,6 +69,23 @@ class RepeatedKeys:
     where: str
 
 
+class PublicationTarget(Protocol):
+    """A prediction table's publication state as one engine reads it, without rows to write:
+    :class:`lakescore.publish.state.DeltaRsTarget` or
+    :class:`lakescore.publish.spark_delta.SparkDeltaTarget` (each writer reads through one).
+    ``table`` is the three-part name, for messages."""
+
+    table: str
+
+    def read(self) -> TargetState:
+        """The target at its newest version, from one snapshot (``exists=False`` when missing)."""
+        ...
+
+    def receipts(self) -> list[dict[str, Any]]:
+        """Every lakescore receipt of the table, newest first (empty when it does not exist)."""
+        ...
+
+
 class Writer(Protocol):
     """What the loop needs from an engine. One writer object serves one publication.
 
