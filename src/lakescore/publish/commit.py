@@ -101,6 +101,12 @@ class Writer(Protocol):
         receipts table merged) and the app transaction of the request's app id."""
         ...
 
+    def read_landed(self, run_id: str, txn_version: int) -> TargetState:
+        """The target after a commit: at least what :func:`landed` needs to tell whether run
+        ``run_id``'s commit at ``txn_version`` landed (its receipt, the table id, the app
+        transaction); an engine may skip reads that cannot change that answer."""
+        ...
+
     def keep_receipts(self, found: list[dict[str, Any]]) -> int:
         """Append to the receipts table the receipts of ``found`` it lacks; returns how many."""
         ...
@@ -285,7 +291,7 @@ def publish_once(writer: Writer, request: PublishRequest, *, allow_empty: bool =
             time.sleep(0.05 * attempt)
             continue
         pause("after_commit")
-        ours = landed(writer.read(), request, decision)
+        ours = landed(writer.read_landed(request.run_id, decision.txn_version), request, decision)
         if ours is None:
             last_error = CommitLost(f"another publisher of {request.app_id} committed v{decision.txn_version} first")
             continue

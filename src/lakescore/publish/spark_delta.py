@@ -5,8 +5,10 @@ placement) or a Unity Catalog three-part name (``catalog.schema.table``, ``.save
 managed tables on Databricks cannot be written by path). Both carry the same options and read the
 same facts.
 
-:class:`SparkDeltaWriter` reads the target's metadata with Spark SQL (``DESCRIBE HISTORY``,
-``DESCRIBE DETAIL``, a ``versionAsOf`` read of the schema) and writes the predictions from the
+:class:`SparkDeltaTarget` reads the target's publication state with Spark SQL (``DESCRIBE
+HISTORY``, ``DESCRIBE DETAIL``, a ``versionAsOf`` read of the schema, the receipts table) without
+any rows: ``lakescore score`` plans against it and ``lakescore receipts`` / ``monitor`` list its
+receipts. :class:`SparkDeltaWriter` reads through one and writes the predictions from the
 executors with the Delta ``DataFrameWriter``:
 
 - ``txnAppId`` / ``txnVersion``: the job's app id and the target version the commit creates.
@@ -30,7 +32,10 @@ loop (:class:`~lakescore.errors.ReceiptUnreadableError`).
 
 Key checks and null counts are aggregates computed on the executors; only counts and at most
 three example keys reach the driver. The rows are read once per check and once by the write, so
-a caller whose frame is expensive (a ``spark_udf`` output) passes it persisted.
+a caller whose frame is expensive (a ``spark_udf`` output) passes it staged or persisted.
+Fixed costs per attempt are kept to one read of the receipts table (kept for ``keep_receipts``),
+one key-check shuffle, and a read-back after the commit that skips the receipts table and the
+schema when the history row of the commit carries its receipt.
 
 Receipts live in the receipts table beside the prediction table (``<path>_lakescore_receipts``
 or ``<catalog>.<schema>.<table>_lakescore_receipts``), written and read with Spark Delta; both
@@ -310,6 +315,21 @@ class SparkDeltaTarget:
         commit landing in between can only make it say "rows" where the pinned version had none,
         which refuses (never duplicates) an unreceipted table.
         """
+        return self._read()
+
+    def read_landed(self, run_id: str, txn_version: int) -> TargetState:
+        """The state after a commit, enough for :func:`lakescore.publish.commit.landed` to tell
+        whether run ``run_id``'s commit at ``txn_version`` landed: the history, the table id and
+        the app transaction. The receipts table is read only when the history lacks that receipt
+        (an engine that dropped ``userMetadata``), and the schema not at all."""
+        def lacks(history: list[dict[str, Any]]) -> bool:
+            return not any(r.get("run_id") == run_id and r.get("txn_version") == txn_version
+                           for r in history_receipts(history))
+
+        return self._read(needs_stored=lacks, schema=False)
+
+    def _read(self, *, needs_stored: Callable[[list[dict[str, Any]]], bool] = lambda history: True,
+              schema: bool = True) -> TargetState:
         facts = self._facts()
         if facts is None:
             self.version, self._held = None, []
@@ -317,12 +337,14 @@ class SparkDeltaTarget:
         history, detail = facts
         version = max(int(h["version"]) for h in history)  # the snapshot every other read is pinned to
         self.version = version
-        self._held = self.stored()
-        schema = [(f.name, f.dataType.typeName()) for f in self.at(version).schema.fields]
+        stored: list[dict[str, Any]] = []
+        if needs_stored(history):
+            stored = self._held = self.stored()
+        fields = [(f.name, f.dataType.typeName()) for f in self.at(version).schema.fields] if schema else []
         location = str(detail["location"]) if self.ref.is_name else self.ref.text
         app_txn = self._app_txn(location, self.app_id, version) if self.app_id else None
-        return target_state(self.table, table_id=detail["id"], schema=schema, num_files=int(detail["numFiles"] or 0),
-                            history=history, stored=self._held, app_id=self.app_id, app_txn=app_txn)
+        return target_state(self.table, table_id=detail["id"], schema=fields, num_files=int(detail["numFiles"] or 0),
+                            history=history, stored=stored, app_id=self.app_id, app_txn=app_txn)
 
     def receipts(self) -> list[dict[str, Any]]:
         """Every lakescore receipt of the table, newest first (log and receipts table merged;
@@ -374,6 +396,9 @@ class SparkDeltaWriter:
 
     def read(self) -> TargetState:
         return self.target.read()
+
+    def read_landed(self, run_id: str, txn_version: int) -> TargetState:
+        return self.target.read_landed(run_id, txn_version)
 
     def keep_receipts(self, found: list[dict[str, Any]]) -> int:
         return self.target.keep_receipts(found)
