@@ -26,6 +26,7 @@ from deltalake import DeltaTable
 
 from lakescore.publish import delta_rs, spark_delta
 from lakescore.publish.plan import Scope
+from lakescore.publish.run import arrow_facts
 from lakescore.publish.spark_delta import SparkDeltaWriter
 from lakescore.publish.state import delta_schema, receipts, receipts_path, stored_receipts
 from lakescore.workflows.publish import build_request
@@ -48,8 +49,8 @@ def publish_by(engine: str, lake: Any, run: Any, *, path: str | None = None) -> 
     ``lakescore publish`` builds it); returns ``(decision, table version, receipt)``."""
     project, runtime = lake.project, lake.runtime
     data = delta_rs.to_arrow(run.predictions, run_id=run.run_id)
-    request = build_request(project, run, data, target=runtime.target)
     pub = project.inference.publication
+    request = build_request(project, run, arrow_facts(data, pub.period_column), target=runtime.target)
     options = dict(allow_empty=pub.allow_empty, model_change_mode=pub.model_change_mode,
                    period_column=pub.period_column, keys=list(run.plan.record_keys),
                    read=Scope.from_json(run.scope).read, batch_compute=ROUTE[engine], rows_in=data.num_rows)

@@ -69,6 +69,23 @@ class RepeatedKeys:
     where: str
 
 
+class PublicationTarget(Protocol):
+    """A prediction table's publication state as one engine reads it, without rows to write:
+    :class:`lakescore.publish.state.DeltaRsTarget` or
+    :class:`lakescore.publish.spark_delta.SparkDeltaTarget` (each writer reads through one).
+    ``table`` is the three-part name, for messages."""
+
+    table: str
+
+    def read(self) -> TargetState:
+        """The target at its newest version, from one snapshot (``exists=False`` when missing)."""
+        ...
+
+    def receipts(self) -> list[dict[str, Any]]:
+        """Every lakescore receipt of the table, newest first (empty when it does not exist)."""
+        ...
+
+
 class Writer(Protocol):
     """What the loop needs from an engine. One writer object serves one publication.
 
@@ -82,6 +99,12 @@ class Writer(Protocol):
     def read(self) -> TargetState:
         """The target at its newest version, from one snapshot: schema, files, receipts (log and
         receipts table merged) and the app transaction of the request's app id."""
+        ...
+
+    def read_landed(self, run_id: str, txn_version: int) -> TargetState:
+        """The target after a commit: at least what :func:`landed` needs to tell whether run
+        ``run_id``'s commit at ``txn_version`` landed (its receipt, the table id, the app
+        transaction); an engine may skip reads that cannot change that answer."""
         ...
 
     def keep_receipts(self, found: list[dict[str, Any]]) -> int:
@@ -268,7 +291,7 @@ def publish_once(writer: Writer, request: PublishRequest, *, allow_empty: bool =
             time.sleep(0.05 * attempt)
             continue
         pause("after_commit")
-        ours = landed(writer.read(), request, decision)
+        ours = landed(writer.read_landed(request.run_id, decision.txn_version), request, decision)
         if ours is None:
             last_error = CommitLost(f"another publisher of {request.app_id} committed v{decision.txn_version} first")
             continue

@@ -1,6 +1,6 @@
 """The delta-rs writer: the single-node route's engine for :mod:`lakescore.publish.commit`.
 
-:class:`DeltaRsWriter` reads the target from one snapshot (:func:`lakescore.publish.state.read_target`)
+:class:`DeltaRsWriter` reads the target from one snapshot (:class:`lakescore.publish.state.DeltaRsTarget`)
 and commits against that same snapshot with ``max_commit_retries=0``: the commit lands at exactly
 the version after the one it planned against, or raises :class:`~lakescore.publish.commit.CommitLost`
 and the loop plans again.
@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 
 from lakescore.publish.commit import CommitLost, Period, RepeatedKeys, publish_once
 from lakescore.publish.plan import Decision, PublishRequest, TargetState
-from lakescore.publish.state import keep_receipts, read_target
+from lakescore.publish.state import DeltaRsTarget
 
 ROWS_PER_FILE = 1_000_000
 
@@ -162,14 +162,22 @@ class DeltaRsWriter:
 
     def __init__(self, path: str, data: pa.Table, *, table: str, app_id: str) -> None:
         self.path, self.data, self.table, self.app_id = str(path), data, table, app_id
-        self._snapshot: Any = None
+        self.target = DeltaRsTarget(self.path, table=table, app_id=app_id)
+
+    @property
+    def _snapshot(self) -> Any:
+        """The table as the last :meth:`read` loaded it: the commit is pinned to it."""
+        return self.target.snapshot
 
     def read(self) -> TargetState:
-        self._snapshot, state = read_target(self.path, self.table, app_id=self.app_id)
-        return state
+        return self.target.read()
+
+    def read_landed(self, run_id: str, txn_version: int) -> TargetState:
+        """A whole :meth:`read`: delta-rs reads the log and the receipts table in milliseconds."""
+        return self.target.read()
 
     def keep_receipts(self, found: list[dict[str, Any]]) -> int:
-        return keep_receipts(self.path, found)
+        return self.target.keep_receipts(found)
 
     def create(self) -> None:
         from deltalake import DeltaTable

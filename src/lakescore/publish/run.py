@@ -4,14 +4,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakescore.publish.state import delta_schema
-
-WriterEngine = Literal["delta-rs", "spark-delta"]
+from lakescore.runtime.base import DeltaEngine
 
 
 @dataclass(frozen=True)
@@ -24,11 +23,11 @@ class PublishResult:
     message: str
     table_version: int | None
     receipt: dict[str, Any] | None
-    engine: WriterEngine = "delta-rs"
+    engine: DeltaEngine = DeltaEngine.DELTA_RS
 
     def summary(self) -> dict[str, Any]:
         return {"table": self.table, "action": self.action, "message": self.message,
-                "table_version": self.table_version, "engine": self.engine, "receipt": self.receipt}
+                "table_version": self.table_version, "engine": str(self.engine), "receipt": self.receipt}
 
 
 @dataclass(frozen=True)

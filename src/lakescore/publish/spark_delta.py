@@ -5,8 +5,10 @@ placement) or a Unity Catalog three-part name (``catalog.schema.table``, ``.save
 managed tables on Databricks cannot be written by path). Both carry the same options and read the
 same facts.
 
-:class:`SparkDeltaWriter` reads the target's metadata with Spark SQL (``DESCRIBE HISTORY``,
-``DESCRIBE DETAIL``, a ``versionAsOf`` read of the schema) and writes the predictions from the
+:class:`SparkDeltaTarget` reads the target's publication state with Spark SQL (``DESCRIBE
+HISTORY``, ``DESCRIBE DETAIL``, a ``versionAsOf`` read of the schema, the receipts table) without
+any rows: ``lakescore score`` plans against it and ``lakescore receipts`` / ``monitor`` list its
+receipts. :class:`SparkDeltaWriter` reads through one and writes the predictions from the
 executors with the Delta ``DataFrameWriter``:
 
 - ``txnAppId`` / ``txnVersion``: the job's app id and the target version the commit creates.
@@ -30,7 +32,10 @@ loop (:class:`~lakescore.errors.ReceiptUnreadableError`).
 
 Key checks and null counts are aggregates computed on the executors; only counts and at most
 three example keys reach the driver. The rows are read once per check and once by the write, so
-a caller whose frame is expensive (a ``spark_udf`` output) passes it persisted.
+a caller whose frame is expensive (a ``spark_udf`` output) passes it staged or persisted.
+Fixed costs per attempt are kept to one read of the receipts table (kept for ``keep_receipts``),
+one key-check shuffle, and a read-back after the commit that skips the receipts table and the
+schema when the history row of the commit carries its receipt.
 
 Receipts live in the receipts table beside the prediction table (``<path>_lakescore_receipts``
 or ``<catalog>.<schema>.<table>_lakescore_receipts``), written and read with Spark Delta; both
@@ -93,7 +98,7 @@ def spark_log_app_txn(spark: Any) -> AppTxnReader:
 def _missing_table(err: Exception) -> bool:
     text = str(err)
     return any(code in text for code in ("DELTA_MISSING_DELTA_TABLE", "PATH_NOT_FOUND", "TABLE_OR_VIEW_NOT_FOUND",
-                                         "DELTA_TABLE_NOT_FOUND"))
+                                         "DELTA_TABLE_NOT_FOUND", "DELTA_TABLE_ONLY_OPERATION"))
 
 
 @dataclass(frozen=True)
@@ -203,8 +208,9 @@ def period_nulls(frame: Any, column: str) -> int:
 def repeated_keys(frame: Any, existing: Any, *, keys: list[str], table: str) -> RepeatedKeys | None:
     """Record keys of ``frame`` that repeat within it, else that ``existing`` already holds.
 
-    Both counts come from one aggregate on the executors (a left join on the distinct held keys,
-    grouped by key); the three smallest offending keys are fetched only when there are some.
+    Both counts come from one aggregate on the executors: the new keys and the held keys, tagged,
+    in one ``union`` grouped by key (one shuffle; a key counts when the new rows hold it); the
+    three smallest offending keys are fetched only when there are some.
 
     Parameters
     ----------
@@ -217,15 +223,14 @@ def repeated_keys(frame: Any, existing: Any, *, keys: list[str], table: str) -> 
     """
     from pyspark.sql import functions as F  # Spark only on this engine
 
-    new = frame.select(*keys)
+    tagged = frame.select(*keys, F.lit(1).alias("_new"), F.lit(0).alias("_held"))
     if existing is not None:
-        held = existing.select(*keys).distinct().withColumn("_held", F.lit(1))
-        new = new.join(held, on=keys, how="left")
-    else:
-        new = new.withColumn("_held", F.lit(None).cast("int"))
-    per_key = new.groupBy(*keys).agg(F.count(F.lit(1)).alias("_rows"), F.max("_held").alias("_held"))
+        tagged = tagged.unionByName(existing.select(*[F.col(k).cast(frame.schema[k].dataType).alias(k) for k in keys],
+                                                    F.lit(0).alias("_new"), F.lit(1).alias("_held")))
+    per_key = (tagged.groupBy(*keys).agg(F.sum("_new").alias("_rows"), F.max("_held").alias("_held"))
+               .where(F.col("_rows") > 0))
     totals = per_key.agg(F.sum((F.col("_rows") > 1).cast("long")).alias("twice"),
-                         F.sum(F.coalesce(F.col("_held"), F.lit(0)).cast("long")).alias("held")).first()
+                         F.sum(F.col("_held").cast("long")).alias("held")).first()
     twice, found = int(totals["twice"] or 0), int(totals["held"] or 0)
     if twice:
         offending, count, where = per_key.where(F.col("_rows") > 1), twice, "within this run"
@@ -243,8 +248,130 @@ def _concurrent(err: Exception) -> bool:
     return "ConcurrentTransactionException" in text or "DELTA_CONCURRENT" in text or "Concurrent" in type(err).__name__
 
 
+class SparkDeltaTarget:
+    """The publication state of the Delta table ``ref`` read with Spark: the reading half of
+    :class:`SparkDeltaWriter`, usable without a frame (``lakescore score`` plans against it,
+    ``lakescore receipts`` and ``lakescore monitor`` list its receipts).
+
+    One :meth:`read` costs ``DESCRIBE HISTORY``, ``DESCRIBE DETAIL``, the schema at the newest
+    version, one read of the receipts table and the app transaction read. The receipts table's
+    rows are kept until the next :meth:`read`, so :meth:`keep_receipts` appends what they lack
+    without reading them again (a row another publisher appended meanwhile may be repeated: the
+    receipts table allows repeats, :func:`~lakescore.publish.receipts.merge_receipts` keeps one).
+
+    Parameters
+    ----------
+    ref : str or TableRef
+        The prediction table: its location, or its three-part name (see :class:`TableRef`).
+    spark : pyspark.sql.SparkSession
+    table : str
+        The three-part name (for messages).
+    app_id : str or None
+        The job's app transaction id, read into ``TargetState.app_txn`` (None: not read).
+    app_txn : callable, optional
+        ``(location, app_id, version) -> int or None``: the seam that reads the app transaction.
+        Default: :func:`delta_rs_app_txn` for a path, :func:`spark_log_app_txn` for a name.
+    """
+
+    def __init__(self, ref: str | TableRef, spark: Any, *, table: str, app_id: str | None = None,
+                 app_txn: AppTxnReader | None = None) -> None:
+        self.ref = ref if isinstance(ref, TableRef) else TableRef(str(ref))
+        self.spark, self.table, self.app_id = spark, table, app_id
+        self._app_txn = app_txn or (spark_log_app_txn(spark) if self.ref.is_name else delta_rs_app_txn)
+        self.version: int | None = None  # the snapshot the last read() was pinned to (None: no table)
+        self._held: list[dict[str, Any]] | None = None  # the receipts table's rows at the last read()
+
+    def at(self, version: int) -> Any:
+        """The table at ``version`` as a Spark DataFrame."""
+        return self.ref.read(self.spark, version)
+
+    def stored(self) -> list[dict[str, Any]]:
+        """The receipts kept in the receipts table (any order, maybe repeated; empty without one)."""
+        try:
+            rows = self.ref.receipts.read(self.spark).select("receipt").collect()
+        except Exception as err:  # AnalysisException: no receipts table yet
+            if _missing_table(err):
+                return []
+            raise
+        return [json.loads(r["receipt"]) for r in rows]
+
+    def _facts(self) -> tuple[list[dict[str, Any]], Any] | None:
+        """``DESCRIBE HISTORY`` rows and ``DESCRIBE DETAIL`` (history first: the detail is of that
+        version or a later one), or None when the table does not exist."""
+        try:
+            history = [r.asDict() for r in self.spark.sql(f"DESCRIBE HISTORY {self.ref.sql}")
+                       .selectExpr("version", "unix_millis(timestamp) AS timestamp", "userMetadata").collect()]
+            detail = self.spark.sql(f"DESCRIBE DETAIL {self.ref.sql}").first()
+        except Exception as err:  # AnalysisException [DELTA_MISSING_DELTA_TABLE] / [TABLE_OR_VIEW_NOT_FOUND]
+            if _missing_table(err):
+                return None
+            raise
+        return history, detail
+
+    def read(self) -> TargetState:
+        """The table's :class:`TargetState` at its newest version (``exists=False`` when missing).
+
+        ``has_rows`` comes from ``DESCRIBE DETAIL``'s ``numFiles``, read after the history: a
+        commit landing in between can only make it say "rows" where the pinned version had none,
+        which refuses (never duplicates) an unreceipted table.
+        """
+        return self._read()
+
+    def read_landed(self, run_id: str, txn_version: int) -> TargetState:
+        """The state after a commit, enough for :func:`lakescore.publish.commit.landed` to tell
+        whether run ``run_id``'s commit at ``txn_version`` landed: the history, the table id and
+        the app transaction. The receipts table is read only when the history lacks that receipt
+        (an engine that dropped ``userMetadata``), and the schema not at all."""
+        def lacks(history: list[dict[str, Any]]) -> bool:
+            return not any(r.get("run_id") == run_id and r.get("txn_version") == txn_version
+                           for r in history_receipts(history))
+
+        return self._read(needs_stored=lacks, schema=False)
+
+    def _read(self, *, needs_stored: Callable[[list[dict[str, Any]]], bool] = lambda history: True,
+              schema: bool = True) -> TargetState:
+        facts = self._facts()
+        if facts is None:
+            self.version, self._held = None, []
+            return TargetState(self.table, exists=False, app_id=self.app_id)
+        history, detail = facts
+        version = max(int(h["version"]) for h in history)  # the snapshot every other read is pinned to
+        self.version = version
+        stored: list[dict[str, Any]] = []
+        if needs_stored(history):
+            stored = self._held = self.stored()
+        fields = [(f.name, f.dataType.typeName()) for f in self.at(version).schema.fields] if schema else []
+        location = str(detail["location"]) if self.ref.is_name else self.ref.text
+        app_txn = self._app_txn(location, self.app_id, version) if self.app_id else None
+        return target_state(self.table, table_id=detail["id"], schema=fields, num_files=int(detail["numFiles"] or 0),
+                            history=history, stored=stored, app_id=self.app_id, app_txn=app_txn)
+
+    def receipts(self) -> list[dict[str, Any]]:
+        """Every lakescore receipt of the table, newest first (log and receipts table merged;
+        empty when it does not exist): what ``lakescore receipts`` lists."""
+        facts = self._facts()
+        if facts is None:
+            return []
+        history, detail = facts
+        ordered = sorted(history, key=lambda h: -int(h["version"]))
+        return merge_receipts(history_receipts(ordered), self.stored(), str(detail["id"]))
+
+    def keep_receipts(self, found: list[dict[str, Any]]) -> int:
+        """Append to the receipts table the receipts of ``found`` that it lacked at the last
+        :meth:`read`; returns how many (0: nothing written)."""
+        held = self.stored() if self._held is None else self._held
+        rows = receipt_rows(found, held)
+        if rows:
+            schema = ", ".join(f"{f.name} {'bigint' if f.name == 'table_version' else 'string'}"
+                               for f in RECEIPTS_SCHEMA)
+            self.ref.receipts.write(self.spark.createDataFrame(rows, schema).write.format("delta").mode("append"))
+            self._held = [*held, *(json.loads(r["receipt"]) for r in rows)]
+        return len(rows)
+
+
 class SparkDeltaWriter:
-    """A :class:`lakescore.publish.commit.Writer` on Spark Delta for the Delta table ``path``.
+    """A :class:`lakescore.publish.commit.Writer` on Spark Delta for the Delta table ``path``: a
+    :class:`SparkDeltaTarget` (what it reads) and the rows (what it writes).
 
     Parameters
     ----------
@@ -258,56 +385,23 @@ class SparkDeltaWriter:
     app_id : str
         The job's app transaction id.
     app_txn : callable, optional
-        ``(location, app_id, version) -> int or None``: the seam that reads the app transaction.
-        Default: :func:`delta_rs_app_txn` for a path, :func:`spark_log_app_txn` for a name.
+        The app transaction reader (see :class:`SparkDeltaTarget`).
     """
 
     def __init__(self, path: str | TableRef, frame: Any, *, table: str, app_id: str,
                  app_txn: AppTxnReader | None = None) -> None:
-        self.ref = path if isinstance(path, TableRef) else TableRef(str(path))
-        self.path, self.frame, self.table, self.app_id = self.ref.text, frame, table, app_id
-        self.spark = frame.sparkSession
-        self._app_txn = app_txn or (spark_log_app_txn(self.spark) if self.ref.is_name else delta_rs_app_txn)
-        self._version: int | None = None
-
-    def _at(self, version: int) -> Any:
-        return self.ref.read(self.spark, version)
-
-    def _stored(self) -> list[dict[str, Any]]:
-        try:
-            rows = self.ref.receipts.read(self.spark).select("receipt").collect()
-        except Exception as err:  # AnalysisException: no receipts table yet
-            if _missing_table(err):
-                return []
-            raise
-        return [json.loads(r["receipt"]) for r in rows]
+        self.target = SparkDeltaTarget(path, frame.sparkSession, table=table, app_id=app_id, app_txn=app_txn)
+        self.ref, self.frame, self.table, self.app_id = self.target.ref, frame, table, app_id
+        self.path, self.spark = self.ref.text, frame.sparkSession
 
     def read(self) -> TargetState:
-        try:
-            detail = self.spark.sql(f"DESCRIBE DETAIL {self.ref.sql}").first()
-        except Exception as err:  # AnalysisException [DELTA_MISSING_DELTA_TABLE] / [TABLE_OR_VIEW_NOT_FOUND]
-            if _missing_table(err):
-                self._version = None
-                return TargetState(self.table, exists=False, app_id=self.app_id)
-            raise
-        location = str(detail["location"]) if self.ref.is_name else self.path
-        history = [r.asDict() for r in self.spark.sql(f"DESCRIBE HISTORY {self.ref.sql}")
-                   .selectExpr("version", "unix_millis(timestamp) AS timestamp", "userMetadata").collect()]
-        version = max(int(h["version"]) for h in history)  # the snapshot every other read is pinned to
-        snapshot = self._at(version)
-        self._version = version
-        schema = [(f.name, f.dataType.typeName()) for f in snapshot.schema.fields]
-        return target_state(self.table, table_id=detail["id"], schema=schema, num_files=len(snapshot.inputFiles()),
-                            history=history, stored=self._stored(), app_id=self.app_id,
-                            app_txn=self._app_txn(location, self.app_id, version))
+        return self.target.read()
+
+    def read_landed(self, run_id: str, txn_version: int) -> TargetState:
+        return self.target.read_landed(run_id, txn_version)
 
     def keep_receipts(self, found: list[dict[str, Any]]) -> int:
-        rows = receipt_rows(found, self._stored())
-        if rows:
-            schema = ", ".join(f"{f.name} {'bigint' if f.name == 'table_version' else 'string'}"
-                               for f in RECEIPTS_SCHEMA)
-            self.ref.receipts.write(self.spark.createDataFrame(rows, schema).write.format("delta").mode("append"))
-        return len(rows)
+        return self.target.keep_receipts(found)
 
     def create(self) -> None:
         try:
@@ -320,7 +414,8 @@ class SparkDeltaWriter:
         return period_nulls(self.frame, column) if column in self.frame.columns else 0
 
     def repeated_keys(self, keys: list[str], *, against_table: bool) -> RepeatedKeys | None:
-        existing = self._at(self._version) if against_table and self._version is not None else None
+        version = self.target.version
+        existing = self.target.at(version) if against_table and version is not None else None
         return repeated_keys(self.frame, existing, keys=keys, table=self.table)
 
     def stage(self, decision: Decision) -> None:

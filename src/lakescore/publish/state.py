@@ -142,6 +142,35 @@ def receipts(path: str) -> list[dict[str, Any]]:
     return merge_receipts(history_receipts(table.history()), stored_receipts(path), table.metadata().id)
 
 
+class DeltaRsTarget:
+    """The publication state of the Delta table at ``path`` read with delta-rs: a
+    :class:`lakescore.publish.commit.PublicationTarget` (:func:`read_target`, :func:`receipts`).
+
+    Parameters
+    ----------
+    path : str
+        Folder of the prediction table.
+    table : str
+        Its three-part name (for messages).
+    app_id : str or None
+        The job's app transaction id, read into ``TargetState.app_txn``.
+    """
+
+    def __init__(self, path: str, *, table: str, app_id: str | None = None) -> None:
+        self.path, self.table, self.app_id = str(path), table, app_id
+        self.snapshot: Any = None  # the deltalake.DeltaTable the last read() loaded (None: no table)
+
+    def read(self) -> TargetState:
+        self.snapshot, state = read_target(self.path, self.table, app_id=self.app_id)
+        return state
+
+    def receipts(self) -> list[dict[str, Any]]:
+        return receipts(self.path)
+
+    def keep_receipts(self, found: Iterable[dict[str, Any]]) -> int:
+        return keep_receipts(self.path, found)
+
+
 def window_history(version: int, window_from: int | None) -> int | None:
     """How many of the newest commits up to ``version`` an incremental window starting at
     ``window_from`` needs in the log (None: no window, the log is not read)."""

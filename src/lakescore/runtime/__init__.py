@@ -7,11 +7,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from lakescore.runtime.base import PLACEMENTS, Placement, Runtime
+from lakescore.runtime.base import PLACEMENTS, DeltaEngine, Placement, Runtime, publication_engine
 from lakescore.runtime.databricks import DatabricksRuntime
 from lakescore.runtime.local import LocalRuntime
 
-__all__ = ["PLACEMENTS", "DatabricksRuntime", "LocalRuntime", "Placement", "Runtime", "get_runtime"]
+__all__ = ["PLACEMENTS", "DatabricksRuntime", "DeltaEngine", "LocalRuntime", "Placement", "Runtime", "get_runtime",
+           "publication_engine"]
 
 
 def get_runtime(kind: str | None = None, *, home: str | Path | None = None, target: str | None = None,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -20,7 +21,19 @@ import pandas as pd
 import pyarrow as pa
 
 Kind = Literal["local", "databricks"]
-Engine = Literal["delta-rs", "spark"]
+Engine = Literal["delta-rs", "spark"]  # a reader of a table's data files (unreadable_features)
+BatchCompute = Literal["spark", "single_node"]  # inference.batch_compute: the scoring route
+
+
+class DeltaEngine(StrEnum):
+    """The engine that reads and writes a prediction table's Delta log and its receipts
+    (ARCHITECTURE.md "Runtimes", row "Delta writes"): chosen by :func:`publication_engine`.
+
+    The values are what ``PublishResult.engine`` reports (``spark-delta`` / ``delta-rs``).
+    """
+
+    SPARK_DELTA = "spark-delta"
+    DELTA_RS = "delta-rs"
 
 
 @dataclass(frozen=True)
@@ -38,6 +51,22 @@ class Placement:
     mlflow: str
     feature_lookup: str
     run_store: str
+    publication: tuple[tuple[BatchCompute, DeltaEngine], ...] = ()
+
+    def publication_engine(self, batch_compute: BatchCompute) -> DeltaEngine:
+        """The engine that reads and writes the prediction table of a ``batch_compute`` route here
+        (what :attr:`delta_writes` says).
+
+        Raises
+        ------
+        ValueError
+            ``batch_compute`` is not a route of this placement (``spark`` or ``single_node``).
+        """
+        engines = dict(self.publication)
+        if batch_compute not in engines:
+            raise ValueError(f"placement {self.kind} has no publication engine for batch_compute {batch_compute!r}; "
+                             f"use one of {sorted(engines)}")
+        return engines[batch_compute]
 
 
 PLACEMENTS: dict[str, Placement] = {
@@ -51,6 +80,7 @@ PLACEMENTS: dict[str, Placement] = {
         mlflow="tracking and registry in SQLite under <home>/mlflow.db",
         feature_lookup="a join on the local Delta feature tables",
         run_store="staged runs and locks under <home>",
+        publication=(("spark", DeltaEngine.SPARK_DELTA), ("single_node", DeltaEngine.DELTA_RS)),
     ),
     "databricks": Placement(
         kind="databricks",
@@ -58,14 +88,15 @@ PLACEMENTS: dict[str, Placement] = {
                "calls)"),
         tables=("Unity Catalog tables by three-part name, through Spark SQL on that session (DESCRIBE "
                 "DETAIL/HISTORY, versionAsOf and readChangeFeed by name, saveAsTable)"),
-        delta_writes=("Spark Delta by name (saveAsTable with txnAppId/txnVersion/userMetadata); the app "
-                      "transaction read from the _delta_log with Spark where the location allows path reads, "
-                      "else unknown"),
+        delta_writes=("Spark Delta by name for both routes (saveAsTable with txnAppId/txnVersion/"
+                      "userMetadata); the app transaction read from the _delta_log with Spark where the "
+                      "location allows path reads, else unknown"),
         mlflow=("workspace tracking (databricks) and the Unity Catalog registry (databricks-uc, three-part model "
                 "names), in the bundle's experiment (--experiment)"),
         feature_lookup="Feature Engineering score_batch (not built yet: no placement has feature lookups)",
         run_store=("staged runs under the Unity Catalog volume /Volumes/<catalog>/<schema>/lakescore/runs; "
                    "no first-use locks (MLflow and Unity Catalog serialise their own creations)"),
+        publication=(("spark", DeltaEngine.SPARK_DELTA), ("single_node", DeltaEngine.SPARK_DELTA)),
     ),
 }
 
@@ -232,3 +263,24 @@ class Runtime(Tables, Engines, Models, RunStore, Protocol):
     def placement(self) -> Placement:
         """What this placement's tables, engines, MLflow and run store are."""
         ...
+
+
+def publication_engine(runtime: Runtime, batch_compute: BatchCompute) -> DeltaEngine:
+    """The engine that reads and writes ``runtime``'s prediction tables for a ``batch_compute``
+    route: the one place that decides it (:attr:`Placement.publication`).
+
+    ``databricks``: always Spark Delta (Unity Catalog tables are reached by name; delta-rs has no
+    credentials there). ``local``: Spark Delta for ``batch_compute: spark``, delta-rs for
+    ``single_node`` (no JVM for a one-process run).
+
+    Parameters
+    ----------
+    runtime : Runtime
+    batch_compute : {"spark", "single_node"}
+        ``inference.batch_compute``.
+
+    Returns
+    -------
+    DeltaEngine
+    """
+    return runtime.placement.publication_engine(batch_compute)

@@ -250,7 +250,7 @@ class DatabricksRuntime:
         timestamps as UTC microseconds)."""
         from pyspark.sql.pandas.types import to_arrow_schema  # a pure function of the Spark schema
 
-        return to_arrow_schema(self._frame(name, version).schema)
+        return to_arrow_schema(self._frame(name, version).schema, timezone="UTC")  # timestamps need a zone
 
     def table_properties(self, name: str, *, version: int | None = None) -> dict[str, str]:
         """Table properties at ``version`` (default: current).

@@ -24,9 +24,9 @@ from lakescore.errors import LakescoreError
 from lakescore.monitoring.labels import latest_measurements
 from lakescore.monitoring.quality import first_row, remeasure, stale
 from lakescore.monitoring.report import report_page
-from lakescore.publish.state import receipts
 from lakescore.runtime import Runtime
 from lakescore.workflows.monitor_runs import PandasRuns, Runs, SparkRuns
+from lakescore.workflows.placement import prediction_target
 
 MAX_CATCH_UP = 20  # unmonitored runs handled per `lakescore monitor`, newest first
 MAX_RELABEL = 100  # newest published runs whose labels are read again when the label table moves
@@ -68,7 +68,7 @@ def monitor(project: ProjectConfig, runtime: Runtime, *, report: str | None = No
         When nothing has been published yet.
     """
     inf, mon = project.inference, project.monitoring
-    found = receipts(runtime.table_location(inf.prediction_table))
+    found = prediction_target(runtime, inf.prediction_table, batch_compute=inf.batch_compute).receipts()
     if not found:
         raise LakescoreError(f"nothing is published in {inf.prediction_table} yet; run `lakescore score --publish`")
     quality = runtime.read_table(mon.quality_table) if runtime.table_exists(mon.quality_table) else None

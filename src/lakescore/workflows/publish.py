@@ -1,10 +1,12 @@
 """``lakescore publish``: publish a scored run to the prediction table exactly once (``lakescore score
 --publish``: score, then publish); ``lakescore receipts``: list a prediction table's receipts.
 
-A Spark run (``batch_compute: spark``) is published with Spark Delta from the executors
-(:func:`lakescore.publish.spark_delta.publish`), its rows read from the staged files and never
-brought to the driver; a single-node run with delta-rs from this process. Both run the same
-commit loop and write the same receipts.
+The engine that writes is the placement's for the run's route
+(:func:`lakescore.runtime.base.publication_engine`): Spark Delta from the executors
+(:func:`lakescore.publish.spark_delta.publish`, the table addressed by ``runtime.table_ref``), its
+rows read from the staged files and never brought to the driver; or, for a single-node run on the
+local placement, delta-rs from this process. Both run the same commit loop and write the same
+receipts.
 """
 
 from __future__ import annotations
@@ -15,10 +17,11 @@ from lakescore.config import ProjectConfig
 from lakescore.errors import StalePlanError
 from lakescore.publish import delta_rs
 from lakescore.publish.plan import PublishRequest, Scope, app_id_for, check_period_nulls, config_digest, period_bounds
-from lakescore.publish.run import FrameFacts, PublishResult, WriterEngine, arrow_facts, spark_facts
-from lakescore.publish.state import receipts
+from lakescore.publish.run import FrameFacts, PublishResult, arrow_facts, spark_facts
 from lakescore.runtime import Runtime
+from lakescore.runtime.base import BatchCompute, DeltaEngine, publication_engine
 from lakescore.scoring.run import ScoredRun
+from lakescore.workflows.placement import prediction_target
 from lakescore.workflows.score import load_scored, score
 
 
@@ -29,8 +32,10 @@ def publish(project: ProjectConfig, runtime: Runtime, run: ScoredRun, *, migrate
     first snapshot, a replacement of the snapshot's UTC days (``publication.mode: snapshot``), or
     a replacement of the whole table (full rebuild, ``rebuild_on_change``, recovery). The commit
     carries the receipt; publishing the same request again writes nothing (``replay: no-op``).
-    A Spark run commits with Spark Delta (``engine: spark-delta``, its ``run_id`` column added in
-    Spark, its facts from Spark aggregates); a single-node run with delta-rs.
+    The engine is the placement's for the run's route (:func:`~lakescore.runtime.base.publication_engine`):
+    Spark Delta (``engine: spark-delta``, its ``run_id`` column added in Spark, its facts from Spark
+    aggregates) for a Spark run, and for any run on Databricks; delta-rs for a single-node run on
+    the local placement.
 
     Parameters
     ----------
@@ -46,8 +51,8 @@ def publish(project: ProjectConfig, runtime: Runtime, run: ScoredRun, *, migrate
     """
     inf = project.inference
     column, table = inf.publication.period_column, inf.prediction_table
-    on_spark = run.batch_compute == "spark"
-    engine: WriterEngine = "spark-delta" if on_spark else "delta-rs"
+    engine = publication_engine(runtime, run.batch_compute)
+    on_spark = engine is DeltaEngine.SPARK_DELTA
     if run.scope and Scope.from_json(run.scope).action == "noop":  # decided before scoring: no rows to look at
         return PublishResult(table, "noop", Scope.from_json(run.scope).reason,
                              runtime.table_version(table) if runtime.table_exists(table) else None, None, engine)
@@ -67,7 +72,7 @@ def publish(project: ProjectConfig, runtime: Runtime, run: ScoredRun, *, migrate
     if on_spark:
         from lakescore.publish import spark_delta  # pyspark: only on the Spark route
 
-        decision, version, receipt = spark_delta.publish(runtime.table_location(table), data, request, **options)
+        decision, version, receipt = spark_delta.publish(runtime.table_ref(table), data, request, **options)
     else:
         decision, version, receipt = delta_rs.publish(runtime.table_location(table), data, request, **options)
     return PublishResult(table, decision.action, decision.message, version, receipt, engine)
@@ -155,8 +160,12 @@ def score_and_publish(project: ProjectConfig, runtime: Runtime) -> dict[str, Any
     return {**scored.summary(), "publish": publish(project, runtime, scored).summary()}
 
 
-def list_receipts(runtime: Runtime, table: str) -> dict[str, Any]:
+def list_receipts(runtime: Runtime, table: str, *, batch_compute: BatchCompute = "single_node") -> dict[str, Any]:
     """``lakescore receipts TABLE``: every lakescore receipt of ``table``, newest first.
+
+    Both engines read the receipts either wrote; ``batch_compute`` picks the placement's engine
+    for that route (default ``single_node``: delta-rs locally, no JVM started; Spark Delta by
+    name on Databricks).
 
     Raises
     ------
@@ -164,4 +173,4 @@ def list_receipts(runtime: Runtime, table: str) -> dict[str, Any]:
         The table does not exist (a missing table is an error, not an empty list).
     """
     runtime.table_version(table)  # a missing table raises, naming it and the fix
-    return {"table": table, "receipts": receipts(runtime.table_location(table))}
+    return {"table": table, "receipts": prediction_target(runtime, table, batch_compute=batch_compute).receipts()}

@@ -26,10 +26,11 @@ from lakescore.config import ProjectConfig
 from lakescore.errors import ChangeFeedReadError, ConfigError, LakescoreError
 from lakescore.publish.plan import app_id_for, cdf_recovery, check_period_nulls, plan_scope, settle_window
 from lakescore.publish.scope import PreparedScope, attach_period, empty_predictions
-from lakescore.publish.state import read_source, read_target, spark_change_kinds, split_changes, window_history
+from lakescore.publish.state import read_source, spark_change_kinds, split_changes, window_history
 from lakescore.runtime import Runtime
 from lakescore.scoring.preflight import ScorePlan, preflight
 from lakescore.scoring.run import ScoredRun
+from lakescore.workflows.placement import prediction_target
 
 SPARK_STAGED = "predictions"  # <runs_dir>/<run_id>/predictions/: a Spark run's Parquet folder
 
@@ -131,6 +132,10 @@ def prepare_scope(project: ProjectConfig, runtime: Runtime, plan: ScorePlan, *,
                   recover: bool = False) -> PreparedScope:
     """Plan what a run scores: read target receipts and source metadata, decide, read the window.
 
+    The prediction table is read on the engine the placement gives the route
+    (:func:`lakescore.workflows.placement.prediction_target`): by name with Spark Delta on
+    Databricks, the engine that will publish the run locally.
+
     A CDF window is read on the route's engine: with delta-rs into pandas for the single-node
     route, or as a lazy Spark DataFrame for the Spark route, whose change kinds are counted by
     one aggregate on the executors (:func:`lakescore.publish.state.spark_change_kinds`). Either
@@ -164,8 +169,8 @@ def prepare_scope(project: ProjectConfig, runtime: Runtime, plan: ScorePlan, *,
     if pub.period_column and pub.period_column not in runtime.table_columns(name):
         raise ConfigError([f"{project.shown('inference')}: publication.period_column {pub.period_column!r} is not a "
                            f"column of {name}; available: {', '.join(sorted(runtime.table_columns(name)))}"])
-    _, target = read_target(runtime.table_location(inf.prediction_table), inf.prediction_table,
-                            app_id=app_id_for(inf.job_name, runtime.target, inf.prediction_table))
+    target = prediction_target(runtime, inf.prediction_table, batch_compute=inf.batch_compute,
+                               app_id=app_id_for(inf.job_name, runtime.target, inf.prediction_table)).read()
     wm = target.watermark
     window_from = wm.source_version + 1 if wm and pub.mode == "incremental" and not recover else None
     limit = window_history(version, window_from)
