@@ -47,13 +47,6 @@ class FrameFacts:
     period_high: Any = None
 
 
-def counts(data: pa.Table) -> dict[str, int]:
-    """rows_in, predicted and excluded of the predictions (as ``ScoredRun.counts``, from Arrow)."""
-    predicted = int(pc.sum(pc.equal(data["scoring_status"], "predicted")).as_py() or 0)
-    excluded = int(pc.sum(pc.equal(data["scoring_status"], "excluded")).as_py() or 0)
-    return {"rows_in": data.num_rows, "predicted": predicted, "excluded": excluded}
-
-
 def arrow_facts(data: pa.Table, period_column: str | None) -> FrameFacts:
     """The :class:`FrameFacts` of an Arrow table (the single-node route's rows, in this process)."""
     if not period_column or period_column not in data.column_names:

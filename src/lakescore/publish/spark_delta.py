@@ -26,9 +26,12 @@ the ``app_txn`` seam reads it. For a path it is delta-rs on the table folder
 (:func:`delta_rs_app_txn`); for a name it is :func:`spark_log_app_txn`, Spark reading the
 ``_delta_log`` at ``DESCRIBE DETAIL``'s location (Connect-safe; see its limits: on a Unity
 Catalog managed table the location may refuse path reads, and the app transaction is then
-unknown). An unknown app transaction never lets a commit be written twice: Delta itself skips a
-write whose ``txnVersion`` it recorded, and a commit whose receipt cannot be read back stops the
-loop (:class:`~lakescore.errors.ReceiptUnreadableError`).
+unknown). With the app transaction unknown, a commit is found by its receipt in the history or
+the receipts table: Delta itself skips a write whose ``txnVersion`` it recorded, and a commit
+whose receipt cannot be read back stops that attempt (:class:`~lakescore.errors.ReceiptUnreadableError`).
+Known gap: where the app transaction is unknown AND the engine dropped ``userMetadata``, a later
+run plans the next ``txnVersion`` and would append again; only the key check (on append) stands
+in the way. Neither happens with path tables or with a readable ``_delta_log``.
 
 Key checks and null counts are aggregates computed on the executors; only counts and at most
 three example keys reach the driver. The rows are read once per check and once by the write, so

@@ -1,10 +1,10 @@
-"""Table state for the guard: the target's receipts, read with delta-rs, and the source's state and
-change feed, from what the runtime read.
-
-:func:`read_target`, :func:`receipts` and :func:`stored_receipts` read; :func:`keep_receipts`
-appends receipts to the receipts table (see :mod:`lakescore.publish.plan` for why it exists);
-:func:`read_source` and :func:`split_changes` are pure. :mod:`lakescore.publish.plan` decides and
-:mod:`lakescore.publish.delta_rs` writes.
+"""Table state for the guard: the target's receipts and state read with delta-rs
+(:class:`DeltaRsTarget`, :func:`read_target`, :func:`receipts`, :func:`stored_receipts`;
+:func:`keep_receipts` appends to the receipts table, see :mod:`lakescore.publish.plan` for why it
+exists), and the source's state and change feed from what the runtime read (:func:`read_source`
+and :func:`split_changes` are pure; :func:`spark_change_kinds` counts a Spark window's change
+kinds on the executors). :mod:`lakescore.publish.plan` decides; the writers in
+:mod:`lakescore.publish.delta_rs` and :mod:`lakescore.publish.spark_delta` write.
 """
 
 from __future__ import annotations

@@ -42,6 +42,13 @@ def transport_ddl(fields: dict[str, str]) -> str:
     return ", ".join(f"{name} {kind}, {null_mask_name(name)} boolean" for name, kind in fields.items())
 
 
+def has_int_extension(spark: Any) -> bool:
+    """Whether ``spark`` (Spark 4.2 or later) has :data:`INT_EXTENSION_CONF`, which hands a pandas
+    UDF its bigint inputs as nullable Int64."""
+    major, minor = (int(part) for part in spark.version.split(".")[:2])
+    return (major, minor) >= (4, 2)
+
+
 def exact_inputs(source: Any, columns: tuple[str, ...] | list[str]) -> list[Any]:
     """The UDF's input columns, each one crossing to the worker exactly.
 
@@ -63,8 +70,7 @@ def exact_inputs(source: Any, columns: tuple[str, ...] | list[str]) -> list[Any]
     from pyspark.sql import functions as F
     from pyspark.sql.types import LongType
 
-    major, minor = (int(part) for part in source.sparkSession.version.split(".")[:2])
-    if (major, minor) >= (4, 2):
+    if has_int_extension(source.sparkSession):
         return [F.col(name) for name in columns]
     longs = {field.name for field in source.schema.fields if isinstance(field.dataType, LongType)}
     return [F.col(name).cast("decimal(19,0)").alias(name) if name in longs else F.col(name) for name in columns]
@@ -125,7 +131,8 @@ def score_spark(source: Any, plan: ScorePlan, *, batch_rows: int, env_manager: s
     from pyspark.sql import functions as F
 
     spark = source.sparkSession
-    spark.conf.set(INT_EXTENSION_CONF, "true")  # integer inputs reach the worker as Int64, not float64
+    if has_int_extension(spark):  # Spark 4.1 has no such conf (and serverless refuses unknown ones)
+        spark.conf.set(INT_EXTENSION_CONF, "true")  # integer inputs reach the worker as Int64, not float64
     source = source.repartition(default_parallelism(spark))  # every core gets batches
     fields = result_fields(get_model_info(plan.model_uri).signature.outputs)
     model_path = local_model(plan.model_uri, model_dir)  # workers never open the registry (Spark Connect)
@@ -140,7 +147,7 @@ def score_spark(source: Any, plan: ScorePlan, *, batch_rows: int, env_manager: s
 
 
 def spark_tally(predictions: Any) -> Tally:
-    """The :class:`~lakescore.scoring.run.Tally` of a Spark DataFrame of predictions: one
+    """The :class:`~lakescore.scoring.tally.Tally` of a Spark DataFrame of predictions: one
     ``groupBy(scoring_status, exclusion_reason).count()`` on the executors; only the groups (a
     handful of rows) reach the driver."""
     rows = predictions.groupBy("scoring_status", "exclusion_reason").count().collect()

@@ -15,8 +15,10 @@ one aggregate of them.
 from __future__ import annotations
 
 import json
+import shutil
 import uuid
 from dataclasses import asdict, replace
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -64,21 +66,27 @@ def score(project: ProjectConfig, runtime: Runtime, *, recover: bool = False) ->
     prepared = prepare_scope(project, runtime, plan, recover=recover)
     if prepared.empty:
         return stage_run(runtime, finish_run(project, runtime, plan, prepared, empty_predictions(plan.record_keys)))
-    with progress.step(f"score ({inf.batch_compute}) {plan.source_table}@v{plan.source_version}") as shown:
-        run = stage_run(runtime, finish_run(project, runtime, plan, prepared, _score_route(project, runtime, plan,
-                                                                                           prepared)))
-        shown.total_rows(run.counts["rows_in"])
+    model_dir = runtime.runs_dir() / "models" / uuid.uuid4().hex  # this run's copy of the model (Spark route)
+    try:
+        with progress.step(f"score ({inf.batch_compute}) {plan.source_table}@v{plan.source_version}") as shown:
+            scored = _score_route(project, runtime, plan, prepared, model_dir)
+            run = stage_run(runtime, finish_run(project, runtime, plan, prepared, scored))
+            shown.total_rows(run.counts["rows_in"])
+    finally:
+        shutil.rmtree(model_dir, ignore_errors=True)  # the staged files are what publish reads; the UDF has run
     return run
 
 
-def _score_route(project: ProjectConfig, runtime: Runtime, plan: ScorePlan, prepared: PreparedScope) -> Any:
-    """The rows to score, in the route's own form, through that route (lazy on Spark)."""
+def _score_route(project: ProjectConfig, runtime: Runtime, plan: ScorePlan, prepared: PreparedScope,
+                 model_dir: Path) -> Any:
+    """The rows to score, in the route's own form, through that route (lazy on Spark, whose
+    workers read the model copied under ``model_dir``)."""
     inf = project.inference
     if inf.batch_compute == "spark":
         from lakescore.scoring.spark import score_spark  # pyspark: only on the Spark route
 
         return score_spark(_spark_rows(runtime, plan, prepared), plan, batch_rows=inf.spark_udf_prediction_batch_rows,
-                           env_manager=inf.spark_udf_env_manager, model_dir=runtime.runs_dir() / "models")
+                           env_manager=inf.spark_udf_env_manager, model_dir=model_dir)
     from lakescore.scoring.local import score_single_node
 
     return score_single_node(source_rows(runtime, plan, prepared, list(dict.fromkeys([*plan.record_keys,
@@ -214,7 +222,7 @@ def stage_run(runtime: Runtime, run: ScoredRun) -> ScoredRun:
     folder = runtime.runs_dir() / run.run_id
     folder.mkdir(parents=True)
     if run.on_spark:
-        run.predictions.write.mode("errorifexists").parquet(str(folder / SPARK_STAGED))
+        run.predictions.write.mode("error").parquet(str(folder / SPARK_STAGED))
         run = replace(run, predictions=runtime.spark().read.parquet(str(folder / SPARK_STAGED)))
     else:
         run.predictions.to_parquet(folder / "predictions.parquet", index=False)
