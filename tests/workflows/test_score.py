@@ -12,6 +12,7 @@ from lakescore.admission.evidence import admit
 from lakescore.config import load_project
 from lakescore.demo_data import INCOMING
 from lakescore.packaging import log_and_register
+from lakescore.runtime.local_spark import CONNECT_MODE_ENV
 from lakescore.workflows.publish import publish
 from lakescore.workflows.score import score
 
@@ -53,3 +54,16 @@ def test_deleted_rows_are_neither_scored_nor_published_on_either_route(dv_projec
     publish(project, runtime, on_spark)
     stored = runtime.read_table(project.inference.prediction_table)
     assert sorted(stored["flight_id"]) == kept
+
+
+@pytest.mark.connect
+def test_the_spark_route_scores_stages_and_publishes_on_spark_connect(dv_project, spark_connect, monkeypatch):
+    project, runtime, _, kept = dv_project
+    monkeypatch.setenv(CONNECT_MODE_ENV, "1")  # as LAKESCORE_SPARK_CONNECT=1 sets it: Connect columns
+    runtime._spark = spark_connect
+    run = score(project, runtime)  # preflight, scope, spark_udf, staging from the executors
+    assert run.counts["rows_in"] == 8 and sorted(as_pandas(run.predictions)["flight_id"]) == kept
+    assert not list((runtime.runs_dir() / "models").glob("*/*"))  # the run's model copy is gone once staged
+    result = publish(project, runtime, run)
+    assert (result.action, result.engine, result.table_version) == ("append", "spark-delta", 1)
+    assert sorted(runtime.read_table(project.inference.prediction_table)["flight_id"]) == kept
