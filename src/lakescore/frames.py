@@ -216,3 +216,24 @@ def derive_label(frame: pd.DataFrame, *, column: str, expression: str | None) ->
     if pd.api.types.is_bool_dtype(label.dtype):
         label = label.astype("Int64")
     return label.rename(column)
+
+
+def spark_arrow_schema(schema: Any) -> Any:
+    """The Arrow schema of a Spark ``StructType``, timestamps as UTC microseconds, on every pyspark
+    the project runs (4.2 locally, 4.1 on Databricks Runtime 18 LTS).
+
+    pyspark 4.2's ``to_arrow_schema`` needs ``timezone="UTC"`` for timestamps; 4.1's has no such
+    argument and makes them UTC-aware by default (``timestamp_utc=True``).
+
+    Returns
+    -------
+    pyarrow.Schema
+        Field names, types and nullability of ``schema``.
+    """
+    import inspect
+
+    from pyspark.sql.pandas.types import to_arrow_schema  # pyspark only where a Spark schema is converted
+
+    if "timezone" in inspect.signature(to_arrow_schema).parameters:
+        return to_arrow_schema(schema, timezone="UTC")
+    return to_arrow_schema(schema)

@@ -9,6 +9,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakescore.frames import spark_arrow_schema
 from lakescore.publish.state import delta_schema
 from lakescore.runtime.base import DeltaEngine
 
@@ -65,10 +66,9 @@ def spark_facts(frame: Any, period_column: str | None) -> FrameFacts:
     """
     import pandas as pd  # only for the UTC timestamp of a bound
     from pyspark.sql import functions as F  # Spark only on this route
-    from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import TimestampType
 
-    schema = delta_schema(to_arrow_schema(frame.schema, timezone="UTC"))
+    schema = delta_schema(spark_arrow_schema(frame.schema))
     if not period_column or period_column not in frame.columns:
         return FrameFacts(schema, int(frame.count()))
     col = F.col(period_column)

@@ -30,6 +30,7 @@ import pandas as pd
 import pyarrow as pa
 
 from lakescore.config import TABLE_NAME
+from lakescore.frames import spark_arrow_schema
 from lakescore.errors import (ChangeFeedReadError, RuntimeUnsupportedError, TableExistsError,
                               TableNotFoundError)
 from lakescore.runtime.base import PLACEMENTS, Placement
@@ -248,9 +249,7 @@ class DatabricksRuntime:
     def table_schema(self, name: str, *, version: int | None = None) -> pa.Schema:
         """The Arrow schema at ``version``, converted from the Spark schema (nullability kept;
         timestamps as UTC microseconds)."""
-        from pyspark.sql.pandas.types import to_arrow_schema  # a pure function of the Spark schema
-
-        return to_arrow_schema(self._frame(name, version).schema, timezone="UTC")  # timestamps need a zone
+        return spark_arrow_schema(self._frame(name, version).schema)
 
     def table_properties(self, name: str, *, version: int | None = None) -> dict[str, str]:
         """Table properties at ``version`` (default: current).
