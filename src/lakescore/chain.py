@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from lakescore.compiled import CompiledPlan
 from lakescore.errors import InputError
 from lakescore.frames import require_columns, to_pandas
 from lakescore.models import Task
@@ -145,21 +147,47 @@ class FittedChain:
         """
         frame = to_pandas(frame)
         require_columns(frame, self.input_columns, what="the model")
-        n_rows = len(frame)
-        reasons = np.full(n_rows, None, dtype=object)
-        rows = np.arange(n_rows)
+        rows, matrix, reasons = self.plan.run(frame)
+        rows, matrix = self._exclude_unusable(rows, matrix, reasons)
+        return self._assemble(frame, rows, matrix, reasons)
+
+    @cached_property
+    def plan(self) -> CompiledPlan:
+        """The chain compiled once (per loaded chain) into a plan over arrays (see :mod:`lakescore.compiled`)."""
+        return CompiledPlan(self.input_columns, self.rules, self.scoring_steps(), self.feature_columns)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.pop("plan", None)  # compiled again on first use after unpickling
+        return state
+
+    def scoring_steps(self) -> list[tuple[FittedStep, str | None]]:
+        """The steps that run at scoring, in order, each with the reason prefix of the rows it
+        excludes (None: it excludes none): the pre-split edits and re-used row filters
+        (``ineligible``), then the recipe's prediction-time steps."""
+        steps: list[tuple[FittedStep, str | None]] = []
+        for step in self.pre_split:
+            role = self.pre_split_role(step)
+            if role != "skip":
+                steps.append((step, "ineligible" if role == "eligibility" else None))
+        steps += [(step, step.impl.exclusion) for step in self.steps if not step.impl.training_only]
+        return steps
+
+    def reference_predict(self, frame: Any) -> pd.DataFrame:
+        """:meth:`predict` by the step-by-step pandas walk: each rule and step on a frame, each step's
+        reference ``apply``. Slow; it is what the admission probe compares the compiled plan against
+        (same shapes, dtypes and errors as :meth:`predict`)."""
+        frame = to_pandas(frame)
+        require_columns(frame, self.input_columns, what="the model")
+        reasons = np.full(len(frame), None, dtype=object)
+        rows = np.arange(len(frame))
         for rule in self.rules:
             eligible = rule.eligible(frame.iloc[rows])
             reasons[rows[~eligible]] = rule.reason
             rows = rows[eligible]
         data = frame.iloc[rows][list(self.input_columns)]
-        for step in self.pre_split:
-            role = self.pre_split_role(step)
-            if role != "skip":
-                rows, data = _run_step(step, data, rows, reasons, "ineligible" if role == "eligibility" else None)
-        for step in self.steps:
-            if not step.impl.training_only:
-                rows, data = _run_step(step, data, rows, reasons, step.impl.exclusion)
+        for step, prefix in self.scoring_steps():
+            rows, data = _run_step(step, data, rows, reasons, prefix)
         matrix = self._model_matrix(data) if len(rows) else np.empty((0, len(self.feature_columns)))
         rows, matrix = self._exclude_unusable(rows, matrix, reasons)
         return self._assemble(frame, rows, matrix, reasons)
@@ -195,22 +223,19 @@ class FittedChain:
     def _assemble(self, frame: pd.DataFrame, rows: np.ndarray, matrix: np.ndarray,
                   reasons: np.ndarray) -> pd.DataFrame:
         n_rows = len(frame)
-        out = pd.DataFrame(index=frame.index)
-        label_dtype = self.label_dtype
         labels, proba = None, np.full(n_rows, np.nan)
         if len(rows):
             labels = self.model.predict(matrix)
             if self.task == "classification":
                 p = self.model.predict_proba(matrix)
                 proba[rows] = p[:, 1] if p.shape[1] == 2 else p.max(axis=1)
-        prediction = _masked(labels, rows, n_rows, label_dtype)
-        probability = pd.array(proba, dtype="Float64")  # NaN (no prediction) becomes <NA>
-        out["prediction"] = prediction
+        columns: dict[str, Any] = {"prediction": _masked(labels, rows, n_rows, self.label_dtype)}
         if self.task == "classification":
-            out["probability"] = probability
-        status = np.where(pd.isna(reasons), STATUS_PREDICTED, STATUS_EXCLUDED)
-        out["scoring_status"] = pd.array(status, dtype="string")
-        out["exclusion_reason"] = pd.array(reasons, dtype="string")
+            columns["probability"] = pd.arrays.FloatingArray(proba, np.isnan(proba))
+        status = np.where(pd.isna(reasons), STATUS_PREDICTED, STATUS_EXCLUDED).astype(object)
+        columns["scoring_status"] = pd.array(status, dtype="string")
+        columns["exclusion_reason"] = pd.array(reasons, dtype="string")
+        out = pd.DataFrame(columns, index=frame.index, copy=False)
         return add_outputs(self.output_rules, frame, out, rows) if self.output_rules else out
 
     # --- save / load ------------------------------------------------------------------------

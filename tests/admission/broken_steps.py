@@ -148,3 +148,28 @@ class BrokenModuleCache(_Base):
             scale = CACHE.setdefault(c, float(frame[c].abs().max()) / 2.5)
             frame[c] = frame[c].astype("float64") / scale
         return frame
+
+
+@register
+class BrokenKernel(_Base):
+    """A row-local reference apply (x * 2) whose compiled kernel reads other rows (x - batch mean):
+    only the compiled part's agreement checks can catch it."""
+
+    kind = "BrokenKernel"
+
+    @staticmethod
+    def apply(frame, state):
+        for c in state["columns"]:
+            frame[c] = frame[c].astype("float64") * 2.0
+        return frame
+
+    @staticmethod
+    def kernel(state):
+        from lakescore.columns import Kernel
+
+        def apply(batch):
+            for c in state["columns"]:
+                values = batch.floats(c, step="BrokenKernel")
+                batch.set(c, values - np.nanmean(values) if len(values) else values)
+
+        return Kernel(apply)

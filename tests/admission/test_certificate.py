@@ -105,7 +105,8 @@ def test_the_certificate_carries_the_evidence_summary(sealed):
     _, certificate = sealed
     assert certificate.evidence["evidence_version"] == 2
     assert certificate.evidence["parts"] == {"apply_probed_builtin": True, "apply_probed": True, "rules_probed": True,
-                                             "model_probed": True, "chain_probed": True}
+                                             "model_probed": True, "chain_probed": True,
+                                             "compiled_probed": True}
 
 
 def test_a_certificate_with_a_failed_part_or_old_evidence_is_refused(sealed):
@@ -117,6 +118,10 @@ def test_a_certificate_with_a_failed_part_or_old_evidence_is_refused(sealed):
     old = dataclasses.replace(certificate, evidence={"evidence_version": 1})
     with pytest.raises(UncertifiedModelError, match="only version 2 is accepted"):
         require_admitted(old)
+    parts = {k: v for k, v in certificate.evidence["parts"].items() if k != "compiled_probed"}
+    before = dataclasses.replace(certificate, evidence={**certificate.evidence, "parts": parts})
+    with pytest.raises(UncertifiedModelError, match="no compiled_probed flag"):
+        require_admitted(before)
 
 
 def test_edited_evidence_on_disk_is_refused(sealed, evidence):

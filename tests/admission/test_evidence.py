@@ -38,6 +38,7 @@ def test_a_step_failure_is_reported_once_and_the_output_rule_and_chain_blame_it(
         "variable broken_steps.SCALE is 3.0 in this process but 1.0 in a fresh import. Keep everything apply() "
         "reads in the saved state (learn()'s return value), never in module variables that training or scoring "
         "changes.",
+        f"Compiled plan partition probe failed fresh_module {blame}",
         f"Output rule 'risk_band' partition probe failed fresh_module {blame}",
         f"Chain partition probe failed fresh_module {blame}",
     ]

@@ -116,13 +116,15 @@ def test_every_check_passes_on_the_demo_like_chain(small_chain, flights_sample):
     from lakescore.admission.probe import probe_parts
 
     parts = chain_parts(small_chain, flights_sample.iloc[1000:1256])
-    assert [p.kind for p in parts] == ["rule", "builtin", "builtin", "builtin", "builtin", "model", "chain"]
+    assert [p.kind for p in parts] == ["rule", "builtin", "builtin", "builtin", "builtin", "model", "compiled",
+                                       "chain"]
     results = probe_parts(parts)
     failed = [r.message for rs in results.values() for r in rs if r.status != "passed"]
     assert failed == []
     assert [r.check for r in results["model"]] == ["repeat", "chunks:1", "chunks:2", "chunks:7", "reverse",
                                                     "index_shift", "empty", "perturb"]
     assert [r.check for r in results["chain"]] == ["repeat", "chunks:1", "chunks:7"]
+    assert [r.check for r in results["compiled"]] == ["agree:whole", "agree:rows", "agree:empty", "agree:nulls"]
 
 
 def test_too_few_rows_reaching_the_model_fails_naming_where(small_chain, flights_sample):

@@ -11,7 +11,8 @@ A certificate binds
   xgboost/lightgbm only when the model uses them);
 - ``evidence``: a summary of the admission evidence: ``evidence_version`` (2), the SHA-256 of
   ``partition_probe.json`` logged beside it, and per-part flags ``apply_probed_builtin``,
-  ``apply_probed``, ``rules_probed``, ``model_probed``, ``chain_probed``.
+  ``apply_probed``, ``rules_probed``, ``model_probed``, ``chain_probed``, ``compiled_probed`` (the
+  compiled plan agrees with the reference walk; a certificate without it is refused).
 
 Every worker re-computes these in ``load_context`` and refuses to score on any difference, and
 refuses a model whose evidence is missing, of another version, or not passed for every part.
@@ -159,8 +160,12 @@ def require_admitted(certificate: Certificate, evidence_text_on_disk: str | None
             f"the model's certificate carries evidence version {summary.get('evidence_version')}; only version "
             f"{EVIDENCE_VERSION} is accepted. Retrain the model with this lakescore to re-run admission."
         )
-    failed = [part for part, ok in summary.get("parts", {}).items() if not ok]
-    if failed or not summary.get("parts"):
+    parts = summary.get("parts", {})
+    if parts and "compiled_probed" not in parts:
+        raise UncertifiedModelError("the model's certificate has no compiled_probed flag: it was admitted before "
+                                    "the compiled plan existed. Retrain it so admission checks the compiled plan")
+    failed = [part for part, ok in parts.items() if not ok]
+    if failed or not parts:
         raise UncertifiedModelError(f"the model's certificate does not admit part(s) {failed or 'all'}; retrain it")
     if evidence_text_on_disk is not None and \
             hashlib.sha256(evidence_text_on_disk.encode()).hexdigest() != summary.get("evidence_sha256"):

@@ -3,7 +3,8 @@
 Evidence version 2 (exact and tolerant checks); version 1 (exact-only) is not accepted. Its
 sections: ``builtins`` (per built-in step: name, kind, recipe, state SHA-256, checks), ``custom``
 (per user step: source SHA-256, lint result, checks), ``rules``, ``model``, ``chain``, and
-``sample_rows``. :func:`part_flags` reduces it to the certificate's per-part flags.
+``compiled`` (which steps ran a compiled kernel and which their reference apply inside the plan,
+and the checks of the plan against the reference walk) and ``sample_rows``. :func:`part_flags` reduces it to the certificate's per-part flags.
 """
 
 from __future__ import annotations
@@ -144,6 +145,7 @@ def _evidence(chain: FittedChain, parts: list, results: dict[str, list[CheckResu
         "model": {"class": type(chain.model).__name__, "fingerprint": fingerprint(chain.model),
                   "needs_probe": needs_model_probe(chain.model), "checks": _checks_json(results["model"])},
         "chain": {"checks": _checks_json(results["chain"])},
+        "compiled": {"kernels": chain.plan.kernels, "checks": _checks_json(results["compiled"])},
     }
 
 
@@ -159,4 +161,5 @@ def part_flags(evidence: dict[str, Any]) -> dict[str, bool]:
         "rules_probed": _all_passed(evidence["rules"]),
         "model_probed": _all_passed([evidence["model"]]),
         "chain_probed": _all_passed([evidence["chain"]]),
+        "compiled_probed": "compiled" in evidence and _all_passed([evidence["compiled"]]),
     }

@@ -5,7 +5,9 @@ eligibility rule on the raw rows it sees, each prediction-time step — pre-spli
 that run at scoring first, then the recipe — on the rows that reach it (its output plus a
 ``__flagged__`` column for the rows it would exclude), the model on the feature matrix, each output
 rule on the predicted rows with their predictions, and the whole chain on the raw rows. Parent and
-fresh process build parts the same way.
+fresh process build parts the same way. After the model comes the compiled plan on the raw rows,
+compared with the chain's reference walk (:mod:`lakescore.admission.agreement`), so a part that runs
+the whole chain and fails because of the plan blames it.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import pandas as pd
 from lakescore.chain import FittedChain
 from lakescore.errors import ProbeError
 
-PartKind = Literal["builtin", "custom", "rule", "model", "chain"]
+PartKind = Literal["builtin", "custom", "rule", "model", "chain", "compiled"]
 MIN_ROWS = 16
 
 
@@ -26,8 +28,9 @@ MIN_ROWS = 16
 class Part:
     """One probed part: its kind, a key to rebuild it in another process, a label for messages.
 
-    ``runs_chain`` marks the parts that score through the whole chain (output rules, the chain), so
-    a failure of any earlier part shows in them too."""
+    ``runs_chain`` marks the parts that score through the whole chain (output rules, the chain, the
+    compiled plan), so a failure of any earlier part shows in them too. ``reference`` is what the
+    ``compiled`` part is compared against: the chain's step-by-step walk."""
 
     kind: PartKind
     key: str
@@ -35,6 +38,7 @@ class Part:
     run: Callable[[pd.DataFrame], pd.DataFrame]
     sample: pd.DataFrame
     runs_chain: bool = False
+    reference: Callable[[pd.DataFrame], pd.DataFrame] | None = None
 
 
 def is_custom(step: Any) -> bool:
@@ -103,6 +107,8 @@ def chain_parts(chain: FittedChain, raw: pd.DataFrame) -> list[Part]:
                           "the rules and steps. Give more holdout rows, or loosen them."])
     features = data[list(chain.feature_columns)].astype("float64")
     parts.append(Part("model", "model", "Model", _model_run(chain), features))
+    parts.append(Part("compiled", "compiled", "Compiled plan", chain.predict, raw, runs_chain=True,
+                      reference=chain.reference_predict))
     if chain.output_rules:
         predicted = chain.predict(raw)
         reached = raw[(predicted["scoring_status"] == "predicted").to_numpy()]

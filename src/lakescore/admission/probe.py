@@ -33,6 +33,8 @@ FIXES = {
     "perturb": "Use a setting that handles unseen values row by row (e.g. handle_unknown: ignore).",
     "blank": "Fill a missing value from a value learned in learn() and kept in state, never from other rows "
              "(ffill, bfill, interpolate, batch statistics).",
+    "agree": "A compiled kernel gives another answer than its step's reference apply: a lakescore defect. "
+             "Report it with this message; the step's kind and state are in partition_probe.json.",
     "fresh_module": "Keep everything apply() reads in the saved state (learn()'s return value), never in module "
                     "variables that training or scoring changes.",
 }
@@ -148,7 +150,7 @@ def perturbed(sample: pd.DataFrame, row: int, *, text: bool = True) -> pd.DataFr
     return out
 
 
-def _holds_null(dtype: object) -> bool:
+def holds_null(dtype: object) -> bool:
     """True when the dtype has a missing value of its own (float, object, datetime, nullable
     extension types); plain numpy int and bool columns have none."""
     return isinstance(dtype, pd.api.extensions.ExtensionDtype) or np.dtype(dtype).kind in "fcOMm"  # type: ignore[call-overload]
@@ -159,7 +161,7 @@ def blanked(sample: pd.DataFrame, row: int) -> pd.DataFrame:
     its own dtype (NaN, None, NaT, pd.NA); plain int64 and bool columns, which have none, keep theirs."""
     out = sample.copy()
     for j, col in enumerate(out.columns):
-        if _holds_null(out[col].dtype):
+        if holds_null(out[col].dtype):
             out.iloc[row, j] = None
     return out
 
@@ -227,7 +229,9 @@ CHAIN_CHECKS = [check_repeat, make_check_chunks(1), make_check_chunks(7)]
 
 def checks_for(part: Part) -> Iterator[Callable[[Part], CheckResult]]:
     """The in-process checks that apply to ``part`` (``fresh_module`` runs for all parts at once)."""
-    yield from CHAIN_CHECKS if part.kind == "chain" else PART_CHECKS
+    from lakescore.admission.agreement import AGREEMENT_CHECKS
+
+    yield from {"chain": CHAIN_CHECKS, "compiled": AGREEMENT_CHECKS}.get(part.kind, PART_CHECKS)
 
 
 def problem_messages(parts: list[Part], results: dict[str, list[CheckResult]]) -> list[str]:

@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from lakescore.columns import Kernel
 from lakescore.errors import StepError
 from lakescore.frames import decode_state, encode_state, require_columns
 
@@ -84,6 +85,13 @@ class StepKind:
     @staticmethod
     def flags(frame: pd.DataFrame, state: dict[str, Any]) -> np.ndarray:
         return np.zeros(len(frame), dtype=bool)
+
+    @classmethod
+    def kernel(cls, state: dict[str, Any]) -> Kernel | None:
+        """This step compiled to arrays for ``state`` (a :class:`lakescore.columns.Kernel`), or None
+        when the kind has no kernel: the compiled chain then runs the reference ``apply``/``flags``
+        on a frame of the step's own input columns, and the admission evidence says so."""
+        return None
 
 
 STEPS: dict[str, type[StepKind]] = {}
@@ -161,6 +169,10 @@ class FittedStep:
     @property
     def training_only(self) -> bool:
         return self.impl.training_only
+
+    def kernel(self) -> Kernel | None:
+        """The step compiled to arrays, or None when its kind has none (see :meth:`StepKind.kernel`)."""
+        return self.impl.kernel(self.state)
 
     @property
     def reusable_as_eligibility(self) -> bool:

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, field_validator
 
+from lakescore.columns import Columns, Kernel
 from lakescore.errors import StepError
 from lakescore.steps.base import StepKind, StepParams, register, text_values
 
@@ -117,6 +118,25 @@ class OneHotEncoder(StepKind):
         matrix = np.hstack(blocks) if blocks else np.zeros((len(frame), 0))
         new = pd.DataFrame(matrix, index=frame.index, columns=names)
         return pd.concat([frame.drop(columns=state["columns"]), new], axis=1, copy=False)
+
+    @staticmethod
+    def kernel(state: dict[str, Any]) -> Kernel:
+        # the category list becomes a hash index once; each value's code is its position (-1:
+        # unseen or missing -> all zeros), the same codes pd.Categorical gives in apply
+        groups = [(column, pd.Index(cats, dtype=object), names)
+                  for column, cats, names in zip(state["columns"], state["categories"], state["names"])]
+
+        def apply(batch: Columns) -> None:
+            for column, categories, names in groups:
+                codes = categories.get_indexer(batch.texts(column))
+                block = np.zeros((len(codes), len(names)), dtype="float64", order="F")
+                known = np.flatnonzero(codes >= 0)
+                block[known, codes[known]] = 1.0
+                for j, name in enumerate(names):
+                    batch.set(name, block[:, j])
+            batch.drop(state["columns"])
+
+        return Kernel(apply)
 
 
 class OrdinalParams(StepParams):

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, model_validator
 
+from lakescore.columns import Columns, Kernel
 from lakescore.errors import StepError
 from lakescore.steps.base import StepKind, StepParams, float_values, is_numeric, register
 
@@ -113,6 +114,20 @@ class SimpleImputer(StepKind):
         for column, value, numeric in zip(state["columns"], state["fill"], state["numeric"]):
             frame[column] = fill_column(frame[column], value, numeric)
         return frame
+
+    @staticmethod
+    def kernel(state: dict[str, Any]) -> Kernel:
+        fills = list(zip(state["columns"], state["fill"], state["numeric"]))
+
+        def apply(batch: Columns) -> None:
+            for column, value, numeric in fills:
+                if numeric:
+                    values = batch.floats(column, step="SimpleImputer")
+                    batch.set(column, np.where(np.isnan(values), float(value), values))
+                else:
+                    batch.set(column, fill_column(batch.frame([column])[column], value, False).to_numpy())
+
+        return Kernel(apply)
 
 
 class GroupImputerParams(StepParams):

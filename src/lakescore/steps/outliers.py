@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, model_validator
 
+from lakescore.columns import Kernel
 from lakescore.errors import StepError
 from lakescore.steps.base import StepKind, StepParams, float_matrix, register
 
@@ -24,6 +25,18 @@ def _outside(data: np.ndarray, low: Any, high: Any) -> np.ndarray:
     high = np.array([np.inf if v is None else v for v in high], dtype="float64")
     with np.errstate(invalid="ignore"):
         return ((data < low) | (data > high)).any(axis=1)
+
+
+class BoundsStep(StepKind):
+    """Base of the steps that exclude a row outside per-column bounds ``state["low"]``/``state["high"]``
+    (IQR, ZScore, ManualBounds). Their kernel is the same ``_outside`` test on the batch's float
+    matrix; apply changes nothing."""
+
+    @classmethod
+    def kernel(cls, state: dict[str, Any]) -> Kernel:
+        columns, low, high = list(state["columns"]), state["low"], state["high"]
+        return Kernel(apply=lambda batch: None,
+                      flags=lambda batch: _outside(batch.float_matrix(columns, step=cls.kind), low, high))
 
 
 def _has_values(step: str, data: np.ndarray, columns: list[str]) -> None:
@@ -38,7 +51,7 @@ class IQRParams(StepParams):
 
 
 @register
-class IQR(StepKind):
+class IQR(BoundsStep):
     """Exclude a row when a value lies outside ``[q1 - factor*iqr, q3 + factor*iqr]``.
 
     Quartiles are learned on the training rows (numpy linear interpolation, missing values
@@ -67,7 +80,7 @@ class ZScoreParams(StepParams):
 
 
 @register
-class ZScore(StepKind):
+class ZScore(BoundsStep):
     """Exclude a row when ``|x - mean| / std > threshold`` for a value (default 3 standard deviations).
 
     Mean and population standard deviation (ddof 0) come from the training rows; stored as the
@@ -106,7 +119,7 @@ class ManualBoundsParams(StepParams):
 
 
 @register
-class ManualBounds(StepKind):
+class ManualBounds(BoundsStep):
     """Exclude a row when a value lies outside the fixed ``[lower, upper]`` from the config.
 
     Nothing is learned, and the check reads the row alone, so a pre-split use is re-applied at

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, model_validator
 
+from lakescore.columns import Columns, Kernel
 from lakescore.errors import StepError
 from lakescore.steps.base import StepKind, StepParams, float_matrix, float_values, register
 
@@ -52,6 +53,16 @@ class StandardScaler(StepKind):
         for column, mean, scale in zip(state["columns"], state["mean"], state["scale"]):
             frame[column] = (float_values(frame, column, step="StandardScaler") - mean) / scale
         return frame
+
+    @staticmethod
+    def kernel(state: dict[str, Any]) -> Kernel:
+        terms = list(zip(state["columns"], state["mean"], state["scale"]))
+
+        def apply(batch: Columns) -> None:
+            for column, mean, scale in terms:
+                batch.set(column, (batch.floats(column, step="StandardScaler") - mean) / scale)
+
+        return Kernel(apply)
 
 
 class MinMaxScalerParams(StepParams):

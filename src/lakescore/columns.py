@@ -1,0 +1,125 @@
+"""``Columns``: a batch of rows held as one array per column, what a compiled chain's kernels read and write.
+
+Each column is the 1-D array a pandas column would hold (a numpy array, or a pandas extension array
+such as Int64, Float64, boolean or string), so the frame a step's reference ``apply`` would see can
+be rebuilt exactly, dtypes and index included (:meth:`Columns.frame`). There is no per-step frame
+copy and no index alignment: a kernel reads arrays and sets new ones.
+
+Rules for kernels: never write into an array you read (set a new one); return float64 numpy arrays
+where the reference step returns float64 columns, so the two agree dtype for dtype.
+
+:meth:`Columns.floats` and :meth:`Columns.texts` give exactly what
+:func:`lakescore.steps.base.float_values` and :func:`~lakescore.steps.base.text_values` give on the
+same column, with fast paths for the common dtypes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+import numpy as np
+import pandas as pd
+
+
+class Columns:
+    """Rows ``index`` of a batch, as ``name -> 1-D array`` (each of length ``len(index)``)."""
+
+    __slots__ = ("arrays", "index")
+
+    def __init__(self, arrays: dict[str, Any], index: pd.Index) -> None:
+        self.arrays = arrays
+        self.index = index
+
+    @classmethod
+    def from_frame(cls, frame: pd.DataFrame, names: Iterable[str]) -> Columns:
+        """The columns ``names`` of ``frame`` (no copy: the arrays are the frame's own)."""
+        return cls({name: _array_of(frame[name]) for name in names}, frame.index)
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.arrays
+
+    def array(self, name: str) -> Any:
+        """The column's array as stored (numpy or pandas extension array); never write into it."""
+        return self.arrays[name]
+
+    def floats(self, name: str, *, step: str) -> np.ndarray:
+        """The column as float64, shape (n_rows,), missing as NaN (what ``float_values`` gives).
+
+        Raises
+        ------
+        StepError
+            When the column holds text that is not a number (the message names ``step``).
+        """
+        values = self.arrays[name]
+        if isinstance(values, np.ndarray) and values.dtype.kind in "fiub":
+            return values if values.dtype == np.float64 else values.astype("float64")
+        from lakescore.steps.base import float_values
+
+        return float_values(self.frame([name]), name, step=step)
+
+    def float_matrix(self, names: list[str], *, step: str) -> np.ndarray:
+        """:meth:`floats` of each column, stacked: float64 array of shape (n_rows, len(names))."""
+        if not names:
+            return np.empty((len(self), 0))
+        return np.column_stack([self.floats(name, step=step) for name in names])
+
+    def texts(self, name: str) -> np.ndarray:
+        """The column as text, object array of shape (n_rows,), missing as None (what ``text_values`` gives)."""
+        values = self.arrays[name]
+        if isinstance(values, np.ndarray) and values.dtype == object \
+                and pd.api.types.infer_dtype(values, skipna=True) in ("string", "empty"):
+            missing = pd.isna(values)
+            if missing.any():
+                values = values.copy()
+                values[missing] = None
+            return values
+        from lakescore.steps.base import text_values
+
+        return text_values(self.frame([name]), name)
+
+    def set(self, name: str, values: Any) -> None:
+        """Set (or add) column ``name``: an array of length ``len(self)``."""
+        self.arrays[name] = values
+
+    def drop(self, names: Iterable[str]) -> None:
+        for name in names:
+            self.arrays.pop(name, None)
+
+    def keep(self, rows: np.ndarray) -> None:
+        """Keep only the rows where the boolean array ``rows`` (n_rows,) is True, in order."""
+        self.arrays = {name: values[rows] for name, values in self.arrays.items()}
+        self.index = self.index[rows]
+
+    def frame(self, names: Iterable[str]) -> pd.DataFrame:
+        """A pandas frame of the columns ``names`` with this batch's index and each column's own dtype."""
+        return pd.DataFrame({name: self.arrays[name] for name in names}, index=self.index, copy=False)
+
+    def replace(self, read: Iterable[str], result: pd.DataFrame) -> None:
+        """Take a reference step's output frame: columns it returns are set, columns it read and no
+        longer returns are dropped."""
+        gone = [name for name in read if name not in result.columns]
+        self.drop(gone)
+        for name in result.columns:
+            self.arrays[name] = _array_of(result[name])
+
+
+def _array_of(series: pd.Series) -> Any:
+    """A column's values: the numpy array for numpy dtypes, the extension array otherwise."""
+    return series.to_numpy() if isinstance(series.dtype, np.dtype) else series.array
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A fitted step compiled to arrays.
+
+    ``apply(columns)`` edits the batch in place (sets new arrays, drops columns); ``flags(columns)``,
+    for a step that excludes rows, gives a boolean array of shape (n_rows,), True where the step
+    excludes the row. Both read only each row's own values and the step's saved state, as the
+    step's reference ``apply``/``flags`` do, and must give the same values and dtypes."""
+
+    apply: Callable[[Columns], None]
+    flags: Callable[[Columns], np.ndarray] | None = None
