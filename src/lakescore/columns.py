@@ -63,9 +63,10 @@ class Columns:
 
     def float_matrix(self, names: list[str], *, step: str) -> np.ndarray:
         """:meth:`floats` of each column, stacked: float64 array of shape (n_rows, len(names))."""
-        if not names:
-            return np.empty((len(self), 0))
-        return np.column_stack([self.floats(name, step=step) for name in names])
+        matrix = np.empty((len(self), len(names)), dtype="float64", order="F")  # column by column
+        for j, name in enumerate(names):
+            matrix[:, j] = self.floats(name, step=step)
+        return matrix
 
     def texts(self, name: str) -> np.ndarray:
         """The column as text, object array of shape (n_rows,), missing as None (what ``text_values`` gives)."""

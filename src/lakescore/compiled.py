@@ -134,7 +134,7 @@ class CompiledPlan:
         if missing:
             raise InputError(f"after preprocessing, model feature(s) {missing} are missing; "
                              "check the recipe's column names")
-        return np.column_stack([batch.floats(c, step="model") for c in self.feature_columns])
+        return batch.float_matrix(list(self.feature_columns), step="model")
 
 
 def _exclude(batch: Columns, rows: np.ndarray, reasons: np.ndarray, excluded: np.ndarray,
