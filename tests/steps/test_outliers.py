@@ -4,6 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from lakescore.columns import Columns
 from lakescore.errors import StepError
 from lakescore.steps import learn_step, parse_params
 from step_contract import cases, check_contract, learning_frame
@@ -47,5 +48,7 @@ def test_elliptic_envelope_agrees_with_sklearn_predict(flights_sample):
     complete = flights_sample[columns].dropna()
     data = train[columns].dropna().to_numpy(dtype="float64")
     reference = EllipticEnvelope(contamination=0.05, random_state=0).fit(data)
-    assert (fitted.flags(complete) == (reference.predict(complete.to_numpy(dtype="float64")) == -1)).all()
+    expected = reference.predict(complete.to_numpy(dtype="float64")) == -1
+    assert (fitted.flags(complete) == expected).all()
     assert fitted.flags(complete).sum() > 0
+    assert (fitted.kernel().flags(Columns.from_frame(complete, columns)) == expected).all()

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from lakescore.columns import Columns
 from lakescore.errors import StepError
 from lakescore.frames import floats_close
 from lakescore.steps import learn_step
@@ -76,3 +77,22 @@ def test_an_infinite_value_or_overflowing_result_is_invalid():
     score = pd.DataFrame({"x": [1e200, np.inf, 1.0]})
     assert steep.flags(score).tolist() == [True, True, False]
     assert math.isclose(steep.apply(score)["x"].iloc[2], 7 / 3, rel_tol=1e-12)
+
+
+def test_the_kernel_flags_and_transforms_as_by_hand():
+    from lakescore.steps import FittedStep
+
+    train = pd.DataFrame({"x": [1.0, 2.0, 4.0, 8.0, 16.0]})
+    fitted = learn_step({"step": "PowerTransformer", "name": "p", "columns": ["x"], "standardize": False},
+                        train, None)
+    steep = FittedStep(fitted.kind, fitted.name, {**fitted.state, "lambdas": [3.0]})
+    kernel = steep.kernel()
+    batch = Columns.from_frame(pd.DataFrame({"x": [1e200, np.inf, 1.0, None, -1.0]}), ["x"])
+    flagged = kernel.flags(batch)
+    assert flagged.tolist() == [True, True, False, False, False]
+    batch.keep(~flagged)
+    kernel.apply(batch)
+    # kept: 1.0 -> ((1 + 1)^3 - 1) / 3 = 7/3; missing stays missing; -1.0 -> -((2)^(2-3) - 1)/(2-3) = -0.5
+    out = batch.array("x")
+    assert out.dtype == np.float64 and math.isclose(out[0], 7 / 3, rel_tol=1e-12)
+    assert np.isnan(out[1]) and math.isclose(out[2], -0.5, rel_tol=1e-12)

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from lakescore.columns import Columns
 from lakescore.errors import StepError
 from lakescore.frames import floats_close
 from lakescore.steps import learn_step, parse_params
@@ -70,3 +71,39 @@ def test_winsorize_clips_to_training_quantiles():
     fitted = learn_step({"step": "Winsorize", "name": "w", "columns": ["dep_delay"],
                          "lower_quantile": 0.1, "upper_quantile": 0.9}, train, None)
     assert fitted.apply(pd.DataFrame({"dep_delay": [-5.0, 50.0, 1000.0]}))["dep_delay"].tolist() == [10.0, 50.0, 90.0]
+
+
+def kernel_frame(fitted, frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` through the step's compiled kernel (a Columns batch of all its columns)."""
+    batch = Columns.from_frame(frame, frame.columns)
+    fitted.kernel().apply(batch)
+    return batch.frame(list(batch.arrays))
+
+
+def test_minmax_kernel_takes_nullable_and_number_text_columns_by_hand():
+    train = pd.DataFrame({"a": [0, 10], "b": [0.0, 4.0], "c": [0.0, 2.0]})
+    fitted = learn_step({"step": "MinMaxScaler", "name": "m", "columns": ["a", "b", "c"]}, train, None)
+    frame = pd.DataFrame({"a": pd.array([5, None, 20], dtype="Int64"),
+                          "b": pd.array([1.0, 2.0, None], dtype="Float64"),
+                          "c": np.array(["1.5", None, "4"], dtype=object)})
+    out = kernel_frame(fitted, frame)
+    assert list(out.dtypes) == [np.dtype("float64")] * 3
+    np.testing.assert_array_equal(out["a"].to_numpy(), [0.5, np.nan, 2.0])
+    np.testing.assert_array_equal(out["b"].to_numpy(), [0.25, 0.5, np.nan])
+    np.testing.assert_array_equal(out["c"].to_numpy(), [0.75, np.nan, 2.0])
+
+
+def test_clip_kernel_leaves_the_batch_arrays_it_read_unchanged():
+    fitted = learn_step({"step": "ClipValues", "name": "c", "columns": ["x"], "lower": 0, "upper": 1},
+                        pd.DataFrame({"x": [0.5]}), None)
+    x = np.array([-2.0, 0.5, 7.0])
+    out = kernel_frame(fitted, pd.DataFrame({"x": x}, copy=False))
+    assert out["x"].tolist() == [0.0, 0.5, 1.0]
+    assert x.tolist() == [-2.0, 0.5, 7.0]
+
+
+def test_winsorize_kernel_refuses_text_naming_the_step():
+    fitted = learn_step({"step": "Winsorize", "name": "w", "columns": ["x"]},
+                        pd.DataFrame({"x": [1.0, 2.0, 3.0]}), None)
+    with pytest.raises(StepError, match="step 'Winsorize' needs numbers in column 'x' but found 'n/a'"):
+        kernel_frame(fitted, pd.DataFrame({"x": np.array(["4500.0", "n/a"], dtype=object)}))

@@ -3,6 +3,7 @@
 import pandas as pd
 import pytest
 
+from lakescore.columns import Columns
 from lakescore.errors import StepError
 from lakescore.steps import learn_step
 from step_contract import cases, check_contract
@@ -24,3 +25,13 @@ def test_nothing_left_is_an_error():
     with pytest.raises(StepError, match="no column of \\['year'\\] has training variance above 0.0"):
         learn_step({"step": "VarianceThreshold", "name": "v", "columns": ["year"]},
                    pd.DataFrame({"year": [2013, 2013]}), None)
+
+
+def test_the_kernel_drops_the_saved_columns_only(flights_sample):
+    fitted = learn_step({"step": "VarianceThreshold", "name": "v", "columns": ["year", "distance"]},
+                        flights_sample, None)
+    frame = flights_sample[["year", "distance", "carrier"]].head(3)
+    batch = Columns.from_frame(frame, frame.columns)
+    fitted.kernel().apply(batch)
+    assert list(batch.arrays) == ["distance", "carrier"]  # every 2013 flight has year 2013: dropped
+    assert batch.array("distance").tolist() == frame["distance"].tolist()

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 from pydantic import Field
 
+from lakescore.columns import Columns, Kernel
 from lakescore.errors import StepError
 from lakescore.steps.base import StepKind, StepParams, float_values, register
 
@@ -57,7 +58,28 @@ class KBinsDiscretizer(StepKind):
     @staticmethod
     def apply(frame: pd.DataFrame, state: dict[str, Any]) -> pd.DataFrame:
         for column, edges in zip(state["columns"], state["edges"]):
-            values = float_values(frame, column, step="KBinsDiscretizer")
-            bins = np.searchsorted(np.asarray(edges[1:-1], dtype="float64"), values, side="right")
-            frame[column] = np.where(np.isnan(values), np.nan, bins.astype("float64"))
+            frame[column] = _bins(float_values(frame, column, step="KBinsDiscretizer"), _inner(edges))
         return frame
+
+    @staticmethod
+    def kernel(state: dict[str, Any]) -> Kernel:
+        """Each column's bin number (float64, NaN stays NaN) by a sorted search of its inner edges
+        from ``state["edges"]`` (float64 arrays built once)."""
+        inner = [(column, _inner(edges)) for column, edges in zip(state["columns"], state["edges"])]
+
+        def apply(batch: Columns) -> None:
+            for column, edges in inner:
+                batch.set(column, _bins(batch.floats(column, step="KBinsDiscretizer"), edges))
+
+        return Kernel(apply)
+
+
+def _inner(edges: list[float]) -> np.ndarray:
+    """The inner bin edges (all but the first and last) as a float64 array."""
+    return np.asarray(edges[1:-1], dtype="float64")
+
+
+def _bins(values: np.ndarray, inner: np.ndarray) -> np.ndarray:
+    """Bin numbers of ``values`` (n_rows,) as float64: ``searchsorted(inner, x, side="right")``, NaN kept."""
+    bins = np.searchsorted(inner, values, side="right")
+    return np.where(np.isnan(values), np.nan, bins.astype("float64"))

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, model_validator
 
+from lakescore.columns import Columns, Kernel
 from lakescore.errors import StepError
 from lakescore.steps.base import StepKind, StepParams, float_matrix, register
 
@@ -65,14 +66,30 @@ class FeatureInteraction(StepKind):
     @staticmethod
     def apply(frame: pd.DataFrame, state: dict[str, Any]) -> pd.DataFrame:
         data = float_matrix(frame, state["columns"], step="FeatureInteraction")
-        if state["operation"] == "product":
-            result = np.prod(data, axis=1) if data.size else np.empty(len(frame))
-        else:
-            with np.errstate(divide="ignore", invalid="ignore"):
-                result = data[:, 0] / data[:, 1]
-            result = np.where(np.isfinite(result), result, np.nan)
-        frame[state["output"]] = result.astype("float64")
+        frame[state["output"]] = _interaction(data, state["operation"])
         return frame
+
+    @staticmethod
+    def kernel(state: dict[str, Any]) -> Kernel:
+        """The ``operation`` (product or ratio) of the batch's ``columns``, set as ``output``."""
+        columns, operation, output = list(state["columns"]), state["operation"], state["output"]
+
+        def apply(batch: Columns) -> None:
+            batch.set(output, _interaction(batch.float_matrix(columns, step="FeatureInteraction"), operation))
+
+        return Kernel(apply)
+
+
+def _interaction(data: np.ndarray, operation: str) -> np.ndarray:
+    """Float64 array (n_rows,): the product of each row of ``data`` (n_rows, n_columns), or the ratio
+    of its two columns (NaN where not finite)."""
+    if operation == "product":
+        result = np.prod(data, axis=1) if data.size else np.empty(len(data))
+    else:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            result = data[:, 0] / data[:, 1]
+        result = np.where(np.isfinite(result), result, np.nan)
+    return result.astype("float64")
 
 
 class PolynomialParams(StepParams):
@@ -123,12 +140,33 @@ class PolynomialFeatures(StepKind):
         for i, column in enumerate(state["columns"]):
             frame[column] = data[:, i]
         for powers, name in zip(state["powers"], state["names"]):
-            term = np.ones(len(frame))
-            for i, power in enumerate(powers):
-                for _ in range(power):
-                    term = term * data[:, i]
-            frame[name] = term
+            frame[name] = _term([data[:, i] for i in range(data.shape[1])], powers)
         return frame
+
+    @staticmethod
+    def kernel(state: dict[str, Any]) -> Kernel:
+        """The ``columns`` made float64, and each term ``names[k]``: the product of the columns
+        raised to ``powers[k]`` (from ``state``)."""
+        columns = list(state["columns"])
+        terms = list(zip(state["powers"], state["names"]))
+
+        def apply(batch: Columns) -> None:
+            values = [batch.floats(column, step="PolynomialFeatures") for column in columns]
+            for column, x in zip(columns, values):
+                batch.set(column, x)
+            for powers, name in terms:
+                batch.set(name, _term(values, powers))
+
+        return Kernel(apply)
+
+
+def _term(values: list[np.ndarray], powers: list[int]) -> np.ndarray:
+    """``prod(values[i] ** powers[i])`` as repeated float64 products, starting from ones."""
+    term = np.ones(len(values[0]))
+    for x, power in zip(values, powers):
+        for _ in range(power):
+            term = term * x
+    return term
 
 
 DatePart = Literal["year", "month", "day", "dayofweek", "dayofyear", "hour", "minute", "quarter", "is_weekend"]
@@ -209,3 +247,41 @@ class DateFeatures(StepKind):
         if state["drop"]:
             frame = frame.drop(columns=state["columns"])
         return frame
+
+    @staticmethod
+    def kernel(state: dict[str, Any]) -> Kernel:
+        """``<column>_<part>`` (float64) for each column and part of ``state``, from the column's
+        datetime array (parsed with ``format``, converted to ``timezone``); sources dropped if ``drop``."""
+        columns, parts, drop = list(state["columns"]), list(state["parts"]), state["drop"]
+
+        def apply(batch: Columns) -> None:
+            for column in columns:
+                stamps = _stamp_array(batch.array(column), state)
+                missing = stamps.isna()
+                for part in parts:
+                    if part == "is_weekend":
+                        values = np.where(missing, np.nan, (stamps.dayofweek >= 5).astype("float64"))
+                    else:
+                        values = getattr(stamps, part).astype("float64")
+                    batch.set(f"{column}_{part}", values)
+            if drop:
+                batch.drop(columns)
+
+        return Kernel(apply)
+
+
+def _stamp_array(values: Any, state: dict[str, Any]) -> Any:
+    """:func:`_timestamps` on a column's array, without a Series: a naive ``DatetimeArray`` of the
+    wall-clock times in ``state["timezone"]`` (or as given when no timezone is set)."""
+    if pd.api.types.is_datetime64_any_dtype(values.dtype):
+        stamps = pd.array(values) if isinstance(values, np.ndarray) else values
+    else:
+        parsed = pd.to_datetime(np.asarray(values, dtype=object), format=state["format"], errors="coerce",
+                                utc=state["timezone"] is not None)
+        if not pd.api.types.is_datetime64_any_dtype(parsed.dtype):  # e.g. mixed offsets: the reference's path
+            return _timestamps(pd.Series(values), state).array
+        stamps = parsed.array
+    zone = state["timezone"]
+    if zone is not None:
+        stamps = (stamps.tz_localize("UTC") if stamps.tz is None else stamps).tz_convert(zone)
+    return stamps.tz_localize(None) if stamps.tz is not None else stamps

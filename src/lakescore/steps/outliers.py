@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, model_validator
 
-from lakescore.columns import Kernel
+from lakescore.columns import Columns, Kernel
 from lakescore.errors import StepError
 from lakescore.steps.base import StepKind, StepParams, float_matrix, register
 
@@ -183,9 +183,23 @@ class EllipticEnvelope(StepKind):
         return squared_mahalanobis(float_matrix(frame, state["columns"], step="EllipticEnvelope"),
                                    state) > state["threshold"]
 
+    @staticmethod
+    def kernel(state: dict[str, Any]) -> Kernel:
+        """``flags``: squared Mahalanobis distance to ``location`` under ``precision`` above
+        ``threshold`` (the state's arrays built once); ``apply`` changes nothing."""
+        columns, threshold = list(state["columns"]), state["threshold"]
+        arrays = {"location": np.asarray(state["location"], dtype="float64"),
+                  "precision": np.asarray(state["precision"], dtype="float64")}
+
+        def flags(batch: Columns) -> np.ndarray:
+            return squared_mahalanobis(batch.float_matrix(columns, step="EllipticEnvelope"), arrays) > threshold
+
+        return Kernel(apply=lambda batch: None, flags=flags)
+
 
 def squared_mahalanobis(data: np.ndarray, state: dict[str, Any]) -> np.ndarray:
     """``d P d'`` per row with ``d = x - location``: array of shape (n_rows,), NaN rows give -inf.
+    ``state["location"]``/``state["precision"]`` may be lists or float64 arrays (a kernel's).
 
     Element-wise products and sums over a row's own values (no BLAS matrix product, whose
     rounding could depend on the batch shape).

@@ -17,6 +17,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
+from lakescore.columns import Columns, Kernel
 from lakescore.errors import StepError
 from lakescore.steps.base import StepKind, StepParams, float_matrix, register
 
@@ -62,6 +63,8 @@ def _cannot_take(data: np.ndarray, method: str) -> np.ndarray:
 
 
 def _transform(data: np.ndarray, state: dict[str, Any]) -> np.ndarray:
+    """The transformed, standardised values of ``data`` (n_rows, n_columns); NaN where missing or
+    invalid. ``state["mean"]``/``state["scale"]`` may be lists or float64 arrays (a kernel's)."""
     fn = box_cox if state["method"] == "box-cox" else yeo_johnson
     out = np.column_stack([fn(col, lmbda) for col, lmbda in zip(data.T, state["lambdas"])])
     out = out.reshape(data.shape)
@@ -69,6 +72,11 @@ def _transform(data: np.ndarray, state: dict[str, Any]) -> np.ndarray:
         out = (out - np.asarray(state["mean"])) / np.asarray(state["scale"])
     out[_cannot_take(data, state["method"]) | np.isinf(out)] = np.nan
     return out
+
+
+def _invalid(data: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """Rows (n_rows,) with a value that is present in ``data`` but has no transform in ``out``."""
+    return (np.isnan(out) & ~np.isnan(data)).any(axis=1)
 
 
 def check_invalid_share(step: str, data: np.ndarray, columns: list[str], method: str) -> np.ndarray:
@@ -135,8 +143,7 @@ class PowerTransformer(StepKind):
     @staticmethod
     def flags(frame: pd.DataFrame, state: dict[str, Any]) -> np.ndarray:
         data = float_matrix(frame, state["columns"], step="PowerTransformer")
-        out = _transform(data, state)
-        return (np.isnan(out) & ~np.isnan(data)).any(axis=1)
+        return _invalid(data, _transform(data, state))
 
     @staticmethod
     def apply(frame: pd.DataFrame, state: dict[str, Any]) -> pd.DataFrame:
@@ -144,3 +151,23 @@ class PowerTransformer(StepKind):
         for i, column in enumerate(state["columns"]):
             frame[column] = out[:, i]
         return frame
+
+    @staticmethod
+    def kernel(state: dict[str, Any]) -> Kernel:
+        """``flags``: rows with a present value the transform cannot take; ``apply``: each column
+        transformed with its lambda, then standardised with ``mean``/``scale`` (read from ``state``
+        once, as float64 arrays)."""
+        columns = list(state["columns"])
+        arrays = {**state, "mean": np.asarray(state["mean"], dtype="float64"),
+                  "scale": np.asarray(state["scale"], dtype="float64")}
+
+        def flags(batch: Columns) -> np.ndarray:
+            data = batch.float_matrix(columns, step="PowerTransformer")
+            return _invalid(data, _transform(data, arrays))
+
+        def apply(batch: Columns) -> None:
+            out = np.asfortranarray(_transform(batch.float_matrix(columns, step="PowerTransformer"), arrays))
+            for i, column in enumerate(columns):
+                batch.set(column, out[:, i])
+
+        return Kernel(apply=apply, flags=flags)

@@ -13,6 +13,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
+from lakescore.columns import Columns, Kernel
 from lakescore.steps.base import StepKind, StepParams, register
 
 
@@ -62,3 +63,15 @@ class DropMissingRows(StepKind):
     def flags(frame: pd.DataFrame, state: dict[str, Any]) -> np.ndarray:
         missing = frame[state["columns"]].isna().to_numpy()
         return missing.any(axis=1) if state["how"] == "any" else missing.all(axis=1)
+
+    @staticmethod
+    def kernel(state: dict[str, Any]) -> Kernel:
+        """``flags``: rows missing a value in any (``how: any``) or all (``how: all``) of ``columns``
+        (each dtype's own missing value, as ``DataFrame.isna``); ``apply`` changes nothing."""
+        columns = list(state["columns"])
+        combine = np.logical_or if state["how"] == "any" else np.logical_and
+
+        def flags(batch: Columns) -> np.ndarray:
+            return combine.reduce([np.asarray(pd.isna(batch.array(c)), dtype=bool) for c in columns])
+
+        return Kernel(apply=lambda batch: None, flags=flags)

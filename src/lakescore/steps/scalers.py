@@ -7,7 +7,7 @@ the sklearn ``transform`` it mirrors, so a row's value never depends on its batc
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -21,6 +21,46 @@ from lakescore.steps.base import StepKind, StepParams, float_matrix, float_value
 def _fit(sk: Any, frame: pd.DataFrame, params: StepParams) -> Any:
     """Fit an sklearn scaler on the columns (NaN is ignored by sklearn's scalers)."""
     return sk.fit(float_matrix(frame, params.columns, step=params.name))
+
+
+# A per-column formula: (float64 values of shape (n_rows,), that column's saved terms...) -> new
+# float64 array. ``apply`` and ``kernel`` of each element-wise step below run the same formula.
+Formula = Callable[..., np.ndarray]
+
+
+def _terms(state: dict[str, Any], keys: tuple[str, ...]) -> list[tuple[Any, ...]]:
+    """``(column, state[key][i] for key in keys)`` per column of the step."""
+    return list(zip(state["columns"], *(state[key] for key in keys)))
+
+
+def _apply_each(frame: pd.DataFrame, state: dict[str, Any], kind: str, formula: Formula,
+                keys: tuple[str, ...]) -> pd.DataFrame:
+    """The reference: each column of ``frame`` replaced by ``formula(float_values, *terms)``."""
+    for column, *terms in _terms(state, keys):
+        frame[column] = formula(float_values(frame, column, step=kind), *terms)
+    return frame
+
+
+def _kernel_each(state: dict[str, Any], kind: str, formula: Formula, keys: tuple[str, ...]) -> Kernel:
+    """The compiled form of :func:`_apply_each`: the terms read from ``state`` once, then per batch
+    each column set to ``formula(batch.floats(column), *terms)`` (a new float64 array)."""
+    terms = _terms(state, keys)
+
+    def apply(batch: Columns) -> None:
+        for column, *values in terms:
+            batch.set(column, formula(batch.floats(column, step=kind), *values))
+
+    return Kernel(apply)
+
+
+def _centre_and_scale(x: np.ndarray, center: float, scale: float) -> np.ndarray:
+    """``(x - center) / scale`` (StandardScaler, RobustScaler)."""
+    return (x - center) / scale
+
+
+def _clip(x: np.ndarray, low: float | None, high: float | None) -> np.ndarray:
+    """``x`` clipped to ``[low, high]``; a None bound is no bound (ClipValues, Winsorize)."""
+    return np.clip(x, -np.inf if low is None else low, np.inf if high is None else high)
 
 
 class StandardScalerParams(StepParams):
@@ -50,19 +90,12 @@ class StandardScaler(StepKind):
 
     @staticmethod
     def apply(frame: pd.DataFrame, state: dict[str, Any]) -> pd.DataFrame:
-        for column, mean, scale in zip(state["columns"], state["mean"], state["scale"]):
-            frame[column] = (float_values(frame, column, step="StandardScaler") - mean) / scale
-        return frame
+        return _apply_each(frame, state, "StandardScaler", _centre_and_scale, ("mean", "scale"))
 
     @staticmethod
     def kernel(state: dict[str, Any]) -> Kernel:
-        terms = list(zip(state["columns"], state["mean"], state["scale"]))
-
-        def apply(batch: Columns) -> None:
-            for column, mean, scale in terms:
-                batch.set(column, (batch.floats(column, step="StandardScaler") - mean) / scale)
-
-        return Kernel(apply)
+        """``(x - mean) / scale`` per column, terms from ``state``."""
+        return _kernel_each(state, "StandardScaler", _centre_and_scale, ("mean", "scale"))
 
 
 class MinMaxScalerParams(StepParams):
@@ -93,11 +126,23 @@ class MinMaxScaler(StepKind):
 
     @staticmethod
     def apply(frame: pd.DataFrame, state: dict[str, Any]) -> pd.DataFrame:
+        return _apply_each(frame, state, "MinMaxScaler", MinMaxScaler._formula(state), ("scale", "min"))
+
+    @staticmethod
+    def kernel(state: dict[str, Any]) -> Kernel:
+        """``x * scale + min`` per column (clipped to ``range`` when ``clip``), terms from ``state``."""
+        return _kernel_each(state, "MinMaxScaler", MinMaxScaler._formula(state), ("scale", "min"))
+
+    @staticmethod
+    def _formula(state: dict[str, Any]) -> Formula:
         low, high = state["range"]
-        for column, scale, offset in zip(state["columns"], state["scale"], state["min"]):
-            values = float_values(frame, column, step="MinMaxScaler") * scale + offset
-            frame[column] = np.clip(values, low, high) if state["clip"] else values
-        return frame
+        clip = state["clip"]
+
+        def formula(x: np.ndarray, scale: float, offset: float) -> np.ndarray:
+            values = x * scale + offset
+            return np.clip(values, low, high) if clip else values
+
+        return formula
 
 
 class RobustScalerParams(StepParams):
@@ -133,9 +178,12 @@ class RobustScaler(StepKind):
 
     @staticmethod
     def apply(frame: pd.DataFrame, state: dict[str, Any]) -> pd.DataFrame:
-        for column, center, scale in zip(state["columns"], state["center"], state["scale"]):
-            frame[column] = (float_values(frame, column, step="RobustScaler") - center) / scale
-        return frame
+        return _apply_each(frame, state, "RobustScaler", _centre_and_scale, ("center", "scale"))
+
+    @staticmethod
+    def kernel(state: dict[str, Any]) -> Kernel:
+        """``(x - center) / scale`` per column, terms from ``state``."""
+        return _kernel_each(state, "RobustScaler", _centre_and_scale, ("center", "scale"))
 
 
 @register
@@ -152,9 +200,12 @@ class MaxAbsScaler(StepKind):
 
     @staticmethod
     def apply(frame: pd.DataFrame, state: dict[str, Any]) -> pd.DataFrame:
-        for column, scale in zip(state["columns"], state["scale"]):
-            frame[column] = float_values(frame, column, step="MaxAbsScaler") / scale
-        return frame
+        return _apply_each(frame, state, "MaxAbsScaler", np.divide, ("scale",))
+
+    @staticmethod
+    def kernel(state: dict[str, Any]) -> Kernel:
+        """``x / scale`` per column, ``scale`` from ``state``."""
+        return _kernel_each(state, "MaxAbsScaler", np.divide, ("scale",))
 
 
 class ClipValuesParams(StepParams):
@@ -194,14 +245,12 @@ class ClipValues(StepKind):
 
     @staticmethod
     def apply(frame: pd.DataFrame, state: dict[str, Any]) -> pd.DataFrame:
-        return _clip(frame, state, "ClipValues")
+        return _apply_each(frame, state, "ClipValues", _clip, ("lower", "upper"))
 
-
-def _clip(frame: pd.DataFrame, state: dict[str, Any], kind: str) -> pd.DataFrame:
-    for column, low, high in zip(state["columns"], state["lower"], state["upper"]):
-        values = float_values(frame, column, step=kind)
-        frame[column] = np.clip(values, -np.inf if low is None else low, np.inf if high is None else high)
-    return frame
+    @staticmethod
+    def kernel(state: dict[str, Any]) -> Kernel:
+        """Each column clipped to its ``lower``/``upper`` from ``state`` (None: unbounded)."""
+        return _kernel_each(state, "ClipValues", _clip, ("lower", "upper"))
 
 
 class WinsorizeParams(StepParams):
@@ -231,4 +280,9 @@ class Winsorize(StepKind):
 
     @staticmethod
     def apply(frame: pd.DataFrame, state: dict[str, Any]) -> pd.DataFrame:
-        return _clip(frame, state, "Winsorize")
+        return _apply_each(frame, state, "Winsorize", _clip, ("lower", "upper"))
+
+    @staticmethod
+    def kernel(state: dict[str, Any]) -> Kernel:
+        """Each column clipped to its learned quantiles ``lower``/``upper`` from ``state``."""
+        return _kernel_each(state, "Winsorize", _clip, ("lower", "upper"))

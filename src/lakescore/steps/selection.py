@@ -7,6 +7,7 @@ from typing import Any
 import pandas as pd
 from pydantic import Field
 
+from lakescore.columns import Columns, Kernel
 from lakescore.errors import StepError
 from lakescore.steps.base import StepKind, StepParams, float_matrix, register
 
@@ -43,3 +44,13 @@ class VarianceThreshold(StepKind):
     @staticmethod
     def apply(frame: pd.DataFrame, state: dict[str, Any]) -> pd.DataFrame:
         return frame.drop(columns=state["dropped"])
+
+    @staticmethod
+    def kernel(state: dict[str, Any]) -> Kernel:
+        """Drop the columns ``state["dropped"]`` from the batch."""
+        dropped = list(state["dropped"])
+
+        def apply(batch: Columns) -> None:
+            batch.drop(dropped)
+
+        return Kernel(apply)
