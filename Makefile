@@ -30,7 +30,7 @@ test-dbr: install-dbr
 	$(DBR_VENV)/bin/python -m pytest $(DBR_TESTS)
 
 bench: install
-	$(PY) scripts/bench_scoring.py
+	$(PY) scripts/bench_capacity.py
 
 clean:
 	rm -rf .lakescore

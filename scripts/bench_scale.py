@@ -12,7 +12,8 @@ One run, in a temporary home:
 3. per size, each in a fresh process so its memory is its own:
    - lakescore: ``workflows.publish.score_and_publish`` with ``batch_compute: spark`` (whatever
      the Spark route does today: this script never reimplements it);
-   - the peer: ``mlflow.pyfunc.spark_udf`` over the plain model, then
+   - the peer: ``mlflow.pyfunc.spark_udf`` over the plain model (its ``predict_proba``: the key,
+     a label and a probability, as lakescore's predictions have), then
      ``df.write.format("delta").saveAsTable``;
 4. the largest size again on ``local[1]`` (``LAKESCORE_SPARK_MASTER``): the scaling ratio
    local[2] / local[1], a proxy for adding workers;
@@ -57,36 +58,38 @@ FEATURES_TEXT = ["carrier", "origin", "dest"]
 REPEATS = 3  # publication timings: median of three fresh tables
 
 
-def source_table(size: int) -> str:
-    return f"main.bench.flights_{size}"
+def source_table(size: int, prefix: str = "flights") -> str:
+    return f"main.bench.{prefix}_{size}"
 
 
 # --- children: each runs in a fresh process -----------------------------------------------------
 
-def child_prepare(home: str, sizes: list[int]) -> dict[str, Any]:
-    """Write the replicated sources with Spark: fresh keys per copy, change data feed on."""
+def child_prepare(home: str, sizes: list[int], source: str = INCOMING, prefix: str = "flights") -> dict[str, Any]:
+    """Write ``source`` replicated to each size (``main.bench.<prefix>_<size>``) with Spark: fresh
+    keys per copy (``flight_id + copy * stride``), change data feed on."""
     from pyspark.sql import functions as F
 
     from lakescore.runtime import LocalRuntime
 
     runtime = LocalRuntime(home)
     spark = runtime.spark()
-    flights = spark.read.format("delta").load(runtime.table_location(INCOMING))
+    flights = spark.read.format("delta").load(runtime.table_location(source))
     stride = int(flights.agg(F.max("flight_id")).first()[0]) + 1
     rows = flights.count()
     written = {}
     for size in sizes:
-        if runtime.table_exists(source_table(size)):  # an earlier run in the same --home
-            written[source_table(size)] = runtime.row_count(source_table(size))
+        name = source_table(size, prefix)
+        if runtime.table_exists(name):  # an earlier run in the same --home
+            written[name] = runtime.row_count(name)
             continue
         copies = -(-size // rows)
         replicated = (flights.crossJoin(spark.range(copies).withColumnRenamed("id", "_copy"))
                       .withColumn("flight_id", F.col("flight_id") + F.col("_copy") * F.lit(stride))
                       .drop("_copy").limit(size).repartition(8))
-        path = runtime.table_path(source_table(size))
+        path = runtime.table_path(name)
         path.parent.mkdir(parents=True, exist_ok=True)
         replicated.write.format("delta").option("delta.enableChangeDataFeed", "true").save(str(path))
-        written[source_table(size)] = runtime.row_count(source_table(size))
+        written[name] = runtime.row_count(name)
     return {"written": written}
 
 
@@ -111,23 +114,32 @@ def child_score(home: str, config_dir: str) -> dict[str, Any]:
 
 def child_peer(home: str, size: int, model_dir: str) -> dict[str, Any]:
     """The peer: plain mlflow.sklearn model, ``spark_udf``, ``saveAsTable``."""
-    import mlflow.pyfunc
-    from pyspark.sql import functions as F
-
     from lakescore.runtime import LocalRuntime
 
     runtime = LocalRuntime(home)
     spark = runtime.spark()
     started = time.perf_counter()
-    source = spark.read.format("delta").load(runtime.table_location(source_table(size)))
-    predict = mlflow.pyfunc.spark_udf(spark, model_dir, result_type="long", env_manager="local")
-    inputs = [F.col(c).cast("double").alias(c) for c in FEATURES_NUMERIC] + [F.col(c) for c in FEATURES_TEXT]
-    scored = source.withColumn("prediction", predict(F.struct(*inputs)))  # the model's signature: doubles
+    scored = peer_scored(spark, runtime.table_location(source_table(size)), model_dir)
     name = f"peer_predictions_{size}_{int(time.time())}"
     scored.write.format("delta").saveAsTable(name)
     seconds = time.perf_counter() - started
     rows = spark.table(name).count()
     return {"seconds": seconds, "rows": rows, "master": spark.sparkContext.master}
+
+
+def peer_scored(spark: Any, location: str, model_dir: str) -> Any:
+    """The peer's lazy scored frame of the Delta table at ``location``: ``flight_id``, ``prediction``
+    (the class with the larger probability, ties to 0, as scikit-learn's argmax) and ``probability``
+    (of class 1), from a plain ``mlflow.pyfunc.spark_udf`` over the model :func:`peer_model` saved."""
+    import mlflow.pyfunc
+    from pyspark.sql import functions as F
+
+    source = spark.read.format("delta").load(location)
+    predict = mlflow.pyfunc.spark_udf(spark, model_dir, result_type="array<double>", env_manager="local")
+    inputs = [F.col(c).cast("double").alias(c) for c in FEATURES_NUMERIC] + [F.col(c) for c in FEATURES_TEXT]
+    proba = source.select("flight_id", predict(F.struct(*inputs)).alias("_p"))  # the model's signature: doubles
+    return proba.select("flight_id", (F.col("_p")[1] > F.col("_p")[0]).cast("long").alias("prediction"),
+                        F.col("_p")[1].alias("probability"))
 
 
 def child_publish(home: str, config_dir: str, run_id: str) -> dict[str, Any]:
@@ -203,15 +215,36 @@ CHILDREN = {"prepare": child_prepare, "score": child_score, "peer": child_peer, 
 
 # --- the parent: set-up, children, memory sampling, the figures ---------------------------------
 
+def tree_rss(root: Any) -> dict[str, int]:
+    """RSS (bytes) of the psutil process ``root`` and its descendants: ``python`` (the process itself),
+    ``jvm`` (its ``java`` children: in local mode Spark's driver and executors at once), ``driver``
+    (both), ``workers`` (the Python processes under them: Spark's Python workers) and ``total``
+    (all of them; pages that forked workers share are counted once per process)."""
+    import psutil
+
+    python = root.memory_info().rss
+    jvm = workers = 0
+    for proc in root.children(recursive=True):
+        try:
+            rss, name = proc.memory_info().rss, proc.name()
+        except psutil.Error:
+            continue
+        if name == "java":
+            jvm += rss
+        elif "python" in name:
+            workers += rss
+    return {"python": python, "jvm": jvm, "driver": python + jvm, "workers": workers,
+            "total": python + jvm + workers}
+
+
 class Peaks:
-    """Peak RSS (bytes) of a child process tree, sampled every ``every`` seconds: the Python driver,
-    its JVM, both together, and the Python workers under the JVM."""
+    """Peak RSS (bytes) of a child process tree (:func:`tree_rss`), sampled every ``every`` seconds."""
 
     def __init__(self, pid: int, every: float = 0.05) -> None:
         import psutil
 
         self.root = psutil.Process(pid)
-        self.peak = {"python": 0, "jvm": 0, "driver": 0, "workers": 0}
+        self.peak = {"python": 0, "jvm": 0, "driver": 0, "workers": 0, "total": 0}
         self.every, self._stop = every, threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
@@ -221,21 +254,9 @@ class Peaks:
 
         while not self._stop.is_set():
             try:
-                python = self.root.memory_info().rss
-                below = self.root.children(recursive=True)
+                sample = tree_rss(self.root)
             except psutil.Error:
                 return
-            jvm = workers = 0
-            for proc in below:
-                try:
-                    rss, name = proc.memory_info().rss, proc.name()
-                except psutil.Error:
-                    continue
-                if name == "java":
-                    jvm += rss
-                elif "python" in name:
-                    workers += rss
-            sample = {"python": python, "jvm": jvm, "driver": python + jvm, "workers": workers}
             self.peak = {k: max(v, sample[k]) for k, v in self.peak.items()}
             time.sleep(self.every)
 
@@ -245,21 +266,24 @@ class Peaks:
         return {k: round(v / 2**20, 1) for k, v in self.peak.items()}
 
 
-def run_child(home: Path, role: str, args: list[Any], *, master: str = "local[2]") -> dict[str, Any]:
-    """Run ``role`` in a fresh Python process on ``master``; its result with peak RSS (MiB) and wall time."""
+def run_child(home: Path, role: str, args: list[Any], *, master: str = "local[2]",
+              script: str = __file__) -> dict[str, Any]:
+    """Run ``role`` of ``script`` (``script --child role '<json args>'``) in a fresh Python process on
+    ``master``; its result (the last ``BENCH {...}`` line it prints) with peak RSS (MiB, see
+    :class:`Peaks`) and wall time."""
     import os
 
     env = {**os.environ, "LAKESCORE_SPARK_MASTER": master}
     log = home / f"{role}-{len(list(home.glob(f'{role}-*.log')))}.log"
     started = time.perf_counter()
     with open(log, "w") as err:
-        proc = subprocess.Popen([sys.executable, __file__, "--child", role, json.dumps(args)], env=env,
+        proc = subprocess.Popen([sys.executable, script, "--child", role, json.dumps(args)], env=env,
                                 stdout=subprocess.PIPE, stderr=err, text=True)
         peaks = Peaks(proc.pid)
         out, _ = proc.communicate()
         rss = peaks.stop()
     if proc.returncode != 0:
-        raise SystemExit(f"bench_scale: child {role} {args[1:]} failed ({proc.returncode}); see {log}:\n"
+        raise SystemExit(f"{Path(script).name}: child {role} {args[1:]} failed ({proc.returncode}); see {log}:\n"
                          + log.read_text()[-3000:])
     result = json.loads([line for line in out.splitlines() if line.startswith("BENCH ")][-1][6:])
     return {**result, "rss_mib": rss, "wall_s": time.perf_counter() - started}
@@ -276,9 +300,24 @@ def project_config(home: Path, base: Path, label: str, **inference: Any) -> str:
     return str(target)
 
 
+def training_rows(runtime: Any, project: Any) -> tuple[Any, Any]:
+    """The training rows of config/training.yml (its table, filtered) and their label (int64)."""
+    data = project.training.data
+    rows = runtime.read_table(data.table)
+    rows = rows.query(data.filter, engine="python") if data.filter else rows
+    return rows, rows.eval(data.label_expression).astype("int64")
+
+
+def sklearn_inputs(rows: Any) -> Any:
+    """The peer's input frame: the features, numbers as float64 and text as object (its signature)."""
+    x = rows[FEATURES_NUMERIC + FEATURES_TEXT].astype({c: "float64" for c in FEATURES_NUMERIC})
+    return x.astype({c: "object" for c in FEATURES_TEXT})
+
+
 def peer_model(runtime: Any, project: Any, folder: Path) -> str:
     """The peer's model: the training rows and estimator of config/training.yml as a plain
-    scikit-learn pipeline, saved with ``mlflow.sklearn``."""
+    scikit-learn pipeline, saved with ``mlflow.sklearn``; its pyfunc returns ``predict_proba``
+    (one column per class), so the peer gives a label and a probability as lakescore does."""
     import mlflow.sklearn
     from mlflow.models import infer_signature
     from sklearn.compose import ColumnTransformer
@@ -289,18 +328,15 @@ def peer_model(runtime: Any, project: Any, folder: Path) -> str:
 
     if (folder / "MLmodel").is_file():  # saved by an earlier run in the same --home
         return str(folder)
-    data = project.training.data
-    rows = runtime.read_table(data.table)
-    rows = rows.query(data.filter, engine="python") if data.filter else rows
-    x = rows[FEATURES_NUMERIC + FEATURES_TEXT].astype({c: "float64" for c in FEATURES_NUMERIC})
-    x = x.astype({c: "object" for c in FEATURES_TEXT})
-    y = rows.eval(data.label_expression).astype("int64")
+    rows, y = training_rows(runtime, project)
+    x = sklearn_inputs(rows)
     pipeline = make_pipeline(
         ColumnTransformer([("numeric", make_pipeline(SimpleImputer(strategy="median"), StandardScaler()), FEATURES_NUMERIC),
                            ("text", OneHotEncoder(handle_unknown="ignore"), FEATURES_TEXT)]),
         LogisticRegression(**project.training.model.params)).fit(x, y)
     sample = x.head(5)
-    mlflow.sklearn.save_model(pipeline, str(folder), signature=infer_signature(sample, pipeline.predict(sample)),
+    mlflow.sklearn.save_model(pipeline, str(folder), signature=infer_signature(sample, pipeline.predict_proba(sample)),
+                              pyfunc_predict_fn="predict_proba",
                               skops_trusted_types=["numpy.dtype"])  # the one-hot encoder keeps its dtype
     return str(folder)
 

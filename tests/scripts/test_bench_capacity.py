@@ -1,0 +1,74 @@
+"""scripts/bench_capacity.py: its correctness aggregate and its table, on a few hundred hand-made
+rows (no Spark, no figures: the benchmark itself prints those)."""
+
+from __future__ import annotations
+
+import importlib
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+
+
+@pytest.fixture
+def bench(monkeypatch):
+    monkeypatch.syspath_prepend(str(SCRIPTS))  # the scripts import each other as run from scripts/
+    return importlib.import_module("bench_capacity")
+
+
+def native_rows(n: int = 300) -> pd.DataFrame:
+    keys = np.arange(1, n + 1, dtype="int64")
+    probability = (keys % 10) / 10 + 0.05  # 0.05 .. 0.95
+    return pd.DataFrame({"flight_id": keys, "prediction": (probability > 0.5).astype("int64"),
+                         "probability": probability})
+
+
+def test_compare_counts_missing_extra_and_differing_labels_and_the_largest_probability_gap(bench):
+    native = native_rows()
+    other = native.sample(frac=1.0, random_state=0).reset_index(drop=True)  # order must not matter
+    other = other[~other["flight_id"].isin([7, 8])]  # 2 rows missing
+    other = other.astype({"prediction": "Int64", "probability": "Float64"})
+    flip = other["flight_id"].isin([10, 20, 30])  # 3 labels flipped
+    other.loc[flip, "prediction"] = 1 - other.loc[flip, "prediction"]
+    other.loc[other["flight_id"] == 40, ["prediction", "probability"]] = pd.NA  # 1 row not predicted
+    other.loc[other["flight_id"] == 50, "probability"] += 0.25  # keys % 10 == 0: 0.05 -> 0.30, label kept
+    other = pd.concat([other, pd.DataFrame({"flight_id": [999], "prediction": [1], "probability": [0.9]})
+                       .astype({"prediction": "Int64", "probability": "Float64"})])
+
+    check = bench.compare(native, other)
+
+    assert check["rows"] == 299  # 300 - 2 + 1
+    assert check["missing"] == 2
+    assert check["extra"] == 1
+    assert check["labels_differ"] == 2 + 3 + 1
+    assert check["max_abs_dp"] == pytest.approx(0.25)
+
+
+def test_compare_of_identical_predictions_is_clean_and_with_no_probability_is_nan(bench):
+    native = native_rows(200)
+    assert bench.compare(native, native.copy()) == {"rows": 200, "missing": 0, "extra": 0, "labels_differ": 0,
+                                                      "max_abs_dp": 0.0}
+    empty = native.iloc[:0]
+    check = bench.compare(native, empty)
+    assert (check["missing"], check["labels_differ"]) == (200, 200)
+    assert math.isnan(check["max_abs_dp"])
+
+
+def test_table_divides_rows_by_the_warm_call_and_by_native_rows_per_second(bench):
+    rss = {"python": 300.0, "jvm": 1000.4, "workers": 500.0, "total": 1800.4}
+    clean = {"labels_differ": 0, "max_abs_dp": 0.0}
+    entries = [
+        {"name": "1 native", "scope": "scoring only", "rows": 1000, "first_s": 0.75, "warm_s": 0.5,
+         "rss_mib": {"python": 300.0, "jvm": 0.0, "workers": 0.0, "total": 300.0}, "check": clean},
+        {"name": "4 spark", "scope": "score+publish", "rows": 1000, "first_s": 9.0, "warm_s": 2.0,
+         "rss_mib": rss, "check": {"labels_differ": 1234, "max_abs_dp": 3.5e-11}},
+    ]
+    lines = bench.table(entries).splitlines()
+    assert len(lines) == 3
+    native, spark = lines[1].split(), lines[2].split()
+    assert native[-10:] == ["0.75", "0.50", "2,000", "1.000", "300", "0", "0", "300", "0", "0.0e+00"]
+    assert spark[-10:] == ["9.00", "2.00", "500", "0.250", "300", "1000", "500", "1800", "1,234", "3.5e-11"]
