@@ -69,6 +69,13 @@ def _to_integers(column: pd.Series) -> tuple[pd.Series, np.ndarray]:
     dtype = column.dtype
     if pd.api.types.is_integer_dtype(dtype) and not pd.api.types.is_unsigned_integer_dtype(dtype):
         return column.astype("Int64"), np.zeros(len(column), dtype=bool)
+    if isinstance(dtype, np.dtype) and dtype.kind == "f":  # a single-node read of an integer column with a null
+        floats = column.to_numpy()
+        missing = np.isnan(floats)
+        with np.errstate(invalid="ignore"):
+            good = ~missing & np.isfinite(floats) & (floats == np.floor(floats)) & (np.abs(floats) < 2.0**63)
+        array = pd.arrays.IntegerArray(np.where(good, floats, 0).astype("int64"), ~good)
+        return pd.Series(array, index=column.index, name=column.name), ~good & ~missing
     values = column.tolist()
     missing = np.array([_is_missing(v) for v in values], dtype=bool)
     good = np.array([not m and _is_integer(v) for v, m in zip(values, missing)], dtype=bool)
@@ -89,6 +96,14 @@ def _to_floats(column: pd.Series) -> tuple[pd.Series, np.ndarray]:
 
 
 def _to_strings(column: pd.Series) -> tuple[pd.Series, np.ndarray]:
+    if column.dtype == object or isinstance(column.dtype, pd.StringDtype):
+        texts = column.to_numpy(dtype=object)
+        if pd.api.types.infer_dtype(texts, skipna=True) in ("string", "empty"):  # text and missing only
+            missing = pd.isna(texts)
+            if missing.any():
+                texts = texts.copy()
+                texts[missing] = None
+            return pd.Series(texts, index=column.index, name=column.name), np.zeros(len(column), dtype=bool)
     values = column.tolist()
     missing = np.array([_is_missing(v) for v in values], dtype=bool)
     good = np.array([not m and isinstance(v, str) for v, m in zip(values, missing)], dtype=bool)
