@@ -86,3 +86,14 @@ def test_a_missing_feature_after_the_steps_is_the_same_error_both_ways(small_cha
     for predict in (broken.predict, broken.reference_predict):
         with pytest.raises(Exception, match=r"model feature\(s\) \['nowhere'\] are missing"):
             predict(flights_sample.iloc[1000:1010])
+
+
+def test_a_frame_larger_than_one_pass_is_scored_pass_by_pass_with_the_same_answer(small_chain, flights_sample,
+                                                                                   monkeypatch):
+    import lakescore.chain
+
+    monkeypatch.setattr(lakescore.chain, "CHUNK_ROWS", 7)
+    sample = flights_sample.iloc[:60]
+    scored = small_chain.predict(sample)
+    assert scored["scoring_status"].eq("excluded").any()  # excluded rows fall in several passes
+    pd.testing.assert_frame_equal(scored, small_chain.reference_predict(sample))

@@ -39,6 +39,10 @@ from lakescore.rules import EligibilityRule, OutputRule, add_outputs
 from lakescore.steps import FittedStep
 
 CHAIN_FORMAT = 1
+CHUNK_ROWS = 65_536
+"""Rows per pass of the compiled plan and the model inside one ``predict``: the plan's intermediate
+arrays (one per column, and the model matrix) are held for one pass at a time, so a 5M-row frame
+needs no more working memory than a 65,536-row one beyond its input and output."""
 STATUS_PREDICTED = "predicted"
 STATUS_EXCLUDED = "excluded"
 
@@ -147,9 +151,19 @@ class FittedChain:
         """
         frame = to_pandas(frame)
         require_columns(frame, self.input_columns, what="the model")
-        rows, matrix, reasons = self.plan.run(frame)
-        rows, matrix = self._exclude_unusable(rows, matrix, reasons)
-        return self._assemble(frame, rows, matrix, reasons)
+        reasons = np.full(len(frame), None, dtype=object)
+        kept, labels, proba = [], [], []
+        for start in range(0, max(len(frame), 1), CHUNK_ROWS):
+            chunk = frame.iloc[start:start + CHUNK_ROWS]
+            rows, matrix, chunk_reasons = self.plan.run(chunk)
+            rows, matrix = self._exclude_unusable(rows, matrix, chunk_reasons)
+            reasons[start:start + len(chunk)] = chunk_reasons
+            chunk_labels, chunk_proba = self._model_call(matrix)
+            kept.append(rows + start)
+            labels += [chunk_labels] if chunk_labels is not None else []
+            proba.append(chunk_proba)
+        return self._assemble(frame, np.concatenate(kept), np.concatenate(labels) if labels else None,
+                              np.concatenate(proba), reasons)
 
     @cached_property
     def plan(self) -> CompiledPlan:
@@ -190,7 +204,7 @@ class FittedChain:
             rows, data = _run_step(step, data, rows, reasons, prefix)
         matrix = self._model_matrix(data) if len(rows) else np.empty((0, len(self.feature_columns)))
         rows, matrix = self._exclude_unusable(rows, matrix, reasons)
-        return self._assemble(frame, rows, matrix, reasons)
+        return self._assemble(frame, rows, *self._model_call(matrix), reasons)
 
     @property
     def model_takes_nan(self) -> bool:
@@ -220,19 +234,31 @@ class FittedChain:
         reasons[rows[bad]] = [f"invalid:{self.feature_columns[i]}" for i in first]
         return rows[~bad], matrix[~bad]
 
-    def _assemble(self, frame: pd.DataFrame, rows: np.ndarray, matrix: np.ndarray,
+    def _model_call(self, matrix: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
+        """The model on a float64 matrix (n_kept, n_features): labels (None when there are no rows)
+        and, for a classifier, the probability of the positive class (binary) or of the predicted
+        class, float64 of shape (n_kept,); NaN for a regressor."""
+        if not len(matrix):
+            return None, np.empty(0)
+        labels = self.model.predict(matrix)
+        if self.task != "classification":
+            return labels, np.full(len(matrix), np.nan)
+        p = self.model.predict_proba(matrix)
+        return labels, (p[:, 1] if p.shape[1] == 2 else p.max(axis=1)).astype("float64")
+
+    def _assemble(self, frame: pd.DataFrame, rows: np.ndarray, labels: np.ndarray | None, kept_proba: np.ndarray,
                   reasons: np.ndarray) -> pd.DataFrame:
+        """The output frame: ``labels`` and ``kept_proba`` at the positions ``rows``, nulls and
+        ``reasons`` elsewhere, then the output rules' columns."""
         n_rows = len(frame)
-        labels, proba = None, np.full(n_rows, np.nan)
-        if len(rows):
-            labels = self.model.predict(matrix)
-            if self.task == "classification":
-                p = self.model.predict_proba(matrix)
-                proba[rows] = p[:, 1] if p.shape[1] == 2 else p.max(axis=1)
         columns: dict[str, Any] = {"prediction": _masked(labels, rows, n_rows, self.label_dtype)}
         if self.task == "classification":
+            proba = np.full(n_rows, np.nan)
+            proba[rows] = kept_proba
             columns["probability"] = pd.arrays.FloatingArray(proba, np.isnan(proba))
-        status = np.where(pd.isna(reasons), STATUS_PREDICTED, STATUS_EXCLUDED).astype(object)
+        predicted = np.zeros(n_rows, dtype=bool)
+        predicted[rows] = True
+        status = np.where(predicted, STATUS_PREDICTED, STATUS_EXCLUDED).astype(object)
         columns["scoring_status"] = pd.array(status, dtype="string")
         columns["exclusion_reason"] = pd.array(reasons, dtype="string")
         out = pd.DataFrame(columns, index=frame.index, copy=False)
