@@ -93,7 +93,8 @@ def test_a_frame_larger_than_one_pass_is_scored_pass_by_pass_with_the_same_answe
     import lakescore.chain
 
     monkeypatch.setattr(lakescore.chain, "CHUNK_ROWS", 7)
-    sample = flights_sample.iloc[:60]
+    cancelled = flights_sample[flights_sample["dep_time"].isna()].head(10)
+    sample = pd.concat([flights_sample.iloc[:30], cancelled, flights_sample.iloc[30:50]])
     scored = small_chain.predict(sample)
     assert scored["scoring_status"].eq("excluded").any()  # excluded rows fall in several passes
     pd.testing.assert_frame_equal(scored, small_chain.reference_predict(sample))
