@@ -154,7 +154,7 @@ class FittedChain:
         reasons = np.full(len(frame), None, dtype=object)
         kept, labels, proba = [], [], []
         for start in range(0, max(len(frame), 1), CHUNK_ROWS):
-            chunk = frame.iloc[start:start + CHUNK_ROWS]
+            chunk = frame if len(frame) <= CHUNK_ROWS else frame.iloc[start:start + CHUNK_ROWS]
             rows, matrix, chunk_reasons = self.plan.run(chunk)
             rows, matrix = self._exclude_unusable(rows, matrix, chunk_reasons)
             reasons[start:start + len(chunk)] = chunk_reasons

@@ -40,6 +40,8 @@ class EligibilityRule:
             When the rule does not return one boolean per row.
         """
         result = self.function.load()(frame[list(self.columns)].copy(), dict(self.params))
+        if isinstance(result, pd.Series) and result.dtype == bool and len(result) == len(frame):
+            return result.to_numpy()  # the common answer, taken as it is
         series = pd.Series(result) if result is not None else None
         is_bool = series is not None and (pd.api.types.is_bool_dtype(series.dtype) or len(series) == 0)
         values = np.asarray(series.fillna(False), dtype=bool) if is_bool else None  # missing = not eligible
