@@ -23,7 +23,7 @@ from lakescore.steps import STEPS, FittedStep, learn_step
 from step_contract import CASES, COLUMNS, assert_same, cases, learning_frame, sample_rows
 
 # kinds whose kernel is compiled; every other kind runs its reference apply inside the plan
-COMPILED = {"IQR", "ZScore", "ManualBounds", "SimpleImputer", "StandardScaler", "OneHotEncoder"}
+COMPILED = {"IQR", "ZScore", "ManualBounds", "SimpleImputer", "StandardScaler", "OneHotEncoder", "GroupImputer", "MissingIndicator", "Casting", "ValueReplacement", "OrdinalEncoder", "TargetEncoder", "KNNImputer", "IterativeImputer"}
 SCORED = [k for k in CASES if not (STEPS[k].training_only and not STEPS[k].row_filter)]
 
 

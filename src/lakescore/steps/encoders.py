@@ -139,6 +139,25 @@ class OneHotEncoder(StepKind):
         return Kernel(apply)
 
 
+def _lookup_kernel(columns: list[str], categories: list[list[str]], values: list[list[float]],
+                   unknown: list[float], missing: list[float]) -> Kernel:
+    """A kernel that replaces each column's category text by its value: the category list becomes a
+    hash index once, with a float64 table ``[values..., unknown, missing]``; a text's position in
+    the index (-1: unseen) picks its entry, a missing value the last one."""
+    lookups = [(column, pd.Index(cats, dtype=object), np.array([*vals, unseen, gap], dtype="float64"))
+               for column, cats, vals, unseen, gap in zip(columns, categories, values, unknown, missing)]
+
+    def apply(batch: Columns) -> None:
+        for column, index, table in lookups:
+            texts = batch.texts(column)
+            codes = index.get_indexer(texts)
+            codes[codes < 0] = len(index)
+            codes[pd.isna(texts)] = len(index) + 1
+            batch.set(column, table[codes])
+
+    return Kernel(apply)
+
+
 class OrdinalParams(StepParams):
     unknown_value: float = -1.0
     missing_value: float | None = None
@@ -193,6 +212,14 @@ class OrdinalEncoder(StepKind):
                                       for v in values], dtype="float64")
         return frame
 
+    @staticmethod
+    def kernel(state: dict[str, Any]) -> Kernel:
+        """Positions of ``state["categories"]`` looked up per text; ``unknown`` and ``missing`` otherwise."""
+        n = len(state["columns"])
+        return _lookup_kernel(state["columns"], state["categories"],
+                              [list(range(len(cats))) for cats in state["categories"]],
+                              [state["unknown"]] * n, [state["missing"]] * n)
+
 
 class TargetParams(StepParams):
     smooth: Literal["auto"] | float = "auto"
@@ -246,3 +273,10 @@ class TargetEncoder(StepKind):
             frame[column] = np.array([missing if v is None else table.get(v, state["target_mean"])
                                       for v in values], dtype="float64")
         return frame
+
+    @staticmethod
+    def kernel(state: dict[str, Any]) -> Kernel:
+        """``state["encodings"]`` looked up per category text; the target mean for an unseen one,
+        the column's ``missing`` encoding for a missing value."""
+        return _lookup_kernel(state["columns"], state["categories"], state["encodings"],
+                              [state["target_mean"]] * len(state["columns"]), state["missing"])
