@@ -15,6 +15,7 @@ from pydantic import Field
 
 from lakescore.columns import Columns, Kernel
 from lakescore.errors import InputError, StepError
+from lakescore.steps.arrays import MISSING, Positions, as_objects, object_values
 from lakescore.steps.base import StepKind, StepParams, is_numeric, register
 
 Target = Literal["Int64", "Float64", "boolean", "string", "int64", "float64"]
@@ -68,7 +69,10 @@ def _numbers_as(numbers: np.ndarray, to: str) -> Any:
     if to in ("Float64", "float64"):
         return pd.array(numbers, dtype="Float64") if to == "Float64" else numbers
     if to == "Int64":
-        return pd.array(np.where(_whole(numbers), numbers, np.nan), dtype="Float64").astype("Int64")
+        whole = _whole(numbers)
+        if (np.abs(numbers[whole]) < 2.0 ** 63).all():  # every whole number fits int64
+            return pd.arrays.IntegerArray(np.where(whole, numbers, 0).astype("int64"), ~whole)
+        return pd.array(np.where(whole, numbers, np.nan), dtype="Float64").astype("Int64")  # pandas' error
     return numbers.astype("int64")
 
 
@@ -101,19 +105,6 @@ def cast_series(series: pd.Series, to: str, *, step: str) -> Any:
 
 
 # --- the same conversions on a column's array, for the compiled kernels ---------------------
-
-def object_values(values: Any) -> np.ndarray:
-    """A column's array (numpy or pandas extension array) as an object array of shape (n_rows,):
-    what ``Series.astype(object).to_numpy()`` gives (Python scalars, a dtype's own missing value:
-    None, NaN, pd.NA, NaT), without building a Series. An object array is returned as it is: never
-    write into the result."""
-    if isinstance(values, np.ndarray):
-        if values.dtype == object:
-            return values
-        if values.dtype.kind not in "mM":  # numpy gives int/datetime for these, pandas Timestamps
-            return values.astype(object)
-    return np.asarray(pd.array(values, copy=False).astype(object), dtype=object)
-
 
 def _number_values(values: Any) -> np.ndarray:
     """What :func:`_numbers` gives for a column holding the array ``values``."""
@@ -276,29 +267,24 @@ class ValueReplacement(StepKind):
 
     @staticmethod
     def kernel(state: dict[str, Any]) -> Kernel:
-        """Old values found in an index of the listed ones (equal as Python compares them; the last
-        pair of an old value wins), missing values given the last ``[None, new]``; then the output
-        dtype of ``state["dtypes"]``."""
-        latest: dict[Any, Any] = {}
-        for old, new in state["pairs"]:
-            if old is not None and not pd.isna(old):  # a missing value only matches a None pair
-                latest[old] = new
-        olds = pd.Index(list(latest), dtype=object)
-        news = np.empty(len(latest), dtype=object)
-        news[:] = list(latest.values())
+        """Each value's pair found among the listed old values (:class:`Positions`: equal as Python
+        compares them, the last pair of an old value wins), a missing value given the last
+        ``[None, new]``; then the output dtype of ``state["dtypes"]``."""
+        valued = [(old, new) for old, new in state["pairs"] if old is not None and not pd.isna(old)]
+        olds = Positions(old for old, _ in valued)  # a missing value only matches a None pair
+        news = as_objects([new for _, new in valued])
         missing_news = [new for old, new in state["pairs"] if old is None]
         columns = list(zip(state["columns"], state["dtypes"]))
 
         def apply(batch: Columns) -> None:
             for column, dtype in columns:
                 values = object_values(batch.array(column))
-                missing = pd.isna(values)
-                codes = olds.get_indexer(values)
-                hit = (codes >= 0) & ~missing
+                found = olds.of(values)
+                hit = found >= 0
                 out = values.copy()
-                out[hit] = news[codes[hit]]
+                out[hit] = news[found[hit]]
                 if missing_news:
-                    out[missing] = missing_news[-1]
+                    out[found == MISSING] = missing_news[-1]
                 if dtype == "object":
                     out[pd.isna(out)] = None
                     batch.set(column, out)

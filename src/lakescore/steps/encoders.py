@@ -17,6 +17,7 @@ from pydantic import Field, field_validator
 
 from lakescore.columns import Columns, Kernel
 from lakescore.errors import StepError
+from lakescore.steps.arrays import Positions
 from lakescore.steps.base import StepKind, StepParams, register, text_values
 
 
@@ -141,21 +142,27 @@ class OneHotEncoder(StepKind):
 
 def _lookup_kernel(columns: list[str], categories: list[list[str]], values: list[list[float]],
                    unknown: list[float], missing: list[float]) -> Kernel:
-    """A kernel that replaces each column's category text by its value: the category list becomes a
-    hash index once, with a float64 table ``[values..., unknown, missing]``; a text's position in
-    the index (-1: unseen) picks its entry, a missing value the last one."""
-    lookups = [(column, pd.Index(cats, dtype=object), np.array([*vals, unseen, gap], dtype="float64"))
+    """A kernel that replaces each column's category text by its value: the categories become
+    :class:`Positions` once, with a float64 table ``[values..., missing, unknown]``; a text's
+    position (-1: unseen, -2: missing) picks its entry."""
+    lookups = [(column, Positions(cats), np.array([*vals, gap, unseen], dtype="float64"))
                for column, cats, vals, unseen, gap in zip(columns, categories, values, unknown, missing)]
 
     def apply(batch: Columns) -> None:
-        for column, index, table in lookups:
-            texts = batch.texts(column)
-            codes = index.get_indexer(texts)
-            codes[codes < 0] = len(index)
-            codes[pd.isna(texts)] = len(index) + 1
-            batch.set(column, table[codes])
+        for column, positions, table in lookups:
+            batch.set(column, table[positions.of(_texts(batch, column))])
 
     return Kernel(apply)
+
+
+def _texts(batch: Columns, column: str) -> np.ndarray:
+    """The column's texts up to how missing values are written: an object column of strings as it
+    is (its texts, with NaN or pd.NA where they give None), else ``batch.texts``."""
+    values = batch.array(column)
+    if isinstance(values, np.ndarray) and values.dtype == object and \
+            pd.api.types.infer_dtype(values, skipna=True) in ("string", "empty"):
+        return values
+    return batch.texts(column)
 
 
 class OrdinalParams(StepParams):

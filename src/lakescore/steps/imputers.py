@@ -18,7 +18,7 @@ from pydantic import Field, model_validator
 from lakescore.columns import Columns, Kernel
 from lakescore.errors import StepError
 from lakescore.steps.base import StepKind, StepParams, float_values, is_numeric, register
-from lakescore.steps.casting import object_values
+from lakescore.steps.arrays import Positions, as_objects, object_values
 
 Strategy = Literal["mean", "median", "most_frequent", "constant"]
 
@@ -225,8 +225,9 @@ class GroupImputer(StepKind):
         columns = []
         for column, overall, table, numeric in zip(state["columns"], state["overall"], state["tables"],
                                                    state["numeric"]):
-            fills = np.full(codes.size + 1, float(overall)) if numeric else _objects([overall] * (codes.size + 1))
-            keys = codes.of([_objects([row[j] for row in table]) for j in range(len(by))])
+            # codes -1 and -2 (unlisted or partly missing key) pick the overall value at the end
+            fills = np.full(codes.size + 2, float(overall)) if numeric else as_objects([overall] * (codes.size + 2))
+            keys = codes.of([as_objects([row[j] for row in table]) for j in range(len(by))])
             for code, row in zip(keys.tolist(), table):  # in order: a repeated key keeps its last value
                 fills[code] = row[-1]
             columns.append((column, fills, numeric))
@@ -246,43 +247,35 @@ class GroupImputer(StepKind):
         return Kernel(apply)
 
 
-def _objects(values: list[Any]) -> np.ndarray:
-    """A list as a 1-D object array (tuples and lists in it stay elements)."""
-    out = np.empty(len(values), dtype=object)
-    out[:] = values
-    return out
-
-
 class GroupCodes:
     """Positions of group keys (tuples of ``width`` values) among a fixed list of keys.
 
-    A row's code is its key's position in ``keys`` (after dropping repeats), or -1 when its key is
+    A row's code is its key's position among the distinct listed keys, or negative when its key is
     not listed or has a missing part. Values match as Python compares them (``1 == 1.0``), as a dict
-    lookup of the key would. Key columns are coded one at a time: each column's value is found in
-    the distinct values of that column, then the pair (codes so far, this code) in the pairs the
+    lookup of the key would. Key columns are coded one at a time: each column's value is found among
+    that column's listed values, then the pair (code so far, this position) among the pairs the
     listed keys make, so codes never outgrow the number of keys.
     """
 
     def __init__(self, keys: list[tuple[Any, ...]], width: int) -> None:
-        self.levels: list[tuple[pd.Index, pd.Index]] = []
-        codes = np.zeros(len(keys), dtype="int64")
+        self.levels: list[tuple[Positions, Positions]] = []
+        codes = np.zeros(len(keys), dtype=np.intp)
         for j in range(width):
-            column = _objects([key[j] for key in keys])
-            values = pd.Index(list(dict.fromkeys(column.tolist())), dtype=object)
-            pairs = codes * len(values) + values.get_indexer(column)
-            prefixes = pd.Index(pd.unique(pairs))
-            codes = prefixes.get_indexer(pairs)
+            values = Positions(key[j] for key in keys)
+            pairs = codes * len(values) + values.of(as_objects([key[j] for key in keys]))
+            prefixes = Positions(dict.fromkeys(pairs.tolist()))
+            codes = prefixes.of(pairs)
             self.levels.append((values, prefixes))
         self.size = len(self.levels[-1][1]) if self.levels else 0
 
     def of(self, columns: list[np.ndarray]) -> np.ndarray:
         """Codes, int array (n_rows,), of the keys whose ``j``-th values are ``columns[j]``
-        (object arrays of shape (n_rows,))."""
-        codes = np.zeros(len(columns[0]) if columns else 0, dtype="int64")
+        (object arrays of shape (n_rows,)); negative for an unlisted or partly missing key."""
+        codes = np.zeros(len(columns[0]) if columns else 0, dtype=np.intp)
         for column, (values, prefixes) in zip(columns, self.levels):
-            part = values.get_indexer(column)
+            part = values.of(column)
             pairs = np.where((codes < 0) | (part < 0), -1, codes * len(values) + part)
-            codes = prefixes.get_indexer(pairs)
+            codes = prefixes.of(pairs)
         return codes
 
 
