@@ -103,8 +103,8 @@ def test_missing_indicator_by_hand():
     assert "distance_missing" not in out
 
 
-@pytest.mark.parametrize("month", [pd.Series([1.0, 2.0, np.nan, 1.0, 1.0]), pd.Series([1, 2, None, 1, 1], dtype="Int64")],
-                         ids=["float64", "Int64"])
+@pytest.mark.parametrize("month", [pd.Series([1.0, 2.0, np.nan, 1.0, 1.0]),
+                                   pd.Series([1, 2, None, 1, 1], dtype="Int64")], ids=["float64", "Int64"])
 def test_group_imputer_kernel_matches_keys_as_python_compares_them(month):
     train = pd.DataFrame({"origin": ["EWR", "EWR", "JFK"], "month": [1, 1, 2], "dep_delay": [4.0, 6.0, 1.0]})
     fitted = learn_step({"step": "GroupImputer", "name": "g", "columns": ["dep_delay"],
