@@ -4,7 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lakescore.errors import StepError
+from lakescore.columns import Columns
+from lakescore.errors import InputError, StepError
 from lakescore.steps import learn_step
 from step_contract import cases, check_contract
 
@@ -74,3 +75,46 @@ def test_float64_cast_is_numbers_only():
     fitted = learn_step({"step": "Casting", "name": "c", "columns": ["dep_delay"], "to": "float64"}, frame, None)
     out = fitted.apply(frame)["dep_delay"].to_numpy()
     assert out.dtype == np.float64 and out[0] == 2.5 and np.isnan(out[1:]).all()
+
+
+def test_boolean_cast_kernel_reads_each_value_as_apply_does():
+    # 1 == 1.0 == True and 0 == -0.0, but -0.0 prints '-0.0': not false
+    frame = pd.DataFrame({
+        "mixed": pd.Series([1, 1.0, True, -0.0, 0, " Yes ", "1.0", "n", None, 2, np.nan, pd.NA], dtype=object),
+        "number": [1.0, -0.0, 0.0, 2.0, np.nan, 1.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0],
+        "text": pd.Series(["y", "Y", "no", "x", None, "T", "y", "f", "0", "1", "y", "y"], dtype="string"),
+    })
+    fitted = learn_step({"step": "Casting", "name": "c", "columns": ["mixed", "number", "text"], "to": "boolean"},
+                        frame, None)
+    want = {"mixed": [True, True, True, pd.NA, False, True, True, False, pd.NA, pd.NA, pd.NA, pd.NA],
+            "number": [True, pd.NA, False, pd.NA, pd.NA, True, False, True, True, False, True, True],
+            "text": [True, True, False, pd.NA, pd.NA, True, True, False, False, True, True, True]}
+    batch = Columns.from_frame(frame, frame.columns)
+    fitted.kernel().apply(batch)
+    reference = fitted.apply(frame)
+    for column, values in want.items():
+        assert str(batch.array(column).dtype) == str(reference[column].dtype) == "boolean"
+        assert batch.array(column).tolist() == reference[column].tolist() == values, column
+
+
+def test_plain_int64_cast_kernel_refuses_a_fraction_as_apply_does():
+    fitted = learn_step({"step": "Casting", "name": "c", "columns": ["distance"], "to": "int64"},
+                        pd.DataFrame({"distance": [1, 2]}), None)
+    score = pd.DataFrame({"distance": [1.0, 2.5]})
+    message = r"casts column 'distance' to plain int64, but a row holds np.float64\(2.5\); cast to Int64"
+    with pytest.raises(InputError, match=message):
+        fitted.apply(score)
+    with pytest.raises(InputError, match=message):
+        fitted.kernel().apply(Columns.from_frame(score, ["distance"]))
+
+
+def test_value_replacement_kernel_matches_values_as_python_compares_them():
+    # 1 == 1.0 == True, so [True, "yes"] (the later pair) replaces all three; the text "1" is another value
+    frame = pd.DataFrame({"code": pd.Series([1, 1.0, True, "1", None, 2, np.nan], dtype=object)})
+    fitted = learn_step({"step": "ValueReplacement", "name": "v", "columns": ["code"],
+                         "replace": [[1, "one"], [True, "yes"], [None, "gap"]], "to_missing": [2]}, frame, None)
+    batch = Columns.from_frame(frame, ["code"])
+    fitted.kernel().apply(batch)
+    want = ["yes", "yes", "yes", "1", "gap", None, "gap"]
+    assert batch.array("code").dtype == object and batch.array("code").tolist() == want
+    assert fitted.apply(frame)["code"].tolist() == want

@@ -4,6 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from lakescore.columns import Columns
 from lakescore.errors import StepError
 from lakescore.frames import floats_close
 from lakescore.steps import learn_step, parse_params
@@ -53,6 +54,20 @@ def test_ordinal_encoder_by_hand():
     fitted = learn_step({"step": "OrdinalEncoder", "name": "o", "columns": ["origin"]}, train, None)
     out = fitted.apply(pd.DataFrame({"origin": ["EWR", "JFK", "LGA", "SFO", None]}))["origin"].tolist()
     assert out[:4] == [0.0, 1.0, 2.0, -1.0] and np.isnan(out[4])
+
+
+def test_ordinal_kernel_codes_numbers_by_their_text():
+    train = pd.DataFrame({"month": [3, 1, 2]})  # categories '1', '2', '3'
+    fitted = learn_step({"step": "OrdinalEncoder", "name": "o", "columns": ["month"], "missing_value": -2},
+                        train, None)
+    for month, want in [(pd.Series([3, 1]), [2.0, 0.0]),  # int64: '3', '1'
+                        (pd.Series([3.0, np.nan]), [-1.0, -2.0]),  # float64: '3.0' is unseen
+                        (pd.Series([2, None], dtype="Int64"), [1.0, -2.0])]:
+        frame = pd.DataFrame({"month": month})
+        batch = Columns.from_frame(frame, ["month"])
+        fitted.kernel().apply(batch)
+        assert batch.array("month").dtype == np.float64 and batch.array("month").tolist() == want
+        assert fitted.apply(frame)["month"].tolist() == want
 
 
 def test_target_encoder_matches_sklearn_encodings(flights_sample):

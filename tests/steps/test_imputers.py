@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from lakescore.columns import Columns
 from lakescore.errors import StepError
 from lakescore.steps import learn_step, parse_params
 from step_contract import cases, check_contract
@@ -100,3 +101,44 @@ def test_missing_indicator_by_hand():
     out = fitted.apply(pd.DataFrame({"dep_delay": [None, 3.0], "distance": [None, 1]}))
     assert out["dep_delay_missing"].tolist() == [1.0, 0.0]
     assert "distance_missing" not in out
+
+
+@pytest.mark.parametrize("month", [pd.Series([1.0, 2.0, np.nan, 1.0, 1.0]),
+                                   pd.Series([1, 2, None, 1, 1], dtype="Int64")], ids=["float64", "Int64"])
+def test_group_imputer_kernel_matches_keys_as_python_compares_them(month):
+    train = pd.DataFrame({"origin": ["EWR", "EWR", "JFK"], "month": [1, 1, 2], "dep_delay": [4.0, 6.0, 1.0]})
+    fitted = learn_step({"step": "GroupImputer", "name": "g", "columns": ["dep_delay"],
+                         "by": ["origin", "month"], "strategy": "median"}, train, None)
+    score = pd.DataFrame({"origin": ["EWR", "JFK", "EWR", None, "JFK"], "month": month,
+                          "dep_delay": [None, None, None, None, 3.0]})
+    batch = Columns.from_frame(score, score.columns)
+    fitted.kernel().apply(batch)
+    # (EWR, 1.0) is the saved key (EWR, 1): 5; (JFK, 2): 1; a missing key part, or (JFK, 1) unseen:
+    # the overall median 4; a present value stays
+    want = [5.0, 1.0, 4.0, 4.0, 3.0]
+    assert batch.array("dep_delay").dtype == np.float64 and batch.array("dep_delay").tolist() == want
+    assert fitted.apply(score)["dep_delay"].tolist() == want
+
+
+def test_group_imputer_kernel_fills_text_with_the_group_value():
+    train = pd.DataFrame({"origin": ["EWR", "EWR", "EWR", "JFK"], "tailnum": ["N1", "N2", "N2", "N7"]})
+    fitted = learn_step({"step": "GroupImputer", "name": "g", "columns": ["tailnum"], "by": ["origin"],
+                         "strategy": "most_frequent"}, train, None)
+    score = pd.DataFrame({"origin": ["JFK", "EWR", "SFO", "EWR"],
+                          "tailnum": pd.Series([None, pd.NA, None, "N9"], dtype="string")})
+    batch = Columns.from_frame(score, score.columns)
+    fitted.kernel().apply(batch)
+    want = ["N7", "N2", "N2", "N9"]  # SFO unseen: the overall most frequent, N2
+    assert batch.array("tailnum").dtype == object and batch.array("tailnum").tolist() == want
+    assert fitted.apply(score)["tailnum"].tolist() == want
+
+
+def test_simple_imputer_kernel_fills_text_as_python_objects():
+    train = pd.DataFrame({"tailnum": ["N1", None]})
+    fitted = learn_step({"step": "SimpleImputer", "name": "s", "columns": ["tailnum"], "strategy": "constant",
+                         "fill_value": "unknown"}, train, None)
+    score = pd.DataFrame({"tailnum": pd.Series([7, None, 8], dtype="Int64")})
+    batch = Columns.from_frame(score, ["tailnum"])
+    fitted.kernel().apply(batch)
+    assert batch.array("tailnum").dtype == object and batch.array("tailnum").tolist() == [7, "unknown", 8]
+    assert fitted.apply(score)["tailnum"].tolist() == [7, "unknown", 8]

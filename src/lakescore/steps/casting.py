@@ -13,7 +13,9 @@ import numpy as np
 import pandas as pd
 from pydantic import Field
 
+from lakescore.columns import Columns, Kernel
 from lakescore.errors import InputError, StepError
+from lakescore.steps.arrays import MISSING, Positions, as_objects, object_values
 from lakescore.steps.base import StepKind, StepParams, is_numeric, register
 
 Target = Literal["Int64", "Float64", "boolean", "string", "int64", "float64"]
@@ -41,16 +43,41 @@ def _first_not_whole(series: pd.Series) -> Any:
     return bad.iloc[0] if len(bad) else present.iloc[0] if len(present) else None
 
 
+def _truth(value: Any) -> bool | None:
+    """One value as a boolean: true/false text (true, t, yes, y, 1 / false, f, no, n, 0, read
+    after ``str``, strip, lower and a trailing ``.0`` cut), so numbers 1 and 0 too; else None."""
+    text = str(value).strip().lower() if value is not None and not pd.isna(value) else None
+    if text is not None and text.endswith(".0"):
+        text = text[:-2]
+    return True if text in TRUE_TEXT else False if text in FALSE_TEXT else None
+
+
 def _booleans(series: pd.Series) -> pd.arrays.BooleanArray:
     """Element-wise booleans: true/false text (true, t, yes, y, 1 / false, f, no, n, 0), numbers
     1 and 0; anything else is missing."""
-    out = []
-    for value in series.astype(object).tolist():
-        text = str(value).strip().lower() if value is not None and not pd.isna(value) else None
-        if text is not None and text.endswith(".0"):
-            text = text[:-2]
-        out.append(True if text in TRUE_TEXT else False if text in FALSE_TEXT else None)
-    return pd.array(out, dtype="boolean")
+    return pd.array([_truth(value) for value in series.astype(object).tolist()], dtype="boolean")
+
+
+def _not_whole(step: str, column: Any, value: Any) -> InputError:
+    return InputError(f"step '{step}' casts column '{column}' to plain int64, but a row holds "
+                      f"{value!r}; cast to Int64 (nullable) instead", step=step)
+
+
+def _numbers_as(numbers: np.ndarray, to: str) -> Any:
+    """Float64 numbers (n_rows,) as ``to``: Float64, float64, Int64 (whole numbers kept, the rest
+    missing) or int64 (the caller has checked that every value is whole)."""
+    if to in ("Float64", "float64"):
+        return pd.array(numbers, dtype="Float64") if to == "Float64" else numbers
+    if to == "Int64":
+        whole = _whole(numbers)
+        if (np.abs(numbers[whole]) < 2.0 ** 63).all():  # every whole number fits int64
+            return pd.arrays.IntegerArray(np.where(whole, numbers, 0).astype("int64"), ~whole)
+        return pd.array(np.where(whole, numbers, np.nan), dtype="Float64").astype("Int64")  # pandas' error
+    return numbers.astype("int64")
+
+
+def _whole(numbers: np.ndarray) -> np.ndarray:
+    return np.isfinite(numbers) & (numbers == np.trunc(numbers))
 
 
 def cast_series(series: pd.Series, to: str, *, step: str) -> Any:
@@ -70,15 +97,70 @@ def cast_series(series: pd.Series, to: str, *, step: str) -> Any:
     if to == "boolean":
         return _booleans(series)
     numbers = _numbers(series)
-    if to in ("Float64", "float64"):
-        return pd.array(numbers, dtype="Float64") if to == "Float64" else numbers
-    whole = np.isfinite(numbers) & (numbers == np.trunc(numbers))
-    if to == "Int64":
-        return pd.array(np.where(whole, numbers, np.nan), dtype="Float64").astype("Int64")
-    if not whole.all():
-        raise InputError(f"step '{step}' casts column '{series.name}' to plain int64, but a row holds "
-                         f"{series[~whole].iloc[0]!r}; cast to Int64 (nullable) instead", step=step)
-    return numbers.astype("int64")
+    if to == "int64":
+        whole = _whole(numbers)
+        if not whole.all():
+            raise _not_whole(step, series.name, series[~whole].iloc[0])
+    return _numbers_as(numbers, to)
+
+
+# --- the same conversions on a column's array, for the compiled kernels ---------------------
+
+def _number_values(values: Any) -> np.ndarray:
+    """What :func:`_numbers` gives for a column holding the array ``values``."""
+    if pd.api.types.is_numeric_dtype(values.dtype) or pd.api.types.is_bool_dtype(values.dtype):
+        if isinstance(values, np.ndarray):
+            return values.astype("float64", copy=False)
+        return values.to_numpy(dtype="float64", na_value=np.nan)
+    return np.asarray(pd.to_numeric(object_values(values), errors="coerce"), dtype="float64")
+
+
+# object columns whose equal values always print the same (1 == 1.0 == True, 0 == -0.0 do not)
+_ONE_TEXT_PER_VALUE = ("string", "empty", "integer", "boolean")
+
+
+def _boolean_values(values: Any) -> pd.arrays.BooleanArray:
+    """What :func:`_booleans` gives for a column holding the array ``values``: numbers by value
+    (1 is true; 0 false, but not -0.0, whose text is '-0.0'), text once per distinct value."""
+    if pd.api.types.is_numeric_dtype(values.dtype):
+        numbers = _number_values(values)
+        true, false = numbers == 1, (numbers == 0) & ~np.signbit(numbers)
+        return pd.arrays.BooleanArray(true, ~(true | false))
+    objects = object_values(values)
+    if pd.api.types.infer_dtype(objects, skipna=True) in _ONE_TEXT_PER_VALUE:
+        codes, distinct = pd.factorize(objects)
+        table = np.empty(len(distinct) + 1, dtype=object)
+        table[:] = [_truth(v) for v in distinct] + [None]
+        return pd.array(table[codes], dtype="boolean")
+    return pd.array([_truth(v) for v in objects], dtype="boolean")  # mixed objects: one by one
+
+
+def _string_values(values: Any) -> Any:
+    """What ``Series.astype("string")`` gives for a column holding the array ``values``."""
+    if isinstance(values, np.ndarray) and values.dtype.kind not in "mM":
+        return pd.array(values, dtype="string")
+    return pd.array(values, copy=False).astype("string")
+
+
+def cast_values(values: Any, to: str, *, step: str, column: str) -> Any:
+    """:func:`cast_series` on a column's array (numpy or pandas extension array, shape (n_rows,)):
+    the same values and dtype, without building a Series.
+
+    Raises
+    ------
+    InputError
+        When a plain int64 cast meets a missing or non-integer value (fix: cast to Int64).
+    """
+    if to == "string":
+        return _string_values(values)
+    if to == "boolean":
+        return _boolean_values(values)
+    numbers = _number_values(values)
+    if to == "int64":
+        whole = _whole(numbers)
+        if not whole.all():
+            raise _not_whole(step, column, values[np.flatnonzero(~whole)[0]])
+    return _numbers_as(numbers, to)
 
 
 @register
@@ -115,6 +197,17 @@ class Casting(StepKind):
         for column in state["columns"]:
             frame[column] = cast_series(frame[column], state["to"], step="Casting")
         return frame
+
+    @staticmethod
+    def kernel(state: dict[str, Any]) -> Kernel:
+        """Each column's array cast to ``state["to"]`` by :func:`cast_values`."""
+        columns, to = list(state["columns"]), state["to"]
+
+        def apply(batch: Columns) -> None:
+            for column in columns:
+                batch.set(column, cast_values(batch.array(column), to, step="Casting", column=column))
+
+        return Kernel(apply)
 
 
 class ReplacementParams(StepParams):
@@ -171,3 +264,31 @@ class ValueReplacement(StepKind):
                 frame[column] = cast_series(out.rename(column), "Int64" if dtype == "Int64" else "float64",
                                             step="ValueReplacement")
         return frame
+
+    @staticmethod
+    def kernel(state: dict[str, Any]) -> Kernel:
+        """Each value's pair found among the listed old values (:class:`Positions`: equal as Python
+        compares them, the last pair of an old value wins), a missing value given the last
+        ``[None, new]``; then the output dtype of ``state["dtypes"]``."""
+        valued = [(old, new) for old, new in state["pairs"] if old is not None and not pd.isna(old)]
+        olds = Positions(old for old, _ in valued)  # a missing value only matches a None pair
+        news = as_objects([new for _, new in valued])
+        missing_news = [new for old, new in state["pairs"] if old is None]
+        columns = list(zip(state["columns"], state["dtypes"]))
+
+        def apply(batch: Columns) -> None:
+            for column, dtype in columns:
+                values = object_values(batch.array(column))
+                found = olds.of(values)
+                hit = found >= 0
+                out = values.copy()
+                out[hit] = news[found[hit]]
+                if missing_news:
+                    out[found == MISSING] = missing_news[-1]
+                if dtype == "object":
+                    out[pd.isna(out)] = None
+                    batch.set(column, out)
+                else:
+                    batch.set(column, _numbers_as(_number_values(out), dtype))
+
+        return Kernel(apply)

@@ -17,6 +17,7 @@ from pydantic import Field, field_validator
 
 from lakescore.columns import Columns, Kernel
 from lakescore.errors import StepError
+from lakescore.steps.arrays import Positions
 from lakescore.steps.base import StepKind, StepParams, register, text_values
 
 
@@ -157,6 +158,31 @@ class OneHotEncoder(StepKind):
         return Kernel(apply)
 
 
+def _lookup_kernel(columns: list[str], categories: list[list[str]], values: list[list[float]],
+                   unknown: list[float], missing: list[float]) -> Kernel:
+    """A kernel that replaces each column's category text by its value: the categories become
+    :class:`Positions` once, with a float64 table ``[values..., missing, unknown]``; a text's
+    position (-1: unseen, -2: missing) picks its entry."""
+    lookups = [(column, Positions(cats), np.array([*vals, gap, unseen], dtype="float64"))
+               for column, cats, vals, unseen, gap in zip(columns, categories, values, unknown, missing)]
+
+    def apply(batch: Columns) -> None:
+        for column, positions, table in lookups:
+            batch.set(column, table[positions.of(_texts(batch, column))])
+
+    return Kernel(apply)
+
+
+def _texts(batch: Columns, column: str) -> np.ndarray:
+    """The column's texts up to how missing values are written: an object column of strings as it
+    is (its texts, with NaN or pd.NA where they give None), else ``batch.texts``."""
+    values = batch.array(column)
+    if isinstance(values, np.ndarray) and values.dtype == object and \
+            pd.api.types.infer_dtype(values, skipna=True) in ("string", "empty"):
+        return values
+    return batch.texts(column)
+
+
 class OrdinalParams(StepParams):
     unknown_value: float = -1.0
     missing_value: float | None = None
@@ -211,6 +237,14 @@ class OrdinalEncoder(StepKind):
                                       for v in values], dtype="float64")
         return frame
 
+    @staticmethod
+    def kernel(state: dict[str, Any]) -> Kernel:
+        """Positions of ``state["categories"]`` looked up per text; ``unknown`` and ``missing`` otherwise."""
+        n = len(state["columns"])
+        return _lookup_kernel(state["columns"], state["categories"],
+                              [list(range(len(cats))) for cats in state["categories"]],
+                              [state["unknown"]] * n, [state["missing"]] * n)
+
 
 class TargetParams(StepParams):
     smooth: Literal["auto"] | float = "auto"
@@ -264,3 +298,10 @@ class TargetEncoder(StepKind):
             frame[column] = np.array([missing if v is None else table.get(v, state["target_mean"])
                                       for v in values], dtype="float64")
         return frame
+
+    @staticmethod
+    def kernel(state: dict[str, Any]) -> Kernel:
+        """``state["encodings"]`` looked up per category text; the target mean for an unseen one,
+        the column's ``missing`` encoding for a missing value."""
+        return _lookup_kernel(state["columns"], state["categories"], state["encodings"],
+                              [state["target_mean"]] * len(state["columns"]), state["missing"])

@@ -17,6 +17,7 @@ from pydantic import Field, model_validator
 
 from lakescore.columns import Columns, Kernel
 from lakescore.errors import StepError
+from lakescore.steps.arrays import Positions, as_objects, object_values
 from lakescore.steps.base import StepKind, StepParams, float_values, is_numeric, register
 
 Strategy = Literal["mean", "median", "most_frequent", "constant"]
@@ -117,6 +118,8 @@ class SimpleImputer(StepKind):
 
     @staticmethod
     def kernel(state: dict[str, Any]) -> Kernel:
+        """Missing values set to the column's ``state["fill"]``: float64 for a numeric column,
+        object (the values as Python objects) for a text one."""
         fills = list(zip(state["columns"], state["fill"], state["numeric"]))
 
         def apply(batch: Columns) -> None:
@@ -125,9 +128,20 @@ class SimpleImputer(StepKind):
                     values = batch.floats(column, step="SimpleImputer")
                     batch.set(column, np.where(np.isnan(values), float(value), values))
                 else:
-                    batch.set(column, fill_column(batch.frame([column])[column], value, False).to_numpy())
+                    values = object_values(batch.array(column))
+                    batch.set(column, _filled(values, pd.isna(values), value))
 
         return Kernel(apply)
+
+
+def _filled(values: np.ndarray, missing: np.ndarray, fills: Any) -> np.ndarray:
+    """A copy of the object array ``values`` (n_rows,) with ``fills`` (one value, or one per missing
+    row) where ``missing``; ``values`` itself when nothing is missing."""
+    if not missing.any():
+        return values
+    out = values.copy()
+    out[missing] = fills
+    return out
 
 
 class GroupImputerParams(StepParams):
@@ -201,6 +215,69 @@ class GroupImputer(StepKind):
                 frame[column] = column_values.where(~missing, pd.Series(fills, index=frame.index, dtype=object))
         return frame
 
+    @staticmethod
+    def kernel(state: dict[str, Any]) -> Kernel:
+        """Each row's group key coded once per batch (:class:`GroupCodes` over the saved tables'
+        keys); a missing value takes its group's entry in a fill array per column, whose last entry,
+        for unseen, partly missing or valueless groups, is the overall statistic."""
+        by = list(state["by"])
+        codes = GroupCodes([tuple(row[:-1]) for table in state["tables"] for row in table], len(by))
+        columns = []
+        for column, overall, table, numeric in zip(state["columns"], state["overall"], state["tables"],
+                                                   state["numeric"]):
+            # codes -1 and -2 (unlisted or partly missing key) pick the overall value at the end
+            fills = np.full(codes.size + 2, float(overall)) if numeric else as_objects([overall] * (codes.size + 2))
+            keys = codes.of([as_objects([row[j] for row in table]) for j in range(len(by))])
+            for code, row in zip(keys.tolist(), table):  # in order: a repeated key keeps its last value
+                fills[code] = row[-1]
+            columns.append((column, fills, numeric))
+
+        def apply(batch: Columns) -> None:
+            group = codes.of([object_values(batch.array(b)) for b in by])
+            for column, fills, numeric in columns:
+                if numeric:
+                    values = batch.floats(column, step="GroupImputer")
+                    missing = pd.isna(batch.array(column))
+                    batch.set(column, np.where(missing, fills[group], values))
+                else:
+                    values = object_values(batch.array(column))
+                    missing = pd.isna(values)
+                    batch.set(column, _filled(values, missing, fills[group[missing]]))
+
+        return Kernel(apply)
+
+
+class GroupCodes:
+    """Positions of group keys (tuples of ``width`` values) among a fixed list of keys.
+
+    A row's code is its key's position among the distinct listed keys, or negative when its key is
+    not listed or has a missing part. Values match as Python compares them (``1 == 1.0``), as a dict
+    lookup of the key would. Key columns are coded one at a time: each column's value is found among
+    that column's listed values, then the pair (code so far, this position) among the pairs the
+    listed keys make, so codes never outgrow the number of keys.
+    """
+
+    def __init__(self, keys: list[tuple[Any, ...]], width: int) -> None:
+        self.levels: list[tuple[Positions, Positions]] = []
+        codes = np.zeros(len(keys), dtype=np.intp)
+        for j in range(width):
+            values = Positions(key[j] for key in keys)
+            pairs = codes * len(values) + values.of(as_objects([key[j] for key in keys]))
+            prefixes = Positions(dict.fromkeys(pairs.tolist()))
+            codes = prefixes.of(pairs)
+            self.levels.append((values, prefixes))
+        self.size = len(self.levels[-1][1]) if self.levels else 0
+
+    def of(self, columns: list[np.ndarray]) -> np.ndarray:
+        """Codes, int array (n_rows,), of the keys whose ``j``-th values are ``columns[j]``
+        (object arrays of shape (n_rows,)); negative for an unlisted or partly missing key."""
+        codes = np.zeros(len(columns[0]) if columns else 0, dtype=np.intp)
+        for column, (values, prefixes) in zip(columns, self.levels):
+            part = values.of(column)
+            pairs = np.where((codes < 0) | (part < 0), -1, codes * len(values) + part)
+            codes = prefixes.of(pairs)
+        return codes
+
 
 class MissingIndicatorParams(StepParams):
     features: Literal["all", "missing-only"] = "all"
@@ -245,3 +322,14 @@ class MissingIndicator(StepKind):
         for column, name in zip(state["indicated"], state["names"]):
             frame[name] = frame[column].isna().to_numpy().astype("float64")
         return frame
+
+    @staticmethod
+    def kernel(state: dict[str, Any]) -> Kernel:
+        """``<column><suffix>`` = ``pd.isna`` of each indicated column's array, as float64."""
+        marks = list(zip(state["indicated"], state["names"]))
+
+        def apply(batch: Columns) -> None:
+            for column, name in marks:
+                batch.set(name, pd.isna(batch.array(column)).astype("float64"))
+
+        return Kernel(apply)

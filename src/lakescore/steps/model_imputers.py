@@ -8,12 +8,13 @@ from the saved state with element-wise numpy, and a row is filled the same way i
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 import numpy as np
 import pandas as pd
 from pydantic import Field, field_validator
 
+from lakescore.columns import Columns, Kernel
 from lakescore.errors import StepError
 from lakescore.steps.base import StepKind, StepParams, float_matrix, register
 
@@ -31,6 +32,18 @@ def _write(frame: pd.DataFrame, columns: list[str], data: np.ndarray) -> pd.Data
     for i, column in enumerate(columns):
         frame[column] = data[:, i]
     return frame
+
+
+def _matrix_kernel(columns: list[str], kind: str, fill: Callable[[np.ndarray], np.ndarray]) -> Kernel:
+    """A kernel that reads ``columns`` as one float64 matrix (n_rows, n_columns), fills it with
+    ``fill`` (the same function ``apply`` runs) and sets each column back as float64."""
+
+    def apply(batch: Columns) -> None:
+        data = np.asfortranarray(fill(batch.float_matrix(columns, step=kind)))
+        for i, column in enumerate(columns):
+            batch.set(column, data[:, i])
+
+    return Kernel(apply)
 
 
 class KNNParams(StepParams):
@@ -73,11 +86,28 @@ class KNNImputer(StepKind):
     @staticmethod
     def apply(frame: pd.DataFrame, state: dict[str, Any]) -> pd.DataFrame:
         data = float_matrix(frame, state["columns"], step="KNNImputer")
-        todo = np.flatnonzero(np.isnan(data).any(axis=1))
-        for start in range(0, len(todo), CHUNK_ROWS):
-            rows = todo[start:start + CHUNK_ROWS]
-            data[rows] = _knn_fill(data[rows], state)
-        return _write(frame, state["columns"], data)
+        return _write(frame, state["columns"], _knn_impute(data, _reference(state), state))
+
+    @staticmethod
+    def kernel(state: dict[str, Any]) -> Kernel:
+        """The columns' float64 matrix filled by the function ``apply`` runs, with the reference rows
+        read from state once."""
+        reference = _reference(state)
+        return _matrix_kernel(state["columns"], "KNNImputer", lambda data: _knn_impute(data, reference, state))
+
+
+def _reference(state: dict[str, Any]) -> np.ndarray:
+    return np.asarray(state["reference"], dtype="float64")
+
+
+def _knn_impute(data: np.ndarray, reference: np.ndarray, state: dict[str, Any]) -> np.ndarray:
+    """Fill, in place, the missing values of ``data`` (n_rows, n_columns; a matrix of the caller's
+    own), CHUNK_ROWS rows with a missing value at a time; returns ``data``."""
+    todo = np.flatnonzero(np.isnan(data).any(axis=1))
+    for start in range(0, len(todo), CHUNK_ROWS):
+        rows = todo[start:start + CHUNK_ROWS]
+        data[rows] = _knn_fill(data[rows], reference, state)
+    return data
 
 
 def nan_euclidean(rows: np.ndarray, reference: np.ndarray) -> np.ndarray:
@@ -108,8 +138,7 @@ def _donor_mean(dist: np.ndarray, values: np.ndarray, k: int, weights: str) -> f
     return float((w * values[order]).sum() / w.sum())
 
 
-def _knn_fill(rows: np.ndarray, state: dict[str, Any]) -> np.ndarray:
-    reference = np.asarray(state["reference"], dtype="float64")
+def _knn_fill(rows: np.ndarray, reference: np.ndarray, state: dict[str, Any]) -> np.ndarray:
     dist = nan_euclidean(rows, reference)
     out = rows.copy()
     for i, j in zip(*np.nonzero(np.isnan(rows))):
@@ -182,13 +211,35 @@ class IterativeImputer(StepKind):
     @staticmethod
     def apply(frame: pd.DataFrame, state: dict[str, Any]) -> pd.DataFrame:
         data = float_matrix(frame, state["columns"], step="IterativeImputer")
-        missing = np.isnan(data)
-        filled = np.where(missing, np.asarray(state["initial"], dtype="float64"), data)
-        for column, neighbours, coef, intercept in state["rounds"]:
-            rows = missing[:, column]
-            if not rows.any():
-                continue
-            terms = filled[np.ix_(rows, neighbours)] * np.asarray(coef, dtype="float64")
-            predicted = terms.sum(axis=1) + intercept
-            filled[rows, column] = np.clip(predicted, state["min"][column], state["max"][column])
-        return _write(frame, state["columns"], filled)
+        return _write(frame, state["columns"], _iterate(data, _Rounds(state)))
+
+    @staticmethod
+    def kernel(state: dict[str, Any]) -> Kernel:
+        """The columns' float64 matrix filled by the rounds ``apply`` runs, read from state once."""
+        rounds = _Rounds(state)
+        return _matrix_kernel(state["columns"], "IterativeImputer", lambda data: _iterate(data, rounds))
+
+
+class _Rounds:
+    """An IterativeImputer state as arrays: initial fill values, and per round ``(column, neighbour
+    columns, coef, intercept, low, high)``."""
+
+    def __init__(self, state: dict[str, Any]) -> None:
+        self.initial = np.asarray(state["initial"], dtype="float64")
+        self.rounds = [(column, neighbours, np.asarray(coef, dtype="float64"), intercept,
+                        state["min"][column], state["max"][column])
+                       for column, neighbours, coef, intercept in state["rounds"]]
+
+
+def _iterate(data: np.ndarray, rounds: _Rounds) -> np.ndarray:
+    """Every saved round on each row of ``data`` (n_rows, n_columns) with a missing value: a new
+    filled matrix of the same shape."""
+    missing = np.isnan(data)
+    filled = np.where(missing, rounds.initial, data)
+    for column, neighbours, coef, intercept, low, high in rounds.rounds:
+        rows = missing[:, column]
+        if not rows.any():
+            continue
+        terms = filled[np.ix_(rows, neighbours)] * coef
+        filled[rows, column] = np.clip(terms.sum(axis=1) + intercept, low, high)
+    return filled
