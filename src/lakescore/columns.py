@@ -71,6 +71,8 @@ class Columns:
     def texts(self, name: str) -> np.ndarray:
         """The column as text, object array of shape (n_rows,), missing as None (what ``text_values`` gives)."""
         values = self.arrays[name]
+        if isinstance(values, np.ndarray) and values.dtype.kind in "iub":  # "1", "True": str() of each value
+            return values.astype(str).astype(object)
         if isinstance(values, np.ndarray) and values.dtype == object \
                 and pd.api.types.infer_dtype(values, skipna=True) in ("string", "empty"):
             missing = pd.isna(values)

@@ -27,24 +27,6 @@ def _present(frame: pd.DataFrame, column: str) -> np.ndarray:
     return values[pd.notna(values)].astype(object).reshape(-1, 1)
 
 
-class CategoryCodes:
-    """A fixed category list as a lookup: :meth:`codes` gives each text's position in it, -1 for a
-    text not in it or a missing one (None). The same codes ``pd.Categorical(values, categories).codes``
-    gives, without building a Categorical per call."""
-
-    SMALL = 64  # up to this many values a dict lookup beats the hash index's set-up cost
-
-    def __init__(self, categories: list[str]) -> None:
-        self.index = pd.Index(categories, dtype=object)
-        self.table = {c: i for i, c in enumerate(categories)}
-
-    def codes(self, texts: np.ndarray) -> np.ndarray:
-        """Int64 array of shape (n,): the code of each of ``texts`` (object array, None for missing)."""
-        if len(texts) <= self.SMALL:
-            return np.fromiter((self.table.get(t, -1) for t in texts), dtype=np.intp, count=len(texts))
-        return self.index.get_indexer(texts)
-
-
 class OneHotParams(StepParams):
     max_categories: None = None
     include_missing: Literal[False] = False
@@ -140,14 +122,14 @@ class OneHotEncoder(StepKind):
 
     @staticmethod
     def kernel(state: dict[str, Any]) -> Kernel:
-        # the category list becomes a lookup once; each value's code is its position (-1: unseen
-        # or missing -> all zeros), the same codes pd.Categorical gives in apply
-        groups = [(column, CategoryCodes(cats), names)
+        # the category list becomes a lookup once; each value's code is its position (negative:
+        # unseen or missing -> all zeros), the same codes pd.Categorical gives in apply
+        groups = [(column, Positions(cats), names)
                   for column, cats, names in zip(state["columns"], state["categories"], state["names"])]
 
         def apply(batch: Columns) -> None:
             for column, categories, names in groups:
-                codes = categories.codes(batch.texts(column))
+                codes = categories.of(batch.texts(column))
                 block = np.zeros((len(codes), len(names)), dtype="float64", order="F")
                 known = np.flatnonzero(codes >= 0)
                 block[known, codes[known]] = 1.0
