@@ -97,9 +97,10 @@ class Columns:
         self.arrays = {name: values[rows] for name, values in self.arrays.items()}
         self.index = self.index[rows]
 
-    def frame(self, names: Iterable[str]) -> pd.DataFrame:
-        """A pandas frame of the columns ``names`` with this batch's index and each column's own dtype."""
-        return pd.DataFrame({name: self.arrays[name] for name in names}, index=self.index, copy=False)
+    def frame(self, names: Iterable[str], *, copy: bool = False) -> pd.DataFrame:
+        """A pandas frame of the columns ``names`` with this batch's index and each column's own
+        dtype; its arrays are the batch's own unless ``copy``."""
+        return pd.DataFrame({name: self.arrays[name] for name in names}, index=self.index, copy=copy)
 
     def replace(self, read: Iterable[str], result: pd.DataFrame) -> None:
         """Take a reference step's output frame: columns it returns are set, columns it read and no

@@ -112,7 +112,7 @@ class CompiledPlan:
         rows = np.arange(len(frame))
         batch = Columns.from_frame(frame, self.input_columns)
         for rule in self.rules:
-            eligible = rule.eligible(frame if len(rows) == len(frame) else batch.frame(rule.columns))
+            eligible = rule.eligible_on(batch.frame(rule.columns, copy=True))
             rows = _exclude(batch, rows, reasons, ~eligible, rule.reason)
         for stage in self.stages:
             if not len(rows):

@@ -32,14 +32,20 @@ class EligibilityRule:
     params: dict[str, Any] = field(default_factory=dict)
 
     def eligible(self, frame: pd.DataFrame) -> np.ndarray:
-        """Boolean array of shape (n_rows,): True where the row may be scored.
+        """Boolean array of shape (n_rows,): True where the row may be scored (the rule gets a copy
+        of its declared columns of ``frame``).
 
         Raises
         ------
         InputError
             When the rule does not return one boolean per row.
         """
-        result = self.function.load()(frame[list(self.columns)].copy(), dict(self.params))
+        return self.eligible_on(frame[list(self.columns)].copy())
+
+    def eligible_on(self, frame: pd.DataFrame) -> np.ndarray:
+        """:meth:`eligible` of a frame that holds exactly the rule's columns and that the rule may keep
+        or change (a fresh copy: the compiled plan builds one from its arrays)."""
+        result = self.function.load()(frame, dict(self.params))
         if isinstance(result, pd.Series) and result.dtype == bool and len(result) == len(frame):
             return result.to_numpy()  # the common answer, taken as it is
         series = pd.Series(result) if result is not None else None
