@@ -55,28 +55,60 @@ def sklearn_pipeline():
     return Pipeline([("prep", prep), ("model", LogisticRegression(max_iter=500, random_state=42))])
 
 
+def demo_flights(home: str | Path):
+    """A fresh local runtime under ``home`` holding all demo flights as a Delta table; the
+    training rows (months 1-9 with an arrival delay) and their label. Returns
+    ``(runtime, flights, train, y)``."""
+    from lakescore.demo_data import FLIGHTS, demo_frames
+    from lakescore.frames import derive_label
+    from lakescore.runtime import LocalRuntime
+
+    shutil.rmtree(home, ignore_errors=True)
+    runtime = LocalRuntime(Path(home))
+    flights = demo_frames()[FLIGHTS]
+    runtime.write_table(FLIGHTS, flights)
+    train = flights[(flights["month"] <= 9) & flights["arr_delay"].notna()]
+    return runtime, flights, train, derive_label(train, column="is_late", expression="arr_delay > 15")
+
+
+def register_chain(runtime, flights, train, y):
+    """The lakescore chain (:data:`RECIPE`, LogisticRegression) fitted on ``train``, admitted and
+    registered as ``main.bench.lakescore``; returns ``(chain, registered)``."""
+    import mlflow
+
+    from lakescore.admission.evidence import admit
+    from lakescore.packaging import log_and_register
+    from lakescore.training import fit_chain
+
+    chain = fit_chain(train, y, recipe=RECIPE, model_class="LogisticRegression", model_params={"max_iter": 500},
+                      feature_columns=NUMERIC + CATEGORIES)
+    runtime.mlflow()
+    with mlflow.start_run():
+        registered = log_and_register(chain, example=flights.head(5), name="main.bench.lakescore", alias="champion",
+                                      evidence=admit(chain, train.tail(1000)))
+    return chain, registered
+
+
+def spark_plan(registered):
+    """The :class:`~lakescore.scoring.preflight.ScorePlan` of the demo flights (version 0) and ``registered``."""
+    from lakescore.demo_data import FLIGHTS
+    from lakescore.scoring.preflight import ScorePlan
+
+    return ScorePlan(FLIGHTS, 0, registered.name, registered.version, registered.model_uri, tuple(NUMERIC + CATEGORIES),
+                     ("flight_id",), registered.certificate.digest, registered.certificate.artifact_sha256)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--home", default="/tmp/lakescore-bench")
     args = parser.parse_args()
-    shutil.rmtree(args.home, ignore_errors=True)
 
     import mlflow
 
-    from lakescore.demo_data import FLIGHTS, demo_frames
-    from lakescore.admission.evidence import admit
-    from lakescore.frames import derive_label
-    from lakescore.packaging import log_and_register
-    from lakescore.runtime import LocalRuntime
-    from lakescore.scoring.preflight import ScorePlan
+    from lakescore.demo_data import FLIGHTS
     from lakescore.scoring.spark import score_spark
-    from lakescore.training import fit_chain
 
-    runtime = LocalRuntime(Path(args.home))
-    flights = demo_frames()[FLIGHTS]
-    runtime.write_table(FLIGHTS, flights)
-    train = flights[(flights["month"] <= 9) & flights["arr_delay"].notna()]
-    y = derive_label(train, column="is_late", expression="arr_delay > 15")
+    runtime, flights, train, y = demo_flights(args.home)
     features = NUMERIC + CATEGORIES
     rows = len(flights)
     print(f"rows scored: {rows:,} (all flights); training rows: {len(train):,}")
@@ -87,12 +119,8 @@ def main() -> None:
     limit_labels = pipe.classes_[limit.argmax(axis=1)]
     results = [("limit: sklearn predict_proba", t_first, t_limit, 0)]
 
-    chain = fit_chain(train, y, recipe=RECIPE, model_class="LogisticRegression", model_params={"max_iter": 500},
-                      feature_columns=features)
-    runtime.mlflow()
+    _, registered = register_chain(runtime, flights, train, y)
     with mlflow.start_run():
-        registered = log_and_register(chain, example=flights.head(5), name="main.bench.lakescore", alias="champion",
-                                      evidence=admit(chain, train.tail(1000)))
         peer = mlflow.sklearn.log_model(pipe, name="peer", serialization_format="cloudpickle",
                                         input_example=flights[features].head(3))
 
@@ -105,12 +133,11 @@ def main() -> None:
     diff = int((out["prediction"].to_numpy(dtype="int64") != limit_labels).sum())
     results.append(("lakescore single-node", t_first, t_warm, diff))
 
-    plan = ScorePlan(FLIGHTS, 0, registered.name, registered.version, registered.model_uri, tuple(features),
-                     ("flight_id",), registered.certificate.digest, registered.certificate.artifact_sha256)
+    plan = spark_plan(registered)
     spark = runtime.spark()
     source = runtime.spark_source(FLIGHTS, version=0)
-    out, t_first = timed(lambda: score_spark(source, plan, batch_rows=10000, env_manager="local"))
-    out, t_warm = timed(lambda: score_spark(source, plan, batch_rows=10000, env_manager="local"))
+    out, t_first = timed(lambda: score_spark(source, plan, batch_rows=10000, env_manager="local").toPandas())
+    out, t_warm = timed(lambda: score_spark(source, plan, batch_rows=10000, env_manager="local").toPandas())
     by_id = dict(zip(flights["flight_id"], limit_labels))
     diff = int((out["prediction"].to_numpy(dtype="int64") != out["flight_id"].map(by_id).to_numpy()).sum())
     results.append(("lakescore spark (local[2])", t_first, t_warm, diff))
