@@ -325,8 +325,9 @@ def test_a_text_class_models_labels_arrive_as_the_same_strings(spark_runtime, fl
     runtime, frame = spark_runtime, flights_sample
     train = frame.iloc[:1500]
     chain, model = register(runtime, train, train["origin"].rename("origin_label"), name="main.t.text_classes",
-                            recipe=NO_HOUR_IMPUTE[:1] + [{"step": "OneHotEncoder", "name": "one_hot",
-                                                          "columns": ["carrier"]}],
+                            recipe=[NO_HOUR_IMPUTE[0], {"step": "StandardScaler", "name": "scale",
+                                                        "columns": ["dep_delay", "distance"]},
+                                    {"step": "OneHotEncoder", "name": "one_hot", "columns": ["carrier"]}],
                             features=["dep_delay", "distance", "carrier"])
     assert chain.label_dtype == "string" and chain.classes == ["EWR", "JFK", "LGA"]
     source = frame.iloc[1500:1700].reset_index(drop=True)
