@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import mlflow
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -77,10 +78,14 @@ def test_null_transport_carries_a_null_mask_beside_each_output(registered, small
                                  "exclusion_reason", "_lakescore_null_exclusion_reason"]
     want = small_chain.predict(flights_sample)
     predicted = (want["scoring_status"] == "predicted").to_numpy()
-    assert (got["scoring_status"].to_numpy() == want["scoring_status"].to_numpy()).all()
+    assert got["scoring_status"].dtype == "int64" and got["exclusion_reason"].dtype == "int64"  # codes, not text
+    assert (got["scoring_status"].to_numpy() == np.where(predicted, 0, 1)).all()  # STATUSES: predicted, excluded
     assert flights_sample["dep_time"].isna().sum() < (~predicted).sum() < len(flights_sample)
     assert (got["_lakescore_null_exclusion_reason"].to_numpy() == predicted).all()
-    assert (got.loc[predicted, "exclusion_reason"] == "").all()  # a filler, never read: the mask says null
+    cancelled = flights_sample["dep_time"].isna().to_numpy()
+    assert (got.loc[cancelled, "exclusion_reason"] == 0).all()  # ineligible:cancelled, the first reason
+    assert (got.loc[~predicted & ~cancelled, "exclusion_reason"] == 1).all()  # outlier:distance_outlier
+    assert (got.loc[predicted, "exclusion_reason"] == 0).all()  # a filler, never read: the mask says null
     assert (got["_lakescore_null_probability"].to_numpy() == ~predicted).all()
     assert got["prediction"].dtype == "int64" and got.loc[~predicted, "prediction"].eq(0).all()
     assert not got["_lakescore_null_scoring_status"].any()

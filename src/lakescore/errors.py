@@ -250,6 +250,14 @@ class TableFeatureUnsupportedError(RuntimeUnsupportedError):
     code = "table_feature_unsupported"
 
 
+class TransportCodeError(LakescoreError):
+    """A scored value (``scoring_status``, ``exclusion_reason``, a text class) that the Spark
+    route's code table for its chain does not list (:mod:`lakescore.scoring.codes`): it would
+    otherwise be decoded as another value."""
+
+    code = "transport_code_unknown"
+
+
 class ReceiptUnreadableError(PublishError):
     """A publication's write returned, but the table shows no receipt for its app transaction
     version (the engine dropped ``userMetadata`` or the app transaction): it is never written again."""

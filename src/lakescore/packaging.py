@@ -31,6 +31,7 @@ from lakescore.chain import STATUS_EXCLUDED, FittedChain
 from lakescore.errors import ModelNotFoundError, UncertifiedModelError
 from lakescore.conform import conform_inputs
 from lakescore.frames import to_transport
+from lakescore.scoring.codes import code_tables, encode
 
 DEFAULT_BATCH_ROWS = 10000
 
@@ -56,13 +57,16 @@ class LakescoreModel(mlflow.pyfunc.PythonModel):
     """The pyfunc every route loads: a certified ``FittedChain``.
 
     Params (per call): ``batch_rows`` (int, rows per model call, default 10000) and
-    ``null_transport`` (bool, default False: return each output with a null mask, the form the
-    Spark route decodes; see :func:`lakescore.frames.to_transport`).
+    ``null_transport`` (bool, default False): the Spark route's transport form, which it decodes:
+    ``scoring_status``, ``exclusion_reason`` and text-class ``prediction`` as codes into the
+    chain's tables (:func:`lakescore.scoring.codes.encode`), then every output with a null mask
+    (:func:`lakescore.frames.to_transport`). Without it, strings, as ``FittedChain.predict`` gives.
     """
 
     chain: FittedChain
     certificate: Certificate
     input_kinds: dict[str, str]
+    code_tables: dict[str, tuple[str, ...]] | None = None
 
     def load_context(self, context: Any) -> None:
         chain_dir = Path(context.artifacts["chain"])
@@ -84,7 +88,11 @@ class LakescoreModel(mlflow.pyfunc.PythonModel):
         scored = predict_in_batches(self.chain, frame[~invalid] if invalid.any() else frame, batch_rows)
         if invalid.any():
             scored = with_excluded_rows(scored, frame.index, reasons, self.chain.output_dtypes)
-        return to_transport(scored) if params.get("null_transport") else scored
+        if not params.get("null_transport"):
+            return scored
+        if getattr(self, "code_tables", None) is None:
+            self.code_tables = code_tables(self.chain)
+        return to_transport(encode(scored, self.code_tables))
 
 
 def with_excluded_rows(scored: pd.DataFrame, index: pd.Index, reasons: Any, dtypes: dict[str, str]) -> pd.DataFrame:

@@ -251,3 +251,12 @@ def test_spark_changes_of_versions_the_log_no_longer_has_is_a_change_feed_error(
                                                   r"versions 1\.\.2 \(") as err:
         runtime.spark_changes(name, first=1, last=2, columns=["k"])
     assert err.value.code == "change_feed_unreadable" and err.value.fields["reason"]
+
+
+def test_written_tables_come_in_row_groups_the_spark_scan_can_split(tmp_path):
+    runtime = LocalRuntime(tmp_path)
+    runtime.write_table("main.s.groups", pd.DataFrame({"k": range(150_000)}))
+    files = list(runtime.table_path("main.s.groups").glob("*.parquet"))
+    groups = [pq.ParquetFile(f).metadata.row_group(i).num_rows for f in files
+              for i in range(pq.ParquetFile(f).metadata.num_row_groups)]
+    assert len(files) == 1 and groups == [65536, 65536, 18928]  # 2**16 rows at most (delta-rs: 2**20)

@@ -1,6 +1,8 @@
 """The local runtime's Spark: classic, or Spark Connect to a server in the same Delta-enabled JVM
 (``LAKESCORE_SPARK_CONNECT=1``), on a loopback port that only token holders may use."""
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -60,3 +62,15 @@ def test_the_connect_server_refuses_a_client_without_its_token(spark_connect):
     finally:
         stranger.client.close()
     assert spark_connect.range(3).count() == 3  # the runtime's own client still works
+
+
+def test_the_arrow_batch_is_the_measured_one_locally_and_on_the_score_job_cluster(tmp_path):
+    import yaml
+
+    from lakescore.runtime.local_spark import ARROW_BATCH_ROWS
+
+    job = yaml.safe_load((Path(__file__).resolve().parents[2] / "resources" / "score.job.yml").read_text())
+    cluster = job["resources"]["jobs"]["score"]["job_clusters"][0]["new_cluster"]
+    assert ARROW_BATCH_ROWS == 10000  # the fastest cell of scripts/bench_spark_batches.py (README, Figures)
+    assert session_confs(tmp_path, [])["spark.sql.execution.arrow.maxRecordsPerBatch"] == "10000"
+    assert cluster["spark_conf"]["spark.sql.execution.arrow.maxRecordsPerBatch"] == "10000"

@@ -251,3 +251,95 @@ def test_each_worker_refuses_a_tampered_model_before_it_scores_a_row(on_spark):
     with pytest.raises(Exception, match="the model does not match its certificate, so it will not score") as raised:
         spark_route(runtime, plan, batch_rows=64, env_manager="local")
     assert type(raised.value).__name__ == "PythonException"  # raised in a Python worker, not on the driver
+
+
+def test_the_route_scores_the_sources_own_splits_with_no_exchange_and_every_core_gets_rows(on_classic_spark,
+                                                                                        demo_tables):
+    """Issue 11: no shuffle of the source. 120,000 flights in row groups of 10,000 rows (~2.6 MB)
+    are one 4 MiB split by Spark's default; cut at total bytes / 2 cores, each core gets rows."""
+    from deltalake import WriterProperties
+    from pyspark.sql import functions as F
+
+    from lakescore.scoring.splits import MAX_PARTITION_BYTES_CONF
+
+    runtime, model, chain, _ = on_classic_spark
+    spark = runtime.spark()
+    source = demo_tables["main.flights.flights"].head(120_000)
+    source = source.assign(big=BIG, tag="x")
+    runtime.write_table(SOURCE, source, writer_properties=WriterProperties(max_row_group_size=10_000))
+    files = [f.stat().st_size for f in runtime.table_path(SOURCE).glob("*.parquet")]
+    assert len(files) == 1 and 1 << 21 < sum(files) < 4 << 20  # one file, below Spark's 4 MiB open cost x 1
+    spark.conf.unset(MAX_PARTITION_BYTES_CONF)
+    plan = plan_for(runtime, model, chain)
+
+    scored = score_spark(runtime.spark_source(SOURCE, version=plan.source_version), plan, batch_rows=5000,
+                         env_manager="local")
+    physical = scored._jdf.queryExecution().executedPlan().toString()
+    assert "ArrowEvalPython" in physical and "Exchange" not in physical
+    assert spark.conf.get(MAX_PARTITION_BYTES_CONF) == str(-(-sum(files) // 2))
+    rows = scored.select(F.spark_partition_id().alias("part")).groupBy("part").count().collect()
+    assert sorted(r["part"] for r in rows) == [0, 1]  # both cores, each with rows
+    assert sum(r["count"] for r in rows) == 120_000 and min(r["count"] for r in rows) >= 40_000
+
+
+REASONS_RECIPE = [{"step": "IQR", "name": "distance_outlier", "columns": ["distance"], "factor": 1.5}, *NO_HOUR_IMPUTE]
+
+
+def register(runtime, train, y, *, name, recipe, features, rules=()):
+    chain = fit_chain(train, y, recipe=recipe, model_class="LogisticRegression", model_params={"max_iter": 300},
+                      feature_columns=features, rules=list(rules))
+    runtime.mlflow()
+    with mlflow.start_run():
+        model = log_and_register(chain, example=train.head(5), name=name, alias="champion",
+                                 evidence=admit(chain, train.tail(200)))
+    return chain, model
+
+
+def test_status_and_reason_codes_decode_to_the_single_node_strings(spark_runtime, flights_sample):
+    runtime, frame = spark_runtime, flights_sample
+    train = frame.iloc[:1500]
+    rules = load_rules(ScoringConfig.model_validate(
+        {"eligibility": [{"name": "cancelled", "function": "has_departed", "columns": ["dep_time"]}]}))
+    chain, model = register(runtime, train, derive_label(train, column="is_late", expression="arr_delay > 15"),
+                            name="main.t.reasons", recipe=REASONS_RECIPE, rules=rules,
+                            features=["dep_delay", "distance", "hour", "carrier", "origin"])
+    source = frame.iloc[1500:1800].reset_index(drop=True)
+    source["hour"] = source["hour"].astype("Int64")
+    source.loc[[5, 60], "hour"] = pd.NA  # not imputed, LogisticRegression takes no NaN: invalid:hour
+    source.loc[[7, 70], "distance"] = 90000.0  # beyond the IQR fence: outlier:distance_outlier
+    runtime.write_table(SOURCE, source)
+    plan = plan_for(runtime, model, chain)
+
+    on_spark = spark_route(runtime, plan, batch_rows=50, env_manager="local")
+    on_one_node = single_node_route(runtime, plan, batch_rows=50)
+    assert set(on_spark["exclusion_reason"].dropna()) == {"ineligible:cancelled", "outlier:distance_outlier",
+                                                          "invalid:hour"}
+    by_key = on_spark.set_index("flight_id")
+    assert by_key.loc[source.loc[[5, 60, 7, 70], "flight_id"], "exclusion_reason"].tolist() == [
+        "invalid:hour", "invalid:hour", "outlier:distance_outlier", "outlier:distance_outlier"]
+    assert (by_key["scoring_status"] == "excluded").sum() == by_key["exclusion_reason"].notna().sum() >= 5
+    pd.testing.assert_frame_equal(on_spark, on_one_node, check_exact=False, rtol=1e-9, atol=1e-12)
+
+
+def test_a_text_class_models_labels_arrive_as_the_same_strings(spark_runtime, flights_sample):
+    runtime, frame = spark_runtime, flights_sample
+    train = frame.iloc[:1500]
+    chain, model = register(runtime, train, train["origin"].rename("origin_label"), name="main.t.text_classes",
+                            recipe=[NO_HOUR_IMPUTE[0], {"step": "StandardScaler", "name": "scale",
+                                                        "columns": ["dep_delay", "distance"]},
+                                    {"step": "OneHotEncoder", "name": "one_hot", "columns": ["carrier"]}],
+                            features=["dep_delay", "distance", "carrier"])
+    assert chain.label_dtype == "string" and chain.classes == ["EWR", "JFK", "LGA"]
+    source = frame.iloc[1500:1700].reset_index(drop=True)
+    runtime.write_table(SOURCE, source)
+    plan = plan_for(runtime, model, chain)
+
+    scored = score_spark(runtime.spark_source(SOURCE, version=plan.source_version), plan, batch_rows=30,
+                         env_manager="local")
+    assert dict(scored.dtypes)["prediction"] == "string" and dict(scored.dtypes)["scoring_status"] == "string"
+    on_spark = as_pandas(scored, plan.record_keys)
+    on_one_node = single_node_route(runtime, plan, batch_rows=30)
+    assert set(on_spark["prediction"].dropna()) == {"EWR", "JFK", "LGA"}  # all three classes predicted somewhere
+    want = chain.predict(source.sort_values("flight_id", ignore_index=True))
+    assert on_spark["prediction"].tolist() == want["prediction"].tolist()
+    pd.testing.assert_frame_equal(on_spark, on_one_node, check_exact=False, rtol=1e-9, atol=1e-12)

@@ -38,6 +38,12 @@ MASTER_ENV = "LAKESCORE_SPARK_MASTER"  # the local SparkSession's master, e.g. l
 DEFAULT_MASTER = "local[2]"
 _LOCAL_MASTER = re.compile(r"local\[([1-9][0-9]*|\*)\]")
 
+ARROW_BATCH_ROWS = 10000
+"""``spark.sql.execution.arrow.maxRecordsPerBatch``: rows per Arrow batch a Python worker receives.
+Measured with ``scripts/bench_spark_batches.py`` (README, Figures): 10,000 (Spark's default) with
+``spark_udf_prediction_batch_rows`` 10,000 was the fastest cell of 2k/10k/50k x 2k/10k/50k. The
+bundle's score job cluster sets the same value (``resources/score.job.yml``); serverless cannot."""
+
 _server: tuple[int, str] | None = None  # (port, token) of this process's Spark Connect server
 
 
@@ -71,7 +77,8 @@ def master_cores(master: str) -> int:
 
 def session_confs(home: Path, jars: list[Path], *, master: str = DEFAULT_MASTER) -> dict[str, str]:
     """The confs of the local session: Delta Lake's extension and catalog from the cached ``jars``,
-    Arrow on, integer inputs to pandas UDFs as nullable Int64, two cores, no UI.
+    Arrow on in batches of :data:`ARROW_BATCH_ROWS` rows, integer inputs to pandas UDFs as nullable
+    Int64, two cores, no UI.
 
     ``spark.default.parallelism`` is set to the worker threads of ``master`` (what classic Spark
     uses anyway) so that a Connect session can read it from its conf.
@@ -81,6 +88,7 @@ def session_confs(home: Path, jars: list[Path], *, master: str = DEFAULT_MASTER)
         "spark.jars": ",".join(str(j) for j in jars),
         "spark.default.parallelism": str(master_cores(master)),
         "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.sql.execution.arrow.maxRecordsPerBatch": str(ARROW_BATCH_ROWS),
         "spark.sql.execution.pythonUDF.pandas.preferIntExtensionDtype": "true",
         "spark.sql.shuffle.partitions": "4",
         "spark.ui.enabled": "false",

@@ -11,7 +11,12 @@ over as float64, so there bigint inputs cross as ``decimal(19,0)`` (:func:`exact
 :func:`lakescore.conform.conform_inputs` reads back as exact Int64. Out: the UDF
 returns each output in its own Spark type (bigint, double, boolean, string) with no value missing,
 plus one boolean null-mask field per output (:func:`lakescore.frames.to_transport`); the mask turns
-the value back into a SQL null here. No text or number is reserved to mean null.
+the value back into a SQL null here. No text or number is reserved to mean null. Text outputs
+(``scoring_status``, ``exclusion_reason``, text-class ``prediction``) cross as bigint codes into
+tables the chain determines and are decoded here with a literal array
+(:mod:`lakescore.scoring.codes`), so MLflow converts no string of them row by row.
+
+No shuffle: the UDF runs on the source's own file splits (:mod:`lakescore.scoring.splits`).
 """
 
 from __future__ import annotations
@@ -26,7 +31,9 @@ from lakescore.frames import TRANSPORT_TYPES, null_mask_name
 from lakescore.rules import OUTPUT_TYPES
 from lakescore.scoring.preflight import ScorePlan
 from lakescore.scoring.tally import Tally
-from lakescore.scoring.udf_model import default_parallelism, local_model
+from lakescore.scoring.codes import decode_column, saved_code_tables
+from lakescore.scoring.splits import spread_reads
+from lakescore.scoring.udf_model import local_model
 
 INT_EXTENSION_CONF = "spark.sql.execution.pythonUDF.pandas.preferIntExtensionDtype"
 
@@ -99,17 +106,19 @@ def _env_notice_answered(env_manager: str) -> Iterator[None]:
 
 
 def score_spark(source: Any, plan: ScorePlan, *, batch_rows: int, env_manager: str,
-                model_dir: Path | None = None) -> Any:
+                model_dir: Path | None = None, carry: tuple[str, ...] = ()) -> Any:
     """Score ``source`` (the pinned snapshot, or a window's inserted rows) on Spark workers, lazily.
 
     Nothing runs here: the UDF runs when the returned frame is computed (the score workflow writes
-    it once, into the run store, from the executors). No row reaches the driver.
+    it once, into the run store, from the executors). No row reaches the driver, and no row is
+    shuffled: the UDF runs in the source's own file splits, cut per core
+    (:func:`lakescore.scoring.splits.spread_reads`).
 
     Parameters
     ----------
     source : pyspark.sql.DataFrame
-        The rows to score, with ``plan.record_keys`` and ``plan.input_columns``; its session
-        runs the UDF.
+        The rows to score, with ``plan.record_keys``, ``plan.input_columns`` and ``carry``; its
+        session runs the UDF.
     plan : ScorePlan
         The model (``model_uri``), keys and input columns.
     batch_rows : int
@@ -119,12 +128,16 @@ def score_spark(source: Any, plan: ScorePlan, *, batch_rows: int, env_manager: s
     model_dir : Path, optional
         Where the driver downloads the model once for the workers (the run store's ``models``
         folder); default as :func:`lakescore.scoring.udf_model.local_model`.
+    carry : tuple of str, default ()
+        Source columns passed through after the outputs (the period column), so that nothing
+        joins the source back to the predictions.
 
     Returns
     -------
-    pyspark.sql.DataFrame of shape (n_source_rows, n_keys + n_outputs)
+    pyspark.sql.DataFrame of shape (n_source_rows, n_keys + n_outputs + len(carry))
         The record keys, then each output in its own Spark type (bigint, double, boolean,
-        string), a SQL null where the UDF's null mask says so; in no particular row order.
+        string), a SQL null where the UDF's null mask says so, then ``carry``; in no particular
+        row order.
     """
     import mlflow  # heavy: only on the scoring path
     from mlflow.models import get_model_info
@@ -133,17 +146,20 @@ def score_spark(source: Any, plan: ScorePlan, *, batch_rows: int, env_manager: s
     spark = source.sparkSession
     if has_int_extension(spark):  # Spark 4.1 has no such conf (and serverless refuses unknown ones)
         spark.conf.set(INT_EXTENSION_CONF, "true")  # integer inputs reach the worker as Int64, not float64
-    source = source.repartition(default_parallelism(spark))  # every core gets batches
+    spread_reads(source)
     fields = result_fields(get_model_info(plan.model_uri).signature.outputs)
     model_path = local_model(plan.model_uri, model_dir)  # workers never open the registry (Spark Connect)
+    tables = saved_code_tables(model_path)
+    wire = {name: "bigint" if name in tables else kind for name, kind in fields.items()}
     with _env_notice_answered(env_manager):
-        udf = mlflow.pyfunc.spark_udf(spark, model_path, result_type=transport_ddl(fields),
+        udf = mlflow.pyfunc.spark_udf(spark, model_path, result_type=transport_ddl(wire),
                                       env_manager=env_manager, params={"batch_rows": batch_rows, "null_transport": True})
     inputs = F.struct(*exact_inputs(source, plan.input_columns))
-    scored = source.select(*plan.record_keys, udf(inputs).alias("_r"))
+    scored = source.select(*plan.record_keys, udf(inputs).alias("_r"), *carry)
     columns = [F.when(F.col(f"_r.{null_mask_name(name)}"), F.lit(None).cast(kind))
-               .otherwise(F.col(f"_r.{name}")).alias(name) for name, kind in fields.items()]
-    return scored.select(*plan.record_keys, *columns)
+               .otherwise(decode_column(F.col(f"_r.{name}"), tables[name]) if name in tables else F.col(f"_r.{name}"))
+               .alias(name) for name, kind in fields.items()]
+    return scored.select(*plan.record_keys, *columns, *carry)
 
 
 def spark_tally(predictions: Any) -> Tally:

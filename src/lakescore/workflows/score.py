@@ -85,8 +85,10 @@ def _score_route(project: ProjectConfig, runtime: Runtime, plan: ScorePlan, prep
     if inf.batch_compute == "spark":
         from lakescore.scoring.spark import score_spark  # pyspark: only on the Spark route
 
+        column = inf.publication.period_column  # carried through the UDF's select: no join back to the source
         return score_spark(_spark_rows(runtime, plan, prepared), plan, batch_rows=inf.spark_udf_prediction_batch_rows,
-                           env_manager=inf.spark_udf_env_manager, model_dir=model_dir)
+                           env_manager=inf.spark_udf_env_manager, model_dir=model_dir,
+                           carry=(column,) if column and column not in plan.record_keys else ())
     from lakescore.scoring.local import score_single_node
 
     return score_single_node(source_rows(runtime, plan, prepared, list(dict.fromkeys([*plan.record_keys,

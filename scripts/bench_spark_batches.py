@@ -1,0 +1,81 @@
+"""Arrow batch size x model-call slice on the Spark route, measured (not a test).
+
+Scores all 336,776 demo flights through lakescore's Spark route (``score_spark``, local session,
+the model of ``scripts/bench_capacity.py``, registered and admitted) for each ``spark.sql.execution.arrow.maxRecordsPerBatch``
+(rows per Arrow batch handed to a Python worker) and each ``batch_rows``
+(``spark_udf_prediction_batch_rows``: rows per model call inside a batch), and prints rows/s.
+Each cell runs the whole route into Spark's ``noop`` sink (nothing reaches the driver) ``--repeat``
+times and keeps the fastest; one untimed run first loads the Python workers.
+
+Usage: python scripts/bench_spark_batches.py [--home /tmp/lakescore-bench-batches] [--config-dir config]
+       [--arrow 2000 10000 50000] [--batch-rows 2000 10000 50000] [--repeat 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+from pathlib import Path
+
+from bench_capacity import register  # scripts/ is on sys.path: the script's folder
+
+ARROW_CONF = "spark.sql.execution.arrow.maxRecordsPerBatch"
+
+
+def run_once(runtime, plan, *, arrow_rows: int, batch_rows: int) -> float:
+    """Seconds to score every row of the plan's source through the Spark route into ``noop``."""
+    from lakescore.scoring.spark import score_spark
+
+    spark = runtime.spark()
+    spark.conf.set(ARROW_CONF, str(arrow_rows))
+    start = time.perf_counter()
+    scored = score_spark(runtime.spark_source(plan.source_table, version=plan.source_version), plan,
+                         batch_rows=batch_rows, env_manager="local")
+    scored.write.format("noop").mode("overwrite").save()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--home", default="/tmp/lakescore-bench-batches")
+    parser.add_argument("--config-dir", default=str(Path(__file__).resolve().parents[1] / "config"))
+    parser.add_argument("--arrow", type=int, nargs="+", default=[2000, 10000, 50000])
+    parser.add_argument("--batch-rows", type=int, nargs="+", default=[2000, 10000, 50000])
+    parser.add_argument("--repeat", type=int, default=2)
+    args = parser.parse_args()
+
+    from dataclasses import replace
+
+    from lakescore.config import load_project
+    from lakescore.demo_data import FLIGHTS
+    from lakescore.runtime import LocalRuntime
+    from lakescore.scoring.preflight import preflight
+    from lakescore.workflows.demo import load_data
+
+    home = Path(args.home)
+    runtime, project = LocalRuntime(home / ".lakescore"), load_project(args.config_dir)
+    load_data(runtime)
+    register(runtime, project, home)
+    plan = preflight(project, runtime)
+    plan = replace(plan, source_table=FLIGHTS, source_version=runtime.table_version(FLIGHTS))
+    spark = runtime.spark()
+    rows = runtime.row_count(plan.source_table, version=plan.source_version)
+    print(f"python {sys.version.split()[0]}, spark {spark.version}, master {spark.sparkContext.master}, "
+          f"cores on the machine {os.cpu_count()}, load average {os.getloadavg()[0]:.1f}")
+    print(f"rows scored per run: {rows:,} (all flights); best of {args.repeat} runs per cell")
+    run_once(runtime, plan, arrow_rows=10000, batch_rows=10000)  # warm-up: workers, imports
+
+    print(f"{'maxRecordsPerBatch':>19}{'batch_rows':>12}{'best s':>9}{'rows/s':>11}")
+    for arrow_rows in args.arrow:
+        for batch_rows in args.batch_rows:
+            best = min(run_once(runtime, plan, arrow_rows=arrow_rows, batch_rows=batch_rows)
+                       for _ in range(args.repeat))
+            print(f"{arrow_rows:>19,}{batch_rows:>12,}{best:>9.2f}{rows / best:>11,.0f}", flush=True)
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()

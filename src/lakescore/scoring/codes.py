@@ -1,0 +1,142 @@
+"""The Spark route's code tables: text outputs cross the UDF boundary as small integers.
+
+``mlflow.pyfunc.spark_udf`` converts every string field of a struct result row by row
+(``astype(np.str_)``); an int64 field it hands to Arrow as it is. So on the Spark route the pyfunc
+sends ``scoring_status``, ``exclusion_reason`` and, for a classifier of text classes
+(``chain.label_dtype == "string"``), ``prediction`` as the position of the value in a table that
+the chain itself determines (:func:`code_tables`), with the null mask of
+:func:`lakescore.frames.to_transport`; the driver builds the same tables from the same saved chain
+and decodes each code with a literal array (:func:`decode_column`). The single-node route and
+serving keep strings.
+
+Every reason a chain can give is enumerable from it (:func:`reason_table`); a value missing from a
+table is refused (:class:`~lakescore.errors.TransportCodeError`), never decoded as another value.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from lakescore.chain import STATUS_EXCLUDED, STATUS_PREDICTED, FittedChain
+from lakescore.errors import TransportCodeError
+
+STATUSES = (STATUS_PREDICTED, STATUS_EXCLUDED)
+"""Code table of ``scoring_status``: 0 predicted, 1 excluded."""
+
+
+def reason_table(chain: FittedChain) -> tuple[str, ...]:
+    """Every ``exclusion_reason`` that ``chain`` (through the pyfunc) can give, each once, in this
+    order (a code is the position):
+
+    1. each eligibility rule's ``rule.reason`` (``ineligible:<rule>``), rule order;
+    2. ``ineligible:<step>`` for each pre-split step re-applied as eligibility
+       (``chain.pre_split_role(step) == "eligibility"``);
+    3. ``<exclusion>:<step>`` (``outlier:`` or ``invalid:``) for each scoring step that excludes rows;
+    4. ``invalid:<column>`` for each input column: a value of the wrong kind, found by
+       :func:`lakescore.conform.conform_inputs` and put back by
+       :func:`lakescore.packaging.with_excluded_rows`;
+    5. ``invalid:<feature>`` for each model feature, when the model cannot take NaN
+       (``chain.model_takes_nan`` False: ``FittedChain.predict`` excludes a row with a NaN feature).
+
+    Parameters
+    ----------
+    chain : FittedChain
+
+    Returns
+    -------
+    tuple of str
+    """
+    reasons = [rule.reason for rule in chain.rules]
+    reasons += [f"ineligible:{step.name}" for step in chain.pre_split if chain.pre_split_role(step) == "eligibility"]
+    reasons += [f"{step.impl.exclusion}:{step.name}" for step in chain.steps
+                if step.impl.exclusion and not step.impl.training_only]
+    reasons += [f"invalid:{column}" for column in chain.input_columns]
+    if not chain.model_takes_nan:
+        reasons += [f"invalid:{feature}" for feature in chain.feature_columns]
+    return tuple(dict.fromkeys(reasons))
+
+
+def code_tables(chain: FittedChain) -> dict[str, tuple[str, ...]]:
+    """Output column -> its code table: ``scoring_status`` (:data:`STATUSES`), ``exclusion_reason``
+    (:func:`reason_table`) and, for text classes, ``prediction`` (``chain.classes`` as str, the
+    text ``FittedChain.predict`` gives them)."""
+    tables = {"scoring_status": STATUSES, "exclusion_reason": reason_table(chain)}
+    if chain.task == "classification" and chain.label_dtype == "string":
+        tables["prediction"] = tuple(dict.fromkeys(str(c) for c in chain.classes or ()))
+    return tables
+
+
+def saved_code_tables(model_path: str | Path) -> dict[str, tuple[str, ...]]:
+    """:func:`code_tables` of the chain saved in a downloaded lakescore model folder (the one the
+    Spark route hands ``spark_udf``): the driver's side of the tables the workers encode with."""
+    from mlflow.models import Model  # only on the Spark route's driver
+
+    folder = Path(model_path)
+    artifacts = Model.load(str(folder)).flavors["python_function"]["artifacts"]
+    return code_tables(FittedChain.load(folder / artifacts["chain"]["path"]))
+
+
+def encode(scored: pd.DataFrame, tables: dict[str, tuple[str, ...]]) -> pd.DataFrame:
+    """Replace each column of ``scored`` that has a table by its codes (nullable Int64).
+
+    Parameters
+    ----------
+    scored : DataFrame of shape (n_rows, n_outputs)
+        ``FittedChain.predict`` (or the pyfunc's) output, string columns for the tabled ones.
+    tables : dict of str to tuple of str
+        :func:`code_tables`; a column not in ``scored`` is skipped.
+
+    Returns
+    -------
+    DataFrame of shape (n_rows, n_outputs), same index and column order: a tabled column holds
+    the position of its value in the table, ``<NA>`` where the value is null.
+
+    Raises
+    ------
+    TransportCodeError
+        A non-null value is not in its column's table (the message names the column and value).
+    """
+    out = scored.copy(deep=False)
+    for name, table in tables.items():
+        if name not in out.columns:
+            continue
+        column = out[name]
+        codes = pd.Categorical(column, categories=list(table)).codes.astype("int64")
+        missing = column.isna().to_numpy(dtype=bool)
+        unknown = (codes < 0) & ~missing
+        if unknown.any():
+            value = column[unknown].iloc[0]
+            raise TransportCodeError(
+                f"{name} value {value!r} is not in this chain's code table for the Spark route "
+                f"({len(table)} values: {', '.join(table[:8])}{', ...' if len(table) > 8 else ''}); it cannot "
+                "cross the UDF as a code. Add the place that produces it to "
+                "lakescore.scoring.codes.reason_table (or score with batch_compute: single_node meanwhile).",
+                column=name, value=str(value))
+        out[name] = pd.arrays.IntegerArray(np.where(missing, 0, codes), missing)
+    return out
+
+
+def decode_column(code: Any, table: tuple[str, ...]) -> Any:
+    """The Spark column of the text that ``code`` (a bigint column of :func:`encode`'s codes) stands
+    for: ``element_at(array(<table as literals>), code + 1)``.
+
+    Parameters
+    ----------
+    code : pyspark.sql.Column
+        Codes; a row whose value is null (by its mask) is not read.
+    table : tuple of str
+        The column's code table (:func:`code_tables`).
+
+    Returns
+    -------
+    pyspark.sql.Column of strings (null for an empty table).
+    """
+    from pyspark.sql import functions as F  # only where the Spark route decodes
+
+    if not table:
+        return F.lit(None).cast("string")
+    return F.element_at(F.array(*[F.lit(value) for value in table]), code.cast("int") + 1)
