@@ -33,9 +33,9 @@ def reason_table(chain: FittedChain) -> tuple[str, ...]:
     order (a code is the position):
 
     1. each eligibility rule's ``rule.reason`` (``ineligible:<rule>``), rule order;
-    2. ``ineligible:<step>`` for each pre-split step re-applied as eligibility
-       (``chain.pre_split_role(step) == "eligibility"``);
-    3. ``<exclusion>:<step>`` (``outlier:`` or ``invalid:``) for each scoring step that excludes rows;
+    2-3. ``<prefix>:<step>`` for each scoring step that excludes rows, in ``chain.scoring_steps()``
+       order: ``ineligible:`` for a pre-split step re-applied as eligibility, then the recipe's
+       ``outlier:`` / ``invalid:`` steps;
     4. ``invalid:<column>`` for each input column: a value of the wrong kind, found by
        :func:`lakescore.conform.conform_inputs` and put back by
        :func:`lakescore.packaging.with_excluded_rows`;
@@ -51,9 +51,7 @@ def reason_table(chain: FittedChain) -> tuple[str, ...]:
     tuple of str
     """
     reasons = [rule.reason for rule in chain.rules]
-    reasons += [f"ineligible:{step.name}" for step in chain.pre_split if chain.pre_split_role(step) == "eligibility"]
-    reasons += [f"{step.impl.exclusion}:{step.name}" for step in chain.steps
-                if step.impl.exclusion and not step.impl.training_only]
+    reasons += [f"{prefix}:{step.name}" for step, prefix in chain.scoring_steps() if prefix is not None]
     reasons += [f"invalid:{column}" for column in chain.input_columns]
     if not chain.model_takes_nan:
         reasons += [f"invalid:{feature}" for feature in chain.feature_columns]
