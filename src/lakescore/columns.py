@@ -8,8 +8,8 @@ copy and no index alignment: a kernel reads arrays and sets new ones.
 Rules for kernels: never write into an array you read (set a new one); return float64 numpy arrays
 where the reference step returns float64 columns, so the two agree dtype for dtype.
 
-:meth:`Columns.floats` and :meth:`Columns.texts` give exactly what
-:func:`lakescore.steps.base.float_values` and :func:`~lakescore.steps.base.text_values` give on the
+:func:`float_values` and :func:`text_values` are how every step reads a pandas column as numbers or
+as category text; :meth:`Columns.floats` and :meth:`Columns.texts` give exactly what they give on the
 same column, with fast paths for the common dtypes.
 """
 
@@ -20,6 +20,8 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 import pandas as pd
+
+from lakescore.errors import StepError
 
 
 class Columns:
@@ -57,8 +59,6 @@ class Columns:
         values = self.arrays[name]
         if isinstance(values, np.ndarray) and values.dtype.kind in "fiub":
             return values if values.dtype == np.float64 else values.astype("float64")
-        from lakescore.steps.base import float_values
-
         return float_values(self.frame([name]), name, step=step)
 
     def float_matrix(self, names: list[str], *, step: str) -> np.ndarray:
@@ -80,8 +80,6 @@ class Columns:
                 values = values.copy()
                 values[missing] = None
             return values
-        from lakescore.steps.base import text_values
-
         return text_values(self.frame([name]), name)
 
     def set(self, name: str, values: Any) -> None:
@@ -109,6 +107,51 @@ class Columns:
         self.drop(gone)
         for name in result.columns:
             self.arrays[name] = _array_of(result[name])
+
+
+def _is_number(value: Any) -> bool:
+    """True when ``float(value)`` takes it (``'4500.0'`` too) or it is missing: the values that
+    :func:`float_values` converts, so the one it quotes is the one that failed."""
+    if value is None or value is pd.NA or value is pd.NaT:
+        return True
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def float_values(frame: pd.DataFrame, column: str, *, step: str) -> np.ndarray:
+    """The values of ``column`` as a float64 array of shape (n_rows,), missing as NaN.
+
+    Works for int64, nullable Int64/Float64/boolean (pd.NA becomes NaN), float and numeric object
+    columns. Element-wise, so a row's value never depends on its batch.
+
+    Raises
+    ------
+    StepError
+        When the column holds text that is not a number, naming the step, the column and the first
+        value that failed (``'n/a'``, not a number-like ``'4500.0'`` before it).
+    """
+    series = frame[column]
+    try:
+        return series.to_numpy(dtype="float64", na_value=np.nan)
+    except (TypeError, ValueError) as err:
+        sample = next((v for v in series if not _is_number(v)), series.iloc[0] if len(series) else None)
+        raise StepError(
+            f"step '{step}' needs numbers in column '{column}' but found {sample!r}; encode the "
+            "column first (OneHotEncoder, OrdinalEncoder) or cast it (Casting to: Float64)",
+            step=step, column=column,
+        ) from err
+
+
+def text_values(frame: pd.DataFrame, column: str) -> np.ndarray:
+    """The values of ``column`` as strings (object array of shape (n_rows,)), missing as None.
+
+    Integers print without a decimal point in int64 and Int64 columns alike (``1``), floats with
+    one (``1.0``), so a category's text depends only on the column's dtype, never on the batch.
+    """
+    return frame[column].astype("string").to_numpy(dtype=object, na_value=None)
 
 
 def _array_of(series: pd.Series) -> Any:

@@ -19,6 +19,8 @@ def test_preview_train_lints_rules_and_lists_the_checks():
     lines = preview_train(load_project(Path(__file__).resolve().parents[2] / "config"))
     assert "  eligibility rule cancelled v1: lint passed" in lines
     assert "  whole chain: would probe: repeat, chunks:1, chunks:7" in lines
+    assert "  compiled plan: would compare with the step-by-step walk: agree:whole, agree:rows, agree:empty, " \
+           "agree:nulls" in lines
     assert any(line.endswith("empty, perturb, fresh_module") for line in lines)
 
 

@@ -13,14 +13,17 @@ the reference refuses a frame (raises), the compiled plan must refuse it too.
 
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import numpy as np
 import pandas as pd
 
 from lakescore.admission.compare import compare
-from lakescore.admission.parts import Part
-from lakescore.admission.probe import CheckResult, blanked, holds_null
+from lakescore.admission.perturb import blanked, holds_null
+from lakescore.admission.result import CheckResult
+
+if TYPE_CHECKING:
+    from lakescore.admission.parts import Part
 
 
 def _agreement(part: Part, frame: pd.DataFrame) -> str | None:
@@ -47,6 +50,7 @@ def _check(name: str, reason: Callable[[Part], str | None]) -> Callable[[Part], 
         return CheckResult(part.label, name, "failed" if why else "passed", why or "")
 
     run.__name__ = f"check_{name.replace(':', '_')}"
+    run.check_name = name  # type: ignore[attr-defined]
     return run
 
 

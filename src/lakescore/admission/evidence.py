@@ -18,7 +18,8 @@ from lakescore.admission.fresh import check_fresh_module
 from lakescore.admission.identity import identity_problems, needs_model_probe
 from lakescore.admission.lint import LintFinding, lint_function, lint_source
 from lakescore.admission.parts import chain_parts, is_custom
-from lakescore.admission.probe import SAMPLE_ROWS, CheckResult, probe_parts, problem_messages
+from lakescore.admission.probe import SAMPLE_ROWS, probe_parts, problem_messages
+from lakescore.admission.result import CheckResult
 from lakescore.errors import ProbeError
 from lakescore.chain import FittedChain
 from lakescore.frames import encode_state

@@ -23,7 +23,7 @@ from typing import Any
 
 from lakescore.admission.compare import compare
 from lakescore.admission.parts import Part, chain_parts
-from lakescore.admission.probe import CheckResult
+from lakescore.admission.result import CheckResult
 from lakescore.chain import FittedChain
 
 TIMEOUT_S = 300

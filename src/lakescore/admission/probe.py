@@ -7,55 +7,24 @@ Modelled on scikit-learn's estimator checks: each check is a plain function
 Checks (on the first 256 holdout rows): ``repeat`` (twice, exact), ``chunks:1``, ``chunks:2``,
 ``chunks:7``, ``reverse``, ``index_shift``, ``empty``, ``perturb`` (values moved, then values blanked)
 and ``fresh_module`` for every rule, step and the model; ``repeat``, ``chunks:1`` and ``chunks:7`` for
-the whole chain.
+the whole chain; the agreement checks of :mod:`lakescore.admission.agreement` for the compiled plan.
+Rows are changed by :mod:`lakescore.admission.perturb`; results are :class:`~lakescore.admission.result.CheckResult`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Iterator, Literal
+from typing import Callable, Iterator
 
 import numpy as np
 import pandas as pd
 
+from lakescore.admission.agreement import AGREEMENT_CHECKS
 from lakescore.admission.compare import compare
 from lakescore.admission.parts import Part
+from lakescore.admission.perturb import blanked, perturbed
+from lakescore.admission.result import CheckResult
 
 SAMPLE_ROWS = 256
-UNSEEN_TEXT = "__lakescore_unseen__"
-
-FIXES = {
-    "repeat": "Fix random_state (or any randomness) so a second call gives the same answer.",
-    "chunks": "Use a stable dtype or another setting, so a row's answer does not depend on its batch.",
-    "reverse": "Read column values only, never the row order.",
-    "index_shift": "Read column values only, never the index.",
-    "empty": "Report it: a part must return no rows, with the same columns and dtypes, for no rows.",
-    "perturb": "Use a setting that handles unseen values row by row (e.g. handle_unknown: ignore).",
-    "blank": "Fill a missing value from a value learned in learn() and kept in state, never from other rows "
-             "(ffill, bfill, interpolate, batch statistics).",
-    "agree": "A compiled kernel gives another answer than its step's reference apply: a lakescore defect. "
-             "Report it with this message; the step's kind and state are in partition_probe.json.",
-    "fresh_module": "Keep everything apply() reads in the saved state (learn()'s return value), never in module "
-                    "variables that training or scoring changes.",
-}
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    """One check of one part."""
-
-    part: str
-    check: str
-    status: Literal["passed", "failed", "skipped"]
-    reason: str = ""
-
-    @property
-    def message(self) -> str:
-        family = "blank" if self.reason.startswith("blank") else self.check.split(":")[0]
-        return f"{self.part} partition probe failed {self.check}: {self.reason}. {FIXES.get(family, '')}".strip()
-
-    def to_json(self) -> dict[str, str]:
-        return {"check": self.check, "status": self.status, "reason": self.reason}
 
 
 def _result(part: Part, check: str, reason: str | None) -> CheckResult:
@@ -124,48 +93,6 @@ def check_empty(part: Part) -> CheckResult:
     return _result(part, "empty", compare(empty, whole.iloc[:0], check_index=False))
 
 
-def _perturb_value(value: object, dtype: object, *, text: bool) -> object:
-    if pd.isna(value):  # type: ignore[arg-type]
-        return value
-    if pd.api.types.is_bool_dtype(dtype):
-        return not bool(value)
-    if pd.api.types.is_integer_dtype(dtype):
-        info = np.iinfo(np.dtype(str(dtype).lower()))
-        moved = int(value) + max(1, abs(int(value)) // 2)  # type: ignore[call-overload]
-        return moved if moved <= info.max else int(value) - max(1, abs(int(value)) // 2)  # type: ignore[call-overload]
-    if pd.api.types.is_numeric_dtype(dtype):
-        return float(value) + (0.5 * abs(float(value)) or 1.0)  # type: ignore[arg-type]
-    if pd.api.types.is_datetime64_any_dtype(dtype):
-        return value + pd.Timedelta(hours=1)  # type: ignore[operator]
-    return UNSEEN_TEXT if text else value
-
-
-def perturbed(sample: pd.DataFrame, row: int, *, text: bool = True) -> pd.DataFrame:
-    """A copy of ``sample`` with row ``row``'s inputs changed: numbers moved by half their size
-    (within the integer type), booleans flipped, text replaced by an unseen value."""
-    out = sample.copy()
-    for col in out.columns:
-        value = _perturb_value(out[col].iloc[row], out[col].dtype, text=text)
-        out.iloc[row, out.columns.get_loc(col)] = value
-    return out
-
-
-def holds_null(dtype: object) -> bool:
-    """True when the dtype has a missing value of its own (float, object, datetime, nullable
-    extension types); plain numpy int and bool columns have none."""
-    return isinstance(dtype, pd.api.extensions.ExtensionDtype) or np.dtype(dtype).kind in "fcOMm"  # type: ignore[call-overload]
-
-
-def blanked(sample: pd.DataFrame, row: int) -> pd.DataFrame:
-    """A copy of ``sample`` with row ``row``'s values missing: each column gets the missing value of
-    its own dtype (NaN, None, NaT, pd.NA); plain int64 and bool columns, which have none, keep theirs."""
-    out = sample.copy()
-    for j, col in enumerate(out.columns):
-        if holds_null(out[col].dtype):
-            out.iloc[row, j] = None
-    return out
-
-
 def _blank_reason(part: Part, whole: pd.DataFrame, row: int) -> str | None:
     """Why blanking ``row`` fails: other rows (values or dtypes) moved, or the blanked row gets
     another answer alone than among its neighbours (a fill from other rows). A part that refuses
@@ -229,8 +156,6 @@ CHAIN_CHECKS = [check_repeat, make_check_chunks(1), make_check_chunks(7)]
 
 def checks_for(part: Part) -> Iterator[Callable[[Part], CheckResult]]:
     """The in-process checks that apply to ``part`` (``fresh_module`` runs for all parts at once)."""
-    from lakescore.admission.agreement import AGREEMENT_CHECKS
-
     yield from {"chain": CHAIN_CHECKS, "compiled": AGREEMENT_CHECKS}.get(part.kind, PART_CHECKS)
 
 

@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from lakescore.columns import Kernel
+from lakescore.columns import Kernel, float_values, text_values  # noqa: F401  (the steps' value helpers)
 from lakescore.errors import StepError
 from lakescore.frames import decode_state, encode_state, require_columns
 
@@ -241,56 +241,11 @@ def learn_step(raw: dict[str, Any], frame: pd.DataFrame, y: pd.Series | None) ->
 
 # --- helpers shared by the step families ----------------------------------------------------
 
-def _is_number(value: Any) -> bool:
-    """True when ``float(value)`` takes it (``'4500.0'`` too) or it is missing: the values that
-    :func:`float_values` converts, so the one it quotes is the one that failed."""
-    if value is None or value is pd.NA or value is pd.NaT:
-        return True
-    try:
-        float(value)
-    except (TypeError, ValueError):
-        return False
-    return True
-
-
-def float_values(frame: pd.DataFrame, column: str, *, step: str) -> np.ndarray:
-    """The values of ``column`` as a float64 array of shape (n_rows,), missing as NaN.
-
-    Works for int64, nullable Int64/Float64/boolean (pd.NA becomes NaN), float and numeric object
-    columns. Element-wise, so a row's value never depends on its batch.
-
-    Raises
-    ------
-    StepError
-        When the column holds text that is not a number, naming the step, the column and the first
-        value that failed (``'n/a'``, not a number-like ``'4500.0'`` before it).
-    """
-    series = frame[column]
-    try:
-        return series.to_numpy(dtype="float64", na_value=np.nan)
-    except (TypeError, ValueError) as err:
-        sample = next((v for v in series if not _is_number(v)), series.iloc[0] if len(series) else None)
-        raise StepError(
-            f"step '{step}' needs numbers in column '{column}' but found {sample!r}; encode the "
-            "column first (OneHotEncoder, OrdinalEncoder) or cast it (Casting to: Float64)",
-            step=step, column=column,
-        ) from err
-
-
 def float_matrix(frame: pd.DataFrame, columns: list[str], *, step: str) -> np.ndarray:
     """``float_values`` of each column, stacked: array of shape (n_rows, n_columns)."""
     if not columns:
         return np.empty((len(frame), 0))
     return np.column_stack([float_values(frame, c, step=step) for c in columns]).reshape(len(frame), len(columns))
-
-
-def text_values(frame: pd.DataFrame, column: str) -> np.ndarray:
-    """The values of ``column`` as strings (object array of shape (n_rows,)), missing as None.
-
-    Integers print without a decimal point in int64 and Int64 columns alike (``1``), floats with
-    one (``1.0``), so a category's text depends only on the column's dtype, never on the batch.
-    """
-    return frame[column].astype("string").to_numpy(dtype=object, na_value=None)
 
 
 def is_numeric(series: pd.Series) -> bool:

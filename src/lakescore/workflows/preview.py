@@ -19,6 +19,7 @@ import pandas as pd
 from lakescore.admission.certificate import require_admitted
 from lakescore.admission.evidence import examine
 from lakescore.admission.lint import lint_function
+from lakescore.admission.agreement import AGREEMENT_CHECKS
 from lakescore.admission.probe import CHAIN_CHECKS, PART_CHECKS
 from lakescore.config import ProjectConfig
 from lakescore.custom import resolve_user_step
@@ -65,6 +66,7 @@ def preview_train(project: ProjectConfig) -> list[str]:
         lines.append(f"  {kind} rule {rule.name} v{rule.version}: {verdict}")
         lines.append(f"    would probe: {part_checks}")
     lines.append(f"  model {project.training.model.class_name}: would probe: {part_checks}")
+    lines.append(f"  compiled plan: would compare with the step-by-step walk: {_check_names(AGREEMENT_CHECKS)}")
     lines.append(f"  whole chain: would probe: {_check_names(CHAIN_CHECKS)}")
     return lines
 

@@ -1,0 +1,39 @@
+"""A probe check's result, and the one fix each family of checks points to."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+FIXES = {
+    "repeat": "Fix random_state (or any randomness) so a second call gives the same answer.",
+    "chunks": "Use a stable dtype or another setting, so a row's answer does not depend on its batch.",
+    "reverse": "Read column values only, never the row order.",
+    "index_shift": "Read column values only, never the index.",
+    "empty": "Report it: a part must return no rows, with the same columns and dtypes, for no rows.",
+    "perturb": "Use a setting that handles unseen values row by row (e.g. handle_unknown: ignore).",
+    "blank": "Fill a missing value from a value learned in learn() and kept in state, never from other rows "
+             "(ffill, bfill, interpolate, batch statistics).",
+    "agree": "A compiled kernel gives another answer than its step's reference apply: a lakescore defect. "
+             "Report it with this message; the step's kind and state are in partition_probe.json.",
+    "fresh_module": "Keep everything apply() reads in the saved state (learn()'s return value), never in module "
+                    "variables that training or scoring changes.",
+}
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One check of one part."""
+
+    part: str
+    check: str
+    status: Literal["passed", "failed", "skipped"]
+    reason: str = ""
+
+    @property
+    def message(self) -> str:
+        family = "blank" if self.reason.startswith("blank") else self.check.split(":")[0]
+        return f"{self.part} partition probe failed {self.check}: {self.reason}. {FIXES.get(family, '')}".strip()
+
+    def to_json(self) -> dict[str, str]:
+        return {"check": self.check, "status": self.status, "reason": self.reason}
