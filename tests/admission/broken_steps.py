@@ -170,6 +170,6 @@ class BrokenKernel(_Base):
         def apply(batch):
             for c in state["columns"]:
                 values = batch.floats(c, step="BrokenKernel")
-                batch.set(c, values - np.nanmean(values) if len(values) else values)
+                batch.set(c, values - np.nanmean(values) if np.isfinite(values).any() else values)
 
         return Kernel(apply)

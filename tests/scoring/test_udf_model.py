@@ -1,5 +1,5 @@
-"""The Spark route's Connect-safe helpers: the model copied once on the driver for spark_udf (its
-workers never open the registry), and the parallelism read from the session's conf."""
+"""The run's copy of the model for spark_udf: copied once on the driver (its workers never open the
+registry), with no input schema (MLflow hands the batch over as it is; lakescore conforms it)."""
 
 from pathlib import Path
 
@@ -9,7 +9,7 @@ import pytest
 from lakescore.admission.certificate import Certificate
 from lakescore.admission.evidence import admit
 from lakescore.packaging import log_and_register
-from lakescore.scoring.udf_model import DEFAULT_PARALLELISM, default_parallelism, local_model
+from lakescore.scoring.udf_model import local_model
 
 
 def test_each_call_copies_the_registered_model_into_a_folder_of_its_own_that_loads_without_the_registry(
@@ -32,35 +32,8 @@ def test_each_call_copies_the_registered_model_into_a_folder_of_its_own_that_loa
     finally:
         runtime.mlflow()
     assert got["prediction"].tolist() == small_chain.predict(rows)["prediction"].tolist()
-
-
-@pytest.mark.spark
-def test_the_parallelism_is_the_local_cores_on_both_session_kinds(route_spark, spark):
-    assert default_parallelism(route_spark) == 2
-    assert default_parallelism(route_spark) == spark.sparkContext.defaultParallelism  # what classic Spark says
-
-
-class ServerlessConf:
-    """A Databricks serverless session's conf (none exists here): some keys refuse to be read."""
-
-    def __init__(self, values: dict[str, str], refused: set[str]) -> None:
-        self.values, self.refused = values, refused
-
-    def get(self, key: str, default: str | None = None) -> str | None:
-        if key in self.refused:
-            raise RuntimeError(f"[CONFIG_NOT_AVAILABLE] Configuration {key} is not available.")
-        return self.values.get(key, default)
-
-
-class Session:
-    def __init__(self, conf: ServerlessConf) -> None:
-        self.conf = conf
-
-
-def test_without_a_default_parallelism_the_shuffle_partitions_or_sparks_default_are_used():
-    refused = {"spark.default.parallelism"}
-    assert default_parallelism(Session(ServerlessConf({"spark.sql.shuffle.partitions": "16"}, refused))) == 16
-    assert default_parallelism(Session(ServerlessConf({"spark.sql.shuffle.partitions": "auto"}, refused))) == 200
-    assert default_parallelism(Session(ServerlessConf({"spark.default.parallelism": "0",
-                                                       "spark.sql.shuffle.partitions": "8"}, set()))) == 8
-    assert DEFAULT_PARALLELISM == 200
+    copied = mlflow.pyfunc.load_model(str(first)).metadata
+    registered = mlflow.models.get_model_info(model.model_uri)
+    assert copied.get_input_schema() is None and registered.signature.inputs is not None
+    assert copied.get_output_schema() == registered.signature.outputs
+    assert copied.get_params_schema() == registered.signature.params

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 
 from lakescore.scoring.preflight import ScorePlan
+from lakescore.scoring.udf_model import local_model
 
 
-def score_single_node(source: pd.DataFrame, plan: ScorePlan, *, batch_rows: int) -> pd.DataFrame:
+def score_single_node(source: pd.DataFrame, plan: ScorePlan, *, batch_rows: int,
+                      model_dir: Path | None = None) -> pd.DataFrame:
     """Score ``source`` (the pinned snapshot, or a window's inserted rows) in this process.
 
     Parameters
@@ -18,6 +22,10 @@ def score_single_node(source: pd.DataFrame, plan: ScorePlan, *, batch_rows: int)
         The model to load (``model_uri``; its certificate is re-verified on load).
     batch_rows : int
         Most rows per model call (``spark_udf_prediction_batch_rows``).
+    model_dir : Path, optional
+        Where this run's copy of the model goes (:func:`lakescore.scoring.udf_model.local_model`:
+        no input schema, so MLflow hands the frame over with its own dtypes and lakescore conforms
+        it column by column).
 
     Returns
     -------
@@ -26,7 +34,7 @@ def score_single_node(source: pd.DataFrame, plan: ScorePlan, *, batch_rows: int)
     """
     import mlflow  # heavy: only on the scoring path
 
-    model = mlflow.pyfunc.load_model(plan.model_uri)
+    model = mlflow.pyfunc.load_model(local_model(plan.model_uri, model_dir))
     scored = model.predict(source[list(plan.input_columns)], params={"batch_rows": batch_rows})
     out = pd.concat([source[list(plan.record_keys)].reset_index(drop=True), scored.reset_index(drop=True)], axis=1)
     return out.sort_values(list(plan.record_keys), ignore_index=True)

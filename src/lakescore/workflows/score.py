@@ -66,7 +66,7 @@ def score(project: ProjectConfig, runtime: Runtime, *, recover: bool = False) ->
     prepared = prepare_scope(project, runtime, plan, recover=recover)
     if prepared.empty:
         return stage_run(runtime, finish_run(project, runtime, plan, prepared, empty_predictions(plan.record_keys)))
-    model_dir = runtime.runs_dir() / "models" / uuid.uuid4().hex  # this run's copy of the model (Spark route)
+    model_dir = runtime.runs_dir() / "models" / uuid.uuid4().hex  # this run's copy of the model
     try:
         with progress.step(f"score ({inf.batch_compute}) {plan.source_table}@v{plan.source_version}") as shown:
             scored = _score_route(project, runtime, plan, prepared, model_dir)
@@ -79,8 +79,8 @@ def score(project: ProjectConfig, runtime: Runtime, *, recover: bool = False) ->
 
 def _score_route(project: ProjectConfig, runtime: Runtime, plan: ScorePlan, prepared: PreparedScope,
                  model_dir: Path) -> Any:
-    """The rows to score, in the route's own form, through that route (lazy on Spark, whose
-    workers read the model copied under ``model_dir``)."""
+    """The rows to score, in the route's own form, through that route (lazy on Spark), with the
+    model copied under ``model_dir``."""
     inf = project.inference
     if inf.batch_compute == "spark":
         from lakescore.scoring.spark import score_spark  # pyspark: only on the Spark route
@@ -93,7 +93,7 @@ def _score_route(project: ProjectConfig, runtime: Runtime, plan: ScorePlan, prep
 
     return score_single_node(source_rows(runtime, plan, prepared, list(dict.fromkeys([*plan.record_keys,
                                                                                          *plan.input_columns]))),
-                             plan, batch_rows=inf.spark_udf_prediction_batch_rows)
+                             plan, batch_rows=inf.spark_udf_prediction_batch_rows, model_dir=model_dir)
 
 
 def _spark_rows(runtime: Runtime, plan: ScorePlan, prepared: PreparedScope) -> Any:
