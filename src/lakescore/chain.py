@@ -39,10 +39,12 @@ from lakescore.rules import EligibilityRule, OutputRule, add_outputs
 from lakescore.steps import FittedStep
 
 CHAIN_FORMAT = 1
-CHUNK_ROWS = 65_536
-"""Rows per pass of the compiled plan and the model inside one ``predict``: the plan's intermediate
-arrays (one per column, and the model matrix) are held for one pass at a time, so a 5M-row frame
-needs no more working memory than a 65,536-row one beyond its input and output."""
+CHUNK_ROWS = 16_384
+"""Rows per pass of the compiled plan and the model inside one ``predict``. A pass's arrays (one per
+column, and the model matrix) stay in the CPU cache, and a large frame needs no more working memory
+than one pass beyond its input and output. Measured on the demo chain over all 336,776 flights
+(best of 4, 2-core machine): 4,096 rows 0.19 s, 10,000 0.15 s, 16,384 0.14 s, 32,768 0.35 s,
+65,536 0.33 s."""
 STATUS_PREDICTED = "predicted"
 STATUS_EXCLUDED = "excluded"
 
