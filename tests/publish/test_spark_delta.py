@@ -242,3 +242,54 @@ def test_delta_rs_reads_what_spark_wrote_and_spark_reads_what_delta_rs_wrote(rou
     both = lake.runtime.spark().read.format("delta").load(lake.path)
     assert both.count() == 150 and both.select("flight_id").distinct().count() == 150
 
+
+
+@pytest.mark.spark
+def test_a_repeated_key_is_refused_within_the_rows_and_against_a_path_table_whose_stats_prune_the_rest(spark,
+                                                                                                      tmp_path):
+    from deltalake import DeltaTable
+
+    from lakescore.errors import PublishError
+    from lakescore.publish.spark_delta import SparkDeltaWriter, publish
+
+    path, schema = str(tmp_path / "preds"), (("flight_id", "long"), ("prediction", "long"))
+    request = replace(REQUEST, schema=schema, source_version_from=None, source_version_to=1, rows=4)
+
+    def rows(*keys):
+        return spark.createDataFrame([(k, k % 2) for k in keys], "flight_id long, prediction long")
+
+    def window(run, last, count):
+        return replace(request, run_id=run, source_version_from=last, source_version_to=last, rows=count)
+
+    with pytest.raises(PublishError, match=r"1 record key\(s\) within this run \(e.g. \[\{'flight_id': 4\}\]\)"):
+        publish(path, rows(2, 4, 4, 6), request, keys=["flight_id"])
+    assert publish(path, rows(2, 4, 6, 8), request, keys=["flight_id"])[0].action == "append"  # v1 (v0: created)
+    with pytest.raises(PublishError, match=(r"2 record key\(s\) already in main.f.preds "
+                                            r"\(e.g. \[\{'flight_id': 4\}, \{'flight_id': 8\}\]\)")):
+        publish(path, rows(3, 4, 8, 9), window("run-2", 2, 4), keys=["flight_id"])
+    assert DeltaTable(path).version() == 1  # refused: nothing written
+    writer = SparkDeltaWriter(path, rows(5, 7), table="main.f.preds", app_id=request.app_id)
+    writer.read()
+    assert writer.target.may_hold([("flight_id", ">=", 9), ("flight_id", "<=", 12)]) is False  # stats: 2..8
+    assert writer.target.may_hold([("flight_id", ">=", 5), ("flight_id", "<=", 7)]) is True
+    assert writer.repeated_keys(["flight_id"], against_table=True) is None  # within the bounds, none held
+    assert publish(path, rows(5, 7), window("run-3", 2, 2), keys=["flight_id"])[0].action == "append"
+    assert publish(path, rows(9, 10), window("run-4", 3, 2), keys=["flight_id"])[0].action == "append"
+    table = spark.read.format("delta").load(path)
+    assert sorted(r["flight_id"] for r in table.collect()) == [2, 4, 5, 6, 7, 8, 9, 10]
+
+
+@pytest.mark.spark
+def test_repeated_keys_against_a_table_match_null_keys_and_filter_only_exact_bound_types(spark):
+    from lakescore.publish.spark_delta import repeated_keys
+
+    new = spark.createDataFrame([(None, "a"), (5, "b")], "k long, s string")
+    held = repeated_keys(new, spark.createDataFrame([(None,), (1,)], "k long"), keys=["k"], table="t")
+    assert (held.count, held.examples, held.where) == (1, ({"k": None},), "already in t")
+    assert repeated_keys(new, spark.createDataFrame([(4,), (6,)], "k long"), keys=["k"], table="t") is None
+    stamps = spark.createDataFrame([("2013-10-01 05:00:00",), ("2013-10-02 05:00:00",)], "t string") \
+        .selectExpr("CAST(t AS timestamp) AS t")  # a timestamp key is not filtered on; the join decides
+    found = repeated_keys(stamps, stamps.where("t > '2013-10-01 12:00:00'"), keys=["t"], table="x")
+    assert (found.count, found.where) == (1, "already in x")
+    mixed = spark.createDataFrame([(5,)], "k int")  # a table whose key type differs: cast, not filtered
+    assert repeated_keys(mixed, spark.createDataFrame([(5,)], "k long"), keys=["k"], table="t").count == 1
