@@ -12,6 +12,7 @@ import pytest
 from lakescore.publish.commit import Period
 from lakescore.publish.plan import Decision, PublishRequest, app_id_for, build_receipt, decide
 from lakescore.publish.spark_delta import target_state, write_options
+from deltalake import DeltaTable
 
 TARGET_NAME = "main.flights.late_arrival_predictions"  # config/inference.yml
 SCHEMA = (("flight_id", "long"), ("prediction", "long"), ("time_hour", "timestamp"))
@@ -293,3 +294,33 @@ def test_repeated_keys_against_a_table_match_null_keys_and_filter_only_exact_bou
     assert (found.count, found.where) == (1, "already in x")
     mixed = spark.createDataFrame([(5,)], "k int")  # a table whose key type differs: cast, not filtered
     assert repeated_keys(mixed, spark.createDataFrame([(5,)], "k long"), keys=["k"], table="t").count == 1
+
+
+@pytest.mark.spark
+def test_a_path_tables_state_read_with_delta_rs_is_the_state_spark_sql_reads(spark_lake):
+    from lakescore.publish.spark_delta import SparkDeltaTarget
+    from lakescore.publish.state import receipts_path, stored_receipts
+
+    lake = spark_lake
+    lake.add_source(lake.flights.iloc[:100])
+    lake.publish(lake.score(), engine="spark")
+    lake.add_source(lake.flights.iloc[100:130])
+    lake.publish(lake.score(), engine="spark")
+    by_rs, by_sql = (SparkDeltaTarget(lake.path, lake.runtime.spark(), table=TARGET_NAME, app_id=app_id_of(lake),
+                                      state_engine=engine) for engine in ("auto", "spark"))
+    fast, slow = by_rs.read(), by_sql.read()
+    def timeless(receipts):  # committed_at: delta-rs reads commitInfo's timestamp, Spark the file's time
+        return [{k: v for k, v in r.items() if k != "committed_at"} for r in receipts]
+
+    assert replace(fast, receipts=()) == replace(slow, receipts=()) and timeless(fast.receipts) == timeless(slow.receipts)
+    assert (fast.version, fast.app_txn, fast.has_rows, [r["table_version"] for r in fast.receipts]) == (2, 2, True, [2, 1])
+    assert (by_rs.version, by_rs.has_rows) == (by_sql.version, by_sql.has_rows) == (2, True)
+    assert timeless(by_rs.receipts()) == timeless(by_sql.receipts()) == timeless(fast.receipts)
+    assert by_sql.may_hold is None and by_rs.may_hold is not None
+    rebuilt = [{**r, "table_version": 7} for r in fast.receipts[:1]]  # a receipt the table lacks
+    assert by_sql.keep_receipts(rebuilt) == 1  # appended by Spark, read back by delta-rs
+    assert sorted(r["table_version"] for r in stored_receipts(lake.path)) == [1, 2, 7]
+    assert by_rs.keep_receipts(rebuilt) == 0
+    writers = {str(h.get("engineInfo")).replace(":", "/").split("/")[0]
+               for h in DeltaTable(receipts_path(lake.path)).history() if h.get("operation") == "WRITE"}
+    assert writers == {"Apache-Spark", "delta-rs"}  # rows by Spark SQL's keep_receipts and by delta-rs

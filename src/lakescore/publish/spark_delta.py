@@ -5,11 +5,12 @@ placement) or a Unity Catalog three-part name (``catalog.schema.table``, ``.save
 managed tables on Databricks cannot be written by path). Both carry the same options and read the
 same facts.
 
-:class:`SparkDeltaTarget` reads the target's publication state with Spark SQL (``DESCRIBE
-HISTORY``, ``DESCRIBE DETAIL``, a ``versionAsOf`` read of the schema, the receipts table) without
-any rows: ``lakescore score`` plans against it and ``lakescore receipts`` / ``monitor`` list its
-receipts. :class:`SparkDeltaWriter` reads through one and writes the predictions from the
-executors with the Delta ``DataFrameWriter``:
+:class:`SparkDeltaTarget` reads the target's publication state without any rows: a named table
+with Spark SQL (``DESCRIBE HISTORY``, ``DESCRIBE DETAIL``, a ``versionAsOf`` read of the schema,
+the receipts table), a path table (the local placement) with delta-rs, which reads the same log
+in milliseconds where each ``DESCRIBE`` costs a Spark job. ``lakescore score`` plans against it
+and ``lakescore receipts`` / ``monitor`` list its receipts. :class:`SparkDeltaWriter` reads
+through one and writes the predictions from the executors with the Delta ``DataFrameWriter``:
 
 - ``txnAppId`` / ``txnVersion``: the job's app id and the target version the commit creates.
   Delta skips a write whose ``txnVersion`` it has already recorded for the app id, and fails one
@@ -33,23 +34,27 @@ Known gap: where the app transaction is unknown AND the engine dropped ``userMet
 run plans the next ``txnVersion`` and would append again; only the key check (on append) stands
 in the way. Neither happens with path tables or with a readable ``_delta_log``.
 
-Key checks and null counts are aggregates computed on the executors; only counts and at most
-three example keys reach the driver. The rows are read once per check and once by the write, so
-a caller whose frame is expensive (a ``spark_udf`` output) passes it staged or persisted.
-Fixed costs per attempt are kept to one read of the receipts table (kept for ``keep_receipts``),
-one key-check shuffle, and a read-back after the commit that skips the receipts table and the
-schema when the history row of the commit carries its receipt.
+Key checks and null counts are aggregates computed on the executors; only counts, key bounds
+and at most three example keys reach the driver. A caller whose frame is expensive (a
+``spark_udf`` output) passes it staged or persisted. Passes over the rows per attempt: the key
+check (one aggregate of the new keys; the table's rows only where its file statistics allow a
+new key, none for an empty table) and the write. The facts of the rows (count, period nulls and
+bounds) are the caller's, observed when the run was staged (``frame_facts``); without them,
+period nulls are counted here. A named table costs, besides, one read of the receipts table per
+attempt (kept for ``keep_receipts``) and a read-back after the commit that skips the receipts
+table and the schema when the history row of the commit carries its receipt; a path table's
+reads and receipts-table appends are delta-rs's, milliseconds each.
 
 Receipts live in the receipts table beside the prediction table (``<path>_lakescore_receipts``
-or ``<catalog>.<schema>.<table>_lakescore_receipts``), written and read with Spark Delta; both
-writers read each other's.
+or ``<catalog>.<schema>.<table>_lakescore_receipts``), written and read with Spark Delta for a
+named table and with delta-rs for a path table; both writers read each other's.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 from lakescore.config import TABLE_NAME
 from lakescore.publish.commit import CommitLost, Period, RepeatedKeys, publish_once
@@ -298,7 +303,8 @@ def repeated_keys(frame: Any, existing: Any, *, keys: list[str], table: str,
         return None
     ranges = _ranges(frame, existing, keys, totals)
     if may_hold is not None and ranges and all(low is not None and not nulls for _, low, _, nulls in ranges):
-        if not may_hold([(key, op, value) for key, low, high, _ in ranges for op, value in ((">=", low), ("<=", high))]):
+        filters = [(key, op, value) for key, low, high, _ in ranges for op, value in ((">=", low), ("<=", high))]
+        if not may_hold(filters):
             return None
     held = _within(existing, ranges)
     if held.isEmpty():
@@ -349,19 +355,24 @@ class SparkDeltaTarget:
     app_id : str or None
         The job's app transaction id, read into ``TargetState.app_txn`` (None: not read).
     app_txn : callable, optional
-        ``(location, app_id, version) -> int or None``: the seam that reads the app transaction.
-        Default: :func:`delta_rs_app_txn` for a path, :func:`spark_log_app_txn` for a name.
+        ``(location, app_id, version) -> int or None``: the seam that reads the app transaction
+        with Spark SQL. Default: :func:`delta_rs_app_txn` for a path, :func:`spark_log_app_txn`
+        for a name.
+    state_engine : {"auto", "spark"}, default "auto"
+        What reads the state: ``auto``, delta-rs for a path (its app transaction included) and
+        Spark SQL for a name; ``spark``, Spark SQL for both (storage delta-rs cannot reach, and
+        the tests that hold the two readers to the same answers).
     """
 
     def __init__(self, ref: str | TableRef, spark: Any, *, table: str, app_id: str | None = None,
-                 app_txn: AppTxnReader | None = None) -> None:
+                 app_txn: AppTxnReader | None = None, state_engine: Literal["auto", "spark"] = "auto") -> None:
         self.ref = ref if isinstance(ref, TableRef) else TableRef(str(ref))
         self.spark, self.table, self.app_id = spark, table, app_id
         self._app_txn = app_txn or (spark_log_app_txn(spark) if self.ref.is_name else delta_rs_app_txn)
         self.version: int | None = None  # the snapshot the last read() was pinned to (None: no table)
         self.has_rows = False  # whether that snapshot has data files
         self._held: list[dict[str, Any]] | None = None  # the receipts table's rows at the last read()
-        self._by_path = None if self.ref.is_name or app_txn is not None else DeltaRsTarget(
+        self._by_path = None if self.ref.is_name or state_engine == "spark" else DeltaRsTarget(
             self.ref.text, table=table, app_id=app_id)  # a path table: read with delta-rs
 
     def at(self, version: int) -> Any:
@@ -491,12 +502,16 @@ class SparkDeltaWriter:
         The app transaction reader (see :class:`SparkDeltaTarget`).
     facts : FrameFacts, optional
         The facts of ``frame`` already computed (observed when the run was staged,
-        :func:`lakescore.publish.run.observe_spark_facts`): its period nulls are not counted again.
+        :func:`lakescore.publish.run.observe_facts`): its period nulls are not counted again.
+    state_engine : {"auto", "spark"}, default "auto"
+        What reads the table's state (see :class:`SparkDeltaTarget`).
     """
 
     def __init__(self, path: str | TableRef, frame: Any, *, table: str, app_id: str,
-                 app_txn: AppTxnReader | None = None, facts: FrameFacts | None = None) -> None:
-        self.target = SparkDeltaTarget(path, frame.sparkSession, table=table, app_id=app_id, app_txn=app_txn)
+                 app_txn: AppTxnReader | None = None, facts: FrameFacts | None = None,
+                 state_engine: Literal["auto", "spark"] = "auto") -> None:
+        self.target = SparkDeltaTarget(path, frame.sparkSession, table=table, app_id=app_id, app_txn=app_txn,
+                                       state_engine=state_engine)
         self.ref, self.frame, self.table, self.app_id = self.target.ref, frame, table, app_id
         self.facts = facts
         self.path, self.spark = self.ref.text, frame.sparkSession
