@@ -12,6 +12,7 @@ import pytest
 from lakescore.publish.commit import Period
 from lakescore.publish.plan import Decision, PublishRequest, app_id_for, build_receipt, decide
 from lakescore.publish.spark_delta import target_state, write_options
+from deltalake import DeltaTable
 
 TARGET_NAME = "main.flights.late_arrival_predictions"  # config/inference.yml
 SCHEMA = (("flight_id", "long"), ("prediction", "long"), ("time_hour", "timestamp"))
@@ -242,3 +243,84 @@ def test_delta_rs_reads_what_spark_wrote_and_spark_reads_what_delta_rs_wrote(rou
     both = lake.runtime.spark().read.format("delta").load(lake.path)
     assert both.count() == 150 and both.select("flight_id").distinct().count() == 150
 
+
+
+@pytest.mark.spark
+def test_a_repeated_key_is_refused_within_the_rows_and_against_a_path_table_whose_stats_prune_the_rest(spark,
+                                                                                                      tmp_path):
+    from deltalake import DeltaTable
+
+    from lakescore.errors import PublishError
+    from lakescore.publish.spark_delta import SparkDeltaWriter, publish
+
+    path, schema = str(tmp_path / "preds"), (("flight_id", "long"), ("prediction", "long"))
+    request = replace(REQUEST, schema=schema, source_version_from=None, source_version_to=1, rows=4)
+
+    def rows(*keys):
+        return spark.createDataFrame([(k, k % 2) for k in keys], "flight_id long, prediction long")
+
+    def window(run, last, count):
+        return replace(request, run_id=run, source_version_from=last, source_version_to=last, rows=count)
+
+    with pytest.raises(PublishError, match=r"1 record key\(s\) within this run \(e.g. \[\{'flight_id': 4\}\]\)"):
+        publish(path, rows(2, 4, 4, 6), request, keys=["flight_id"])
+    assert publish(path, rows(2, 4, 6, 8), request, keys=["flight_id"])[0].action == "append"  # v1 (v0: created)
+    with pytest.raises(PublishError, match=(r"2 record key\(s\) already in main.f.preds "
+                                            r"\(e.g. \[\{'flight_id': 4\}, \{'flight_id': 8\}\]\)")):
+        publish(path, rows(3, 4, 8, 9), window("run-2", 2, 4), keys=["flight_id"])
+    assert DeltaTable(path).version() == 1  # refused: nothing written
+    writer = SparkDeltaWriter(path, rows(5, 7), table="main.f.preds", app_id=request.app_id)
+    writer.read()
+    assert writer.target.may_hold([("flight_id", ">=", 9), ("flight_id", "<=", 12)]) is False  # stats: 2..8
+    assert writer.target.may_hold([("flight_id", ">=", 5), ("flight_id", "<=", 7)]) is True
+    assert writer.repeated_keys(["flight_id"], against_table=True) is None  # within the bounds, none held
+    assert publish(path, rows(5, 7), window("run-3", 2, 2), keys=["flight_id"])[0].action == "append"
+    assert publish(path, rows(9, 10), window("run-4", 3, 2), keys=["flight_id"])[0].action == "append"
+    table = spark.read.format("delta").load(path)
+    assert sorted(r["flight_id"] for r in table.collect()) == [2, 4, 5, 6, 7, 8, 9, 10]
+
+
+@pytest.mark.spark
+def test_repeated_keys_against_a_table_match_null_keys_and_filter_only_exact_bound_types(spark):
+    from lakescore.publish.spark_delta import repeated_keys
+
+    new = spark.createDataFrame([(None, "a"), (5, "b")], "k long, s string")
+    held = repeated_keys(new, spark.createDataFrame([(None,), (1,)], "k long"), keys=["k"], table="t")
+    assert (held.count, held.examples, held.where) == (1, ({"k": None},), "already in t")
+    assert repeated_keys(new, spark.createDataFrame([(4,), (6,)], "k long"), keys=["k"], table="t") is None
+    stamps = spark.createDataFrame([("2013-10-01 05:00:00",), ("2013-10-02 05:00:00",)], "t string") \
+        .selectExpr("CAST(t AS timestamp) AS t")  # a timestamp key is not filtered on; the join decides
+    found = repeated_keys(stamps, stamps.where("t > '2013-10-01 12:00:00'"), keys=["t"], table="x")
+    assert (found.count, found.where) == (1, "already in x")
+    mixed = spark.createDataFrame([(5,)], "k int")  # a table whose key type differs: cast, not filtered
+    assert repeated_keys(mixed, spark.createDataFrame([(5,)], "k long"), keys=["k"], table="t").count == 1
+
+
+@pytest.mark.spark
+def test_a_path_tables_state_read_with_delta_rs_is_the_state_spark_sql_reads(spark_lake):
+    from lakescore.publish.spark_delta import SparkDeltaTarget
+    from lakescore.publish.state import receipts_path, stored_receipts
+
+    lake = spark_lake
+    lake.add_source(lake.flights.iloc[:100])
+    lake.publish(lake.score(), engine="spark")
+    lake.add_source(lake.flights.iloc[100:130])
+    lake.publish(lake.score(), engine="spark")
+    by_rs, by_sql = (SparkDeltaTarget(lake.path, lake.runtime.spark(), table=TARGET_NAME, app_id=app_id_of(lake),
+                                      state_engine=engine) for engine in ("auto", "spark"))
+    fast, slow = by_rs.read(), by_sql.read()
+    def timeless(receipts):  # committed_at: delta-rs reads commitInfo's timestamp, Spark the file's time
+        return [{k: v for k, v in r.items() if k != "committed_at"} for r in receipts]
+
+    assert replace(fast, receipts=()) == replace(slow, receipts=()) and timeless(fast.receipts) == timeless(slow.receipts)
+    assert (fast.version, fast.app_txn, fast.has_rows, [r["table_version"] for r in fast.receipts]) == (2, 2, True, [2, 1])
+    assert (by_rs.version, by_rs.has_rows) == (by_sql.version, by_sql.has_rows) == (2, True)
+    assert timeless(by_rs.receipts()) == timeless(by_sql.receipts()) == timeless(fast.receipts)
+    assert by_sql.may_hold is None and by_rs.may_hold is not None
+    rebuilt = [{**r, "table_version": 7} for r in fast.receipts[:1]]  # a receipt the table lacks
+    assert by_sql.keep_receipts(rebuilt) == 1  # appended by Spark, read back by delta-rs
+    assert sorted(r["table_version"] for r in stored_receipts(lake.path)) == [1, 2, 7]
+    assert by_rs.keep_receipts(rebuilt) == 0
+    writers = {str(h.get("engineInfo")).replace(":", "/").split("/")[0]
+               for h in DeltaTable(receipts_path(lake.path)).history() if h.get("operation") == "WRITE"}
+    assert writers == {"Apache-Spark", "delta-rs"}  # rows by Spark SQL's keep_receipts and by delta-rs

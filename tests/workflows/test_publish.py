@@ -147,3 +147,31 @@ def test_a_vacuumed_spark_window_requires_recovery_and_leaves_the_table(spark_la
     assert err.value.code == "cdf_recovery_required" and err.value.fields["first_version"] == 1
     assert "reading it failed" in str(err.value) and "lakescore publish --recover-predictions" in str(err.value)
     assert runtime.table_version(lake.target) == 1 and len(runtime.read_table(lake.target)) == 30
+
+
+def test_a_snapshot_spark_run_publishes_with_the_facts_observed_when_it_was_staged(spark_lake):
+    from lakescore.errors import NullPeriodError
+
+    lake, runtime = spark_lake, spark_lake.runtime
+    lake.configure(mode="snapshot", period_column="time_hour")
+    lake.add(lake.flights.iloc[:40])
+    run = score(lake.project, runtime)
+    meta_path = runtime.runs_dir() / run.run_id / "run.json"
+    saved = json.loads(meta_path.read_text())["facts"]
+    hours = pd.to_datetime(lake.flights.iloc[:40]["time_hour"], utc=True)  # the source's rows, in pandas
+    assert (saved["rows"], saved["period_column"], saved["period_nulls"]) == (40, "time_hour", 0)
+    assert (saved["period_low"], saved["period_high"]) == (hours.min().value // 1000, hours.max().value // 1000)
+    meta = json.loads(meta_path.read_text())
+    meta["facts"]["period_nulls"] = 2  # publish reads the staged facts, not a new aggregate of the rows
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(NullPeriodError, match=rf"scored run {run.run_id} of {INCOMING} v0 has 2 row\(s\)"):
+        publish(lake.project, runtime, load_scored(runtime, run.run_id))
+    assert not runtime.table_exists(lake.target)
+    meta["facts"]["period_nulls"] = 0
+    meta_path.write_text(json.dumps(meta))
+    done = publish(lake.project, runtime, load_scored(runtime, run.run_id))
+    days = (hours.min().floor("D"), hours.max().floor("D") + pd.Timedelta(days=1))
+    assert (done.action, done.receipt["rows_in"]) == ("replace_period", 40)
+    assert (done.receipt["period_start"], done.receipt["period_end"]) == tuple(d.strftime("%Y-%m-%dT%H:%M:%SZ")
+                                                                             for d in days)
+    assert sorted(runtime.read_table(lake.target)["flight_id"]) == sorted(lake.flights.iloc[:40]["flight_id"])

@@ -42,6 +42,7 @@ class ScoredRun:
     batch_rows: int
     predictions: Any
     scope: dict[str, Any] = field(default_factory=dict)  # lakescore.publish.plan.Scope as JSON
+    facts: dict[str, Any] = field(default_factory=dict)  # lakescore.publish.run.observe_facts, as staged
 
     @property
     def on_spark(self) -> bool:

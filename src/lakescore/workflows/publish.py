@@ -17,7 +17,7 @@ from lakescore.config import ProjectConfig
 from lakescore.errors import StalePlanError
 from lakescore.publish import delta_rs
 from lakescore.publish.plan import PublishRequest, Scope, app_id_for, check_period_nulls, config_digest, period_bounds
-from lakescore.publish.run import FrameFacts, PublishResult, arrow_facts, spark_facts
+from lakescore.publish.run import FrameFacts, PublishResult, arrow_facts, saved_facts, spark_facts
 from lakescore.runtime import Runtime
 from lakescore.runtime.base import BatchCompute, DeltaEngine, publication_engine
 from lakescore.scoring.run import ScoredRun
@@ -33,8 +33,8 @@ def publish(project: ProjectConfig, runtime: Runtime, run: ScoredRun, *, migrate
     a replacement of the whole table (full rebuild, ``rebuild_on_change``, recovery). The commit
     carries the receipt; publishing the same request again writes nothing (``replay: no-op``).
     The engine is the placement's for the run's route (:func:`~lakescore.runtime.base.publication_engine`):
-    Spark Delta (``engine: spark-delta``, its ``run_id`` column added in Spark, its facts from Spark
-    aggregates) for a Spark run, and for any run on Databricks; delta-rs for a single-node run on
+    Spark Delta (``engine: spark-delta``, its ``run_id`` column added in Spark, its facts those
+    observed when the run was staged, else a Spark aggregate) for a Spark run, and for any run on Databricks; delta-rs for a single-node run on
     the local placement.
 
     Parameters
@@ -58,7 +58,7 @@ def publish(project: ProjectConfig, runtime: Runtime, run: ScoredRun, *, migrate
                              runtime.table_version(table) if runtime.table_exists(table) else None, None, engine)
     if on_spark:
         data = spark_rows(runtime, run)
-        facts = spark_facts(data, column)
+        facts = saved_facts(data, run.facts, column) or spark_facts(data, column)  # observed when staged
     else:
         data = delta_rs.to_arrow(run.predictions, run_id=run.run_id)
         facts = arrow_facts(data, column)
@@ -72,7 +72,8 @@ def publish(project: ProjectConfig, runtime: Runtime, run: ScoredRun, *, migrate
     if on_spark:
         from lakescore.publish import spark_delta  # pyspark: only on the Spark route
 
-        decision, version, receipt = spark_delta.publish(runtime.table_ref(table), data, request, **options)
+        decision, version, receipt = spark_delta.publish(runtime.table_ref(table), data, request, frame_facts=facts,
+                                                         **options)
     else:
         decision, version, receipt = delta_rs.publish(runtime.table_location(table), data, request, **options)
     return PublishResult(table, decision.action, decision.message, version, receipt, engine)

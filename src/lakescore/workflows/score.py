@@ -70,7 +70,8 @@ def score(project: ProjectConfig, runtime: Runtime, *, recover: bool = False) ->
     try:
         with progress.step(f"score ({inf.batch_compute}) {plan.source_table}@v{plan.source_version}") as shown:
             scored = _score_route(project, runtime, plan, prepared, model_dir)
-            run = stage_run(runtime, finish_run(project, runtime, plan, prepared, scored))
+            run = stage_run(runtime, finish_run(project, runtime, plan, prepared, scored),
+                            period_column=inf.publication.period_column)
             shown.total_rows(run.counts["rows_in"])
     finally:
         shutil.rmtree(model_dir, ignore_errors=True)  # the staged files are what publish reads; the UDF has run
@@ -210,26 +211,38 @@ def prepare_scope(project: ProjectConfig, runtime: Runtime, plan: ScorePlan, *,
     return (PreparedScope(settled, rows, inserted) if settled.read == "cdf" else PreparedScope(settled))
 
 
-def stage_run(runtime: Runtime, run: ScoredRun) -> ScoredRun:
+def stage_run(runtime: Runtime, run: ScoredRun, *, period_column: str | None = None) -> ScoredRun:
     """Stage ``run`` in the run store, ``<runs_dir>/<run_id>/``: ``run.json`` beside
     ``predictions.parquet`` (a pandas frame) or beside ``predictions/``, the Parquet folder the
     executors write for a Spark run (the ``spark_udf`` runs here, once).
+
+    A Spark run's facts (rows, and ``period_column``'s nulls and bounds) are observed during that
+    write (:func:`lakescore.publish.run.observe_facts`) and saved in ``run.json``: publishing
+    reads them instead of aggregating the staged files again.
+
+    Parameters
+    ----------
+    period_column : str or None
+        ``publication.period_column`` (default None: no period facts).
 
     Returns
     -------
     ScoredRun
         ``run`` itself for a pandas frame; for a Spark run, ``run`` over the staged files (what
-        :func:`load_scored` reads back), so that publishing never scores again.
+        :func:`load_scored` reads back), with its facts, so that publishing never scores again.
     """
     folder = runtime.runs_dir() / run.run_id
     folder.mkdir(parents=True)
     if run.on_spark:
-        run.predictions.write.mode("error").parquet(str(folder / SPARK_STAGED))
-        run = replace(run, predictions=runtime.spark().read.parquet(str(folder / SPARK_STAGED)))
+        from lakescore.publish.run import observe_facts  # pyspark: only on the Spark route
+
+        observed, facts = observe_facts(run.predictions, period_column)
+        observed.write.mode("error").parquet(str(folder / SPARK_STAGED))
+        run = replace(run, predictions=runtime.spark().read.parquet(str(folder / SPARK_STAGED)), facts=facts())
     else:
         run.predictions.to_parquet(folder / "predictions.parquet", index=False)
     meta = {"run_id": run.run_id, "plan": asdict(run.plan), "batch_compute": run.batch_compute,
-            "env_manager": run.env_manager, "batch_rows": run.batch_rows, "scope": run.scope}
+            "env_manager": run.env_manager, "batch_rows": run.batch_rows, "scope": run.scope, "facts": run.facts}
     (folder / "run.json").write_text(json.dumps(meta, indent=1))
     return run
 
@@ -257,4 +270,4 @@ def load_scored(runtime: Runtime, run_id: str | None = None) -> ScoredRun:
     frame = (runtime.spark().read.parquet(str(staged)) if staged.is_dir() else
              pd.read_parquet(runs[-1].parent / "predictions.parquet", dtype_backend="numpy_nullable"))
     return ScoredRun(meta["run_id"], plan, meta["batch_compute"], meta["env_manager"], meta["batch_rows"], frame,
-                     meta.get("scope", {}))
+                     meta.get("scope", {}), meta.get("facts") or {})
