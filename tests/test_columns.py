@@ -33,6 +33,23 @@ def test_texts_and_floats_are_what_the_step_helpers_give(column):
     np.testing.assert_array_equal(batch.floats(column, step="s"), float_values(FRAME, column, step="s"))
 
 
+def test_a_numpy_column_is_read_only_in_the_batch_and_the_callers_frame_stays_writable():
+    frame = pd.DataFrame({"x": [1.0, 2.0]})
+    batch = Columns.from_frame(frame, ["x"])
+    with pytest.raises(ValueError, match="read-only"):
+        batch.floats("x", step="s")[0] = 99.0
+    frame.loc[0, "x"] = 5.0  # the frame's own array is untouched by the view
+    assert frame["x"].tolist() == [5.0, 2.0]
+
+
+def test_an_object_column_of_timestamps_stays_object_in_the_frames_a_rule_or_step_gets():
+    stamps = np.array([pd.Timestamp("2013-01-01 05:00"), pd.NaT], dtype=object)
+    batch = Columns.from_frame(pd.DataFrame({"t": pd.Series(stamps, dtype=object)}), ["t"])
+    assert batch.frame(["t"])["t"].dtype == object and batch.frame(["t"], copy=True)["t"].dtype == object
+    with pytest.raises(StepError, match="column 't'"):  # as float_values refuses the object column
+        batch.floats("t", step="s")
+
+
 def test_keep_replace_and_frame_keep_dtypes_and_the_index():
     batch = Columns.from_frame(FRAME, ["Int64", "text", "float"])
     batch.keep(np.array([True, False, True]))

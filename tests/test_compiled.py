@@ -92,7 +92,7 @@ def test_a_frame_larger_than_one_pass_is_scored_pass_by_pass_with_the_same_answe
                                                                                    monkeypatch):
     import lakescore.chain
 
-    monkeypatch.setattr(lakescore.chain, "CHUNK_ROWS", 7)
+    monkeypatch.setattr(lakescore.chain, "PASS_ROWS", 7)
     cancelled = flights_sample[flights_sample["dep_time"].isna()].head(10)
     sample = pd.concat([flights_sample.iloc[:30], cancelled, flights_sample.iloc[30:50]])
     scored = small_chain.predict(sample)

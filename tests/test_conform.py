@@ -65,7 +65,7 @@ def test_undeclared_and_absent_columns_are_left_alone():
 
 def test_the_vectorised_paths_give_what_the_row_by_row_rules_give():
     floats = pd.Series([1.0, np.nan, 1.5, 2.0**53, np.inf, 1e20, -3.0])
-    text = pd.Series(["a", None, np.nan, pd.NA, "b"], dtype=object)
+    text = pd.Series(["a", None, np.nan, pd.NA, "b", np.float32("nan")], dtype=object)
     typed = pd.Series(["a", None, "c"], dtype="string")
     out, reasons = conform_inputs(pd.DataFrame({"i": floats}), {"i": "long"})
     assert out["i"].dtype == "Int64"
@@ -75,6 +75,6 @@ def test_the_vectorised_paths_give_what_the_row_by_row_rules_give():
         out, reasons = conform_inputs(pd.DataFrame({"t": column}), {"t": "string"})
         assert out["t"].dtype == object and reasons.tolist() == [None] * len(column)
         assert out["t"].tolist() == [v if isinstance(v, str) else None for v in column.tolist()]
-    mixed = pd.Series(["a", 5, None], dtype=object)  # a number in a text column: its row only
+    mixed = pd.Series(["a", 5, None, np.float32("nan")], dtype=object)  # a number in a text column: its row only
     out, reasons = conform_inputs(pd.DataFrame({"t": mixed}), {"t": "string"})
-    assert out["t"].tolist() == ["a", None, None] and reasons.tolist() == [None, "invalid:t", None]
+    assert out["t"].tolist() == ["a", None, None, None] and reasons.tolist() == [None, "invalid:t", None, None]

@@ -39,7 +39,7 @@ from lakescore.rules import EligibilityRule, OutputRule, add_outputs
 from lakescore.steps import FittedStep
 
 CHAIN_FORMAT = 1
-CHUNK_ROWS = 16_384
+PASS_ROWS = 16_384
 """Rows per pass of the compiled plan and the model inside one ``predict``. A pass's arrays (one per
 column, and the model matrix) stay in the CPU cache, and a large frame needs no more working memory
 than one pass beyond its input and output. Measured on the demo chain over all 336,776 flights
@@ -155,8 +155,8 @@ class FittedChain:
         require_columns(frame, self.input_columns, what="the model")
         reasons = np.full(len(frame), None, dtype=object)
         kept, labels, proba = [], [], []
-        for start in range(0, max(len(frame), 1), CHUNK_ROWS):
-            chunk = frame if len(frame) <= CHUNK_ROWS else frame.iloc[start:start + CHUNK_ROWS]
+        for start in range(0, max(len(frame), 1), PASS_ROWS):
+            chunk = frame if len(frame) <= PASS_ROWS else frame.iloc[start:start + PASS_ROWS]
             rows, matrix, chunk_reasons = self.plan.run(chunk)
             rows, matrix = self._exclude_unusable(rows, matrix, chunk_reasons)
             reasons[start:start + len(chunk)] = chunk_reasons

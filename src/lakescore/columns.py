@@ -35,8 +35,10 @@ class Columns:
 
     @classmethod
     def from_frame(cls, frame: pd.DataFrame, names: Iterable[str]) -> Columns:
-        """The columns ``names`` of ``frame`` (no copy: the arrays are the frame's own)."""
-        return cls({name: _array_of(frame[name]) for name in names}, frame.index)
+        """The columns ``names`` of ``frame``, not copied: a numpy column comes as a read-only view
+        of the frame's own array, so a kernel that writes into what it reads fails loudly instead
+        of changing the caller's frame."""
+        return cls({name: _read_only(_array_of(frame[name])) for name in names}, frame.index)
 
     def __len__(self) -> int:
         return len(self.index)
@@ -59,6 +61,8 @@ class Columns:
         values = self.arrays[name]
         if isinstance(values, np.ndarray) and values.dtype.kind in "fiub":
             return values if values.dtype == np.float64 else values.astype("float64")
+        if isinstance(values, (pd.arrays.IntegerArray, pd.arrays.FloatingArray, pd.arrays.BooleanArray)):  # NA: NaN
+            return values.to_numpy(dtype="float64", na_value=np.nan)
         return float_values(self.frame([name]), name, step=step)
 
     def float_matrix(self, names: list[str], *, step: str) -> np.ndarray:
@@ -73,8 +77,7 @@ class Columns:
         values = self.arrays[name]
         if isinstance(values, np.ndarray) and values.dtype.kind in "iub":  # "1", "True": str() of each value
             return values.astype(str).astype(object)
-        if isinstance(values, np.ndarray) and values.dtype == object \
-                and pd.api.types.infer_dtype(values, skipna=True) in ("string", "empty"):
+        if text_or_missing(values) is not None:
             missing = pd.isna(values)
             if missing.any():
                 values = values.copy()
@@ -87,6 +90,7 @@ class Columns:
         self.arrays[name] = values
 
     def drop(self, names: Iterable[str]) -> None:
+        """Remove the columns ``names`` (a name the batch lacks is skipped)."""
         for name in names:
             self.arrays.pop(name, None)
 
@@ -97,8 +101,10 @@ class Columns:
 
     def frame(self, names: Iterable[str], *, copy: bool = False) -> pd.DataFrame:
         """A pandas frame of the columns ``names`` with this batch's index and each column's own
-        dtype; its arrays are the batch's own unless ``copy``."""
-        return pd.DataFrame({name: self.arrays[name] for name in names}, index=self.index, copy=copy)
+        dtype (an object array stays object, even of Timestamps); its arrays are the batch's own
+        unless ``copy``."""
+        return pd.DataFrame({name: pd.Series(self.arrays[name], index=self.index, dtype=self.arrays[name].dtype,
+                                             copy=copy) for name in names}, index=self.index, copy=False)
 
     def replace(self, read: Iterable[str], result: pd.DataFrame) -> None:
         """Take a reference step's output frame: columns it returns are set, columns it read and no
@@ -152,6 +158,23 @@ def text_values(frame: pd.DataFrame, column: str) -> np.ndarray:
     one (``1.0``), so a category's text depends only on the column's dtype, never on the batch.
     """
     return frame[column].astype("string").to_numpy(dtype=object, na_value=None)
+
+
+def _read_only(values: Any) -> Any:
+    """A read-only view of a numpy array (the array itself stays writable); other arrays as they are."""
+    if isinstance(values, np.ndarray):
+        values = values.view()
+        values.flags.writeable = False
+    return values
+
+
+def text_or_missing(values: Any) -> np.ndarray | None:
+    """An object array that holds only text and missing values, as it is; None for anything else
+    (another dtype, or an object array holding numbers, dates...)."""
+    if isinstance(values, np.ndarray) and values.dtype == object \
+            and pd.api.types.infer_dtype(values, skipna=True) in ("string", "empty"):
+        return values
+    return None
 
 
 def _array_of(series: pd.Series) -> Any:

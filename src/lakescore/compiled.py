@@ -114,9 +114,7 @@ class CompiledPlan:
         for rule in self.rules:
             eligible = rule.eligible_on(batch.frame(rule.columns, copy=True))
             rows = _exclude(batch, rows, reasons, ~eligible, rule.reason)
-        for stage in self.stages:
-            if not len(rows):
-                break
+        for stage in self.stages:  # with no rows left too: a missing column is an error in any batch
             missing = [c for c in stage.step.inputs if c not in batch]
             if missing:
                 raise InputError(f"step '{stage.step.name}' needs column(s) {missing} that the frame "

@@ -32,6 +32,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from lakescore.columns import text_or_missing
+
 INT64_MAX = 2**63 - 1
 
 
@@ -97,8 +99,8 @@ def _to_floats(column: pd.Series) -> tuple[pd.Series, np.ndarray]:
 
 def _to_strings(column: pd.Series) -> tuple[pd.Series, np.ndarray]:
     if column.dtype == object or isinstance(column.dtype, pd.StringDtype):
-        texts = column.to_numpy(dtype=object)
-        if pd.api.types.infer_dtype(texts, skipna=True) in ("string", "empty"):  # text and missing only
+        texts = text_or_missing(column.to_numpy(dtype=object))
+        if texts is not None:
             missing = pd.isna(texts)
             if missing.any():
                 texts = texts.copy()
@@ -132,7 +134,8 @@ def _to_datetimes(column: pd.Series) -> tuple[pd.Series, np.ndarray]:
 
 
 def _is_missing(value: Any) -> bool:
-    return value is None or value is pd.NA or value is pd.NaT or (isinstance(value, float) and np.isnan(value))
+    return value is None or value is pd.NA or value is pd.NaT or (isinstance(value, (float, np.floating))
+                                                                 and np.isnan(value))
 
 
 def _is_number(value: Any) -> bool:

@@ -173,3 +173,29 @@ class BrokenKernel(_Base):
                 batch.set(c, values - np.nanmean(values) if np.isfinite(values).any() else values)
 
         return Kernel(apply)
+
+
+@register
+class BrokenInPlaceKernel(_Base):
+    """A reference apply that doubles a column and a kernel that doubles it in the caller's own
+    array (the batch hands numpy columns over read-only, so the kernel fails instead)."""
+
+    kind = "BrokenInPlaceKernel"
+
+    @staticmethod
+    def apply(frame, state):
+        for c in state["columns"]:
+            frame[c] = frame[c].astype("float64") * 2.0
+        return frame
+
+    @staticmethod
+    def kernel(state):
+        from lakescore.columns import Kernel
+
+        def apply(batch):
+            for c in state["columns"]:
+                values = batch.floats(c, step="BrokenInPlaceKernel")
+                values *= 2.0
+                batch.set(c, values)
+
+        return Kernel(apply)

@@ -42,7 +42,7 @@ def test_a_kernel_that_reads_other_rows_is_caught_by_admission(broken, small_cha
     evidence, problems = examine(chain, flights_sample.iloc[1000:1256])
     failed = {c["check"] for c in evidence["compiled"]["checks"] if c["status"] == "failed"}
     assert {"agree:whole", "agree:rows"} <= failed
-    assert any(p.startswith("Compiled plan partition probe failed agree:whole: output_mismatch. A compiled kernel")
+    assert any(p.startswith("Compiled plan partition probe failed agree:whole: output_mismatch. The compiled plan gives")
                for p in problems)
     assert "Chain partition probe failed chunks:1 only because Compiled plan failed agree:whole first" in " ".join(problems)
     assert part_flags(evidence)["compiled_probed"] is False
@@ -62,8 +62,22 @@ def test_null_patterns_blank_each_nullable_column_with_its_own_missing_value():
     sample = pd.DataFrame({"x": [1.0, 2.0], "n": pd.array([1, 2], dtype="Int64"), "t": ["a", "b"],
                            "i": np.array([1, 2])})
     patterns = dict(null_patterns(sample))
-    assert list(patterns) == ["x missing", "n missing", "t missing", "row 0 missing"]
+    assert list(patterns) == ["x missing", "n missing", "t missing", "row 0 missing", "nullable dtypes",
+                              "nullable dtypes, row 0 missing"]
+    assert str(patterns["nullable dtypes"]["i"].dtype) == "Int64"
+    assert patterns["nullable dtypes, row 0 missing"]["i"].isna().tolist() == [True, False]
     assert patterns["x missing"]["x"].isna().all() and patterns["x missing"]["x"].dtype == "float64"
     assert patterns["n missing"]["n"].dtype == "Int64" and patterns["n missing"]["n"].isna().all()
     assert patterns["t missing"]["t"].tolist() == [None, None]
     assert patterns["row 0 missing"]["i"].tolist() == [1, 2]  # plain int64 has no missing value
+
+
+def test_a_kernel_that_writes_into_the_callers_frame_fails_admission_and_leaves_the_frame(broken, small_chain,
+                                                                                          flights_sample):
+    chain = with_first_step(small_chain, FittedStep("BrokenInPlaceKernel", "doubled", {"columns": ["dep_delay"]}))
+    sample = flights_sample.iloc[1000:1256].copy()
+    before = sample["dep_delay"].copy()
+    evidence, problems = examine(chain, sample)
+    failed = {c["check"]: c["reason"] for c in evidence["compiled"]["checks"] if c["status"] == "failed"}
+    assert "read-only" in failed["agree:rows"]  # a row no rule excluded: its arrays are the caller's
+    pd.testing.assert_series_equal(sample["dep_delay"], before)

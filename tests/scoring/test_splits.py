@@ -36,3 +36,20 @@ def test_a_conf_the_session_refuses_is_skipped_and_other_errors_propagate(spark)
     spark.conf.unset("spark.sql.files.maxPartitionBytes")
     with pytest.raises(PySparkException):
         set_conf(spark, "spark.sql.files.maxPartitionBytes", "not a size")
+
+
+def test_the_split_size_is_put_back_after_the_block_set_or_not(spark):
+    from lakescore.scoring.splits import MAX_PARTITION_BYTES_CONF, reads_restored
+
+    spark.conf.unset(MAX_PARTITION_BYTES_CONF)
+    default = spark.conf.get(MAX_PARTITION_BYTES_CONF)
+    with reads_restored(spark):
+        spark.conf.set(MAX_PARTITION_BYTES_CONF, "1048576")
+    assert spark.conf.get(MAX_PARTITION_BYTES_CONF) == default  # unset again: Spark's own value
+    spark.conf.set(MAX_PARTITION_BYTES_CONF, "64m")
+    try:
+        with reads_restored(spark):
+            spark.conf.set(MAX_PARTITION_BYTES_CONF, "1048576")
+        assert spark.conf.get(MAX_PARTITION_BYTES_CONF) == "64m"
+    finally:
+        spark.conf.unset(MAX_PARTITION_BYTES_CONF)

@@ -5,10 +5,10 @@ walk ``FittedChain.reference_predict`` is the reference. On the probe's holdout 
 scores a frame both ways and compares them with :func:`lakescore.admission.compare.compare`: labels,
 strings, dtypes, index and order exact, floats within the tolerance rule.
 
-Checks: ``agree:whole`` (the sample as one frame), ``agree:rows`` (each row alone, against the
-reference on the whole sample), ``agree:empty`` (no rows) and ``agree:nulls`` (each input column
-missing in every row, then every column missing in one row: each dtype's own missing value). When
-the reference refuses a frame (raises), the compiled plan must refuse it too.
+Checks: ``agree:whole`` (the sample as one frame), ``agree:rows`` (each row alone), ``agree:empty``
+(no rows) and ``agree:nulls`` (:func:`null_patterns`: each input column missing in every row, every
+column missing in one row, and the sample in the nullable dtypes the routes bring). When the
+reference refuses a frame (raises), the compiled plan must refuse it with the same exception type.
 """
 
 from __future__ import annotations
@@ -32,11 +32,12 @@ def _agreement(part: Part, frame: pd.DataFrame) -> str | None:
         return "no_reference"
     try:
         want = part.reference(frame)
-    except Exception as err:  # the reference refuses this frame: the plan must refuse it too
+    except Exception as err:  # the reference refuses this frame: the plan must refuse it the same way
         try:
             part.run(frame)
-        except Exception:
-            return None
+        except Exception as got:
+            return None if type(got) is type(err) else \
+                f"reference raised {type(err).__name__} but the compiled plan raised {type(got).__name__}"
         return f"reference raised {type(err).__name__} but the compiled plan did not"
     return compare(part.run(frame), want)
 
@@ -55,10 +56,8 @@ def _check(name: str, reason: Callable[[Part], str | None]) -> Callable[[Part], 
 
 
 def _rows(part: Part) -> str | None:
-    want = part.reference(part.sample) if part.reference else None
     for i in range(len(part.sample)):
-        row = part.sample.iloc[[i]]
-        why = compare(part.run(row), want.iloc[[i]]) if want is not None else "no_reference"
+        why = _agreement(part, part.sample.iloc[[i]])
         if why:
             return f"row {i}: {why}"
     return None
@@ -66,7 +65,24 @@ def _rows(part: Part) -> str | None:
 
 def null_patterns(sample: pd.DataFrame) -> Iterator[tuple[str, pd.DataFrame]]:
     """``(label, frame)``: ``sample`` with each column that can hold a missing value missing in every
-    row, then with every such column missing in the first row."""
+    row, then with every such column missing in the first row; then ``sample`` in the nullable
+    dtypes a Spark batch or a conformed request brings (int64 as Int64, bool as boolean), whole and
+    with those columns missing in the first row."""
+    yield from _blanks(sample)
+    nullable = nullable_dtypes(sample)
+    if nullable is not sample:
+        yield "nullable dtypes", nullable
+        yield from ((f"nullable dtypes, {label}", frame) for label, frame in _blanks(nullable) if label == "row 0 missing")
+
+
+def nullable_dtypes(sample: pd.DataFrame) -> pd.DataFrame:
+    """``sample`` with its int64 columns as Int64 and bool columns as boolean (itself when it has none)."""
+    kinds = {c: "Int64" if t.kind in "iu" else "boolean" for c, t in sample.dtypes.items()
+             if isinstance(t, np.dtype) and t.kind in "iub"}
+    return sample.astype(kinds) if kinds else sample
+
+
+def _blanks(sample: pd.DataFrame) -> Iterator[tuple[str, pd.DataFrame]]:
     for column in sample.columns:
         values = sample[column]
         if holds_null(values.dtype):

@@ -14,8 +14,9 @@ FIXES = {
     "perturb": "Use a setting that handles unseen values row by row (e.g. handle_unknown: ignore).",
     "blank": "Fill a missing value from a value learned in learn() and kept in state, never from other rows "
              "(ffill, bfill, interpolate, batch statistics).",
-    "agree": "A compiled kernel gives another answer than its step's reference apply: a lakescore defect. "
-             "Report it with this message; the step's kind and state are in partition_probe.json.",
+    "agree": "The compiled plan gives another answer than the step-by-step walk: a step's kernel differs from "
+             "its reference apply (a lakescore defect: report it with this message; kernels are named in "
+             "partition_probe.json), or a rule or user step reads something the plan hands it differently.",
     "fresh_module": "Keep everything apply() reads in the saved state (learn()'s return value), never in module "
                     "variables that training or scoring changes.",
 }

@@ -81,7 +81,7 @@ def session_confs(home: Path, jars: list[Path], *, master: str = DEFAULT_MASTER)
     Int64, two cores, no UI.
 
     ``spark.default.parallelism`` is set to the worker threads of ``master`` (what classic Spark
-    uses anyway) so that a Connect session can read it from its conf.
+    uses anyway; :func:`lakescore.scoring.splits.spread_reads` cuts the source per core by it).
     """
     return {
         **SPARK_DELTA_CONF,

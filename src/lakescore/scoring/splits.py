@@ -17,7 +17,8 @@ row group) leaves cores idle whatever the setting; that is the table's layout to
 from __future__ import annotations
 
 import logging
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 MAX_PARTITION_BYTES_CONF = "spark.sql.files.maxPartitionBytes"
 SPLIT_FLOOR_BYTES = 1 << 20
@@ -90,10 +91,9 @@ def spread_reads(source: Any) -> int | None:
     every core a split (:func:`split_bytes` of :func:`scanned_bytes` over the classic session's
     ``defaultParallelism``).
 
-    The value is read when the plan runs, so it stays set on the session after this call: the
-    next read of another table in this session uses it too (it only ever makes splits smaller
-    than Spark's default). On Spark Connect, or where the session refuses the conf, nothing is
-    set and Spark's own split size holds.
+    The value is read when the plan runs, so it stays set on the session after this call; the
+    score workflow puts it back once the run is staged (:func:`reads_restored`). On Spark Connect,
+    or where the session refuses the conf, nothing is set and Spark's own split size holds.
 
     Parameters
     ----------
@@ -111,3 +111,27 @@ def spread_reads(source: Any) -> int | None:
     spark = source.sparkSession
     value = split_bytes(total, spark.sparkContext.defaultParallelism)
     return value if set_conf(spark, MAX_PARTITION_BYTES_CONF, str(value)) else None
+
+
+@contextmanager
+def reads_restored(spark: Any) -> Iterator[None]:
+    """Put ``spark.sql.files.maxPartitionBytes`` back as it was (unset if it was) when the block
+    ends: :func:`spread_reads` sets it for one scored source, and later reads in the session (the
+    prediction table, another window) must keep Spark's own split size."""
+    from pyspark.errors import PySparkException  # pyspark only where a conf is set
+
+    try:
+        previous = spark.conf.get(MAX_PARTITION_BYTES_CONF, None)
+    except PySparkException:  # a session that will not show it will not take it either
+        yield
+        return
+    try:
+        yield
+    finally:
+        if previous is None:
+            try:
+                spark.conf.unset(MAX_PARTITION_BYTES_CONF)
+            except PySparkException:
+                pass  # refused: the session never took our value either
+        else:
+            set_conf(spark, MAX_PARTITION_BYTES_CONF, previous)

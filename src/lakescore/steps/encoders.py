@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, field_validator
 
-from lakescore.columns import Columns, Kernel
+from lakescore.columns import Columns, Kernel, text_or_missing
 from lakescore.errors import StepError
 from lakescore.steps.arrays import Positions
 from lakescore.steps.base import StepKind, StepParams, register, text_values
@@ -158,11 +158,8 @@ def _lookup_kernel(columns: list[str], categories: list[list[str]], values: list
 def _texts(batch: Columns, column: str) -> np.ndarray:
     """The column's texts up to how missing values are written: an object column of strings as it
     is (its texts, with NaN or pd.NA where they give None), else ``batch.texts``."""
-    values = batch.array(column)
-    if isinstance(values, np.ndarray) and values.dtype == object and \
-            pd.api.types.infer_dtype(values, skipna=True) in ("string", "empty"):
-        return values
-    return batch.texts(column)
+    values = text_or_missing(batch.array(column))
+    return values if values is not None else batch.texts(column)
 
 
 class OrdinalParams(StepParams):

@@ -79,12 +79,13 @@ def learn_fill(frame: pd.DataFrame, column: str, strategy: Strategy, *, step: st
     return _check_fill(step, column, numeric, _scalar(imputer.statistics_[0]))
 
 
-def fill_column(series: pd.Series, value: Any, numeric: bool) -> pd.Series | np.ndarray:
-    """Element-wise fill: numeric -> float64 array, text -> object Series (same index)."""
+def fill_column(frame: pd.DataFrame, column: str, value: Any, numeric: bool, *, step: str) -> pd.Series | np.ndarray:
+    """Element-wise fill of ``frame[column]``: numeric -> float64 array (text that is not a number
+    raises StepError naming ``step``, as the kernel does), text -> object Series (same index)."""
     if numeric:
-        values = series.to_numpy(dtype="float64", na_value=np.nan)
+        values = float_values(frame, column, step=step)
         return np.where(np.isnan(values), float(value), values)
-    as_object = series.astype(object)
+    as_object = frame[column].astype(object)
     return as_object.where(as_object.notna(), value)
 
 
@@ -113,7 +114,7 @@ class SimpleImputer(StepKind):
     @staticmethod
     def apply(frame: pd.DataFrame, state: dict[str, Any]) -> pd.DataFrame:
         for column, value, numeric in zip(state["columns"], state["fill"], state["numeric"]):
-            frame[column] = fill_column(frame[column], value, numeric)
+            frame[column] = fill_column(frame, column, value, numeric, step="SimpleImputer")
         return frame
 
     @staticmethod
@@ -207,7 +208,7 @@ class GroupImputer(StepKind):
             missing = frame[column].isna().to_numpy()
             fills = [lookup.get(key, overall) if gap else None for key, gap in zip(keys, missing)]
             if numeric:
-                values = frame[column].to_numpy(dtype="float64", na_value=np.nan)
+                values = float_values(frame, column, step="GroupImputer")
                 filled = np.array([np.nan if f is None else f for f in fills], dtype="float64")
                 frame[column] = np.where(missing, filled, values)
             else:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import shutil
 import uuid
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -68,7 +69,8 @@ def score(project: ProjectConfig, runtime: Runtime, *, recover: bool = False) ->
         return stage_run(runtime, finish_run(project, runtime, plan, prepared, empty_predictions(plan.record_keys)))
     model_dir = runtime.runs_dir() / "models" / uuid.uuid4().hex  # this run's copy of the model
     try:
-        with progress.step(f"score ({inf.batch_compute}) {plan.source_table}@v{plan.source_version}") as shown:
+        with progress.step(f"score ({inf.batch_compute}) {plan.source_table}@v{plan.source_version}") as shown, \
+                _split_size_kept(runtime, inf.batch_compute):
             scored = _score_route(project, runtime, plan, prepared, model_dir)
             run = stage_run(runtime, finish_run(project, runtime, plan, prepared, scored),
                             period_column=inf.publication.period_column)
@@ -76,6 +78,15 @@ def score(project: ProjectConfig, runtime: Runtime, *, recover: bool = False) ->
     finally:
         shutil.rmtree(model_dir, ignore_errors=True)  # the staged files are what publish reads; the UDF has run
     return run
+
+
+def _split_size_kept(runtime: Runtime, batch_compute: str) -> AbstractContextManager[None]:
+    """On the Spark route, the session's split size as it was once the run is staged."""
+    if batch_compute != "spark":
+        return nullcontext()
+    from lakescore.scoring.splits import reads_restored  # pyspark: only on the Spark route
+
+    return reads_restored(runtime.spark())
 
 
 def _score_route(project: ProjectConfig, runtime: Runtime, plan: ScorePlan, prepared: PreparedScope,
