@@ -318,13 +318,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=ALL_FLIGHTS,
                         help="rows to score: all flights (default), or more: flights replicated with fresh keys")
-    parser.add_argument("--home", default=None, help="a folder for the run (default: a new temp folder)")
-    parser.add_argument("--config-dir", default=str(Path(__file__).resolve().parents[1] / "config"))
-    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    bench_scale.parent_arguments(parser)
     args = parser.parse_args()
-    if args.child:
-        role, payload = args.child
-        print("BENCH " + json.dumps(CHILDREN[role](*json.loads(payload))), flush=True)
+    if bench_scale.serve_child(args, CHILDREN):
         return
 
     from lakescore.config import load_project

@@ -359,17 +359,30 @@ def ratio(a: float, b: float) -> float:
     return round(a / b, 3) if b else float("nan")
 
 
+def parent_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments every benchmark with children takes: ``--home``, ``--config-dir`` and the
+    hidden ``--child ROLE PAYLOAD`` that :func:`run_child` passes."""
+    parser.add_argument("--home", default=None, help="a folder for the run (default: a new temp folder)")
+    parser.add_argument("--config-dir", default=str(Path(__file__).resolve().parents[1] / "config"))
+    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+
+
+def serve_child(args: argparse.Namespace, children: dict[str, Any]) -> bool:
+    """Run the child role ``args.child`` names (printing its ``BENCH`` line); False in the parent."""
+    if not args.child:
+        return False
+    role, payload = args.child
+    print("BENCH " + json.dumps(children[role](*json.loads(payload))), flush=True)
+    return True
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000000,5000000", help="rows per run, comma-separated")
     parser.add_argument("--quick", action="store_true", help="100,000 rows only (smoke run)")
-    parser.add_argument("--home", default=None, help="a folder for the run (default: a new temp folder)")
-    parser.add_argument("--config-dir", default=str(Path(__file__).resolve().parents[1] / "config"))
-    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    parent_arguments(parser)
     args = parser.parse_args()
-    if args.child:
-        role, payload = args.child
-        print("BENCH " + json.dumps(CHILDREN[role](*json.loads(payload))), flush=True)
+    if serve_child(args, CHILDREN):
         return
 
     sizes = [100_000] if args.quick else sorted(int(s) for s in args.sizes.split(","))

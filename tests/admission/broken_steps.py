@@ -176,17 +176,11 @@ class BrokenKernel(_Base):
 
 
 @register
-class BrokenInPlaceKernel(_Base):
-    """A reference apply that doubles a column and a kernel that doubles it in the caller's own
-    array (the batch hands numpy columns over read-only, so the kernel fails instead)."""
+class BrokenInPlaceKernel(BrokenKernel):
+    """BrokenKernel's reference apply (x * 2), with a kernel that doubles the column in the array it
+    read (the batch hands numpy columns over read-only, so the kernel fails instead)."""
 
     kind = "BrokenInPlaceKernel"
-
-    @staticmethod
-    def apply(frame, state):
-        for c in state["columns"]:
-            frame[c] = frame[c].astype("float64") * 2.0
-        return frame
 
     @staticmethod
     def kernel(state):
