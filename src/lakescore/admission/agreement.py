@@ -72,7 +72,8 @@ def null_patterns(sample: pd.DataFrame) -> Iterator[tuple[str, pd.DataFrame]]:
     nullable = nullable_dtypes(sample)
     if nullable is not sample:
         yield "nullable dtypes", nullable
-        yield from ((f"nullable dtypes, {label}", frame) for label, frame in _blanks(nullable) if label == "row 0 missing")
+        yield from ((f"nullable dtypes, {label}", frame) for label, frame in _blanks(nullable)
+                    if label == "row 0 missing")
 
 
 def nullable_dtypes(sample: pd.DataFrame) -> pd.DataFrame:

@@ -2,9 +2,10 @@
 
 Evidence version 2 (exact and tolerant checks); version 1 (exact-only) is not accepted. Its
 sections: ``builtins`` (per built-in step: name, kind, recipe, state SHA-256, checks), ``custom``
-(per user step: source SHA-256, lint result, checks), ``rules``, ``model``, ``chain``, and
+(per user step: source SHA-256, lint result, checks), ``rules``, ``model``, ``chain``,
 ``compiled`` (which steps ran a compiled kernel and which their reference apply inside the plan,
-and the checks of the plan against the reference walk) and ``sample_rows``. :func:`part_flags` reduces it to the certificate's per-part flags.
+and the checks of the plan against the reference walk) and ``sample_rows``. :func:`part_flags`
+reduces it to the certificate's per-part flags.
 """
 
 from __future__ import annotations

@@ -34,8 +34,8 @@ def publish(project: ProjectConfig, runtime: Runtime, run: ScoredRun, *, migrate
     carries the receipt; publishing the same request again writes nothing (``replay: no-op``).
     The engine is the placement's for the run's route (:func:`~lakescore.runtime.base.publication_engine`):
     Spark Delta (``engine: spark-delta``, its ``run_id`` column added in Spark, its facts those
-    observed when the run was staged, else a Spark aggregate) for a Spark run, and for any run on Databricks; delta-rs for a single-node run on
-    the local placement.
+    observed when the run was staged, else a Spark aggregate) for a Spark run, and for any run on
+    Databricks; delta-rs for a single-node run on the local placement.
 
     Parameters
     ----------
