@@ -76,12 +76,12 @@ def test_a_copy_over_memory_limit_mb_is_replaced(tmp_path) -> None:
 def test_copies_that_fail_to_start_are_retried_with_backoff(tmp_path) -> None:
     async def scenario() -> None:
         ep, backend, state = fake_endpoint(tmp_path)
-        await ep.scale_pass()  # below replicas.min 1: start one
+        await ep.autoscaler.scale_pass()  # below replicas.min 1: start one
         backend.states[backend.started[0]] = CopyStatus("failed", "model did not load: CertificateError: x")
         await ep.health_pass()
-        assert ep.live() == [] and ep.start_failures == 1
+        assert ep.autoscaler.live() == [] and ep.autoscaler.start_failures == 1
         assert [e.detail["detail"] for e in state.events("ml.copy.failed")] == ["model did not load: CertificateError: x"]
-        held = await ep.scale_pass()
+        held = await ep.autoscaler.scale_pass()
         assert held.action == "hold" and "1 copies failed to start in a row" in held.reason
         assert "CertificateError: x" in held.reason and len(backend.started) == 1
         assert ep.status()["state"] == "down"
@@ -94,14 +94,14 @@ def test_max_warm_copies_counts_every_endpoint_and_the_candidates(tmp_path) -> N
         ep, backend, state = fake_endpoint(tmp_path, max_warm_copies=2, replicas={"min": 1, "max": 2},
                                            target_rpm_per_replica=1)
         state.add_copy("other-serve-v5-1", endpoint="other", role="candidate", version=5, pid=None, address="x")
-        await ep.scale_pass()  # below replicas.min: one copy (2 resident with the other endpoint's)
+        await ep.autoscaler.scale_pass()  # below replicas.min: one copy (2 resident with the other endpoint's)
         backend.states[backend.started[0]] = CopyStatus("ready")
         await ep.health_pass()
-        ep.arrivals, ep.reading = 100, (ep.reading[0] - 60, 0)  # 100 requests/min against 1 per copy
-        held = await ep.scale_pass()
+        ep.autoscaler.arrivals, ep.autoscaler.reading = 100, (ep.autoscaler.reading[0] - 60, 0)  # 100 requests/min against 1 per copy
+        held = await ep.autoscaler.scale_pass()
         assert held.action == "hold" and len(backend.started) == 1
         assert held.reason.endswith("but max_warm_copies 2 copies are resident across endpoints")
-        assert ep.desired == 2 and ep.status()["state"] == "ready"
+        assert ep.autoscaler.desired == 2 and ep.status()["state"] == "ready"
         assert await ep._start_copy("candidate", 2) is None  # shadow and canary copies count too
         assert len(backend.started) == 1
 

@@ -1,4 +1,5 @@
-"""The quietest-copy rule and the bounded queue of requests waiting for a copy."""
+"""The copy pool: the quietest-copy rule, the bounded queue of requests waiting for a copy, and
+Retry-After from measured copy starts."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import asyncio
 import pytest
 
 from lakescore.errors import EndpointUnavailableError
-from lakescore.serving.router import Copy, CopyPool, quietest, to_stop
+from lakescore.serving.pool import Copy, CopyPool, quietest, to_stop
 
 
 def copy(name: str, *, state: str = "ready", last_done: float = 0.0, busy: bool = False,
