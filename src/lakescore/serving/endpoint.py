@@ -329,7 +329,8 @@ class Endpoint:
 
     async def _wait_for_copy(self, decision: Route, hold_s: float | None) -> Copy | None:
         """A ready copy for a ``warm``, ``queue`` or ``hold`` route (waiting in the bounded queue);
-        None when a held request stops waiting because no copy can start."""
+        None when the request is to be routed again (its idle copy was taken first, or it was held
+        and no copy can start now)."""
         if decision is Route.HOLD:
             self.autoscaler.demand()
             wait_s = self.s.request_timeout_s if hold_s is None else hold_s
@@ -343,7 +344,9 @@ class Endpoint:
                     f"{self.pool.retry_after_s} s, or send a longer X-Scale-Up-Timeout",
                     retry_after_s=self.pool.retry_after_s)
             return copy
-        copy = await self.pool.acquire("serve", wait_s=0 if decision is Route.WARM else self.s.request_timeout_s)
+        if decision is Route.WARM:  # None: another request took the idle copy first; routed again
+            return await self.pool.acquire("serve", wait_s=0)
+        copy = await self.pool.acquire("serve", wait_s=self.s.request_timeout_s)
         if copy is None:
             raise EndpointUnavailableError(
                 f"every copy of endpoint {self.plan.name} stayed busy for request_timeout_s "
