@@ -277,7 +277,7 @@ def report(f: dict[str, Any]) -> None:
         print(f"fork server (imports shared by all copies of the endpoint): RSS {fs['rss_mb']:.0f} MB, "
               f"proportional {fs['pss_mb']:.0f} MB")
     e = f["preloaded_fork"]["endpoint_memory"]
-    print(f"endpoint process (router, scaler, recorder): RSS {e['rss_mb']:.0f} MB")
+    print(f"endpoint process (pool, scaler, recorder): RSS {e['rss_mb']:.0f} MB")
     p = f["peer"]["memory"]
     print(f"mlflow models serve: RSS {p['rss_mb']:.0f} MB over {p['processes']:.0f} processes "
           f"(proportional {p['pss_mb']:.0f} MB)")

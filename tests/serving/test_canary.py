@@ -1,10 +1,14 @@
-"""Canary share and rollback rule, then a real canary whose copy is killed: rolled back and audited."""
+"""Canary share and rollback rule, then a real canary whose copy is killed (rolled back and
+audited), and one whose copy starts under load (not charged for the requests it could not take)."""
 
 from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
+
+import httpx
 
 import pytest
 
@@ -73,3 +77,51 @@ def test_a_failing_canary_is_rolled_back_and_audited(candidate_endpoint, trained
     assert status["canary"] is None and status["candidate_version"] is None
     assert status["last_rollback"]["reason"] == rollback[0]["reason"]
     assert {ep.score(rows).json()["model_version"] for _ in range(4)} == {1}
+
+
+def test_a_canary_is_not_charged_for_requests_that_arrived_while_its_copy_started(candidate_endpoint,
+                                                                                  trained: Trained) -> None:
+    """Issue 12: requests routed to the candidate while its copy was still starting counted as its
+    failures, and a healthy canary was rolled back after 7 s ("failed 100 of 100")."""
+    ep = candidate_endpoint
+    rollbacks_before = len(ep.events("ml.canary.rollback"))
+    rows = records(trained.requests.head(1), trained.input_columns)
+    runtime = LocalRuntime(ep.home)
+    want = {1: expected_rows(chain_of(runtime, 1), trained.requests.head(1)),
+            2: expected_rows(chain_of(runtime, 2), trained.requests.head(1))}
+    ep.client.delete("/canary")  # start from no candidate: its copy starts under the load below
+    ep.wait_for(lambda s: not [c for c in s["copies"] if c["role"] == "candidate"], what="no candidate copy")
+    answers: list[tuple[int, int]] = []
+    stop = threading.Event()
+
+    def client_loop() -> None:
+        with httpx.Client(base_url=ep.address, headers={"Authorization": f"Bearer {ep.token}"}, timeout=120) as c:
+            while not stop.is_set():
+                resp = c.post("/invocations", json={"dataframe_records": rows})
+                body = resp.json()
+                answers.append((resp.status_code, body.get("model_version", 0)))
+                if resp.status_code == 200:
+                    assert_same_answers(body["predictions"], want[body["model_version"]])
+
+    started = ep.client.post("/canary", json={"share_percent": 50, "version": 2})
+    assert started.status_code == 200, started.text
+    threads = [threading.Thread(target=client_loop) for _ in range(4)]
+    for t in threads:
+        t.start()
+    try:
+        ep.wait_for(lambda s: bool(ready_copies(s, "candidate")), what="the candidate copy")
+        deadline = time.monotonic() + 60
+        while sum(v == 2 for _, v in answers) < 20 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(2)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=120)
+    assert {code for code, _ in answers} == {200}
+    assert sum(v == 2 for _, v in answers) >= 20  # the candidate answered for real once it was ready
+    status = ep.status()
+    assert len(ep.events("ml.canary.rollback")) == rollbacks_before  # not rolled back
+    assert status["canary"] is not None and status["canary"]["candidate_failures"] == 0
+    assert status["canary"]["candidate_requests"] == sum(v == 2 for _, v in answers)
+    assert ep.client.delete("/canary").status_code == 200

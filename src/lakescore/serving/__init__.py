@@ -7,13 +7,16 @@ certificate). Modules, one idea each:
 - ``wire``: request parsing and validation, JSON replies with nulls;
 - ``app``: the FastAPI app of one copy (one process, one request at a time);
 - ``backend``: the ``ReplicaBackend`` seam and the local process backend;
-- ``router``: the copies of an endpoint and the quietest-idle-copy rule;
-- ``scaler``: the pure scaling decision and its inputs;
+- ``pool``: the copies of an endpoint, the quietest-idle-copy rule, the bounded queue, start times;
+- ``routing``: the pure rule of where a request goes (warm, candidate, hold, queue, cold, reject);
+- ``scaler`` / ``autoscaler``: the pure scaling decision, and the loop that feeds and acts on it;
+- ``candidates``: the chosen candidate, its shadow, canary and mirroring;
 - ``shadow`` / ``canary``: candidate comparison and the automatic rollback rule;
 - ``cold``: the cold path, a fresh process that scores as a batch job would;
 - ``recorder`` / ``drift``: buffered prediction records for the Delta inference table;
 - ``idempotency``: request digests that bind an ``Idempotency-Key`` to one request, and its claims;
 - ``state``: token, audit events, copies and idempotent replies in SQLite under the runtime home;
-- ``endpoint`` / ``server`` / ``run``: the endpoint process (started by ``lakescore.workflows.serve``);
+- ``endpoint`` / ``endpoint_app`` / ``run``: the endpoint (the facade over the parts above), its
+  HTTP app, and its process (started by ``lakescore.workflows.serve``);
 - ``client``: retries, hold header and idempotency keys for callers.
 """

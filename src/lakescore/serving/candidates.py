@@ -2,8 +2,11 @@
 automatic rollback — the one action the platform takes on its own. Shadowing never promotes;
 adopting a candidate is the ordinary redeploy.
 
-:class:`CandidateControl` is the part of :class:`lakescore.serving.endpoint.Endpoint` that manages
-the candidate; it uses the endpoint's copies, audit state and settings.
+:class:`Candidates` owns the candidate of one endpoint: its copy (started and retired through the
+endpoint's callables), the shadow tally and mirroring, and the canary window and rollback. A
+candidate is charged only for answers it could have given: a request in the canary's share that
+arrives while the candidate's copy starts goes to production and is not counted (see
+:mod:`lakescore.serving.routing`); a request it takes and fails (error, timeout, copy gone) is.
 """
 
 from __future__ import annotations
@@ -11,18 +14,17 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Awaitable, Callable
 
 from lakescore.errors import ServingConflictError
 from lakescore.serving.canary import CanaryWindow
-from lakescore.serving.plan import input_columns, model_task
+from lakescore.serving.plan import EndpointPlan, input_columns, model_task
+from lakescore.serving.pool import Copy, CopyPool, Role
+from lakescore.serving.routing import CandidateCopy
 from lakescore.serving.shadow import ShadowTally, check_comparable
+from lakescore.serving.state import ServingState
 
-if TYPE_CHECKING:  # the endpoint supplies these attributes
-    from lakescore.config import ServingConfig
-    from lakescore.serving.plan import EndpointPlan
-    from lakescore.serving.router import Copy, CopyPool, Role
-    from lakescore.serving.state import ServingState
+Ask = Callable[[Copy, bytes], Awaitable[tuple[str, Any]]]
 
 
 @dataclass(frozen=True)
@@ -34,25 +36,39 @@ class Candidate:
     columns: dict[str, str]
 
 
-class CandidateControl:
-    """Shadow and canary of one endpoint (mixed into ``Endpoint``)."""
+class Candidates:
+    """Shadow and canary of one endpoint.
 
-    plan: EndpointPlan
-    s: ServingConfig
-    state: ServingState
-    pool: CopyPool
-    candidate: Candidate | None
-    shadow: ShadowTally | None
-    canary: CanaryWindow | None
-    candidate_note: str
-    last_rollback: dict[str, Any] | None
-    columns: dict[int, dict[str, str]]
+    Parameters
+    ----------
+    plan : EndpointPlan
+    pool : CopyPool
+        The endpoint's copies (the candidate's copy has role ``candidate``).
+    state : ServingState
+        Audit events.
+    start_copy, retire : callable
+        ``await start_copy(role, version) -> Copy | None`` and ``await retire(copy)``.
+    ask : callable
+        ``await ask(copy, body) -> ("ok", rows) | ("unavailable", detail) | ("error", Reply)``.
+    columns : dict
+        Input columns by version; a chosen candidate's are added.
+    """
 
-    async def _start_copy(self, role: Role, version: int) -> Copy | None:  # provided by Endpoint
-        raise NotImplementedError
+    def __init__(self, plan: EndpointPlan, *, pool: CopyPool, state: ServingState,
+                 start_copy: Callable[[Role, int], Awaitable[Copy | None]],
+                 retire: Callable[[Copy], Awaitable[None]], ask: Ask, columns: dict[int, dict[str, str]]) -> None:
+        self.plan, self.s, self.pool, self.state = plan, plan.settings, pool, state
+        self._start_copy, self._retire, self._ask = start_copy, retire, ask
+        self.columns = columns
+        self.candidate: Candidate | None = None
+        self.shadow: ShadowTally | None = None
+        self.canary: CanaryWindow | None = None
+        self.note = ""
+        self.last_rollback: dict[str, Any] | None = None
+        self.failures = 0
+        self._mirroring = 0
 
-    async def _retire(self, copy: Copy) -> None:  # provided by Endpoint
-        raise NotImplementedError
+    # --- choosing ----------------------------------------------------------------------------
 
     async def choose_candidate(self, version: int) -> dict[str, Any]:
         """Start a shadow of ``version`` (retiring any earlier candidate and its totals).
@@ -77,9 +93,9 @@ class CandidateControl:
         self.candidate = Candidate(version, task, columns)
         self.columns[version] = columns
         self.shadow = ShadowTally(version, self.plan.version, task, self.s.shadow.rtol, self.s.shadow.atol)
-        self.candidate_note = ""
+        self.note = ""
         self.state.audit("ml.shadow.start", self.plan.name, candidate_version=version, served_version=self.plan.version)
-        return self.candidate_summary()
+        return self.summary()
 
     async def retire_candidate(self, *, reason: str) -> None:
         """Stop the candidate's copy and forget it (audited ``ml.shadow.stop``; shadowing never promotes)."""
@@ -113,7 +129,60 @@ class CandidateControl:
         self.canary = CanaryWindow(self.candidate.version, share, self.s.canary.window_s)
         self.state.audit("ml.canary.start", self.plan.name, candidate_version=self.candidate.version,
                          share_percent=share)
-        return self.candidate_summary()
+        return self.summary()
+
+    # --- answering ---------------------------------------------------------------------------
+
+    def copy_state(self) -> CandidateCopy:
+        """The candidate's copy as routing sees it: ready, starting, or none (no candidate, or gone)."""
+        states = {c.state for c in self.pool.of("candidate")}
+        return "ready" if "ready" in states else ("starting" if "starting" in states else "none")
+
+    def pick(self) -> bool:
+        """Whether the next request is in the live canary's share (advances its counter)."""
+        return self.canary is not None and self.canary.take()
+
+    def record_production(self, *, failed: bool) -> None:
+        """Count a production answer in the live canary's window (the side the candidate is held to)."""
+        if self.canary is not None:
+            self.canary.record("production", failed=failed, now=time.monotonic())
+
+    async def answer(self, body: bytes) -> list[dict[str, Any]] | None:
+        """The candidate's rows, or None after charging it a failure (production then answers)."""
+        canary = self.canary
+        if canary is None:
+            return None
+        copy = await self.pool.acquire("candidate", wait_s=self.s.request_timeout_s) \
+            if self.pool.of("candidate", "ready") else None
+        outcome, value = ("unavailable", "no ready candidate copy") if copy is None else await self._ask(copy, body)
+        canary.record("candidate", failed=outcome != "ok", now=time.monotonic())
+        if outcome != "ok":
+            self.failures += 1
+        await self._maybe_roll_back(canary)
+        return value if outcome == "ok" else None
+
+    def wants_mirror(self, *, version: Any, by_candidate: bool) -> ShadowTally | None:
+        """The shadow to mirror an answered request to: a shadow without canary, for a production answer."""
+        if self.shadow is not None and self.canary is None and not by_candidate and version == self.plan.version:
+            return self.shadow
+        return None
+
+    async def mirror(self, tally: ShadowTally, body: bytes, served_rows: list[dict[str, Any]]) -> None:
+        """Ask the candidate the same request and compare (skipped when ``max_queue`` mirrors run)."""
+        if self._mirroring >= self.s.max_queue:
+            tally.skipped += 1
+            return
+        self._mirroring += 1
+        try:
+            copy = await self.pool.acquire("candidate", wait_s=self.s.request_timeout_s) \
+                if self.pool.of("candidate") else None
+            outcome, value = ("unavailable", "") if copy is None else await self._ask(copy, body)
+            if outcome == "ok":
+                tally.add(served_rows, value)
+            else:
+                tally.mirror_failures += 1
+        finally:
+            self._mirroring -= 1
 
     async def _maybe_roll_back(self, canary: CanaryWindow) -> None:
         reason = canary.check(max_gap=self.s.canary.max_failure_rate_gap, min_requests=self.s.canary.min_requests)
@@ -124,8 +193,9 @@ class CandidateControl:
         self.canary = None
         await self.retire_candidate(reason=f"canary rolled back: {reason}")
 
-    def candidate_summary(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, Any]:
+        """The candidate's part of the endpoint's status."""
         return {"candidate_version": self.candidate.version if self.candidate else None,
                 "shadow": self.shadow.summary() if self.shadow else None,
                 "canary": self.canary.summary() if self.canary else None,
-                "last_rollback": self.last_rollback, "note": self.candidate_note}
+                "last_rollback": self.last_rollback, "note": self.note}

@@ -1,19 +1,18 @@
-"""One endpoint: its copies, where each request goes, and the loops that keep the copies right.
+"""One endpoint: the facade that wires its parts together and carries their decisions out.
 
-Where a request goes (``answer``):
+- the copy pool (:mod:`lakescore.serving.pool`): copies, the quietest-copy rule, the bounded queue,
+  measured start times; this module starts and stops copies through the backend, and its health
+  loop marks them ready, drops failed ones and replaces those over ``memory_limit_mb``;
+- where a request goes: the pure :func:`lakescore.serving.routing.route` (the rules are in that
+  module's docstring); :meth:`Endpoint.answer` carries the route out;
+- scaling: :class:`lakescore.serving.autoscaler.Autoscaler`;
+- shadow, canary and mirroring: :class:`lakescore.serving.candidates.Candidates`;
+- after the reply: the rows are recorded (:mod:`lakescore.serving.recorder`) and, with a shadow,
+  mirrored.
 
-1. It asks for a version the endpoint does not hold -> the cold path with that version.
-2. A canary is live and this request is in its share -> the candidate copy; if the candidate fails,
-   the failure is counted and production answers.
-3. A ready copy exists -> the quietest idle copy (waiting in a bounded queue when all are busy).
-4. Copies are starting -> held until one is ready when the request carries ``X-Scale-Up-Timeout``,
-   else the cold path (a loading endpoint is slower, never wrong).
-5. The endpoint is at zero copies on purpose -> 503 with ``Retry-After`` at once (and the scaler is
-   woken), or, with ``X-Scale-Up-Timeout: N``, held until a copy is ready or N seconds pass.
-6. Copies should exist but none is alive (down) -> the cold path, and the scaler replaces them.
-
-A copy that dies mid-request sends that request to the cold path: no request fails because a copy
-did. After the reply is sent, the rows are recorded and, when a shadow is chosen, mirrored.
+A request whose copy does not answer (it died mid-request, or is not ready) is routed again, up to
+``MAX_COPY_ATTEMPTS`` copies: another ready copy, or the queue until the replacement is ready. Only
+then (a request that takes every copy down) does the cold path answer it.
 """
 
 from __future__ import annotations
@@ -22,30 +21,29 @@ import asyncio
 import json
 import time
 import uuid
-from collections import Counter, deque
-from dataclasses import dataclass, field, replace
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import httpx
 
 from lakescore.errors import EndpointUnavailableError
 from lakescore.serving.app import trim_memory
+from lakescore.serving.autoscaler import Autoscaler
 from lakescore.serving.backend import ReplicaBackend
-from lakescore.serving.candidates import Candidate, CandidateControl
-from lakescore.serving.canary import CanaryWindow
+from lakescore.serving.candidates import Candidates
 from lakescore.serving.cold import score_cold
 from lakescore.serving.drift import DriftReference, check_rows
 from lakescore.serving.plan import EndpointPlan
+from lakescore.serving.pool import Copy, CopyPool, Role
 from lakescore.serving.recorder import Answered, PredictionRecorder
-from lakescore.serving.router import Copy, CopyPool, Role, to_stop
-from lakescore.serving.scaler import PENDING_WINDOW_S, ScaleDecision, ScaleInput, decide, rate_per_minute
-from lakescore.serving.shadow import ShadowTally
+from lakescore.serving.routing import Route, Snapshot, route
 from lakescore.serving.state import ServingState
 from lakescore.serving.wire import ScoreRequest
 
 HEALTH_INTERVAL_S = 0.5
-MAX_START_BACKOFF_S = 60.0
 COPY_START_TIMEOUT_S = 300.0
+MAX_COPY_ATTEMPTS = 3
 
 
 @dataclass(frozen=True)
@@ -59,7 +57,7 @@ class Reply:
     by_candidate: bool = False
 
 
-class Endpoint(CandidateControl):
+class Endpoint:
     """An endpoint holding ``plan.version`` in copies started through ``backend``.
 
     Parameters
@@ -86,53 +84,39 @@ class Endpoint(CandidateControl):
         self.recorder = PredictionRecorder(write=write, state=state, endpoint=plan.name, model_name=plan.model_name,
                                            flush_rows=self.s.record_flush_rows,
                                            drift=lambda frame: check_rows(self.drift, frame))
+        self.columns: dict[int, dict[str, str]] = {plan.version: plan.input_columns}
+        self.autoscaler = Autoscaler(plan.name, plan.version, self.s, pool=self.pool, state=state,
+                                     start_copy=self._start_copy, retire=self._retire,
+                                     held_elsewhere=lambda: self._cold_waiting)
+        self.candidates = Candidates(plan, pool=self.pool, state=state, start_copy=self._start_copy,
+                                     retire=self._retire, ask=self._ask, columns=self.columns)
         self.http: httpx.AsyncClient | None = None
         self.counts: Counter[str] = Counter()
-        self.desired = 0
-        self.arrivals = 0
-        self.last_request_at = time.monotonic()
-        self.waiting_at_zero = 0
-        self.idle_stopped = False
-        self.low_since: float | None = None
-        self.last_up_at: float | None = None
-        self.reading = (time.monotonic(), 0)
-        self.rate = 0.0
-        self.start_failures = 0
-        self.next_start_at = 0.0
-        self.last_failure = ""
-        self.pending: deque[tuple[float, float]] = deque()
-        self.last_decision: tuple[float, ScaleDecision] | None = None
         self.stale_reason = ""
-        self.candidate: Candidate | None = None
-        self.shadow: ShadowTally | None = None
-        self.canary: CanaryWindow | None = None
-        self.candidate_note = ""
-        self.last_rollback: dict[str, Any] | None = None
+        self.loop_error = ""
         self.drift: DriftReference | None = None
-        self.columns: dict[int, dict[str, str]] = {plan.version: plan.input_columns}
-        self._kick = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
         self._cold = asyncio.Semaphore(self.s.cold_max_concurrent)
         self._cold_waiting = 0
-        self._mirroring = 0
         self._seq = 0
         self._background: set[asyncio.Task[Any]] = set()
 
     # --- lifecycle ---------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Start ``replicas.min`` copies and the health, scale, sampling and flush loops."""
+        """Start ``replicas.min`` copies and the health, scale, sampling, stale and flush loops."""
         self.http = httpx.AsyncClient(limits=httpx.Limits(max_connections=256, max_keepalive_connections=64),
                                       timeout=self.s.request_timeout_s)
         n = self.s.replicas.min
         for _ in range(n):
             await self._start_copy("serve", self.plan.version)
-        self.desired = n
+        self.autoscaler.desired = n
         if n:
             self.state.audit("ml.scale", self.plan.name, action="up", copies_before=0, copies_after=n,
                              reason=f"started with {n} cop{'y' if n == 1 else 'ies'} (replicas.min)",
                              requests_per_min=0.0)
-        for loop in (self._health_loop, self._scale_loop, self._sample_loop, self._flush_loop):
+        for loop in (self._health_loop, self.autoscaler.scale_loop, self.autoscaler.sample_loop, self._stale_loop,
+                     self._flush_loop):
             self._tasks.append(asyncio.create_task(loop()))
         if self.reference is not None:
             self._tasks.append(asyncio.create_task(self._load_drift_reference()))
@@ -163,6 +147,7 @@ class Endpoint(CandidateControl):
     # --- copies ------------------------------------------------------------------------------
 
     async def _start_copy(self, role: Role, version: int) -> Copy | None:
+        """Start a copy (None when ``max_warm_copies`` copies are resident across endpoints)."""
         resident = await asyncio.to_thread(self.state.resident_copies)
         if len(resident) >= self.s.max_warm_copies:
             return None
@@ -195,28 +180,32 @@ class Endpoint(CandidateControl):
                 await self.health_pass()
             except Exception as err:  # a loop never dies; the status shows the error
                 self.counts["health_errors"] += 1
-                self.candidate_note = f"health check error: {err}"
+                self.loop_error = f"health check error: {err}"
             await asyncio.sleep(HEALTH_INTERVAL_S)
 
     async def health_pass(self) -> None:
-        """Read every copy's status: mark ready ones, drop failed ones, stop drained ones, and
-        replace any whose proportional memory (RSS when unknown) is above ``memory_limit_mb``."""
+        """Read every copy's status: mark ready ones (a failed copy that answers again too), drop
+        failed ones, stop drained ones, and replace any whose proportional memory (RSS when unknown)
+        is above ``memory_limit_mb``."""
         limit = self.s.memory_limit_mb * 2**20
         for copy in list(self.pool.copies.values()):
             status = await asyncio.to_thread(self.backend.status, copy.copy_id)
             copy.rss_bytes = status.rss_bytes or copy.rss_bytes
             copy.pss_bytes = status.pss_bytes or copy.pss_bytes
             copy.pid = status.pid or copy.pid
+            now = time.monotonic()
             if status.state in ("failed", "stopped"):
                 await self._lost(copy, status.detail)
             elif copy.state == "starting" and self._start_overdue(copy, status.detail):
                 await self._lost(copy, f"not ready {COPY_START_TIMEOUT_S:g} s after it started ({status.detail})")
+            elif copy.state in ("starting", "failed") and status.state == "ready":
+                await self.pool.mark_ready(copy, now=now)
+                if copy.role == "serve":
+                    self.autoscaler.copy_ready()
             elif copy.state == "starting":
                 copy.detail = status.detail
-                if status.state == "ready":
-                    copy.state, copy.detail, copy.last_done = "ready", "", time.monotonic()
-                    self.start_failures = 0
-                    await self.pool.changed()
+            elif copy.state == "failed" and now - copy.last_done > COPY_START_TIMEOUT_S:
+                await self._lost(copy, f"did not answer for {COPY_START_TIMEOUT_S:g} s ({status.detail})")
             elif copy.state == "draining" and not copy.busy:
                 await self._stop_copy(copy)
             elif copy.state == "ready" and copy.memory_bytes and copy.memory_bytes > limit:
@@ -237,94 +226,24 @@ class Endpoint(CandidateControl):
 
     async def _lost(self, copy: Copy, detail: str) -> None:
         self.counts["copies_failed"] += 1
-        self.last_failure = f"{copy.copy_id}: {detail}"
+        self.autoscaler.last_failure = f"{copy.copy_id}: {detail}"
         if copy.state == "starting" and copy.role == "serve":  # it never served: back off before the next one
-            self.start_failures += 1
-            self.next_start_at = time.monotonic() + min(2.0 ** self.start_failures, MAX_START_BACKOFF_S)
+            self.autoscaler.start_failed()
         self.state.audit("ml.copy.failed", self.plan.name, copy_id=copy.copy_id, role=copy.role,
                          version=copy.version, detail=detail)
         await self._stop_copy(copy)
         if copy.role == "serve":
-            self._kick.set()  # replace it now, not at the next interval
+            self.autoscaler.kick()  # replace it now, not at the next interval
         else:
-            self.candidate_note = f"candidate copy {copy.copy_id} failed: {detail}"
+            self.candidates.note = f"candidate copy {copy.copy_id} failed: {detail}"
 
-    # --- scaling -----------------------------------------------------------------------------
-
-    def live(self) -> list[Copy]:
-        """Copies of the pinned version that are starting or ready."""
-        return self.pool.of("serve", "starting", "ready")
-
-    async def _scale_loop(self) -> None:
+    async def _stale_loop(self) -> None:
         while True:
             try:
-                await asyncio.wait_for(self._kick.wait(), timeout=self.s.scale_interval_s)
-            except asyncio.TimeoutError:
-                pass
-            self._kick.clear()
-            try:
-                await self.scale_pass()
                 await self._check_stale()
-            except Exception as err:  # keep deciding; the status shows the error
-                self.counts["scale_errors"] += 1
-                self.candidate_note = f"scale pass error: {err}"
-
-    async def _sample_loop(self) -> None:
-        while True:
-            now = time.monotonic()
-            busy = sum(c.busy for c in self.live())
-            self.pending.append((now, (busy + self.pool.waiting) / max(len(self.live()), 1)))
-            while self.pending and self.pending[0][0] < now - PENDING_WINDOW_S:
-                self.pending.popleft()
-            await asyncio.sleep(1.0)
-
-    async def scale_pass(self) -> ScaleDecision:
-        """Read the counters, decide (:func:`lakescore.serving.scaler.decide`), and act."""
-        now = time.monotonic()
-        before_t, before_n = self.reading
-        if now - before_t >= self.s.scale_interval_s / 2:  # a woken pass keeps the last full reading's rate
-            self.rate = rate_per_minute(before_n, self.arrivals, now - before_t)
-            self.reading = (now, self.arrivals)
-        live = self.live()
-        pending = sum(v for _, v in self.pending) / len(self.pending) if self.pending else 0.0
-        busy = self.pool.waiting + self._cold_waiting + sum(c.busy for c in self.pool.copies.values())
-        if busy:
-            self.last_request_at = now  # a held or running request is not idleness
-        decision = decide(ScaleInput(
-            now=now, copies=len(live), min_copies=self.s.replicas.min, max_copies=self.s.replicas.max,
-            signal=self.s.scale_signal, requests_per_min=self.rate,
-            pending_per_copy=pending, target_rpm=self.s.target_rpm_per_replica,
-            target_pending=self.s.target_pending_per_replica, cooldown_s=self.s.scale_down_cooldown_s,
-            idle_s=now - self.last_request_at, idle_timeout_s=self.s.idle_timeout_s, keep_warm=self.s.keep_warm,
-            waiting_at_zero=self.waiting_at_zero + (self.pool.waiting if not live else 0),
-            low_since=self.low_since, last_up_at=self.last_up_at, idle_stopped=self.idle_stopped))
-        self.waiting_at_zero = 0
-        self.low_since, self.idle_stopped = decision.low_since, decision.idle_stopped
-        wanted = decision.copies_after  # kept even when a start is blocked: blocked is down, not zero
-        if decision.action == "up" and now < self.next_start_at:
-            decision = replace(decision, action="hold", copies_after=decision.copies_before,
-                               reason=f"wanted to scale up ({decision.reason}), but {self.start_failures} copies "
-                                      f"failed to start in a row; next try in {self.next_start_at - now:.0f} s. "
-                                      f"Last failure: {self.last_failure}")
-        elif decision.action == "up":
-            if await self._start_copy("serve", self.plan.version) is None:
-                decision = replace(decision, action="hold", copies_after=decision.copies_before,
-                                   reason=f"wanted to scale up ({decision.reason}), but max_warm_copies "
-                                          f"{self.s.max_warm_copies} copies are resident across endpoints")
-            else:
-                self.last_up_at = now
-        elif decision.action == "down":
-            victims = live if decision.copies_after == 0 else [c for c in [to_stop(live)] if c is not None]
-            for victim in victims:
-                await self._retire(victim)
-        self.desired = wanted
-        self.last_decision = (time.time(), decision)
-        if decision.action != "hold":
-            self.state.audit("ml.scale", self.plan.name, action=decision.action,
-                             copies_before=decision.copies_before, copies_after=decision.copies_after,
-                             reason=decision.reason, requests_per_min=round(decision.requests_per_min, 3),
-                             pending_per_copy=round(decision.pending_per_copy, 3))
-        return decision
+            except Exception as err:  # keep checking; the status shows the error
+                self.loop_error = f"stale check error: {err}"
+            await asyncio.sleep(self.s.scale_interval_s)
 
     async def _check_stale(self) -> None:
         champion = await asyncio.to_thread(_alias_version, self.plan.model_name, self.plan.alias)
@@ -339,67 +258,115 @@ class Endpoint(CandidateControl):
 
     # --- answering ---------------------------------------------------------------------------
 
+    def _snapshot(self, *, asked: int | None, canary_pick: bool, hold_s: float | None) -> Snapshot:
+        serve = self.pool.of("serve")
+        canary = self.candidates.canary
+        other = asked is not None and asked != self.plan.version
+        return Snapshot(other_version=other, asks_candidate=other and canary is not None and asked == canary.version,
+                        canary_pick=canary_pick, candidate_copy=self.candidates.copy_state(),
+                        idle=sum(c.state == "ready" and not c.busy for c in serve),
+                        ready=sum(c.state == "ready" for c in serve), starting=sum(c.state == "starting" for c in serve),
+                        can_start=self.autoscaler.can_start(), waiting=self.pool.waiting,
+                        max_queue=self.pool.max_queue, hold_s=hold_s)
+
     async def answer(self, request: ScoreRequest, body: bytes, *, hold_s: float | None) -> Reply:
-        """Answer one validated request (see the module docstring for where it goes).
+        """Answer one validated request where :func:`lakescore.serving.routing.route` sends it.
+
+        Parameters
+        ----------
+        request : ScoreRequest
+        body : bytes
+            The request as forwarded to a copy.
+        hold_s : float or None
+            ``X-Scale-Up-Timeout`` (seconds): the longest the request waits for a copy to start;
+            None waits up to ``request_timeout_s``; 0 does not wait (503 at once when no copy is ready).
 
         Raises
         ------
         EndpointUnavailableError
-            At zero copies without a hold (or when the hold ran out), or when a queue is full.
+            The queue is full, no copy became ready within the wait, or every copy stayed busy for
+            ``request_timeout_s`` (503 with ``Retry-After`` from measured copy starts).
         ServingError
-            When the cold path fails too.
+            When the cold path fails.
         """
-        self.last_request_at = time.monotonic()
         asked = request.model_version
-        if asked is not None and asked != self.plan.version:
-            candidate = self.candidate if self.canary is not None else None
-            if candidate is not None and asked == candidate.version:
-                rows = await self._from_candidate(body)
+        pinned = asked is None or asked == self.plan.version
+        self.autoscaler.arrived(counted=pinned)
+        pick = pinned and self.candidates.pick()
+        attempts = 0
+        while True:
+            decision = route(self._snapshot(asked=asked, canary_pick=pick, hold_s=hold_s))
+            if decision is Route.CANDIDATE:
+                version = asked if asked is not None else self.candidates.canary.version  # type: ignore[union-attr]
+                rows = await self.candidates.answer(body)
                 if rows is not None:
-                    return self._reply(rows, "warm", asked, by_candidate=True)
-            return self._reply(await self._cold_path(asked, body), "cold", asked)
-        if self.canary is not None and self.canary.take():
-            rows = await self._from_candidate(body)
-            if rows is not None:
-                return self._reply(rows, "warm", self.canary.version, by_candidate=True)
-        return await self._production(body, hold_s=hold_s)
-
-    async def _production(self, body: bytes, *, hold_s: float | None) -> Reply:
-        self.arrivals += 1
-        version = self.plan.version
-        copy = None
-        if self.pool.of("serve", "ready"):
-            copy = await self.pool.acquire("serve", wait_s=self.s.request_timeout_s)
+                    return self._reply(rows, "warm", version, by_candidate=True)
+                if not pinned:
+                    return self._reply(await self._cold_path(version, body), "cold", version)
+                pick = False  # production answers the request the candidate failed
+                continue
+            if decision is Route.COLD or attempts >= MAX_COPY_ATTEMPTS:
+                version = self.plan.version if asked is None else asked
+                if pinned:
+                    self.autoscaler.demand()  # no copy can start now: the scaler tries when it may
+                return self._reply(await self._cold_path(version, body), "cold", version)
+            if decision is Route.REJECT:
+                self.autoscaler.demand()  # a refused request at zero copies still starts one
+                raise self._rejected(hold_s)
+            copy = await self._wait_for_copy(decision, hold_s)
             if copy is None:
-                raise EndpointUnavailableError(
-                    f"every copy stayed busy for request_timeout_s {self.s.request_timeout_s:g} s; retry after "
-                    f"{self.s.retry_after_s} s or raise replicas.max", retry_after_s=self.s.retry_after_s)
-        elif self.live():
-            if hold_s:
-                copy = await self.pool.acquire("serve", wait_s=hold_s)
-        elif self.desired == 0:
-            self.waiting_at_zero += 1
-            self._kick.set()
-            if hold_s:
-                copy = await self.pool.acquire("serve", wait_s=hold_s)
-            if copy is None:
-                self.counts["rejected_at_zero"] += 1
-                raise EndpointUnavailableError(
-                    f"endpoint {self.plan.name} is at zero copies and a copy is starting; retry after "
-                    f"{self.s.retry_after_s} s, or send X-Scale-Up-Timeout: <seconds> to wait for it",
-                    retry_after_s=self.s.retry_after_s)
-        else:
-            self._kick.set()  # copies should exist but none is alive: replace them
-        if copy is not None:
+                continue
+            attempts += 1
             outcome, value = await self._ask(copy, body)
-            if self.canary is not None:
-                self.canary.record("production", failed=outcome != "ok", now=time.monotonic())
+            self.candidates.record_production(failed=outcome != "ok")
             if outcome == "ok":
-                return self._reply(value, "warm", version)
+                return self._reply(value, "warm", self.plan.version)
             if outcome == "error":
                 return value
             self.counts["copy_failures"] += 1
-        return self._reply(await self._cold_path(version, body), "cold", version)
+            if copy.state == "ready":
+                copy.state = "failed"  # no request goes to it until the health pass sees it ready again
+
+    async def _wait_for_copy(self, decision: Route, hold_s: float | None) -> Copy | None:
+        """A ready copy for a ``warm``, ``queue`` or ``hold`` route (waiting in the bounded queue);
+        None when the request is to be routed again (its idle copy was taken first, or it was held
+        and no copy can start now)."""
+        if decision is Route.HOLD:
+            self.autoscaler.demand()
+            wait_s = self.s.request_timeout_s if hold_s is None else hold_s
+            copy = await self.pool.acquire("serve", wait_s=wait_s, give_up=self._cannot_start)
+            if copy is None and self._cannot_start():
+                return None  # the copy failed to start: routed again, to the cold path
+            if copy is None:
+                waited = "X-Scale-Up-Timeout" if hold_s is not None else "request_timeout_s"
+                raise EndpointUnavailableError(
+                    f"no copy of endpoint {self.plan.name} became ready within {waited} {wait_s:g} s; retry after "
+                    f"{self.pool.retry_after_s} s, or send a longer X-Scale-Up-Timeout",
+                    retry_after_s=self.pool.retry_after_s)
+            return copy
+        if decision is Route.WARM:  # None: another request took the idle copy first; routed again
+            return await self.pool.acquire("serve", wait_s=0)
+        copy = await self.pool.acquire("serve", wait_s=self.s.request_timeout_s)
+        if copy is None:
+            raise EndpointUnavailableError(
+                f"every copy of endpoint {self.plan.name} stayed busy for request_timeout_s "
+                f"{self.s.request_timeout_s:g} s; retry after {self.pool.retry_after_s} s or raise replicas.max",
+                retry_after_s=self.pool.retry_after_s)
+        return copy
+
+    def _cannot_start(self) -> bool:
+        """No copy of the pinned version is alive and none can start now (routing then says cold)."""
+        return not self.autoscaler.live() and not self.autoscaler.can_start()
+
+    def _rejected(self, hold_s: float | None) -> EndpointUnavailableError:
+        retry = self.pool.retry_after_s
+        if hold_s == 0 and not self.pool.full():
+            why = (f"no copy of endpoint {self.plan.name} is ready and X-Scale-Up-Timeout is 0; retry after "
+                   f"{retry} s, or send X-Scale-Up-Timeout: <seconds> to wait for one")
+        else:
+            why = (f"{self.pool.waiting} requests already wait for a copy of endpoint {self.plan.name} (max_queue "
+                   f"{self.pool.max_queue}); retry after {retry} s or raise max_queue or replicas.max")
+        return EndpointUnavailableError(why, retry_after_s=retry)
 
     async def _ask(self, copy: Copy, body: bytes) -> tuple[str, Any]:
         """Send a body to a copy: ("ok", rows) | ("unavailable", detail) | ("error", Reply)."""
@@ -420,25 +387,11 @@ class Endpoint(CandidateControl):
             return "unavailable", payload.get("message", "copy not ready")
         return "error", Reply(resp.status_code, payload)
 
-    async def _from_candidate(self, body: bytes) -> list[dict[str, Any]] | None:
-        """The candidate's rows, or None after counting a failure (production then answers)."""
-        canary = self.canary
-        if canary is None:
-            return None
-        copy = await self.pool.acquire("candidate", wait_s=self.s.request_timeout_s) \
-            if self.pool.of("candidate", "ready") else None
-        outcome, value = ("unavailable", "no ready candidate copy") if copy is None else await self._ask(copy, body)
-        canary.record("candidate", failed=outcome != "ok", now=time.monotonic())
-        if outcome != "ok":
-            self.counts["candidate_failures"] += 1
-        await self._maybe_roll_back(canary)
-        return value if outcome == "ok" else None
-
     async def _cold_path(self, version: int, body: bytes) -> list[dict[str, Any]]:
         if self._cold_waiting >= self.s.max_queue:
             raise EndpointUnavailableError(
                 f"{self._cold_waiting} requests already wait for the cold path (max_queue {self.s.max_queue}); "
-                f"retry after {self.s.retry_after_s} s", retry_after_s=self.s.retry_after_s)
+                f"retry after {self.pool.retry_after_s} s", retry_after_s=self.pool.retry_after_s)
         self._cold_waiting += 1
         try:
             await self._cold.acquire()
@@ -466,30 +419,14 @@ class Endpoint(CandidateControl):
         due = self.recorder.add(Answered(request_id, received_at, request.records(), reply.rows, latency_ms))
         if due:
             self._spawn(asyncio.to_thread(self.recorder.flush))
-        if self.shadow is not None and self.canary is None and not reply.by_candidate \
-                and reply.payload.get("model_version") == self.plan.version:
-            self._spawn(self._mirror(self.shadow, body, reply.rows))
+        tally = self.candidates.wants_mirror(version=reply.payload.get("model_version"), by_candidate=reply.by_candidate)
+        if tally is not None:
+            self._spawn(self.candidates.mirror(tally, body, reply.rows))
 
     def _spawn(self, work: Any) -> None:
         task = asyncio.ensure_future(work)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
-
-    async def _mirror(self, tally: ShadowTally, body: bytes, served_rows: list[dict[str, Any]]) -> None:
-        if self._mirroring >= self.s.max_queue:
-            tally.skipped += 1
-            return
-        self._mirroring += 1
-        try:
-            copy = await self.pool.acquire("candidate", wait_s=self.s.request_timeout_s) \
-                if self.pool.of("candidate") else None
-            outcome, value = ("unavailable", "") if copy is None else await self._ask(copy, body)
-            if outcome == "ok":
-                tally.add(served_rows, value)
-            else:
-                tally.mirror_failures += 1
-        finally:
-            self._mirroring -= 1
 
     async def _flush_loop(self) -> None:
         while True:
@@ -501,23 +438,23 @@ class Endpoint(CandidateControl):
 
     def status(self) -> dict[str, Any]:
         """Everything an operator asks: version, stale, copies (with resident memory), the last
-        scale decision, shadow and canary figures, and the recorder."""
+        scale decision, shadow and canary figures, the ``Retry-After`` a 503 would carry now, and
+        the recorder."""
         now = time.monotonic()
         ready = self.pool.of("serve", "ready")
-        state = "ready" if ready else ("starting" if self.live() else ("scaled to zero" if self.desired == 0
-                                                                        else "down"))
-        decision = None
-        if self.last_decision is not None:
-            at, d = self.last_decision
-            decision = {"at": at, "action": d.action, "copies_before": d.copies_before,
-                        "copies_after": d.copies_after, "reason": d.reason}
+        scaler = self.autoscaler
+        state = "ready" if ready else ("starting" if scaler.live() else ("scaled to zero" if scaler.desired == 0
+                                                                          else "down"))
+        counts = Counter(self.counts)
+        counts.update({"scale_errors": scaler.errors, "candidate_failures": self.candidates.failures})
         return {"endpoint": self.plan.name, "state": state, "model": self.plan.model_uri,
                 "version": self.plan.version, "pinned_by": self.plan.selection, "stale": bool(self.stale_reason),
-                "stale_reason": self.stale_reason, "desired_copies": self.desired,
+                "stale_reason": self.stale_reason, **scaler.summary(now),
                 "copies": [c.summary(now) for c in self.pool.copies.values()], "queued": self.pool.waiting,
-                "cold_waiting": self._cold_waiting, "idle_s": round(now - self.last_request_at, 1),
-                "last_scale_decision": decision, "last_copy_failure": self.last_failure,
-                "counts": dict(self.counts), **self.candidate_summary(),
+                "cold_waiting": self._cold_waiting, "retry_after_s": self.pool.retry_after_s,
+                "measured_starts_s": list(self.pool.starts.measured),
+                "counts": {k: v for k, v in counts.items() if v}, **self.candidates.summary(),
+                "loop_error": scaler.last_error or self.loop_error,
                 "recorder": self.recorder.summary(), "drift_reference": self.drift is not None,
                 "max_warm_copies": self.s.max_warm_copies}
 
@@ -534,4 +471,3 @@ def _alias_version(model_name: str, alias: str) -> int | None:
         return int(mlflow.MlflowClient().get_model_version_by_alias(model_name, alias).version)
     except mlflow.exceptions.MlflowException:
         return None
-

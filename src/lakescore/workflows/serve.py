@@ -66,7 +66,7 @@ def _run_endpoint(runtime: Runtime, plan: EndpointPlan) -> dict[str, Any]:
 
     from lakescore.serving.backend import LocalProcessBackend
     from lakescore.serving.endpoint import Endpoint
-    from lakescore.serving.server import create_endpoint_app
+    from lakescore.serving.endpoint_app import create_endpoint_app
 
     token = ensure_token(runtime.home)
     state = ServingState(runtime.home)

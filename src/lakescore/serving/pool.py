@@ -1,16 +1,21 @@
-"""The copies of one endpoint and the one notion of "quietest".
+"""The copy pool of one endpoint: its copies, the one notion of "quietest", the bounded queue of
+requests waiting for a copy, and how long a copy takes to start.
 
 A request goes to the ready, idle copy that has gone longest without one; the scaler stops that
 same copy when it scales down. Copies answer one request at a time, so a request that finds every
-ready copy busy waits in a bounded queue (``max_queue``; 503 when full).
+ready copy busy, or arrives while copies start, waits in one bounded queue (``max_queue``; 503
+when full). ``Retry-After`` on a 503 is derived from measured copy starts (:class:`StartTimes`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
+import statistics
 import time
+from collections import deque
 from dataclasses import dataclass, field
-from typing import Iterable, Literal
+from typing import Callable, Iterable, Literal
 
 from lakescore.errors import EndpointUnavailableError
 
@@ -24,7 +29,8 @@ class Copy:
     Attributes
     ----------
     state : {"starting", "ready", "draining", "failed"}
-        ``draining``: takes no new request and is stopped once idle.
+        ``draining``: takes no new request and is stopped once idle. ``failed``: did not answer its
+        last request; takes no request until the health pass sees it ready again (or drops it).
     last_done : float
         ``time.monotonic()`` when its last request finished (its start time until then).
     """
@@ -79,6 +85,41 @@ def to_stop(copies: Iterable[Copy]) -> Copy | None:
     return quietest(live) or min(live, key=lambda c: (c.last_done, c.copy_id), default=None)
 
 
+class StartTimes:
+    """Measured copy starts (seconds from start to ready) and the ``Retry-After`` they give.
+
+    Parameters
+    ----------
+    default_s : int
+        ``Retry-After`` (seconds) before any start was measured (``retry_after_s`` in serving.yml).
+    keep : int, default 5
+        How many of the latest starts the median reads.
+    """
+
+    def __init__(self, default_s: int, *, keep: int = 5) -> None:
+        self.default_s = default_s
+        self.measured: deque[float] = deque(maxlen=keep)
+
+    def record(self, seconds: float) -> None:
+        """Add one measured start (seconds)."""
+        self.measured.append(seconds)
+
+    @property
+    def retry_after_s(self) -> int:
+        """``ceil(median of the latest starts)``, at least 1 s; ``default_s`` before any start.
+
+        >>> starts = StartTimes(30)
+        >>> starts.retry_after_s
+        30
+        >>> for s in (1.4, 1.7, 9.0): starts.record(s)
+        >>> starts.retry_after_s
+        2
+        """
+        if not self.measured:
+            return self.default_s
+        return max(1, math.ceil(statistics.median(self.measured)))
+
+
 class CopyPool:
     """The endpoint's copies and the queue of requests waiting for one.
 
@@ -87,15 +128,32 @@ class CopyPool:
     max_queue : int
         Most requests that may wait for a copy at once; one more is refused with 503.
     retry_after_s : int
-        ``Retry-After`` sent when the queue is full.
+        ``Retry-After`` (seconds) sent with a 503 before any copy start was measured.
     """
 
     def __init__(self, *, max_queue: int, retry_after_s: int) -> None:
         self.copies: dict[str, Copy] = {}
         self.max_queue = max_queue
-        self.retry_after_s = retry_after_s
+        self.starts = StartTimes(retry_after_s)
         self.waiting = 0
         self._changed = asyncio.Condition()
+
+    @property
+    def retry_after_s(self) -> int:
+        """``Retry-After`` for a 503 now (see :class:`StartTimes`)."""
+        return self.starts.retry_after_s
+
+    def full(self) -> bool:
+        """Whether ``max_queue`` requests already wait for a copy."""
+        return self.waiting >= self.max_queue
+
+    async def mark_ready(self, copy: Copy, *, now: float) -> None:
+        """A copy answers its health check: it takes requests now. Its first readiness is recorded
+        as a measured start; a failed copy that is ready again is not."""
+        if copy.state == "starting" and copy.requests == 0:
+            self.starts.record(now - copy.started_at)
+        copy.state, copy.detail, copy.last_done = "ready", "", now
+        await self.changed()
 
     def of(self, role: Role, *states: str) -> list[Copy]:
         """Copies of ``role`` (in any of ``states`` when given)."""
@@ -106,8 +164,17 @@ class CopyPool:
         async with self._changed:
             self._changed.notify_all()
 
-    async def acquire(self, role: Role, *, wait_s: float) -> Copy | None:
+    async def acquire(self, role: Role, *, wait_s: float,
+                      give_up: Callable[[], bool] | None = None) -> Copy | None:
         """Take the quietest ready copy of ``role``, waiting up to ``wait_s`` seconds for one.
+
+        Parameters
+        ----------
+        role : {"serve", "candidate"}
+        wait_s : float
+            Longest wait in the queue (seconds); 0 takes an idle copy or none.
+        give_up : callable, optional
+            Checked whenever the copies change; the wait ends (None) once it returns True.
 
         Returns
         -------
@@ -122,15 +189,16 @@ class CopyPool:
         async with self._changed:
             chosen = quietest(self.of(role))
             if chosen is None and wait_s > 0:
-                if self.waiting >= self.max_queue:
+                if self.full():
                     raise EndpointUnavailableError(
                         f"{self.waiting} requests are already waiting for a copy (max_queue "
                         f"{self.max_queue}); retry after {self.retry_after_s} s or raise replicas.max",
                         retry_after_s=self.retry_after_s)
                 self.waiting += 1
                 try:
-                    await asyncio.wait_for(self._changed.wait_for(lambda: quietest(self.of(role)) is not None),
-                                           timeout=wait_s)
+                    await asyncio.wait_for(self._changed.wait_for(
+                        lambda: quietest(self.of(role)) is not None or (give_up is not None and give_up())),
+                        timeout=wait_s)
                     chosen = quietest(self.of(role))
                 except asyncio.TimeoutError:
                     chosen = None

@@ -1,9 +1,11 @@
 """The endpoint's HTTP app (what ``lakescore serve`` listens with on 127.0.0.1).
 
-Routes (all need ``Authorization: Bearer <token>``; 401 without it):
+Routes (all need ``Authorization: Bearer <token>``, checked by one dependency, :func:`token_check`;
+401 without it):
 
-- ``POST /invocations``: score rows (``dataframe_records`` or ``dataframe_split``). Headers:
-  ``X-Scale-Up-Timeout: N`` holds the request up to N seconds while a copy starts;
+- ``POST /invocations``: score rows (``dataframe_records`` or ``dataframe_split``); where a request
+  goes is :mod:`lakescore.serving.routing`. Headers: ``X-Scale-Up-Timeout: N`` caps how long the
+  request waits for a copy to start (default ``request_timeout_s``; 0: 503 at once when no copy is ready);
   ``Idempotency-Key: K`` answers a retried request once (the first 200 reply is kept 24 h, bound
   to the request's digest); the same key with another request gets 422 ``idempotency_key_reused``
   (see :mod:`lakescore.serving.idempotency`).
@@ -19,9 +21,9 @@ import asyncio
 import json
 import time
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Awaitable, Callable
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.responses import Response
 from starlette.background import BackgroundTask
 
@@ -35,6 +37,26 @@ from lakescore.serving.wire import ScoreRequest, parse_request
 
 MAX_HOLD_S = 3600.0
 REPLY_KEPT_S = 86400.0
+
+
+class Unauthorized(Exception):
+    """A request without the endpoint's bearer token (answered 401 with ``UNAUTHORIZED``)."""
+
+
+def token_check(token: str) -> Callable[[Request], Awaitable[None]]:
+    """The dependency every route of the endpoint's app runs first: ``Authorization: Bearer <token>``.
+
+    Raises
+    ------
+    Unauthorized
+        When the header is missing or carries another token (the app answers 401).
+    """
+
+    async def require_token(request: Request) -> None:  # async: no thread hop per request
+        if not authorized(request, token):
+            raise Unauthorized
+
+    return require_token
 
 
 def parse_hold(value: str | None) -> float | None:
@@ -89,11 +111,11 @@ def _int_field(body: dict[str, Any], key: str, *, required: bool) -> int | None:
 
 
 class Invocations:
-    """``POST /invocations``: token, hold header, limits, validation, idempotency, answer, and the
+    """``POST /invocations``: hold header, limits, validation, idempotency, answer, and the
     recording and mirroring that run after the reply is sent."""
 
-    def __init__(self, endpoint: Endpoint, *, token: str, state: ServingState) -> None:
-        self.endpoint, self.token, self.state = endpoint, token, state
+    def __init__(self, endpoint: Endpoint, *, state: ServingState) -> None:
+        self.endpoint, self.state = endpoint, state
         self.claims = KeyClaims(endpoint.plan.name)
 
     async def columns_for(self, version: int | None) -> dict[str, str]:
@@ -105,8 +127,6 @@ class Invocations:
         return self.endpoint.columns[version]
 
     async def __call__(self, request: Request) -> Response:
-        if not authorized(request, self.token):
-            return reply(401, UNAUTHORIZED)
         s = self.endpoint.s
         received, started = time.time(), time.perf_counter()
         request_id = new_request_id()
@@ -155,7 +175,7 @@ class Invocations:
     def _error(self, err: Exception, request_id: str) -> Response:
         headers = {"X-Request-Id": request_id}
         if isinstance(err, EndpointUnavailableError):
-            headers["Retry-After"] = str(err.fields.get("retry_after_s", self.endpoint.s.retry_after_s))
+            headers["Retry-After"] = str(err.fields.get("retry_after_s", self.endpoint.pool.retry_after_s))
         return error_reply(err, headers)
 
     async def _answer(self, parsed: ScoreRequest, forward: bytes, hold: float | None, request_id: str,
@@ -184,59 +204,53 @@ def create_endpoint_app(endpoint: Endpoint, *, token: str, state: ServingState, 
         finally:
             await endpoint.stop()
 
-    app = FastAPI(title="lakescore endpoint", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
-    invocations = Invocations(endpoint, token=token, state=state)
+    app = FastAPI(title="lakescore endpoint", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None,
+                  dependencies=[Depends(token_check(token))])
+    async def unauthorized(_request: Request, _err: Exception) -> Response:
+        return reply(401, UNAUTHORIZED)
+
+    app.add_exception_handler(Unauthorized, unauthorized)
+    invocations = Invocations(endpoint, state=state)
+    candidates = endpoint.candidates
 
     @app.post("/invocations")
     async def invoke(request: Request) -> Response:
         return await invocations(request)
 
     @app.get("/status")
-    async def status(request: Request) -> Response:
-        if not authorized(request, token):
-            return reply(401, UNAUTHORIZED)
+    async def status() -> Response:
         return reply(200, {**endpoint.status(), "address": address})
 
     @app.post("/shadow")
     async def shadow(request: Request) -> Response:
-        if not authorized(request, token):
-            return reply(401, UNAUTHORIZED)
         try:
             version = _int_field(await _json_body(request), "version", required=True)
-            return reply(200, await endpoint.choose_candidate(int(version)))  # type: ignore[arg-type]
+            return reply(200, await candidates.choose_candidate(int(version)))  # type: ignore[arg-type]
         except Exception as err:
             return error_reply(err)
 
     @app.delete("/shadow")
-    async def stop_shadow(request: Request) -> Response:
-        if not authorized(request, token):
-            return reply(401, UNAUTHORIZED)
-        await endpoint.retire_candidate(reason="stopped by request")
-        return reply(200, endpoint.candidate_summary())
+    async def stop_shadow() -> Response:
+        await candidates.retire_candidate(reason="stopped by request")
+        return reply(200, candidates.summary())
 
     @app.post("/canary")
     async def canary(request: Request) -> Response:
-        if not authorized(request, token):
-            return reply(401, UNAUTHORIZED)
         try:
             body = await _json_body(request)
-            return reply(200, await endpoint.start_canary(
+            return reply(200, await candidates.start_canary(
                 version=_int_field(body, "version", required=False),
                 share_percent=_int_field(body, "share_percent", required=False)))
         except Exception as err:
             return error_reply(err)
 
     @app.delete("/canary")
-    async def stop_canary(request: Request) -> Response:
-        if not authorized(request, token):
-            return reply(401, UNAUTHORIZED)
-        await endpoint.retire_candidate(reason="canary stopped by request")
-        return reply(200, endpoint.candidate_summary())
+    async def stop_canary() -> Response:
+        await candidates.retire_candidate(reason="canary stopped by request")
+        return reply(200, candidates.summary())
 
     @app.post("/flush")
-    async def flush(request: Request) -> Response:
-        if not authorized(request, token):
-            return reply(401, UNAUTHORIZED)
+    async def flush() -> Response:
         written = await asyncio.to_thread(endpoint.recorder.flush)
         return reply(200, {"rows_written": written, **endpoint.recorder.summary()})
 

@@ -1,4 +1,5 @@
-"""The quietest-copy rule and the bounded queue of requests waiting for a copy."""
+"""The copy pool: the quietest-copy rule, the bounded queue of requests waiting for a copy, and
+Retry-After from measured copy starts."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import asyncio
 import pytest
 
 from lakescore.errors import EndpointUnavailableError
-from lakescore.serving.router import Copy, CopyPool, quietest, to_stop
+from lakescore.serving.pool import Copy, CopyPool, StartTimes, quietest, to_stop
 
 
 def copy(name: str, *, state: str = "ready", last_done: float = 0.0, busy: bool = False,
@@ -60,6 +61,50 @@ def test_a_full_queue_is_refused_with_503_and_a_slow_copy_times_out() -> None:
         assert pool.waiting == 0
 
     scenario_result(scenario())
+
+
+def test_retry_after_is_the_ceiling_of_the_median_of_the_last_five_starts() -> None:
+    starts = StartTimes(30)
+    assert starts.retry_after_s == 30  # nothing measured: retry_after_s from serving.yml
+    starts.record(1.4)
+    assert starts.retry_after_s == 2
+    for seconds in (0.2, 0.3):
+        starts.record(seconds)
+    assert starts.retry_after_s == 1  # median 0.3 s: at least 1 s
+    for seconds in (5.1, 5.2, 5.3):
+        starts.record(seconds)
+    assert starts.retry_after_s == 6  # 1.4 fell out; median of 0.2, 0.3, 5.1, 5.2, 5.3 is 5.1
+
+
+def test_only_a_first_readiness_is_a_measured_start() -> None:
+    async def scenario() -> tuple[list[float], str]:
+        pool = CopyPool(max_queue=1, retry_after_s=30)
+        fresh = copy("a", state="starting", started_at=100.0)
+        await pool.mark_ready(fresh, now=102.5)
+        back = copy("b", state="failed", started_at=0.0)
+        back.requests = 7
+        await pool.mark_ready(back, now=500.0)  # a copy that did not answer is ready again: no start
+        return list(pool.starts.measured), back.state
+
+    assert scenario_result(scenario()) == ([2.5], "ready")
+    assert CopyPool(max_queue=1, retry_after_s=30).retry_after_s == 30
+
+
+def test_a_waiting_request_gives_up_when_told_and_a_failed_copy_takes_none() -> None:
+    async def scenario() -> tuple[object, float]:
+        pool = CopyPool(max_queue=2, retry_after_s=5)
+        pool.copies["s"] = copy("s", state="starting")
+        pool.copies["f"] = copy("f", state="failed")
+        gone = [False]
+        began = asyncio.get_running_loop().time()
+        waiter = asyncio.create_task(pool.acquire("serve", wait_s=5, give_up=lambda: gone[0]))
+        await asyncio.sleep(0.05)
+        gone[0] = True
+        await pool.changed()
+        return await waiter, asyncio.get_running_loop().time() - began
+
+    got, waited = scenario_result(scenario())
+    assert got is None and waited < 1
 
 
 def scenario_result(coro):  # type: ignore[no-untyped-def]
