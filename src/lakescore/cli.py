@@ -91,6 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="compute price of one copy per hour: print the monthly ceiling 24 x 31 x max replicas x H")
     serve.add_argument("--dry-run", action="store_true",
                        help="check config/serving.yml, resolve the version and print the plan; start nothing")
+    serve.add_argument("--deploy", type=int, default=None, metavar="N",
+                       help="redeploy the running endpoint to version N: start its copies, switch, drain the old")
     return parser
 
 
@@ -135,8 +137,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
         return monitor(project, runtime, report=args.report).summary()
     if args.command == "serve":
-        from lakescore.workflows.serve import serve
+        from lakescore.workflows.serve import deploy, serve
 
+        if args.deploy is not None:
+            return deploy(project, runtime, args.deploy)
         return serve(project, runtime, cost_per_hour=args.cost_per_hour, dry_run=args.dry_run)
     if args.command == "demo":
         from lakescore.workflows.demo import demo

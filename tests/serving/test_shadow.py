@@ -27,12 +27,21 @@ def test_regression_compares_within_atol_plus_rtol_of_the_served_value() -> None
 
 def test_below_100_rows_there_is_no_figure_and_the_sentence_says_how_many_more() -> None:
     tally = ShadowTally(3, 2, "classification", 0.0, 0.0)
-    tally.add([row(1)] * 37, [row(1)] * 36 + [row(0)])
+    tally.add([row(1)] * 37, [row(1)] * 36 + [row(0)], request_id="r1")
     assert tally.sentence() == ("candidate v3 has 37 compared rows against v2; no agreement figure below 100 rows: "
                                 "63 more needed")
     assert tally.summary()["agreement_percent"] is None
     tally.compared, tally.agreed = 1208, 1177
     assert tally.sentence() == "candidate v3 agreed with v2 on 97.4% of 1,208 compared rows"
+
+
+def test_a_disagreement_names_its_request_and_row() -> None:
+    tally = ShadowTally(3, 2, "classification", 0.0, 0.0)
+    tally.add([row(1), row(0), row(1)], [row(1), row(1), row(1)], request_id="a" * 32)
+    tally.add([row(0), row(0)], [row(0), row(None)], request_id="b" * 32)
+    assert tally.summary()["disagreement_examples"] == [
+        {"request_id": "a" * 32, "row": 1, "served": 0, "candidate": 1},
+        {"request_id": "b" * 32, "row": 1, "served": 0, "candidate": None}]
 
 
 @pytest.mark.parametrize("task", ["clustering", "anomaly_detection", "recommendation"])
