@@ -47,6 +47,9 @@ def serve(project: ProjectConfig, runtime: Runtime, *, cost_per_hour: float | No
     ConfigError
         Before anything starts: serving.yml problems, a missing model/version/alias or
         certificate, a port in use, or a negative cost.
+    RuntimeUnsupportedError
+        On the databricks runtime, a session without the cluster's address facts
+        (:func:`lakescore.runtime.serving_address.cluster_facts`).
     """
     if cost_per_hour is not None and cost_per_hour < 0:
         raise ConfigError([f"--cost-per-hour must be zero or more; got {cost_per_hour:g}"])
