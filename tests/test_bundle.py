@@ -336,6 +336,15 @@ def test_the_dbr_lock_satisfies_the_wheels_core_dependencies() -> None:
         assert requirement.specifier.contains(pins[name]), f"{requirement} would replace the lock's {name} {pins[name]}"
 
 
+def test_the_serve_job_installs_the_serve_extra_with_the_wheel() -> None:
+    # a cluster library cannot name a wheel's extra: each package of `serve` is a PyPI library
+    (task,) = _load(RESOURCES / "serve.job.yml")["resources"]["jobs"]["serve"]["tasks"]
+    pypi = {Requirement(lib["pypi"]["package"]) for lib in task["libraries"] if "pypi" in lib}
+    extra = {Requirement(text) for text in PROJECT["optional-dependencies"]["serve"]}
+    assert {str(r) for r in pypi} == {str(r) for r in extra}
+    assert {r.name for r in pypi} >= {"fastapi", "uvicorn", "httptools", "uvloop", "orjson", "httpx", "psutil"}
+
+
 def test_targets_dev_staging_prod_with_dev_the_default() -> None:
     targets = BUNDLE["targets"]
     assert {"dev", "staging", "prod"} <= set(targets)

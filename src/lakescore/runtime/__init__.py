@@ -10,9 +10,10 @@ from pathlib import Path
 from lakescore.runtime.base import PLACEMENTS, DeltaEngine, Placement, Runtime, publication_engine
 from lakescore.runtime.databricks import DatabricksRuntime
 from lakescore.runtime.local import LocalRuntime
+from lakescore.runtime.serving_address import ServingBind, serving_bind
 
-__all__ = ["PLACEMENTS", "DatabricksRuntime", "DeltaEngine", "LocalRuntime", "Placement", "Runtime", "get_runtime",
-           "publication_engine"]
+__all__ = ["PLACEMENTS", "DatabricksRuntime", "DeltaEngine", "LocalRuntime", "Placement", "Runtime", "ServingBind",
+           "get_runtime", "publication_engine", "serving_bind"]
 
 
 def get_runtime(kind: str | None = None, *, home: str | Path | None = None, target: str | None = None,

@@ -23,6 +23,8 @@ import pyarrow as pa
 Kind = Literal["local", "databricks"]
 Engine = Literal["delta-rs", "spark"]  # a reader of a table's data files (unreadable_features)
 BatchCompute = Literal["spark", "single_node"]  # inference.batch_compute: the scoring route
+# Where an endpoint listens (lakescore.runtime.serving_address): serving.yml's host, or the driver's address.
+ServingBindKind = Literal["configured", "driver"]
 
 
 class DeltaEngine(StrEnum):
@@ -52,6 +54,8 @@ class Placement:
     feature_lookup: str
     run_store: str
     publication: tuple[tuple[BatchCompute, DeltaEngine], ...] = ()
+    serving: str = ""
+    serving_bind: ServingBindKind = "configured"
 
     def publication_engine(self, batch_compute: BatchCompute) -> DeltaEngine:
         """The engine that reads and writes the prediction table of a ``batch_compute`` route here
@@ -81,6 +85,7 @@ PLACEMENTS: dict[str, Placement] = {
         feature_lookup="a join on the local Delta feature tables",
         run_store="staged runs and locks under <home>",
         publication=(("spark", DeltaEngine.SPARK_DELTA), ("single_node", DeltaEngine.DELTA_RS)),
+        serving="the endpoint binds config/serving.yml's host (127.0.0.1): clients on this machine, with the token",
     ),
     "databricks": Placement(
         kind="databricks",
@@ -97,6 +102,9 @@ PLACEMENTS: dict[str, Placement] = {
         run_store=("staged runs under the Unity Catalog volume /Volumes/<catalog>/<schema>/lakescore/runs; "
                    "no first-use locks (MLflow and Unity Catalog serialise their own creations)"),
         publication=(("spark", DeltaEngine.SPARK_DELTA), ("single_node", DeltaEngine.SPARK_DELTA)),
+        serving=("the endpoint binds the driver's address (spark.driver.host) and requires the token; clients call "
+                 "https://<workspace>/driver-proxy-api/o/<org id>/<cluster id>/<port>/; copies stay on 127.0.0.1"),
+        serving_bind="driver",
     ),
 }
 

@@ -1,11 +1,18 @@
 """How copies start and stop: the ``ReplicaBackend`` seam, the local process backend, and the
-status mapping a Kubernetes pod backend uses.
+status mapping a pod backend uses.
 
 A backend knows nothing of routing or scaling: ``start(copy_id, version) -> address``,
 ``status(copy_id) -> CopyStatus`` and ``stop(copy_id)``. A copy is ``starting`` until it answers
 ``/health`` with ``ready``; ``failed`` when its process or pod is gone or its model did not load.
-A pod that the scheduler cannot place yet is still ``starting``, with the detail
-``waiting for room in the cluster: <scheduler message>`` — waiting, not failed.
+
+lakescore ships one backend, :class:`LocalProcessBackend`. A Kubernetes pod backend plugs in by
+implementing the three methods of :class:`ReplicaBackend` with a Kubernetes client (``start``
+creates a pod that serves ``models:/<model>/<version>`` with the endpoint's token and returns the
+address of its service; ``stop`` deletes it and waits until it is gone) and mapping the pod
+object in ``status`` with :func:`pod_status`: a pod the scheduler cannot place yet is still
+``starting``, with the detail ``waiting for room in the cluster: <scheduler message>``, which the
+endpoint treats as waiting, not failed. Nothing here runs or tests such a backend against a real
+API server.
 """
 
 from __future__ import annotations
@@ -15,7 +22,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -254,22 +260,7 @@ def _rss(pid: int) -> int | None:
         return None
 
 
-# --- Kubernetes pods (the seam, for a cluster backend) --------------------------------------
-
-
-class PodsApi(Protocol):
-    """The narrow part of a Kubernetes client a pod backend needs (pods as plain dicts)."""
-
-    def create_pod(self, name: str, *, model_uri: str) -> str:
-        """Create the pod; return the address its service will answer on."""
-        ...
-
-    def read_pod(self, name: str) -> dict[str, Any] | None:
-        """The pod object (``status.phase``, ``status.conditions``), or None when it does not exist."""
-        ...
-
-    def delete_pod(self, name: str) -> None:
-        ...
+# --- Pod status (for a pod backend) -----------------------------------------------------------
 
 
 def pod_status(pod: dict[str, Any] | None) -> CopyStatus:
@@ -294,23 +285,3 @@ def pod_status(pod: dict[str, Any] | None) -> CopyStatus:
         return CopyStatus("ready") if ready else CopyStatus("starting", "container running, loading the model")
     reason = status.get("reason") or status.get("message") or phase
     return CopyStatus("failed", f"pod {phase.lower()}: {reason}")
-
-
-class KubernetesPodBackend:
-    """Copies as pods, through a :class:`PodsApi` (wired on a cluster; not used locally)."""
-
-    def __init__(self, pods: PodsApi, *, model_name: str) -> None:
-        self.pods = pods
-        self.model_name = model_name
-
-    def start(self, copy_id: str, version: int) -> str:
-        return self.pods.create_pod(copy_id, model_uri=f"models:/{self.model_name}/{version}")
-
-    def status(self, copy_id: str) -> CopyStatus:
-        return pod_status(self.pods.read_pod(copy_id))
-
-    def stop(self, copy_id: str) -> None:
-        self.pods.delete_pod(copy_id)
-        deadline = time.monotonic() + 60
-        while self.pods.read_pod(copy_id) is not None and time.monotonic() < deadline:
-            time.sleep(1.0)

@@ -1,8 +1,9 @@
 """Running an endpoint process: the monthly cost ceiling, the endpoint's address file, the listening
 socket and a uvicorn server that stops gracefully.
 
-While an endpoint runs (:func:`lakescore.workflows.serve.serve`), its address, process id and
-token file are in ``<home>/serving/endpoints/<name>.json``, so clients on this machine can find it.
+While an endpoint runs (:func:`lakescore.workflows.serve.serve`), its address, client URL (the
+driver-proxy URL on Databricks), process id and token file are in
+``<home>/serving/endpoints/<name>.json``, so clients can find it.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def endpoint_file(home: str | Path, name: str) -> Path:
 
 
 def read_endpoint(home: str | Path, name: str) -> dict[str, Any] | None:
-    """The running endpoint's ``{"address", "pid", "version", "token_file"}``, or None."""
+    """The running endpoint's ``{"address", "url", "pid", "version", "token_file"}``, or None."""
     path = endpoint_file(home, name)
     return json.loads(path.read_text()) if path.exists() else None
 
@@ -65,6 +66,21 @@ def graceful_server(config: Any) -> Any:
 
 
 def bind(host: str, port: int) -> socket.socket:
+    """The endpoint's listening TCP socket on ``host``:``port`` (backlog 1024).
+
+    Parameters
+    ----------
+    host : str
+        The address the placement chose (:func:`lakescore.runtime.serving_bind`): 127.0.0.1
+        locally, the driver's address on Databricks.
+    port : int
+        0 for any free port.
+
+    Raises
+    ------
+    ConfigError
+        The address and port cannot be bound (in use, or not an address of this machine).
+    """
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # TCP proto: asyncio then sets TCP_NODELAY
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:

@@ -1,9 +1,12 @@
-"""``lakescore serve``: resolve the version, start the endpoint on 127.0.0.1, run until stopped.
+"""``lakescore serve``: resolve the version, start the endpoint where the placement says
+(:func:`lakescore.runtime.serving_bind`: 127.0.0.1 locally, the driver's address behind the
+driver proxy on Databricks), run until stopped; or export the endpoint as a Databricks Model
+Serving config (:func:`export_model_serving`).
 
-The endpoint's address, process id and token file are written to
-``<home>/serving/endpoints/<name>.json`` while it runs, so clients on this machine can find it.
-Answered rows are appended to the inference table through the runtime; the drift reference is
-built once, in the background, from the training table.
+The endpoint's address, client URL, process id and token file are written to
+``<home>/serving/endpoints/<name>.json`` while it runs, so clients can find it. Answered rows are
+appended to the inference table through the runtime; the drift reference is built once, in the
+background, from the training table.
 """
 
 from __future__ import annotations
@@ -13,8 +16,8 @@ import os
 from typing import Any
 
 from lakescore.config import ProjectConfig
-from lakescore.errors import ConfigError
-from lakescore.runtime import Runtime
+from lakescore.errors import ConfigError, LakescoreError
+from lakescore.runtime import Runtime, serving_bind
 from lakescore.serving.drift import DriftReference, reference_columns, training_reference
 from lakescore.serving.plan import EndpointPlan, plan_endpoint
 from lakescore.serving.run import bind, ceiling_text, endpoint_file, graceful_server, monthly_ceiling
@@ -44,6 +47,9 @@ def serve(project: ProjectConfig, runtime: Runtime, *, cost_per_hour: float | No
     ConfigError
         Before anything starts: serving.yml problems, a missing model/version/alias or
         certificate, a port in use, or a negative cost.
+    RuntimeUnsupportedError
+        On the databricks runtime, a session without the cluster's address facts
+        (:func:`lakescore.runtime.serving_address.cluster_facts`).
     """
     if cost_per_hour is not None and cost_per_hour < 0:
         raise ConfigError([f"--cost-per-hour must be zero or more; got {cost_per_hour:g}"])
@@ -78,16 +84,17 @@ def _run_endpoint(runtime: Runtime, plan: EndpointPlan) -> dict[str, Any]:
     endpoint = Endpoint(plan, backend=backend, state=state, token=token,
                         write=lambda frame: runtime.write_table(table, frame, mode="append"),
                         reference=lambda: read_reference(runtime, plan))
-    sock = bind(plan.settings.host, plan.settings.port)
-    address = f"http://{plan.settings.host}:{sock.getsockname()[1]}"
+    listen = serving_bind(runtime, host=plan.settings.host)
+    sock = bind(listen.host, plan.settings.port)
+    address, url = listen.address(sock.getsockname()[1]), listen.client_url(sock.getsockname()[1])
     app = create_endpoint_app(endpoint, token=token, state=state, address=address)
     where = endpoint_file(runtime.home, plan.name)
     where.parent.mkdir(parents=True, exist_ok=True)
     partial = where.with_suffix(".tmp")
-    partial.write_text(json.dumps({"address": address, "pid": os.getpid(), "version": plan.version,
+    partial.write_text(json.dumps({"address": address, "url": url, "pid": os.getpid(), "version": plan.version,
                                    "token_file": str(serving_dir(runtime.home) / "token")}))
     partial.replace(where)  # readers never see a half-written file
-    print(json.dumps({"endpoint": plan.name, "address": address, "model": plan.model_uri}), flush=True)
+    print(json.dumps({"endpoint": plan.name, "address": address, "url": url, "model": plan.model_uri}), flush=True)
     server = graceful_server(uvicorn.Config(app, lifespan="on", log_level="warning", access_log=False,
                                             timeout_graceful_shutdown=10))
     try:
@@ -99,6 +106,62 @@ def _run_endpoint(runtime: Runtime, plan: EndpointPlan) -> dict[str, Any]:
                  if k in ("counts", "recorder", "stale_reason", "last_scale_decision")}
         state.close()
     return final
+
+
+def export_model_serving(project: ProjectConfig, runtime: Runtime, *, path: str | None = None,
+                         candidate_version: int | None = None, create: bool = False) -> dict[str, Any]:
+    """The endpoint as a Databricks Model Serving config
+    (``lakescore serve --export-model-serving PATH [--candidate-version N] [--create]``).
+
+    Resolves the pinned version as :func:`serve` does (in the registry the runtime's MLflow
+    points at), checks the candidate version exists there, builds the config
+    (:func:`lakescore.serving.model_serving.endpoint_config`), writes it to ``path`` and, with
+    ``create``, creates the endpoint on the configured workspace.
+
+    Parameters
+    ----------
+    path : str, optional
+        Where to write the ``POST /api/2.0/serving-endpoints`` body (JSON).
+    candidate_version : int, optional
+        A registered version that takes ``canary.share_percent`` per cent of the traffic.
+    create : bool, default False
+        Send it with ``WorkspaceClient().serving_endpoints.create``.
+
+    Returns
+    -------
+    dict
+        ``endpoint``, ``model``, ``candidate``, ``config`` (the request body), ``written`` (the
+        path or None) and, with ``create``, ``created`` (the SDK's answer).
+
+    Raises
+    ------
+    ConfigError
+        serving.yml problems, a missing pinned or candidate version, a candidate equal to the
+        pinned version, or nothing to do (neither ``path`` nor ``create``).
+    RuntimeUnsupportedError
+        ``create`` without a configured workspace.
+    """
+    from lakescore.packaging import resolve_version
+    from lakescore.serving import model_serving
+
+    if path is None and not create:
+        raise ConfigError(["lakescore serve: --candidate-version needs --export-model-serving PATH or --create"])
+    runtime.mlflow()
+    plan = plan_endpoint(project, home=runtime.home)
+    if candidate_version is not None:
+        try:
+            resolve_version(plan.model_name, selection="pinned_version", version=candidate_version)
+        except LakescoreError as err:
+            raise ConfigError([f"--candidate-version {candidate_version}: {err.code}: {err}"]) from err
+    config = model_serving.endpoint_config(plan.settings, model_name=plan.model_name, version=plan.version,
+                                           candidate_version=candidate_version)
+    summary: dict[str, Any] = {"endpoint": plan.name, "model": plan.model_uri, "candidate": candidate_version,
+                               "config": model_serving.create_request(config), "written": None}
+    if path is not None:
+        summary["written"] = str(model_serving.write_request(path, config))
+    if create:
+        summary["created"] = model_serving.create_endpoint(config)
+    return summary
 
 
 def deploy(project: ProjectConfig, runtime: Runtime, version: int) -> dict[str, Any]:

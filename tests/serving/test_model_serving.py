@@ -1,0 +1,157 @@
+"""config/serving.yml as a Databricks Model Serving endpoint config: the mapping (sizes, scale to
+zero, routes), the SDK round trip, ``lakescore serve --export-model-serving`` and ``--create``.
+
+The config is built with no workspace. ``--create`` reaches the SDK's
+``ServingEndpointsAPI.create``, the one call that needs a workspace, which is replaced; the SDK's
+own client is built against a real HTTP server on 127.0.0.1 standing in for the workspace host
+(it answers 404 to the SDK's host-metadata discovery).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+from databricks.sdk.service._internal import Wait
+from databricks.sdk.service.serving import EndpointCoreConfigInput, ServedEntityInput, ServingEndpointDetailed, \
+    ServingEndpointsAPI
+
+from lakescore.cli import main
+from lakescore.config import load_project
+from lakescore.errors import ConfigError
+from lakescore.serving.model_serving import endpoint_config, read_request, workload_size
+from serving_helpers import MODEL, REPO
+
+
+def settings(**overrides: Any):
+    serving = load_project(REPO / "config").serving
+    assert serving is not None
+    return serving.model_copy(update=overrides)
+
+
+def test_workload_size_is_the_smallest_concurrency_range_holding_replicas_max() -> None:
+    # Small 4 (0-4 with scale to zero), Medium 8-16, Large 16-64 provisioned concurrency
+    assert [workload_size(n) for n in (1, 4, 5, 8, 16, 17, 64)] == [
+        "Small", "Small", "Medium", "Medium", "Medium", "Large", "Large"]
+    with pytest.raises(ConfigError, match="replicas.max 65 is above Model Serving's Large workload size"):
+        workload_size(65)
+
+
+def test_pinned_and_candidate_with_scale_to_zero_and_canary_routes() -> None:
+    from lakescore.config import CanaryConfig, ReplicasConfig
+
+    s = settings(replicas=ReplicasConfig(min=0, max=6), canary=CanaryConfig(share_percent=5))
+    config = endpoint_config(s, model_name=MODEL, version=3, candidate_version=4)
+    assert config.as_dict() == {
+        "name": "late_arrival",
+        "served_entities": [
+            {"name": "serve-v3", "entity_name": "main.flights.late_arrival", "entity_version": "3",
+             "workload_size": "Medium", "scale_to_zero_enabled": True},
+            {"name": "candidate-v4", "entity_name": "main.flights.late_arrival", "entity_version": "4",
+             "workload_size": "Medium", "scale_to_zero_enabled": True}],
+        "traffic_config": {"routes": [{"served_entity_name": "serve-v3", "traffic_percentage": 95},
+                                      {"served_entity_name": "candidate-v4", "traffic_percentage": 5}]}}
+    back = EndpointCoreConfigInput.from_dict(config.as_dict())  # the SDK reads back what it wrote
+    assert (back.name, back.served_entities, back.traffic_config) == (config.name, config.served_entities,
+                                                                      config.traffic_config)
+    assert back.as_dict() == config.as_dict()
+
+
+def test_pinned_only_takes_all_traffic_and_a_warm_minimum_never_scales_to_zero() -> None:
+    config = endpoint_config(settings(), model_name=MODEL, version=1)  # replicas default {min: 1, max: 1}
+    assert config.served_entities == [ServedEntityInput(name="serve-v1", entity_name=MODEL, entity_version="1",
+                                                        workload_size="Small", scale_to_zero_enabled=False)]
+    assert [(r.served_entity_name, r.traffic_percentage) for r in config.traffic_config.routes] == [("serve-v1", 100)]
+    with pytest.raises(ConfigError, match="--candidate-version 1 is the pinned version of endpoint late_arrival"):
+        endpoint_config(settings(), model_name=MODEL, version=1, candidate_version=1)
+
+
+def test_the_cli_exports_a_file_the_sdk_parses(module_home, tmp_path: Path, capsys) -> None:
+    home, config = module_home
+    out = tmp_path / "exports" / "late_arrival.json"
+    code = main(["serve", "--config-dir", str(config), "--home", str(home), "--export-model-serving", str(out),
+                 "--candidate-version", "2"])
+    summary = json.loads(capsys.readouterr().out)
+    assert code == 0 and summary["written"] == str(out) and summary["model"] == f"models:/{MODEL}/1"
+    body = json.loads(out.read_text())
+    assert body["name"] == "late_arrival"
+    parsed = read_request(out)
+    assert [(e.name, e.entity_version, e.workload_size, e.scale_to_zero_enabled) for e in parsed.served_entities] == [
+        ("serve-v1", "1", "Small", False), ("candidate-v2", "2", "Small", False)]
+    assert [(r.served_entity_name, r.traffic_percentage) for r in parsed.traffic_config.routes] == [
+        ("serve-v1", 95), ("candidate-v2", 5)]
+
+
+def test_a_candidate_that_is_not_registered_is_an_error(module_home, tmp_path: Path, capsys) -> None:
+    home, config = module_home
+    code = main(["serve", "--config-dir", str(config), "--home", str(home), "--export-model-serving",
+                 str(tmp_path / "x.json"), "--candidate-version", "99"])
+    assert code == 2
+    assert "--candidate-version 99: model_not_found: registered model main.flights.late_arrival has no version 99" \
+        in capsys.readouterr().err
+    assert not (tmp_path / "x.json").exists()
+
+
+@pytest.fixture
+def no_workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    for name in [n for n in os.environ if n.startswith(("DATABRICKS_", "ARM_", "AZURE_", "GOOGLE_"))]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no ~/.databrickscfg
+
+
+@pytest.fixture
+def workspace_host(no_workspace, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A real HTTP server on 127.0.0.1 as the workspace host (404 to everything), with a token."""
+
+    class NotFound(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_error(404)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), NotFound)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    host = f"http://127.0.0.1:{server.server_address[1]}"
+    monkeypatch.setenv("DATABRICKS_HOST", host)
+    monkeypatch.setenv("DATABRICKS_TOKEN", "dapi-test")
+    try:
+        yield host
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_create_sends_the_config_with_the_sdk(module_home, workspace_host, monkeypatch, capsys) -> None:
+    calls: list[tuple[str, EndpointCoreConfigInput]] = []
+
+    def create(self: ServingEndpointsAPI, name: str, *, config: EndpointCoreConfigInput, **_: Any) -> Wait:
+        calls.append((name, config))
+        return Wait(lambda **kw: None, response=ServingEndpointDetailed(name=name, id="ep-123"), name=name)
+
+    monkeypatch.setattr(ServingEndpointsAPI, "create", create)
+    home, config = module_home
+    code = main(["serve", "--config-dir", str(config), "--home", str(home), "--create", "--candidate-version", "2"])
+    summary = json.loads(capsys.readouterr().out)
+    assert code == 0 and summary["created"] == {"name": "late_arrival", "id": "ep-123"} and summary["written"] is None
+    (name, sent), = calls
+    assert name == "late_arrival"
+    assert sent == endpoint_config(load_project(config).serving, model_name=MODEL, version=1, candidate_version=2)
+    assert [(r.served_entity_name, r.traffic_percentage) for r in sent.traffic_config.routes] == [
+        ("serve-v1", 95), ("candidate-v2", 5)]
+
+
+def test_create_without_a_workspace_says_what_to_set(module_home, no_workspace, capsys) -> None:
+    home, config = module_home
+    code = main(["serve", "--config-dir", str(config), "--home", str(home), "--create"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "runtime_unsupported: lakescore serve --create: no Databricks workspace is configured" in err
+    assert "Set DATABRICKS_HOST and DATABRICKS_TOKEN" in err
