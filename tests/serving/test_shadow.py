@@ -61,11 +61,14 @@ def test_a_shadow_mirrors_after_the_reply_and_compares(candidate_endpoint, train
     first, rest = late_flights.head(40), late_flights.iloc[40:140]
     reply = ep.score(records(first, trained.input_columns))
     assert {r["model_version"] for r in reply.json()["predictions"]} == {1}  # shadowing never answers
+    sent = {reply.json()["request_id"]: first}
     status = ep.wait_for(lambda s: s["shadow"]["compared_rows"] == 40, what="40 compared rows", timeout_s=60)
     assert status["shadow"]["sentence"] == ("candidate v2 has 40 compared rows against v1; no agreement figure "
                                             "below 100 rows: 60 more needed")
     for part in (rest.head(50), rest.tail(50)):
-        assert ep.score(records(part, trained.input_columns)).status_code == 200
+        answered = ep.score(records(part, trained.input_columns))
+        assert answered.status_code == 200
+        sent[answered.json()["request_id"]] = part
     status = ep.wait_for(lambda s: s["shadow"]["compared_rows"] == 140, what="140 compared rows", timeout_s=60)
 
     runtime = LocalRuntime(ep.home)
@@ -73,6 +76,12 @@ def test_a_shadow_mirrors_after_the_reply_and_compares(candidate_endpoint, train
     v1, v2 = expected_rows(chain_of(runtime, 1), rows), expected_rows(chain_of(runtime, 2), rows)
     agreed = sum(a["prediction"] == b["prediction"] for a, b in zip(v1, v2))
     assert status["shadow"]["agreed_rows"] == agreed
+    examples = status["shadow"]["disagreement_examples"]
+    assert len(examples) == min(5, 140 - agreed) and agreed < 140  # v2 disagrees somewhere on these rows
+    for example in examples:  # each names the request and the row of it that disagreed
+        part = sent[example["request_id"]].iloc[[example["row"]]]
+        assert example["served"] == expected_rows(chain_of(runtime, 1), part)[0]["prediction"]
+        assert example["candidate"] == expected_rows(chain_of(runtime, 2), part)[0]["prediction"] != example["served"]
     assert status["shadow"]["sentence"] == f"candidate v2 agreed with v1 on {100 * agreed / 140:.1f}% of 140 compared rows"
 
     # Choosing again retires the first candidate and resets the totals.

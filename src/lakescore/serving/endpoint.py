@@ -301,8 +301,8 @@ class Endpoint:
         from lakescore.packaging import read_certificate  # registry access
 
         uri = self.plan.uri(version)
+        columns = await asyncio.to_thread(input_columns, uri)  # ModelNotFoundError first, then the certificate
         await asyncio.to_thread(read_certificate, uri)
-        columns = await asyncio.to_thread(input_columns, uri)
         task = await asyncio.to_thread(model_task, uri)
         alias = await asyncio.to_thread(_alias_version, self.plan.model_name, self.plan.alias)
         old = self.autoscaler.live()
@@ -332,11 +332,11 @@ class Endpoint:
             await self._retire(copy)  # a busy copy finishes its request first (draining)
         await self.pool.changed()  # waiting requests take the new copies
         self.stale_reason = ""
-        report = {"endpoint": self.plan.name, "version": version, "previous_version": previous,
-                  "copies_started": len(fresh), "drained_copies": len(old), "pinned_by": self.plan.selection,
+        report = {"version": version, "previous_version": previous, "copies_started": len(fresh),
+                  "drained_copies": len(old), "pinned_by": self.plan.selection,
                   "switched_after_s": round(time.monotonic() - started, 3)}
         self.state.audit("ml.deploy", self.plan.name, **report)
-        return report
+        return {"endpoint": self.plan.name, **report}
 
     async def _first_ready(self, copies: list[Copy]) -> bool:
         """Wait until one of ``copies`` is ready (True), or all are gone or COPY_START_TIMEOUT_S passed."""
