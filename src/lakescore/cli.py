@@ -98,6 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="with --export-model-serving / --create: a candidate version taking canary.share_percent")
     serve.add_argument("--create", action="store_true",
                        help="create that Model Serving endpoint on the configured workspace (databricks-sdk)")
+    serve.add_argument("--deploy", type=int, default=None, metavar="N",
+                       help="redeploy the running endpoint to version N: start its copies, switch, drain the old")
     return parser
 
 
@@ -146,6 +148,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
         return export_model_serving(project, runtime, path=args.export_model_serving,
                                     candidate_version=args.candidate_version, create=args.create)
+    if args.command == "serve" and args.deploy is not None:
+        from lakescore.workflows.serve import deploy
+
+        return deploy(project, runtime, args.deploy)
     if args.command == "serve":
         from lakescore.workflows.serve import serve
 

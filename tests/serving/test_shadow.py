@@ -27,12 +27,21 @@ def test_regression_compares_within_atol_plus_rtol_of_the_served_value() -> None
 
 def test_below_100_rows_there_is_no_figure_and_the_sentence_says_how_many_more() -> None:
     tally = ShadowTally(3, 2, "classification", 0.0, 0.0)
-    tally.add([row(1)] * 37, [row(1)] * 36 + [row(0)])
+    tally.add([row(1)] * 37, [row(1)] * 36 + [row(0)], request_id="r1")
     assert tally.sentence() == ("candidate v3 has 37 compared rows against v2; no agreement figure below 100 rows: "
                                 "63 more needed")
     assert tally.summary()["agreement_percent"] is None
     tally.compared, tally.agreed = 1208, 1177
     assert tally.sentence() == "candidate v3 agreed with v2 on 97.4% of 1,208 compared rows"
+
+
+def test_a_disagreement_names_its_request_and_row() -> None:
+    tally = ShadowTally(3, 2, "classification", 0.0, 0.0)
+    tally.add([row(1), row(0), row(1)], [row(1), row(1), row(1)], request_id="a" * 32)
+    tally.add([row(0), row(0)], [row(0), row(None)], request_id="b" * 32)
+    assert tally.summary()["disagreement_examples"] == [
+        {"request_id": "a" * 32, "row": 1, "served": 0, "candidate": 1},
+        {"request_id": "b" * 32, "row": 1, "served": 0, "candidate": None}]
 
 
 @pytest.mark.parametrize("task", ["clustering", "anomaly_detection", "recommendation"])
@@ -52,11 +61,14 @@ def test_a_shadow_mirrors_after_the_reply_and_compares(candidate_endpoint, train
     first, rest = late_flights.head(40), late_flights.iloc[40:140]
     reply = ep.score(records(first, trained.input_columns))
     assert {r["model_version"] for r in reply.json()["predictions"]} == {1}  # shadowing never answers
+    sent = {reply.json()["request_id"]: first}
     status = ep.wait_for(lambda s: s["shadow"]["compared_rows"] == 40, what="40 compared rows", timeout_s=60)
     assert status["shadow"]["sentence"] == ("candidate v2 has 40 compared rows against v1; no agreement figure "
                                             "below 100 rows: 60 more needed")
     for part in (rest.head(50), rest.tail(50)):
-        assert ep.score(records(part, trained.input_columns)).status_code == 200
+        answered = ep.score(records(part, trained.input_columns))
+        assert answered.status_code == 200
+        sent[answered.json()["request_id"]] = part
     status = ep.wait_for(lambda s: s["shadow"]["compared_rows"] == 140, what="140 compared rows", timeout_s=60)
 
     runtime = LocalRuntime(ep.home)
@@ -64,6 +76,12 @@ def test_a_shadow_mirrors_after_the_reply_and_compares(candidate_endpoint, train
     v1, v2 = expected_rows(chain_of(runtime, 1), rows), expected_rows(chain_of(runtime, 2), rows)
     agreed = sum(a["prediction"] == b["prediction"] for a, b in zip(v1, v2))
     assert status["shadow"]["agreed_rows"] == agreed
+    examples = status["shadow"]["disagreement_examples"]
+    assert len(examples) == min(5, 140 - agreed) and agreed < 140  # v2 disagrees somewhere on these rows
+    for example in examples:  # each names the request and the row of it that disagreed
+        part = sent[example["request_id"]].iloc[[example["row"]]]
+        assert example["served"] == expected_rows(chain_of(runtime, 1), part)[0]["prediction"]
+        assert example["candidate"] == expected_rows(chain_of(runtime, 2), part)[0]["prediction"] != example["served"]
     assert status["shadow"]["sentence"] == f"candidate v2 agreed with v1 on {100 * agreed / 140:.1f}% of 140 compared rows"
 
     # Choosing again retires the first candidate and resets the totals.

@@ -103,6 +103,9 @@ class Candidates:
             return
         for copy in self.pool.of("candidate"):
             await self._retire(copy)
+        self._forget(reason=reason)
+
+    def _forget(self, *, reason: str) -> None:
         summary = self.shadow.summary() if self.shadow else {}
         if self.canary is not None:
             self.state.audit("ml.canary.stop", self.plan.name, reason=reason, **self.canary.summary())
@@ -167,7 +170,8 @@ class Candidates:
             return self.shadow
         return None
 
-    async def mirror(self, tally: ShadowTally, body: bytes, served_rows: list[dict[str, Any]]) -> None:
+    async def mirror(self, tally: ShadowTally, body: bytes, served_rows: list[dict[str, Any]], *,
+                     request_id: str) -> None:
         """Ask the candidate the same request and compare (skipped when ``max_queue`` mirrors run)."""
         if self._mirroring >= self.s.max_queue:
             tally.skipped += 1
@@ -178,7 +182,7 @@ class Candidates:
                 if self.pool.of("candidate") else None
             outcome, value = ("unavailable", "") if copy is None else await self._ask(copy, body)
             if outcome == "ok":
-                tally.add(served_rows, value)
+                tally.add(served_rows, value, request_id=request_id)
             else:
                 tally.mirror_failures += 1
         finally:
@@ -192,6 +196,17 @@ class Candidates:
         self.state.audit("ml.canary.rollback", self.plan.name, reason=reason, **canary.summary())
         self.canary = None
         await self.retire_candidate(reason=f"canary rolled back: {reason}")
+
+    def adopt(self, version: int) -> list[Copy]:
+        """Hand the candidate's copies to a redeploy of ``version`` (role ``next``) and forget the
+        candidate (audited ``ml.shadow.stop``); no copies when the candidate is another version."""
+        if self.candidate is None or self.candidate.version != version:
+            return []
+        copies = [c for c in self.pool.of("candidate") if c.state in ("starting", "ready")]
+        for copy in copies:
+            copy.role = "next"
+        self._forget(reason=f"adopted by the deploy of v{version}")
+        return copies
 
     def summary(self) -> dict[str, Any]:
         """The candidate's part of the endpoint's status."""

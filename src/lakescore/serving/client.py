@@ -175,6 +175,42 @@ class EndpointClient:
             f"{self.address} did not answer after {len(self.attempts)} attempt(s) within deadline_s "
             f"{s.deadline_s:g} ({self.attempts[-1]['outcome']}); retry later or use a profile with a longer hold")
 
+    def deploy(self, version: int, *, timeout_s: float = 600.0) -> dict[str, Any]:
+        """``POST /deploy {"version": version}``: the endpoint starts copies of ``version``, switches
+        traffic once one is ready, then drains and stops the old copies.
+
+        Parameters
+        ----------
+        version : int
+            Registered version to serve.
+        timeout_s : float, default 600
+            Seconds to wait for the switch (copies load and verify the version first).
+
+        Returns
+        -------
+        dict
+            The endpoint's deploy report: ``version``, ``previous_version``, ``switched_after_s``, ...
+
+        Raises
+        ------
+        RequestError
+            The endpoint refused the version (4xx: unknown version, no certificate, already serving it).
+        ServingError
+            The new copies could not start; the endpoint keeps serving the old version.
+        """
+        try:
+            resp = self._http.post("/deploy", json={"version": version}, timeout=timeout_s)
+        except httpx.TransportError as err:
+            raise EndpointUnavailableError(f"{self.address} did not answer the deploy ({type(err).__name__}: {err}); "
+                                           "check that `lakescore serve` is running") from err
+        payload = resp.json() if resp.headers.get("content-type", "").startswith("application/json") else {}
+        if resp.status_code == 200:
+            return dict(payload)
+        message = f"{resp.status_code} {payload.get('error_code', '')}: {payload.get('message', resp.text[:300])}"
+        if 400 <= resp.status_code < 500:
+            raise RequestError(message, http_status=resp.status_code)
+        raise ServingError(message)
+
     def _attempt(self, body: dict[str, Any], headers: dict[str, str], *, timeout: float) -> dict[str, Any] | str:
         """The reply, or why this attempt may be retried."""
         try:

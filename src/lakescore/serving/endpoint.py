@@ -27,14 +27,14 @@ from typing import Any, Callable
 
 import httpx
 
-from lakescore.errors import EndpointUnavailableError
+from lakescore.errors import EndpointUnavailableError, ServingConflictError, ServingError
 from lakescore.serving.app import trim_memory
 from lakescore.serving.autoscaler import Autoscaler
 from lakescore.serving.backend import ReplicaBackend
 from lakescore.serving.candidates import Candidates
 from lakescore.serving.cold import score_cold
 from lakescore.serving.drift import DriftReference, check_rows
-from lakescore.serving.plan import EndpointPlan
+from lakescore.serving.plan import EndpointPlan, input_columns, model_task
 from lakescore.serving.pool import Copy, CopyPool, Role
 from lakescore.serving.recorder import Answered, PredictionRecorder
 from lakescore.serving.routing import Route, Snapshot, route
@@ -99,6 +99,7 @@ class Endpoint:
         self._cold = asyncio.Semaphore(self.s.cold_max_concurrent)
         self._cold_waiting = 0
         self._seq = 0
+        self._deploying: int | None = None
         self._background: set[asyncio.Task[Any]] = set()
 
     # --- lifecycle ---------------------------------------------------------------------------
@@ -246,15 +247,108 @@ class Endpoint:
             await asyncio.sleep(self.s.scale_interval_s)
 
     async def _check_stale(self) -> None:
+        """An endpoint that follows the alias is stale once the alias points elsewhere; one pinned in
+        serving.yml or by a deploy never is (a restart would serve the same version)."""
+        if not self.plan.follows_alias:
+            self.stale_reason = ""
+            return
         champion = await asyncio.to_thread(_alias_version, self.plan.model_name, self.plan.alias)
         if champion is not None and champion != self.plan.version:
-            reason = (f"{self.plan.alias} is v{champion}; this endpoint still serves v{self.plan.version}, pinned "
-                      f"when it started. Redeploy (restart `lakescore serve`) to serve v{champion}.")
+            reason = (f"{self.plan.alias} is v{champion}; this endpoint still serves v{self.plan.version}, resolved "
+                      f"when it started. Redeploy with `lakescore serve --deploy {champion}` to serve it.")
             if reason != self.stale_reason:
                 self.state.audit("ml.endpoint.stale", self.plan.name, serving=self.plan.version, champion=champion)
             self.stale_reason = reason
         else:
             self.stale_reason = ""
+
+    # --- redeploy ----------------------------------------------------------------------------
+
+    async def deploy(self, version: int) -> dict[str, Any]:
+        """Serve ``version`` instead (``POST /deploy``): start as many copies of it as are live now
+        (the candidate's copy is adopted when it holds that version), switch traffic once one is
+        ready, then drain and stop the old copies. A request is answered by whichever version's copy
+        took it, and its reply names that version; requests waiting for a copy take the new ones.
+
+        Returns
+        -------
+        dict
+            ``version``, ``previous_version``, ``copies_started``, ``adopted_copies``, ``drained_copies``,
+            ``switched_after_s`` (seconds from the call to the switch), ``pinned_by``.
+
+        Raises
+        ------
+        ServingConflictError
+            ``version`` is already served, another deploy is under way, or ``max_warm_copies`` leaves no
+            room for a copy of it.
+        ModelNotFoundError, UncertifiedModelError
+            The version does not exist or has no certificate.
+        ServingError
+            No copy of ``version`` became ready; the old version keeps serving.
+        """
+        if self._deploying is not None:
+            raise ServingConflictError(f"a deploy to v{self._deploying} is under way; wait for it, then deploy again")
+        if version == self.plan.version:
+            raise ServingConflictError(f"endpoint {self.plan.name} already serves v{version}")
+        self._deploying = version
+        try:
+            return await self._deploy(version)
+        finally:
+            self._deploying = None
+
+    async def _deploy(self, version: int) -> dict[str, Any]:
+        started = time.monotonic()
+        from lakescore.packaging import read_certificate  # registry access
+
+        uri = self.plan.uri(version)
+        columns = await asyncio.to_thread(input_columns, uri)  # ModelNotFoundError first, then the certificate
+        await asyncio.to_thread(read_certificate, uri)
+        task = await asyncio.to_thread(model_task, uri)
+        alias = await asyncio.to_thread(_alias_version, self.plan.model_name, self.plan.alias)
+        old = self.autoscaler.live()
+        fresh = self.candidates.adopt(version)
+        for _ in range(max(len(old), 1) - len(fresh) if old else 0):
+            copy = await self._start_copy("next", version)
+            if copy is None:
+                break
+            fresh.append(copy)
+        if old and not fresh:
+            raise ServingConflictError(f"cannot start a copy of v{version}: max_warm_copies {self.s.max_warm_copies} "
+                                       "copies are resident across endpoints; stop one or raise the limit")
+        if fresh and not await self._first_ready(fresh):
+            for copy in fresh:
+                await self._retire(copy)
+            raise ServingError(f"no copy of v{version} became ready ({self.autoscaler.last_failure or 'see the copy logs'}); "
+                               f"endpoint {self.plan.name} keeps serving v{self.plan.version}")
+        previous = self.plan.version
+        self.columns[version] = columns
+        self.plan = self.plan.deployed(version, input_columns=columns, task=task, alias_version=alias)
+        self.candidates.plan = self.plan
+        self.autoscaler.version = version
+        old = [c for c in self.pool.of("serve") if c.version != version]  # with any the scaler started meanwhile
+        for copy in fresh:
+            copy.role = "serve"
+        for copy in old:
+            await self._retire(copy)  # a busy copy finishes its request first (draining)
+        await self.pool.changed()  # waiting requests take the new copies
+        self.stale_reason = ""
+        report = {"version": version, "previous_version": previous, "copies_started": len(fresh),
+                  "drained_copies": len(old), "pinned_by": self.plan.selection,
+                  "switched_after_s": round(time.monotonic() - started, 3)}
+        self.state.audit("ml.deploy", self.plan.name, **report)
+        return {"endpoint": self.plan.name, **report}
+
+    async def _first_ready(self, copies: list[Copy]) -> bool:
+        """Wait until one of ``copies`` is ready (True), or all are gone or COPY_START_TIMEOUT_S passed."""
+        deadline = time.monotonic() + COPY_START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            alive = [c for c in copies if c.copy_id in self.pool.copies]
+            if any(c.state == "ready" for c in alive):
+                return True
+            if not alive:
+                return False
+            await asyncio.sleep(HEALTH_INTERVAL_S / 2)
+        return False
 
     # --- answering ---------------------------------------------------------------------------
 
@@ -319,8 +413,8 @@ class Endpoint:
             attempts += 1
             outcome, value = await self._ask(copy, body)
             self.candidates.record_production(failed=outcome != "ok")
-            if outcome == "ok":
-                return self._reply(value, "warm", self.plan.version)
+            if outcome == "ok":  # the copy's version: a redeploy may have switched while it answered
+                return self._reply(value, "warm", copy.version)
             if outcome == "error":
                 return value
             self.counts["copy_failures"] += 1
@@ -421,7 +515,7 @@ class Endpoint:
             self._spawn(asyncio.to_thread(self.recorder.flush))
         tally = self.candidates.wants_mirror(version=reply.payload.get("model_version"), by_candidate=reply.by_candidate)
         if tally is not None:
-            self._spawn(self.candidates.mirror(tally, body, reply.rows))
+            self._spawn(self.candidates.mirror(tally, body, reply.rows, request_id=request_id))
 
     def _spawn(self, work: Any) -> None:
         task = asyncio.ensure_future(work)

@@ -249,6 +249,14 @@ def create_endpoint_app(endpoint: Endpoint, *, token: str, state: ServingState, 
         await candidates.retire_candidate(reason="canary stopped by request")
         return reply(200, candidates.summary())
 
+    @app.post("/deploy")
+    async def deploy(request: Request) -> Response:
+        try:
+            version = _int_field(await _json_body(request), "version", required=True)
+            return reply(200, await endpoint.deploy(int(version)))  # type: ignore[arg-type]
+        except Exception as err:
+            return error_reply(err)
+
     @app.post("/flush")
     async def flush() -> Response:
         written = await asyncio.to_thread(endpoint.recorder.flush)

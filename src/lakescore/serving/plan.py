@@ -1,12 +1,12 @@
 """What an endpoint will serve, resolved once when it starts: the pinned version, its input
-columns and its task. Moving the ``champion`` alias later does not change the plan (the endpoint
-only marks itself stale); a redeploy does.
+columns and its task. Moving the ``champion`` alias later does not change the plan (an endpoint
+that follows the alias only marks itself stale); a redeploy (``POST /deploy``) does.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,22 @@ class EndpointPlan:
     def model_uri(self) -> str:
         """The pinned version's ``models:/`` URI."""
         return f"models:/{self.model_name}/{self.version}"
+
+    @property
+    def follows_alias(self) -> bool:
+        """Whether the endpoint follows the registry alias (``model_selection: champion``), and so is
+        stale when the alias moves; a version pinned in serving.yml or by a deploy never is."""
+        return self.selection == "champion"
+
+    def deployed(self, version: int, *, input_columns: dict[str, str], task: str, alias_version: int | None) -> EndpointPlan:
+        """The plan after ``POST /deploy {"version": version}``.
+
+        It keeps following the alias when it did and ``version`` is the alias's version now
+        (``alias_version``); otherwise the deployed version is pinned (``selection`` ``deploy``).
+        """
+        follows = self.follows_alias and version == alias_version
+        return replace(self, version=version, input_columns=input_columns, task=task,
+                       selection=self.selection if follows else "deploy")
 
     def uri(self, version: int) -> str:
         """``models:/<model_name>/<version>``."""

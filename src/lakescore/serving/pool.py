@@ -19,7 +19,7 @@ from typing import Callable, Iterable, Literal
 
 from lakescore.errors import EndpointUnavailableError
 
-Role = Literal["serve", "candidate"]
+Role = Literal["serve", "candidate", "next"]  # next: a redeploy's copies until traffic switches
 
 
 @dataclass

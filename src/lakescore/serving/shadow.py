@@ -58,14 +58,20 @@ class ShadowTally:
     skipped: int = 0
     disagreements: list[dict[str, Any]] = field(default_factory=list)
 
-    def add(self, served_rows: list[dict[str, Any]], candidate_rows: list[dict[str, Any]]) -> None:
-        """Compare one mirrored request row by row (keeps the first 20 disagreements as examples)."""
+    def add(self, served_rows: list[dict[str, Any]], candidate_rows: list[dict[str, Any]], *,
+            request_id: str) -> None:
+        """Compare one mirrored request row by row (keeps the first 20 disagreements as examples).
+
+        Each example names the request (``request_id``, as in the reply's ``X-Request-Id`` and the
+        inference table) and the row's position in it (``row``, 0-based, the table's ``row_index``),
+        so a disagreement can be traced to the recorded inputs.
+        """
         for i, (served, cand) in enumerate(zip(served_rows, candidate_rows)):
             self.compared += 1
             if rows_agree(served, cand, task=self.task, rtol=self.rtol, atol=self.atol):
                 self.agreed += 1
             elif len(self.disagreements) < 20:
-                self.disagreements.append({"row": i, "served": served.get("prediction"),
+                self.disagreements.append({"request_id": request_id, "row": i, "served": served.get("prediction"),
                                            "candidate": cand.get("prediction")})
 
     def sentence(self) -> str:

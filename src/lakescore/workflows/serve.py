@@ -164,6 +164,39 @@ def export_model_serving(project: ProjectConfig, runtime: Runtime, *, path: str 
     return summary
 
 
+def deploy(project: ProjectConfig, runtime: Runtime, version: int) -> dict[str, Any]:
+    """Redeploy the project's running endpoint to ``version`` (``lakescore serve --deploy N``).
+
+    Calls ``POST /deploy`` on the endpoint running from ``runtime.home`` (its address file and
+    token): copies of ``version`` start, traffic switches once one is ready, the old copies drain.
+
+    Returns
+    -------
+    dict
+        The endpoint's deploy report.
+
+    Raises
+    ------
+    ConfigError
+        When serving.yml is missing or ``version`` is not a positive whole number.
+    EndpointUnavailableError
+        When the endpoint is not running.
+    RequestError, ServingError
+        When the endpoint refuses or cannot start the version (it keeps serving the old one).
+    """
+    from lakescore.serving.client import EndpointClient
+
+    if project.serving is None:
+        raise ConfigError([f"{project.config_dir.name}/serving.yml: file not found; create it (see config/)"])
+    if version < 1:
+        raise ConfigError([f"--deploy must be a registered version number (1 or more); got {version}"])
+    client = EndpointClient.from_home(runtime.home, project.serving.endpoint_name)
+    try:
+        return client.deploy(version)
+    finally:
+        client.close()
+
+
 def read_reference(runtime: Runtime, plan: EndpointPlan) -> DriftReference:
     """The drift reference of the training rows: the input columns (and those the training
     filter names) that the training table has, after the filter."""

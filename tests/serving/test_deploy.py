@@ -1,0 +1,136 @@
+"""``POST /deploy`` and ``lakescore serve --deploy N``: a redeploy under load fails no request and
+every answer names the version that gave it; stale applies only to an endpoint that follows the alias."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+
+import httpx
+import pytest
+
+from lakescore.runtime import LocalRuntime
+from serving_helpers import MODEL, Trained, assert_same_answers, chain_of, expected_rows, launch, ready_copies, records
+
+
+@pytest.fixture(scope="module")
+def runtime(module_home) -> LocalRuntime:
+    rt = LocalRuntime(module_home[0])
+    rt.mlflow()
+    return rt
+
+
+def deploy_cli(home, config, version: int) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "lakescore.cli", "serve", "--deploy", str(version), "--config-dir",
+                           str(config), "--home", str(home)], capture_output=True, text=True, timeout=300)
+
+
+def test_a_redeploy_under_load_fails_no_request_and_each_answer_names_its_version(
+        module_home, trained: Trained, runtime: LocalRuntime) -> None:
+    home, config = module_home
+    ep = launch(home, config, endpoint_name="redeploy", replicas={"min": 1, "max": 1}, scale_interval_s=1)
+    try:
+        old = ready_copies(ep.wait_for(lambda s: bool(ready_copies(s)), what="a ready copy"))[0]
+        frame = trained.requests.head(6)
+        rows = records(frame, trained.input_columns)
+        answers: list[tuple[float, int, str, list]] = []  # (sent at, status, X-Model-Version, predictions)
+        stop = threading.Event()
+
+        def client_loop() -> None:
+            with httpx.Client(base_url=ep.address, headers={"Authorization": f"Bearer {ep.token}"},
+                              timeout=120) as client:
+                while not stop.is_set():
+                    sent = time.monotonic()
+                    resp = client.post("/invocations", json={"dataframe_records": rows})
+                    body = resp.json()
+                    answers.append((sent, resp.status_code, resp.headers.get("x-model-version", ""),
+                                    body.get("predictions", body)))
+
+        threads = [threading.Thread(target=client_loop) for _ in range(3)]
+        for t in threads:
+            t.start()
+        try:
+            while len(answers) < 30:
+                time.sleep(0.05)
+            done = deploy_cli(home, config, 2)
+            switched = time.monotonic()
+            before = len(answers)
+            while len(answers) < before + 60:
+                time.sleep(0.05)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert [a[1] for a in answers] == [200] * len(answers)
+        v1, v2 = expected_rows(chain_of(runtime, 1), frame), expected_rows(chain_of(runtime, 2), frame)
+        for _, _, header, predictions in answers:
+            versions = {p["model_version"] for p in predictions}
+            assert len(versions) == 1 and str(versions.pop()) == header  # the reply names the version that answered
+            assert_same_answers(predictions, v1 if header == "1" else v2)
+        assert {a[2] for a in answers if a[0] > switched} == {"2"}  # sent after the switch: the new version
+        assert {a[2] for a in answers} == {"1", "2"}
+
+        status = ep.wait_for(lambda s: old["copy_id"] not in [c["copy_id"] for c in s["copies"]],
+                             what="the old copy drained and stopped")
+        assert status["version"] == 2 and status["pinned_by"] == "deploy" and not status["stale"]
+        assert [c["version"] for c in ready_copies(status)] == [2]
+        deployed = [e.detail for e in ep.events("ml.deploy") if e.endpoint == "redeploy"]
+        assert [(d["previous_version"], d["version"], d["copies_started"], d["drained_copies"]) for d in deployed] \
+            == [(1, 2, 1, 1)]
+    finally:
+        ep.stop()
+
+
+def test_only_an_endpoint_that_follows_the_alias_is_stale_and_a_deploy_of_the_champion_clears_it(
+        module_home, trained: Trained, runtime: LocalRuntime) -> None:
+    home, config = module_home
+    client = runtime.mlflow().MlflowClient()
+    client.set_registered_model_alias(MODEL, "champion", "1")
+    following = launch(home, config, endpoint_name="follows", replicas={"min": 0, "max": 1}, scale_interval_s=1)
+    try:
+        pinned_config = config.parent / "config_pinned"
+        if not pinned_config.exists():
+            import shutil
+
+            shutil.copytree(config, pinned_config)
+        pinned = launch(home, pinned_config, endpoint_name="pinned", replicas={"min": 0, "max": 1},
+                        scale_interval_s=1, model_selection="pinned_version", model_version=1)
+        try:
+            client.set_registered_model_alias(MODEL, "champion", "2")
+            status = following.wait_for(lambda s: s["stale"], what="stale", timeout_s=30)
+            assert status["stale_reason"] == ("champion is v2; this endpoint still serves v1, resolved when it "
+                                              "started. Redeploy with `lakescore serve --deploy 2` to serve it.")
+            time.sleep(2.5)  # two more stale checks of the pinned endpoint
+            assert pinned.status()["stale"] is False and pinned.status()["pinned_by"] == "pinned_version"
+        finally:
+            pinned.stop()
+        reply = following.client.post("/deploy", json={"version": 2}, timeout=300)  # at zero copies: switches at once
+        assert reply.status_code == 200, reply.text
+        assert reply.json()["copies_started"] == 0 and reply.json()["pinned_by"] == "champion"
+        status = following.status()
+        assert status["version"] == 2 and not status["stale"] and status["stale_reason"] == ""
+        answered = following.score(records(trained.requests.head(2), trained.input_columns))
+        assert answered.status_code == 200 and answered.headers["x-model-version"] == "2"
+    finally:
+        following.stop()
+        client.set_registered_model_alias(MODEL, "champion", "1")
+
+
+def test_a_deploy_of_an_unknown_or_the_served_version_is_refused(module_home) -> None:
+    home, config = module_home
+    ep = launch(home, config, endpoint_name="refuse", replicas={"min": 0, "max": 1})
+    try:
+        unknown = ep.client.post("/deploy", json={"version": 99})
+        assert unknown.status_code == 404 and unknown.json()["error_code"] == "model_not_found"
+        same = ep.client.post("/deploy", json={"version": 1})
+        assert same.status_code == 409 and same.json()["message"] == "endpoint refuse already serves v1"
+        bad = ep.client.post("/deploy", json={"version": "2"})
+        assert bad.status_code == 400 and "version must be a whole number" in bad.json()["message"]
+        assert ep.status()["version"] == 1
+    finally:
+        ep.stop()
+    missing = deploy_cli(home, config, 2)  # the endpoint is gone
+    assert missing.returncode != 0 and "no endpoint 'refuse' is running" in missing.stderr + missing.stdout
