@@ -19,7 +19,6 @@ did. After the reply is sent, the rows are recorded and, when a shadow is chosen
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import uuid
 from collections import Counter, deque
@@ -27,11 +26,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import httpx
+import orjson
 
 from lakescore.errors import EndpointUnavailableError
-from lakescore.serving.app import trim_memory
+from lakescore.serving.copy_app import trim_memory
 from lakescore.serving.backend import ReplicaBackend
 from lakescore.serving.candidates import Candidate, CandidateControl
+from lakescore.serving.channel import ChannelError, CopyChannels
 from lakescore.serving.canary import CanaryWindow
 from lakescore.serving.cold import score_cold
 from lakescore.serving.drift import DriftReference, check_rows
@@ -402,23 +403,27 @@ class Endpoint(CandidateControl):
         return self._reply(await self._cold_path(version, body), "cold", version)
 
     async def _ask(self, copy: Copy, body: bytes) -> tuple[str, Any]:
-        """Send a body to a copy: ("ok", rows) | ("unavailable", detail) | ("error", Reply)."""
-        assert self.http is not None  # set in start()
+        """Send a checked body (``ScoreRequest.to_body()``) to a copy over its channel:
+        ("ok", rows) | ("unavailable", detail) | ("error", Reply)."""
+        if not hasattr(self, "channels"):  # made here so that this seam stays one method
+            self.channels = CopyChannels(timeout_s=self.s.request_timeout_s)
+        if len(self.channels) > len(self.pool.copies):
+            self.channels.keep_only({c.address for c in self.pool.copies.values()})
         try:
-            resp = await self.http.post(f"{copy.address}/invocations", content=body, headers=self.auth)
-        except httpx.HTTPError as err:
+            status, payload = await self.channels.score(copy.address, body)
+        except ChannelError as err:
             await self.pool.release(copy, failed=True)
-            return "unavailable", f"{type(err).__name__}: {err}"
-        await self.pool.release(copy, failed=resp.status_code >= 500)
+            return "unavailable", str(err)
+        await self.pool.release(copy, failed=status >= 500)
         try:
-            payload = resp.json()
-        except json.JSONDecodeError:
-            return "unavailable", f"copy answered {resp.status_code} without JSON"
-        if resp.status_code == 200:
-            return "ok", payload["predictions"]
-        if resp.status_code == 503:
-            return "unavailable", payload.get("message", "copy not ready")
-        return "error", Reply(resp.status_code, payload)
+            answer = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            return "unavailable", f"copy answered {status} without JSON"
+        if status == 200:
+            return "ok", answer["predictions"]
+        if status == 503:
+            return "unavailable", answer.get("message", "copy not ready")
+        return "error", Reply(status, answer)
 
     async def _from_candidate(self, body: bytes) -> list[dict[str, Any]] | None:
         """The candidate's rows, or None after counting a failure (production then answers)."""
