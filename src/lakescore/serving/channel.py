@@ -8,9 +8,10 @@ JSON payload. One connection carries one request at a time, and the endpoint kee
 between requests.
 
 The socket lives in a folder only the endpoint's user can enter (mode 0700, made by the local
-process backend), so no other local user can reach a copy, and no token travels on it. Measured
-against keep-alive HTTP to a uvicorn server in the copy (the route this replaced), the socket
-saves the copy's HTTP stack and the endpoint's HTTP client on every request.
+process backend), so no other local user can reach a copy, and no token travels on it. It replaced
+keep-alive HTTP (httpx -> uvicorn/FastAPI in the copy): over 1,000 one-row requests to one copy,
+the round trip less the copy's scoring time was p50 1.40 ms / p99 13.9 ms over HTTP and
+p50 0.15 ms / p99 0.78 ms over this socket (issue 12, 2-core machine under other load).
 """
 
 from __future__ import annotations
