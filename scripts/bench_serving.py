@@ -1,8 +1,9 @@
 """Benchmark of the warm endpoint against `mlflow models serve` on the same registered demo model.
 
-Prints, for one-row requests at concurrency 1 and 8: p50/p99 latency and requests/s of
-``lakescore serve`` (one copy) and of ``mlflow models serve --env-manager local`` (the peer); the
-cold-path wall time; and resident memory per copy. Everything binds 127.0.0.1; every load level is
+Prints, for one-row requests at concurrency 1 and 8: p50/p99 latency, requests/s and requests/s per
+copy of ``lakescore serve`` (replicas min 1, max 2: the scaler adds the second copy during a c=8
+warm-up, before the c=8 level is measured) and of ``mlflow models serve --env-manager local`` (the
+peer, one worker); the cold-path wall time; and resident memory per copy. Everything binds 127.0.0.1; every load level is
 bounded in requests and seconds; every process started here is stopped at the end.
 
     .venv/bin/python scripts/bench_serving.py                 # trains the demo model in a temp home
@@ -109,6 +110,20 @@ def run_load(url: str, headers: dict[str, str], bodies: list[bytes], *, concurre
             "rps": len(ordered) / wall}
 
 
+def ready_copies(status_url: str, auth: dict[str, str]) -> int:
+    copies = httpx.get(status_url, headers=auth).json()["copies"]
+    return sum(c["state"] == "ready" and c["role"] == "serve" for c in copies)
+
+
+def warm_to(copies: int, url: str, status_url: str, auth: dict[str, str], bodies: list[bytes]) -> int:
+    """Send c=8 load until ``copies`` copies are ready (the scaler adds them), at most 90 s; the
+    number of ready copies then."""
+    deadline = time.monotonic() + 90
+    while ready_copies(status_url, auth) < copies and time.monotonic() < deadline:
+        run_load(url, auth, bodies, concurrency=8, requests=400, max_s=5)
+    return ready_copies(status_url, auth)
+
+
 def wait_until(check: Any, what: str, proc: subprocess.Popen[bytes]) -> float:
     started = time.perf_counter()
     while True:
@@ -181,8 +196,11 @@ def bench_ours(mode: str, *, home: Path, config: Path, env: dict[str, str], scra
         out["bodies"] = [json.dumps({"dataframe_records": [row]}).encode() for row in rows]
         url = info["address"] + "/invocations"
         run_load(url, auth, out["bodies"][:20], concurrency=1, requests=20, max_s=30)  # warm-up
-        for c in (1, 8):
-            out[f"c{c}"] = run_load(url, auth, out["bodies"], concurrency=c, requests=requests, max_s=seconds)
+        out["c1"] = {**run_load(url, auth, out["bodies"], concurrency=1, requests=requests, max_s=seconds),
+                     "copies": ready_copies(status_url, auth)}
+        copies = warm_to(2, url, status_url, auth, out["bodies"])
+        out["c8"] = {**run_load(url, auth, out["bodies"], concurrency=8, requests=requests, max_s=seconds),
+                     "copies": copies}
         copy_pid = [c for c in httpx.get(status_url, headers=auth).json()["copies"] if c["state"] == "ready"][0]["pid"]
         out["copy_memory"] = memory(copy_pid)
         servers = [p for p in psutil.Process(proc.pid).children() if "forkserver" in " ".join(p.cmdline())]
@@ -207,8 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     config = scratch / "config"
     shutil.copytree(REPO / "config", config)
     serving = yaml.safe_load((config / "serving.yml").read_text())
-    serving.update({"endpoint_name": "bench", "port": 0, "replicas": {"min": 1, "max": 1}, "keep_warm": True,
-                    "max_queue": 256, "record_flush_interval_s": 30})
+    serving.update({"endpoint_name": "bench", "port": 0, "replicas": {"min": 1, "max": 2}, "keep_warm": True,
+                    "max_queue": 256, "record_flush_interval_s": 30, "scale_interval_s": 5})
     (config / "serving.yml").write_text(yaml.safe_dump(serving))
     version, setup_s = prepare(home, config)
     tracking = f"sqlite:///{home / 'mlflow.db'}"
@@ -242,8 +260,8 @@ def main(argv: list[str] | None = None) -> int:
         figures["peer"] = {"ready_s": round(time.perf_counter() - launched, 1)}
         run_load(peer_url + "/invocations", {}, bodies[:20], concurrency=1, requests=20, max_s=30)
         for c in (1, 8):
-            figures["peer"][f"c{c}"] = run_load(peer_url + "/invocations", {}, bodies, concurrency=c,
-                                                requests=args.requests, max_s=args.seconds)
+            figures["peer"][f"c{c}"] = {**run_load(peer_url + "/invocations", {}, bodies, concurrency=c,
+                                                   requests=args.requests, max_s=args.seconds), "copies": 1}
         figures["peer"]["memory"] = memory(peer.pid, tree=True)
         answers = [httpx.post(peer_url + "/invocations", content=b, headers={"Content-Type": "application/json"})
                    .json()["predictions"][0] for b in bodies[:50]]
@@ -258,14 +276,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def report(f: dict[str, Any]) -> None:
     print(f"\nmodel {f['model']} (setup {f['setup_s']} s); one-row requests on loopback; {os.cpu_count()} cores")
-    print(f"{'':40}{'p50 ms':>9}{'p99 ms':>9}{'req/s':>9}{'n':>6}{'errors':>8}")
+    print(f"{'':40}{'p50 ms':>9}{'p99 ms':>9}{'req/s':>9}{'copies':>8}{'req/s/copy':>12}{'n':>6}{'errors':>8}")
     rows = [("lakescore serve, preloaded_fork", f["preloaded_fork"]), ("lakescore serve, new_process", f["new_process"]),
             ("mlflow models serve", f["peer"])]
     for name, r in rows:
         for c in (1, 8):
             x = r[f"c{c}"]
-            print(f"{name + f', c={c}':40}{x['p50_ms']:9.1f}{x['p99_ms']:9.1f}{x['rps']:9.1f}{x['requests']:6d}"
-                  f"{x['errors']:8d}")
+            print(f"{name + f', c={c}':40}{x['p50_ms']:9.1f}{x['p99_ms']:9.1f}{x['rps']:9.1f}{x['copies']:8d}"
+                  f"{x['rps'] / max(x['copies'], 1):12.1f}{x['requests']:6d}{x['errors']:8d}")
     print("ready after launch (first copy answering): " + ", ".join(f"{n} {r['ready_s']} s" for n, r in rows))
     print(f"cold path (fresh process, load the version, score one row): {', '.join(f'{x} s' for x in f['cold_path_s'])}")
     for mode in ("preloaded_fork", "new_process"):

@@ -34,9 +34,9 @@ def test_pod_phases_map_to_copy_states() -> None:
 def test_a_local_copy_that_cannot_load_is_failed_with_the_reason(module_home, tmp_path, start) -> None:
     home, _ = module_home
     backend = LocalProcessBackend(model_name="main.flights.late_arrival", tracking_uri=f"sqlite:///{home / 'mlflow.db'}",
-                                  token="t", log_dir=tmp_path, max_body_bytes=1024, max_rows=10, start=start)
+                                  log_dir=tmp_path, start=start)
     address = backend.start("c-v99", 99)
-    assert address.startswith("http://127.0.0.1:")
+    assert address.startswith("unix:/") and address.endswith(".sock")
     pid = backend.pid("c-v99")
     deadline = time.monotonic() + 120
     status = backend.status("c-v99")

@@ -24,8 +24,8 @@ def digest_of(payload: dict) -> str:
 def test_the_digest_is_of_the_parsed_rows_and_the_asked_version() -> None:
     records = {"dataframe_records": [{"carrier": "UA", "month": 10, "distance": 500}]}
     split = {"dataframe_split": {"columns": ["distance", "carrier", "month"], "data": [[500.0, "UA", 10.0]]}}
-    by_hand = b'model_version=null\n{"dataframe_split": {"columns": ["month", "distance", "carrier"], ' \
-              b'"data": [[10, 500.0, "UA"]]}}'
+    by_hand = b'model_version=null\n{"dataframe_split":{"columns":["month","distance","carrier"],' \
+              b'"data":[[10,500.0,"UA"]]}}'
     assert digest_of(records) == digest_of(split) == hashlib.sha256(by_hand).hexdigest()
     assert digest_of({**records, "model_version": 2}) == hashlib.sha256(
         by_hand.replace(b"=null", b"=2")).hexdigest()

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
 
 from lakescore.errors import RequestError
-from lakescore.serving.wire import dumps, parse_request, scored_rows
+from lakescore.serving.wire import dumps, forwarded, parse_request, scored_rows
 
 COLUMNS = {"month": "long", "dep_delay": "double", "carrier": "string"}
 
@@ -89,3 +91,58 @@ def test_replies_carry_null_never_nan_or_na() -> None:
         {"prediction": None, "probability": None, "scoring_status": "excluded",
          "exclusion_reason": "ineligible:cancelled", "model_version": 3, "served": "warm"},
     ]
+
+
+def test_nan_in_a_numeric_column_is_missing_and_forwarded_as_null() -> None:
+    """Python's json reads the NaN literal; orjson refuses it and the stdlib fallback reads it. A NaN
+    in a double or long column is a missing value, exactly as null (issue 12)."""
+    nan = parse(b'{"dataframe_records": [{"month": NaN, "dep_delay": NaN, "carrier": "UA"}]}')
+    null = parse(b'{"dataframe_records": [{"month": null, "dep_delay": null, "carrier": "UA"}]}')
+    assert nan.values == null.values == {"month": [None], "dep_delay": [None], "carrier": ["UA"]}
+    assert nan.to_body() == b'{"dataframe_split":{"columns":["month","dep_delay","carrier"],"data":[[null,null,"UA"]]}}'
+
+
+@pytest.mark.parametrize(("body", "names"), [
+    (b'{"dataframe_records": [{"month": 1, "dep_delay": 1, "carrier": NaN}]}',
+     "column 'carrier' needs text or null (string); got nan (NaN) in row 0"),
+    (b'{"dataframe_split": {"columns": ["month", "dep_delay", "carrier"], "data": [[1, 2, "UA"], [1, Infinity, "UA"]]}}',
+     "column 'dep_delay' needs a finite number or null (double); got inf (Infinity) in row 1"),
+    (b'{"dataframe_records": [{"month": -Infinity, "dep_delay": 1, "carrier": "UA"}]}',
+     "column 'month' needs a whole number or null (long); got -inf (Infinity) in row 0"),
+    (b'{"dataframe_records": [{"month": 9223372036854775808, "dep_delay": 1, "carrier": "UA"}]}',
+     "column 'month' needs a whole number within 64 bits or null (long); got 9223372036854775808"),
+])
+def test_nan_outside_numbers_infinity_and_huge_integers_are_refused(body: bytes, names: str) -> None:
+    with pytest.raises(RequestError) as caught:
+        parse(body)
+    assert caught.value.http_status == 400
+    assert names in str(caught.value)
+
+
+def test_split_with_a_repeated_column_is_refused() -> None:
+    with pytest.raises(RequestError, match="distinct column names"):
+        parse({"dataframe_split": {"columns": ["month", "month", "carrier"], "data": [[1, 2, "UA"]]}})
+
+
+def test_parsing_gives_columns_without_importing_pandas() -> None:
+    """The endpoint holds no model: checking a request must not import pandas or numpy."""
+    code = ("import sys; from lakescore.serving.wire import parse_request; "
+            "r = parse_request(b'{\"dataframe_records\": [{\"month\": 10.0, \"dep_delay\": 3, \"carrier\": \"UA\"}]}', "
+            "{'month': 'long', 'dep_delay': 'double', 'carrier': 'string'}, max_body_bytes=1000, max_rows=1); "
+            "print(r.values, 'pandas' in sys.modules, 'numpy' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "{'month': [10], 'dep_delay': [3.0], 'carrier': ['UA']} False False"
+
+
+def test_a_forwarded_body_is_read_back_without_checks_and_a_foreign_one_is_checked() -> None:
+    request = parse({"dataframe_records": [{"month": 10, "dep_delay": None, "carrier": "UA"},
+                                           {"month": 2**53 + 1, "dep_delay": 1.5, "carrier": None}]})
+    back = forwarded(request.to_body(), COLUMNS)
+    assert back.values == {"month": [10, 2**53 + 1], "dep_delay": [None, 1.5], "carrier": ["UA", None]}
+    assert back.frame["month"].iloc[1] == 9007199254740993
+    with pytest.raises(RequestError, match="lacks column 'tail'"):  # a candidate reading another column
+        forwarded(request.to_body(), {**COLUMNS, "tail": "string"})
+
+
+def test_dumps_writes_null_for_non_finite_floats() -> None:
+    assert dumps({"a": float("nan"), "b": float("-inf"), "c": 0.1}) == b'{"a":null,"b":null,"c":0.1}'

@@ -3,13 +3,15 @@ status mapping a pod backend uses.
 
 A backend knows nothing of routing or scaling: ``start(copy_id, version) -> address``,
 ``status(copy_id) -> CopyStatus`` and ``stop(copy_id)``. A copy is ``starting`` until it answers
-``/health`` with ``ready``; ``failed`` when its process or pod is gone or its model did not load.
+its health check with ``ready``; ``failed`` when its process or pod is gone or its model did not load.
 
 lakescore ships one backend, :class:`LocalProcessBackend`. A Kubernetes pod backend plugs in by
 implementing the three methods of :class:`ReplicaBackend` with a Kubernetes client (``start``
-creates a pod that serves ``models:/<model>/<version>`` with the endpoint's token and returns the
-address of its service; ``stop`` deletes it and waits until it is gone) and mapping the pod
-object in ``status`` with :func:`pod_status`: a pod the scheduler cannot place yet is still
+creates a pod that serves ``models:/<model>/<version>`` and returns the address of its service;
+``stop`` deletes it and waits until it is gone) and mapping the pod object in ``status`` with
+:func:`pod_status`. The endpoint reaches local copies over :mod:`lakescore.serving.channel`
+(``unix:`` addresses); a pod's copy needs that framing over TCP with a token handshake, which is
+not written yet. A pod the scheduler cannot place yet is still
 ``starting``, with the detail ``waiting for room in the cluster: <scheduler message>``, which the
 endpoint treats as waiting, not failed. Nothing here runs or tests such a backend against a real
 API server.
@@ -18,18 +20,20 @@ API server.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-import httpx
 import psutil
 
-from lakescore.serving.app import TOKEN_ENV, CopyOptions, run_forked_copy
+from lakescore.serving.channel import PREFIX, ChannelError, health, socket_path
+from lakescore.serving.copy_app import CopyOptions, run_forked_copy
 
 CopyState = Literal["starting", "ready", "failed", "stopped"]
 
@@ -61,7 +65,7 @@ class ReplicaBackend(Protocol):
     """Starts, watches and stops copies of one endpoint's model."""
 
     def start(self, copy_id: str, version: int) -> str:
-        """Start a copy holding ``version``; return its base address (``http://host:port``)."""
+        """Start a copy holding ``version``; return its address (``unix:<socket path>`` locally)."""
         ...
 
     def status(self, copy_id: str) -> CopyStatus:
@@ -122,10 +126,12 @@ def _fork_server() -> Any:
 
 
 class LocalProcessBackend:
-    """Each copy is its own process on 127.0.0.1, scoring one request at a time.
+    """Each copy is its own process listening on a Unix domain socket, scoring one request at a time.
 
-    The parent binds the listening socket on an ephemeral loopback port and hands it to the copy,
-    so the address is known at once and requests that arrive while the model loads wait in the
+    The parent binds the listening socket in a folder of its own (``tempfile.mkdtemp``: mode 0700,
+    so no other local user can connect, which is why copies need no token: the endpoint checks the
+    token and the request before it forwards it; removed by :meth:`stop_all`) and hands it to the copy, so
+    the address is known at once and requests that arrive while the model loads wait in the
     socket's backlog. Each copy watches its parent and exits when it dies.
 
     Two ways to start a copy (``copy_start`` in config/serving.yml):
@@ -134,8 +140,8 @@ class LocalProcessBackend:
       server once (:mod:`lakescore.serving.preload`); each copy is forked from it, shares those
       pages, and only loads and verifies its model. Faster starts, far less memory per copy; the
       fork server stays resident (one per endpoint process) even at zero copies.
-    - ``new_process``: ``python -m lakescore.serving.app`` in a fresh interpreter: full isolation,
-      every copy imports everything itself.
+    - ``new_process``: ``python -m lakescore.serving.copy_app`` in a fresh interpreter: full
+      isolation, every copy imports everything itself.
 
     Parameters
     ----------
@@ -143,50 +149,46 @@ class LocalProcessBackend:
         Registered model name; copies load ``models:/<model_name>/<version>``.
     tracking_uri : str
         MLflow tracking and registry URI of the runtime.
-    token : str
-        Bearer token the copies require (passed in the environment).
     log_dir : Path
         Folder for each copy's stderr (``<copy_id>.log``).
-    max_body_bytes, max_rows : int
-        Request limits the copies enforce.
     start : {"preloaded_fork", "new_process"}, default "preloaded_fork"
     """
 
-    def __init__(self, *, model_name: str, tracking_uri: str, token: str, log_dir: Path,
-                 max_body_bytes: int, max_rows: int,
+    def __init__(self, *, model_name: str, tracking_uri: str, log_dir: Path,
                  start: Literal["preloaded_fork", "new_process"] = "preloaded_fork") -> None:
         self.start_method = start
         self.model_name = model_name
         self.tracking_uri = tracking_uri
-        self.token = token
         self.log_dir = Path(log_dir)
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        self.max_body_bytes = max_body_bytes
-        self.max_rows = max_rows
         self._copies: dict[str, _Process] = {}
         self._lock = threading.Lock()
+        self._sockets: Path | None = None
+        self._started = 0
 
     def start(self, copy_id: str, version: int) -> str:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # asyncio sets TCP_NODELAY only for IPPROTO_TCP
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))  # loopback only
-        sock.listen(128)
-        address = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        with self._lock:
+            if self._sockets is None:
+                self._sockets = Path(tempfile.mkdtemp(prefix="lakescore-copies-"))  # mode 0700
+            self._started += 1
+            path = self._sockets / f"{self._started}.sock"  # short: a socket path has at most 107 bytes
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.bind(str(path))
+        sock.listen(64)
+        address = f"{PREFIX}{path}"
         log_path = self.log_dir / f"{copy_id}.log"
         popen: subprocess.Popen[bytes] | _Forked
         if self.start_method == "preloaded_fork":
-            options = CopyOptions(f"models:/{self.model_name}/{version}", version, self.tracking_uri,
-                                  self.max_body_bytes, self.max_rows)
+            options = CopyOptions(f"models:/{self.model_name}/{version}", version, self.tracking_uri)
             process = _fork_server().Process(target=run_forked_copy, name=copy_id, daemon=True,
-                                             args=(sock, options, self.token, str(log_path)))
+                                             args=(sock, options, str(log_path)))
             process.start()
             popen = _Forked(process)
         else:
-            command = [sys.executable, "-m", "lakescore.serving.app", "--model-uri",
+            command = [sys.executable, "-m", "lakescore.serving.copy_app", "--model-uri",
                        f"models:/{self.model_name}/{version}", "--version", str(version), "--fd", str(sock.fileno()),
-                       "--tracking-uri", self.tracking_uri, "--parent-pid", str(os.getpid()),
-                       "--max-body-bytes", str(self.max_body_bytes), "--max-rows", str(self.max_rows)]
-            env = {**os.environ, TOKEN_ENV: self.token, "PYTHONUNBUFFERED": "1"}
+                       "--tracking-uri", self.tracking_uri, "--parent-pid", str(os.getpid())]
+            env = {**os.environ, "PYTHONUNBUFFERED": "1"}
             with open(log_path, "ab") as log:
                 popen = subprocess.Popen(command, pass_fds=(sock.fileno(),), env=env, stdin=subprocess.DEVNULL,
                                          stdout=log, stderr=log)
@@ -211,18 +213,15 @@ class LocalProcessBackend:
         if proc.ready:
             return CopyStatus("ready", "", rss, proc.popen.pid, _pss(proc.popen.pid))
         try:
-            health = httpx.get(f"{proc.address}/health", headers={"Authorization": f"Bearer {self.token}"},
-                               timeout=1.0)
-        except httpx.HTTPError:
-            return CopyStatus("starting", "process started, server not answering yet", rss, proc.popen.pid)
-        body = health.json() if health.headers.get("content-type", "").startswith("application/json") else {}
-        if health.status_code == 200:
+            code, body = health(proc.address, timeout_s=1.0)
+        except ChannelError:
+            return CopyStatus("starting", "process started, not answering yet", rss, proc.popen.pid)
+        if code == 200:
             proc.ready = True
             return CopyStatus("ready", "", rss, proc.popen.pid)
-        if health.status_code == 503:
+        if code == 503:
             return CopyStatus("starting", f"loading models:/{self.model_name}/{proc.version}", rss, proc.popen.pid)
-        return CopyStatus("failed", f"model did not load: {body.get('error', health.text[:200])}", rss,
-                          proc.popen.pid)
+        return CopyStatus("failed", f"model did not load: {str(body.get('error', body))[:300]}", rss, proc.popen.pid)
 
     def stop(self, copy_id: str) -> None:
         with self._lock:
@@ -236,11 +235,15 @@ class LocalProcessBackend:
             except subprocess.TimeoutExpired:
                 proc.popen.kill()
                 proc.popen.wait(timeout=10)
+        Path(socket_path(proc.address)).unlink(missing_ok=True)
 
     def stop_all(self) -> None:
-        """Stop every copy this backend started."""
+        """Stop every copy this backend started and remove their socket folder."""
         for copy_id in list(self._copies):
             self.stop(copy_id)
+        if self._sockets is not None:
+            shutil.rmtree(self._sockets, ignore_errors=True)
+            self._sockets = None
 
 
 def _pss(pid: int) -> int | None:

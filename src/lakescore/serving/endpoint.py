@@ -18,20 +18,20 @@ then (a request that takes every copy down) does the cold path answer it.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-import httpx
+import orjson
 
 from lakescore.errors import EndpointUnavailableError, ServingConflictError, ServingError
-from lakescore.serving.app import trim_memory
 from lakescore.serving.autoscaler import Autoscaler
 from lakescore.serving.backend import ReplicaBackend
 from lakescore.serving.candidates import Candidates
+from lakescore.serving.channel import ChannelError, CopyChannels
+from lakescore.serving.copy_app import trim_memory
 from lakescore.serving.cold import score_cold
 from lakescore.serving.drift import DriftReference, check_rows
 from lakescore.serving.plan import EndpointPlan, input_columns, model_task
@@ -66,8 +66,6 @@ class Endpoint:
     backend : ReplicaBackend
     state : ServingState
         Audit events, resident copies and idempotent replies.
-    token : str
-        Bearer token the copies require.
     write : callable
         Appends a frame to the inference table.
     reference : callable, optional
@@ -75,11 +73,10 @@ class Endpoint:
         (None: rows are recorded with drift_check ``no_reference``).
     """
 
-    def __init__(self, plan: EndpointPlan, *, backend: ReplicaBackend, state: ServingState, token: str,
+    def __init__(self, plan: EndpointPlan, *, backend: ReplicaBackend, state: ServingState,
                  write: Any, reference: Callable[[], DriftReference] | None = None) -> None:
         self.plan, self.s, self.backend, self.state = plan, plan.settings, backend, state
         self.reference = reference
-        self.auth = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
         self.pool = CopyPool(max_queue=self.s.max_queue, retry_after_s=self.s.retry_after_s)
         self.recorder = PredictionRecorder(write=write, state=state, endpoint=plan.name, model_name=plan.model_name,
                                            flush_rows=self.s.record_flush_rows,
@@ -90,7 +87,7 @@ class Endpoint:
                                      held_elsewhere=lambda: self._cold_waiting)
         self.candidates = Candidates(plan, pool=self.pool, state=state, start_copy=self._start_copy,
                                      retire=self._retire, ask=self._ask, columns=self.columns)
-        self.http: httpx.AsyncClient | None = None
+        self.channels = CopyChannels(timeout_s=self.s.request_timeout_s)
         self.counts: Counter[str] = Counter()
         self.stale_reason = ""
         self.loop_error = ""
@@ -106,8 +103,6 @@ class Endpoint:
 
     async def start(self) -> None:
         """Start ``replicas.min`` copies and the health, scale, sampling, stale and flush loops."""
-        self.http = httpx.AsyncClient(limits=httpx.Limits(max_connections=256, max_keepalive_connections=64),
-                                      timeout=self.s.request_timeout_s)
         n = self.s.replicas.min
         for _ in range(n):
             await self._start_copy("serve", self.plan.version)
@@ -132,8 +127,7 @@ class Endpoint:
         self.pool.copies.clear()
         await asyncio.to_thread(self.state.remove_endpoint_copies, self.plan.name)
         await asyncio.to_thread(self.recorder.flush)
-        if self.http is not None:
-            await self.http.aclose()
+        self.channels.close()
 
     async def _load_drift_reference(self) -> None:
         if self.reference is None:
@@ -463,23 +457,25 @@ class Endpoint:
         return EndpointUnavailableError(why, retry_after_s=retry)
 
     async def _ask(self, copy: Copy, body: bytes) -> tuple[str, Any]:
-        """Send a body to a copy: ("ok", rows) | ("unavailable", detail) | ("error", Reply)."""
-        assert self.http is not None  # set in start()
+        """Send a checked body (``ScoreRequest.to_body()``) to a copy over its channel:
+        ("ok", rows) | ("unavailable", detail) | ("error", Reply)."""
+        if len(self.channels) > len(self.pool.copies):
+            self.channels.keep_only({c.address for c in self.pool.copies.values()})
         try:
-            resp = await self.http.post(f"{copy.address}/invocations", content=body, headers=self.auth)
-        except httpx.HTTPError as err:
+            status, payload = await self.channels.score(copy.address, body)
+        except ChannelError as err:
             await self.pool.release(copy, failed=True)
-            return "unavailable", f"{type(err).__name__}: {err}"
-        await self.pool.release(copy, failed=resp.status_code >= 500)
+            return "unavailable", str(err)
+        await self.pool.release(copy, failed=status >= 500)
         try:
-            payload = resp.json()
-        except json.JSONDecodeError:
-            return "unavailable", f"copy answered {resp.status_code} without JSON"
-        if resp.status_code == 200:
-            return "ok", payload["predictions"]
-        if resp.status_code == 503:
-            return "unavailable", payload.get("message", "copy not ready")
-        return "error", Reply(resp.status_code, payload)
+            answer = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            return "unavailable", f"copy answered {status} without JSON"
+        if status == 200:
+            return "ok", answer["predictions"]
+        if status == 503:
+            return "unavailable", answer.get("message", "copy not ready")
+        return "error", Reply(status, answer)
 
     async def _cold_path(self, version: int, body: bytes) -> list[dict[str, Any]]:
         if self._cold_waiting >= self.s.max_queue:

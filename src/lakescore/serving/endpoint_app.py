@@ -28,7 +28,7 @@ from fastapi.responses import Response
 from starlette.background import BackgroundTask
 
 from lakescore.errors import EndpointUnavailableError, RequestError
-from lakescore.serving.app import UNAUTHORIZED, authorized, error_reply, read_body, reply
+from lakescore.serving.responses import UNAUTHORIZED, authorized, error_reply, read_body, reply
 from lakescore.serving.endpoint import Endpoint, new_request_id
 from lakescore.serving.idempotency import KeyClaims, Kept, request_digest
 from lakescore.serving.plan import input_columns

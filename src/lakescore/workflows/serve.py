@@ -76,12 +76,10 @@ def _run_endpoint(runtime: Runtime, plan: EndpointPlan) -> dict[str, Any]:
 
     token = ensure_token(runtime.home)
     state = ServingState(runtime.home)
-    backend = LocalProcessBackend(model_name=plan.model_name, tracking_uri=plan.tracking_uri, token=token,
-                                  log_dir=serving_dir(runtime.home) / "logs",
-                                  max_body_bytes=plan.settings.max_body_bytes,
-                                  max_rows=plan.settings.max_rows_per_request, start=plan.settings.copy_start)
+    backend = LocalProcessBackend(model_name=plan.model_name, tracking_uri=plan.tracking_uri,
+                                  log_dir=serving_dir(runtime.home) / "logs", start=plan.settings.copy_start)
     table = plan.settings.inference_table
-    endpoint = Endpoint(plan, backend=backend, state=state, token=token,
+    endpoint = Endpoint(plan, backend=backend, state=state,
                         write=lambda frame: runtime.write_table(table, frame, mode="append"),
                         reference=lambda: read_reference(runtime, plan))
     listen = serving_bind(runtime, host=plan.settings.host)

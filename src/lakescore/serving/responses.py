@@ -1,0 +1,51 @@
+"""The endpoint's HTTP pieces: JSON responses, the bearer-token check, and a bounded body read."""
+
+from __future__ import annotations
+
+import hmac
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import Response
+
+from lakescore.errors import RequestError
+from lakescore.serving.wire import dumps, error_payload
+
+UNAUTHORIZED = {"error_code": "unauthorized",
+                "message": "missing or wrong bearer token; send 'Authorization: Bearer <token>' with the "
+                           "token from .lakescore/serving/token"}
+
+
+def reply(status: int, payload: Any, headers: dict[str, str] | None = None) -> Response:
+    """A JSON response (NaN-free) with ``status``."""
+    return Response(dumps(payload), status_code=status, media_type="application/json", headers=headers)
+
+
+def error_reply(err: Exception, headers: dict[str, str] | None = None) -> Response:
+    """The JSON error reply for ``err``: ``{"error_code", "message"}`` with the error's HTTP status."""
+    status, payload = error_payload(err)
+    return reply(status, payload, headers)
+
+
+def authorized(request: Request, token: str) -> bool:
+    """True when the request carries ``Authorization: Bearer <token>`` (compared in constant time)."""
+    header = request.headers.get("authorization", "")
+    scheme, _, given = header.partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refusing (413) as soon as it passes ``limit`` bytes."""
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise RequestError(f"request body is {int(declared):,} bytes; the limit is {limit:,} (max_body_bytes "
+                           "in config/serving.yml). Send fewer rows per request.", http_status=413,
+                           limit="max_body_bytes")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise RequestError(f"request body is over {limit:,} bytes (max_body_bytes in config/serving.yml). "
+                               "Send fewer rows per request.", http_status=413, limit="max_body_bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
