@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import httpx
-import psutil
 
+from lakescore.serving import forkserver
 from lakescore.serving.app import TOKEN_ENV, CopyOptions, run_forked_copy
+from lakescore.serving.memory import process_memory
 
 CopyState = Literal["starting", "ready", "failed", "stopped"]
 
@@ -99,22 +100,6 @@ class _Process:
     ready: bool = False
 
 
-_FORK_SERVER: Any = None
-
-
-def _fork_server() -> Any:
-    """The multiprocessing ``forkserver`` context, preloading :mod:`lakescore.serving.preload`
-    (started once per endpoint process, on the first copy)."""
-    global _FORK_SERVER
-    if _FORK_SERVER is None:
-        import multiprocessing  # only the preloaded start uses it
-
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["lakescore.serving.preload"])
-        _FORK_SERVER = context
-    return _FORK_SERVER
-
-
 class LocalProcessBackend:
     """Each copy is its own process on 127.0.0.1, scoring one request at a time.
 
@@ -171,7 +156,7 @@ class LocalProcessBackend:
         if self.start_method == "preloaded_fork":
             options = CopyOptions(f"models:/{self.model_name}/{version}", version, self.tracking_uri,
                                   self.max_body_bytes, self.max_rows)
-            process = _fork_server().Process(target=run_forked_copy, name=copy_id, daemon=True,
+            process = forkserver.context().Process(target=run_forked_copy, name=copy_id, daemon=True,
                                              args=(sock, options, self.token, str(log_path)))
             process.start()
             popen = _Forked(process)
@@ -238,20 +223,13 @@ class LocalProcessBackend:
 
 
 def _pss(pid: int) -> int | None:
-    try:  # smaps_rollup: one small read (Linux 4.14+)
-        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if line.startswith("Pss:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
+    memory = process_memory(pid)
+    return memory.pss_bytes if memory else None
 
 
 def _rss(pid: int) -> int | None:
-    try:
-        return int(psutil.Process(pid).memory_info().rss)
-    except psutil.Error:
-        return None
+    memory = process_memory(pid)
+    return memory.rss_bytes if memory else None
 
 
 # --- Kubernetes pods (the seam, for a cluster backend) --------------------------------------

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 import uuid
 from collections import Counter, deque
@@ -29,13 +30,16 @@ from typing import Any, Callable
 import httpx
 
 from lakescore.errors import EndpointUnavailableError
+from lakescore.serving import forkserver
 from lakescore.serving.app import trim_memory
 from lakescore.serving.backend import ReplicaBackend
 from lakescore.serving.candidates import Candidate, CandidateControl
 from lakescore.serving.canary import CanaryWindow
 from lakescore.serving.cold import score_cold
 from lakescore.serving.drift import DriftReference, check_rows
+from lakescore.serving.memory import footprint
 from lakescore.serving.plan import EndpointPlan
+from lakescore.serving.plan import alias_version as _alias_version
 from lakescore.serving.recorder import Answered, PredictionRecorder
 from lakescore.serving.router import Copy, CopyPool, Role, to_stop
 from lakescore.serving.scaler import PENDING_WINDOW_S, ScaleDecision, ScaleInput, decide, rate_per_minute
@@ -519,19 +523,12 @@ class Endpoint(CandidateControl):
                 "last_scale_decision": decision, "last_copy_failure": self.last_failure,
                 "counts": dict(self.counts), **self.candidate_summary(),
                 "recorder": self.recorder.summary(), "drift_reference": self.drift is not None,
-                "max_warm_copies": self.s.max_warm_copies}
+                "max_warm_copies": self.s.max_warm_copies,
+                "memory": footprint(endpoint=os.getpid(), fork_server=forkserver.server_pid(),
+                                    copies=[c.pid for c in self.pool.copies.values()])}
 
 
 def new_request_id() -> str:
     """A fresh request id (32 hex digits)."""
     return uuid.uuid4().hex
-
-
-def _alias_version(model_name: str, alias: str) -> int | None:
-    import mlflow  # registry access
-
-    try:
-        return int(mlflow.MlflowClient().get_model_version_by_alias(model_name, alias).version)
-    except mlflow.exceptions.MlflowException:
-        return None
 
