@@ -431,6 +431,23 @@ def test_killing_a_copy_under_load_fails_no_request(module_home, trained: Traine
         ep.stop()
 
 
+def test_status_reports_the_memory_of_the_endpoint_its_fork_server_and_each_copy(endpoint) -> None:
+    status = endpoint.wait_for(lambda s: s["drift_reference"] and s["memory"]["copies"], what="the drift reference")
+    memory = status["memory"]
+    assert memory["endpoint"]["pid"] == endpoint.proc.pid
+    assert memory["fork_server"]["pid"] == psutil.Process(ready_copies(status)[0]["pid"]).ppid()
+    assert sorted(c["pid"] for c in memory["copies"]) == sorted(c["pid"] for c in status["copies"])
+    parts = [memory["endpoint"], memory["fork_server"], *memory["copies"]]
+    for part in parts:
+        assert 0 < part["pss_mb"] < part["rss_mb"]  # each shares pages (libraries, or the fork's imports)
+    assert memory["total_pss_mb"] == pytest.approx(sum(p["pss_mb"] for p in parts), abs=0.5)
+    # the endpoint holds no model: the registry reads, the drift reference and the table writes ran in
+    # children of the fork server, so no model, registry or table library is mapped in it
+    maps = open(f"/proc/{endpoint.proc.pid}/maps").read()
+    for library in ("sklearn", "scipy", "sqlalchemy", "deltalake"):
+        assert f"site-packages/{library}/" not in maps, library
+
+
 def test_sigterm_stops_the_copies_and_removes_the_address_file(endpoint) -> None:
     copies = [c["pid"] for c in endpoint.status()["copies"]]
     endpoint.proc.send_signal(signal.SIGTERM)
@@ -440,3 +457,4 @@ def test_sigterm_stops_the_copies_and_removes_the_address_file(endpoint) -> None
     while any(psutil.pid_exists(pid) for pid in copies) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert copies and not any(psutil.pid_exists(pid) for pid in copies)
+

@@ -56,6 +56,10 @@ class Placement:
     publication: tuple[tuple[BatchCompute, DeltaEngine], ...] = ()
     serving: str = ""
     serving_bind: ServingBindKind = "configured"
+    endpoint_reads_in_children: bool = True
+    """The endpoint process does its registry reads and inference-table appends in children of its
+    fork server (locally: MLflow and delta-rs stay out of it); on Databricks they need the job's
+    Spark session, so they run in the endpoint process."""
 
     def publication_engine(self, batch_compute: BatchCompute) -> DeltaEngine:
         """The engine that reads and writes the prediction table of a ``batch_compute`` route here
@@ -105,6 +109,7 @@ PLACEMENTS: dict[str, Placement] = {
         serving=("the endpoint binds the driver's address (spark.driver.host) and requires the token; clients call "
                  "https://<workspace>/driver-proxy-api/o/<org id>/<cluster id>/<port>/; copies stay on 127.0.0.1"),
         serving_bind="driver",
+        endpoint_reads_in_children=False,
     ),
 }
 

@@ -12,7 +12,9 @@ certificate). Modules, one idea each:
 - ``scaler`` / ``autoscaler``: the pure scaling decision, and the loop that feeds and acts on it;
 - ``candidates``: the chosen candidate, its shadow, canary and mirroring;
 - ``shadow`` / ``canary``: candidate comparison and the automatic rollback rule;
-- ``cold``: the cold path, a fresh process that scores as a batch job would;
+- ``cold``: the cold path, a child of the fork server that scores as a batch job would;
+- ``forkserver``: the preloaded fork server and the short jobs run in its children;
+- ``memory``: RSS and PSS of the endpoint, its fork server and each copy;
 - ``recorder`` / ``drift``: buffered prediction records for the Delta inference table;
 - ``idempotency``: request digests that bind an ``Idempotency-Key`` to one request, and its claims;
 - ``state``: token, audit events, copies and idempotent replies in SQLite under the runtime home;

@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-import psutil
-
+from lakescore.serving import forkserver
 from lakescore.serving.channel import PREFIX, ChannelError, health, socket_path
 from lakescore.serving.copy_app import CopyOptions, run_forked_copy
+from lakescore.serving.memory import process_memory
 
 CopyState = Literal["starting", "ready", "failed", "stopped"]
 
@@ -109,22 +109,6 @@ class _Process:
     ready: bool = False
 
 
-_FORK_SERVER: Any = None
-
-
-def _fork_server() -> Any:
-    """The multiprocessing ``forkserver`` context, preloading :mod:`lakescore.serving.preload`
-    (started once per endpoint process, on the first copy)."""
-    global _FORK_SERVER
-    if _FORK_SERVER is None:
-        import multiprocessing  # only the preloaded start uses it
-
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["lakescore.serving.preload"])
-        _FORK_SERVER = context
-    return _FORK_SERVER
-
-
 class LocalProcessBackend:
     """Each copy is its own process listening on a Unix domain socket, scoring one request at a time.
 
@@ -180,8 +164,8 @@ class LocalProcessBackend:
         popen: subprocess.Popen[bytes] | _Forked
         if self.start_method == "preloaded_fork":
             options = CopyOptions(f"models:/{self.model_name}/{version}", version, self.tracking_uri)
-            process = _fork_server().Process(target=run_forked_copy, name=copy_id, daemon=True,
-                                             args=(sock, options, str(log_path)))
+            process = forkserver.context().Process(target=run_forked_copy, name=copy_id, daemon=True,
+                                                   args=(sock, options, str(log_path)))
             process.start()
             popen = _Forked(process)
         else:
@@ -247,20 +231,13 @@ class LocalProcessBackend:
 
 
 def _pss(pid: int) -> int | None:
-    try:  # smaps_rollup: one small read (Linux 4.14+)
-        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if line.startswith("Pss:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
+    memory = process_memory(pid)
+    return memory.pss_bytes if memory else None
 
 
 def _rss(pid: int) -> int | None:
-    try:
-        return int(psutil.Process(pid).memory_info().rss)
-    except psutil.Error:
-        return None
+    memory = process_memory(pid)
+    return memory.rss_bytes if memory else None
 
 
 # --- Pod status (for a pod backend) -----------------------------------------------------------

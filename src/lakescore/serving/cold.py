@@ -1,10 +1,16 @@
-"""The cold path: a fresh process that loads the version and scores, as a batch job would.
+"""The cold path: load the version and score in a process of its own, as a batch job would.
 
-When no copy can answer (down, loading, or a request asks for another version), the endpoint runs
-``python -m lakescore.serving.cold``: it loads ``models:/<name>/<version>`` with
-``mlflow.pyfunc.load_model`` (the certificate is re-verified) and calls the pyfunc's ``predict`` —
-the same ``FittedChain.predict`` — on the request's rows. The rows arrive on stdin as
-``dataframe_split`` JSON; the reply (``served: cold``) leaves on stdout. Slower, never different.
+When no copy can answer (down, loading, or a request asks for another version), the endpoint forks
+a child from its preloaded fork server (:mod:`lakescore.serving.forkserver`), which has imported the
+scoring stack but holds no model, so the child pays no imports: it loads ``models:/<name>/<version>``
+with ``mlflow.pyfunc.load_model`` (the certificate is re-verified) and calls the pyfunc's
+``predict`` — the same ``FittedChain.predict`` a batch job calls — on the request's rows, sends the
+reply (``served: cold``) back and exits. Slower, never different.
+
+A process without a fork server (the client's fallback, :func:`score_cold_sync`) runs
+``python -m lakescore.serving.cold`` instead: the same :func:`cold_reply`, after a fresh
+interpreter's imports; the rows go in on stdin as ``dataframe_split`` JSON, the reply comes out on
+stdout.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 from lakescore.errors import LakescoreError, ServingError
@@ -22,35 +29,103 @@ from lakescore.errors import LakescoreError, ServingError
 BODY_LIMIT = 1 << 30
 
 
-def _command(model_uri: str, version: int, tracking_uri: str) -> list[str]:
-    return [sys.executable, "-m", "lakescore.serving.cold", "--model-uri", model_uri, "--version", str(version),
-            "--tracking-uri", tracking_uri]
+@dataclass(frozen=True)
+class ColdReply:
+    """What a cold-path process sends back: the reply JSON and who computed it.
+
+    Attributes
+    ----------
+    payload : bytes
+        ``{"predictions": [...]}`` or ``{"error_code": ..., "message": ...}`` as JSON.
+    pid, parent_pid : int
+        The process that scored, and its parent (the fork server, on the endpoint's cold path).
+    """
+
+    payload: bytes
+    pid: int
+    parent_pid: int
 
 
-def _result(code: int | None, out: bytes, err: bytes, model_uri: str) -> list[dict[str, Any]]:
+def cold_reply(model_uri: str, version: int, tracking_uri: str, body: bytes) -> ColdReply:
+    """Load ``model_uri`` as a batch job does and score a ``dataframe_split`` body; never raises
+    (an error becomes the payload's ``error_code`` and ``message``)."""
+    os.environ["MLFLOW_TRACKING_URI"] = tracking_uri
+    os.environ["MLFLOW_REGISTRY_URI"] = tracking_uri
+    from lakescore.serving.wire import dumps, parse_request, scored_rows
+
     try:
-        payload = json.loads(out) if out else {}
+        import mlflow.pyfunc  # what a batch job loads
+
+        mlflow.set_tracking_uri(tracking_uri)
+        mlflow.set_registry_uri(tracking_uri)
+        model = mlflow.pyfunc.load_model(model_uri)
+        from lakescore.packaging import loaded_input_kinds
+
+        parsed = parse_request(body, loaded_input_kinds(model), max_body_bytes=BODY_LIMIT, max_rows=10**7)
+        rows = scored_rows(model.predict(parsed.frame), model_version=version, served="cold")
+        payload = dumps({"predictions": rows})
+    except LakescoreError as err:
+        payload = dumps({"error_code": err.code, "message": str(err)})
+    except Exception as err:  # reported to the endpoint, which answers with it
+        payload = dumps({"error_code": "cold_path_failed", "message": f"{type(err).__name__}: {err}"})
+    return ColdReply(bytes(payload), os.getpid(), os.getppid())
+
+
+def _rows(payload: bytes, detail: str, model_uri: str) -> list[dict[str, Any]]:
+    try:
+        answer = json.loads(payload) if payload else {}
     except json.JSONDecodeError:
-        payload = {}
-    if code == 0 and "predictions" in payload:
-        return payload["predictions"]
-    tail = err.decode(errors="replace").strip().splitlines()[-3:]
-    message = payload.get("message") or " | ".join(tail) or f"exit code {code}"
+        answer = {}
+    if "predictions" in answer:
+        return list(answer["predictions"])
+    message = answer.get("message") or detail or "no answer"
     raise ServingError(f"the cold path could not score with {model_uri}: {message}. Check that the version "
                        "exists and loads (`lakescore score` uses the same call).",
-                       cold_error_code=payload.get("error_code", "cold_path_failed"))
+                       cold_error_code=answer.get("error_code", "cold_path_failed"))
+
+
+def _timed_out(model_uri: str, timeout_s: float) -> ServingError:
+    return ServingError(f"the cold path for {model_uri} ran over {timeout_s:g} s (cold_timeout_s in "
+                        "config/serving.yml); raise it or keep a copy warm")
+
+
+async def run_cold(*, model_uri: str, version: int, tracking_uri: str, body: bytes, timeout_s: float) -> ColdReply:
+    """:func:`cold_reply` in a child forked from this process's preloaded fork server (asyncio).
+
+    Raises
+    ------
+    ServingError
+        The child ran over ``timeout_s`` (it is killed) or died without answering.
+    """
+    from lakescore.serving import forkserver
+
+    child = await asyncio.to_thread(forkserver.start, cold_reply, model_uri, version, tracking_uri, body,
+                                    what=f"the cold path for {model_uri}")
+    try:
+        return await asyncio.wait_for(asyncio.to_thread(child.result, None), timeout=timeout_s)
+    except (asyncio.TimeoutError, asyncio.CancelledError) as error:
+        await asyncio.to_thread(child.kill)  # the waiting thread then sees EOF and ends
+        if isinstance(error, asyncio.CancelledError):
+            raise
+        raise _timed_out(model_uri, timeout_s) from error
 
 
 async def score_cold(*, model_uri: str, version: int, tracking_uri: str, body: bytes,
                      timeout_s: float) -> list[dict[str, Any]]:
-    """Score a ``dataframe_split`` body in a fresh process (asyncio).
+    """Score a ``dataframe_split`` body on the cold path: in a child of the preloaded fork server.
 
     Parameters
     ----------
+    model_uri : str
+        ``models:/<name>/<version>``.
+    version : int
+        The version number written into each reply row.
+    tracking_uri : str
+        MLflow tracking and registry URI.
     body : bytes
         ``dataframe_split`` JSON, already validated by the endpoint.
     timeout_s : float
-        Seconds before the process is killed.
+        Seconds before the child is killed.
 
     Returns
     -------
@@ -60,30 +135,29 @@ async def score_cold(*, model_uri: str, version: int, tracking_uri: str, body: b
     Raises
     ------
     ServingError
-        The process failed, printed no answer, or ran over ``timeout_s``.
+        The child failed, sent no answer, or ran over ``timeout_s``.
     """
-    proc = await asyncio.create_subprocess_exec(*_command(model_uri, version, tracking_uri),
-                                                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                                                stderr=asyncio.subprocess.PIPE)
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(body), timeout=timeout_s)
-    except (asyncio.TimeoutError, asyncio.CancelledError) as error:
-        proc.kill()
-        await proc.wait()
-        raise ServingError(f"the cold path for {model_uri} ran over {timeout_s:g} s (cold_timeout_s in "
-                           "config/serving.yml); raise it or keep a copy warm") from error
-    return _result(proc.returncode, out, err, model_uri)
+    reply = await run_cold(model_uri=model_uri, version=version, tracking_uri=tracking_uri, body=body,
+                           timeout_s=timeout_s)
+    return _rows(reply.payload, "", model_uri)
+
+
+def _command(model_uri: str, version: int, tracking_uri: str) -> list[str]:
+    return [sys.executable, "-m", "lakescore.serving.cold", "--model-uri", model_uri, "--version", str(version),
+            "--tracking-uri", tracking_uri]
 
 
 def score_cold_sync(*, model_uri: str, version: int, tracking_uri: str, body: bytes,
                     timeout_s: float) -> list[dict[str, Any]]:
-    """:func:`score_cold` for callers without an event loop (the client's fallback)."""
+    """The cold path for callers without a fork server or event loop (the client's fallback): a
+    fresh ``python -m lakescore.serving.cold`` process, which pays the imports (~2 s more)."""
     try:
         done = subprocess.run(_command(model_uri, version, tracking_uri), input=body, capture_output=True,
                               timeout=timeout_s, check=False)
     except subprocess.TimeoutExpired as error:
-        raise ServingError(f"the cold path for {model_uri} ran over {timeout_s:g} s; raise the timeout") from error
-    return _result(done.returncode, done.stdout, done.stderr, model_uri)
+        raise _timed_out(model_uri, timeout_s) from error
+    tail = " | ".join(done.stderr.decode(errors="replace").strip().splitlines()[-3:])
+    return _rows(done.stdout, tail or f"exit code {done.returncode}", model_uri)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,27 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", type=int, required=True)
     parser.add_argument("--tracking-uri", required=True)
     args = parser.parse_args(argv)
-    os.environ["MLFLOW_TRACKING_URI"] = args.tracking_uri
-    os.environ["MLFLOW_REGISTRY_URI"] = args.tracking_uri
-    from lakescore.serving.wire import dumps, parse_request, scored_rows
-
-    try:
-        import mlflow.pyfunc  # what a batch job loads
-
-        model = mlflow.pyfunc.load_model(args.model_uri)
-        from lakescore.packaging import loaded_input_kinds
-
-        columns = loaded_input_kinds(model)
-        parsed = parse_request(sys.stdin.buffer.read(), columns, max_body_bytes=BODY_LIMIT, max_rows=10**7)
-        rows = scored_rows(model.predict(parsed.frame), model_version=args.version, served="cold")
-    except LakescoreError as err:
-        sys.stdout.buffer.write(dumps({"error_code": err.code, "message": str(err)}))
-        return 1
-    except Exception as err:  # reported to the endpoint, which answers with it
-        sys.stdout.buffer.write(dumps({"error_code": "cold_path_failed", "message": f"{type(err).__name__}: {err}"}))
-        return 1
-    sys.stdout.buffer.write(dumps({"predictions": rows}))
-    return 0
+    reply = cold_reply(args.model_uri, args.version, args.tracking_uri, sys.stdin.buffer.read())
+    sys.stdout.buffer.write(reply.payload)
+    return 0 if "predictions" in json.loads(reply.payload) else 1
 
 
 if __name__ == "__main__":

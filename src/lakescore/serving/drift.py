@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
-import pandas as pd
+if TYPE_CHECKING:  # pandas is imported by the functions that use it, not by the endpoint's import
+    import pandas as pd
 
 MAX_CATEGORIES = 1000
 NO_REFERENCE = "no_reference"
@@ -28,6 +29,7 @@ class DriftReference:
 
 def reference_from(frame: pd.DataFrame, columns: list[str]) -> DriftReference:
     """Build the reference from training rows of shape (n_rows, >= len(columns))."""
+    import pandas as pd  # training rows: built in a child of the fork server
     numeric, categories = {}, {}
     for name in columns:
         values = frame[name].dropna()
@@ -42,6 +44,8 @@ def reference_from(frame: pd.DataFrame, columns: list[str]) -> DriftReference:
 
 def check_rows(reference: DriftReference | None, frame: pd.DataFrame) -> list[str]:
     """One drift check per row of ``frame`` (see the module docstring)."""
+    import numpy as np
+    import pandas as pd  # the recorder's flush only
     if reference is None:
         return [NO_REFERENCE] * len(frame)
     reasons: list[list[str]] = [[] for _ in range(len(frame))]

@@ -18,6 +18,7 @@ then (a request that takes every copy down) does the cold path answer it.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 import uuid
 from collections import Counter
@@ -27,6 +28,7 @@ from typing import Any, Callable
 import orjson
 
 from lakescore.errors import EndpointUnavailableError, ServingConflictError, ServingError
+from lakescore.serving import forkserver
 from lakescore.serving.autoscaler import Autoscaler
 from lakescore.serving.backend import ReplicaBackend
 from lakescore.serving.candidates import Candidates
@@ -34,7 +36,8 @@ from lakescore.serving.channel import ChannelError, CopyChannels
 from lakescore.serving.copy_app import trim_memory
 from lakescore.serving.cold import score_cold
 from lakescore.serving.drift import DriftReference, check_rows
-from lakescore.serving.plan import EndpointPlan, input_columns, model_task
+from lakescore.serving.memory import footprint
+from lakescore.serving.plan import EndpointPlan, alias_version, certified_columns, model_task
 from lakescore.serving.pool import Copy, CopyPool, Role
 from lakescore.serving.recorder import Answered, PredictionRecorder
 from lakescore.serving.routing import Route, Snapshot, route
@@ -246,7 +249,7 @@ class Endpoint:
         if not self.plan.follows_alias:
             self.stale_reason = ""
             return
-        champion = await asyncio.to_thread(_alias_version, self.plan.model_name, self.plan.alias)
+        champion = await asyncio.to_thread(alias_version, self.plan.model_name, self.plan.alias)
         if champion is not None and champion != self.plan.version:
             reason = (f"{self.plan.alias} is v{champion}; this endpoint still serves v{self.plan.version}, resolved "
                       f"when it started. Redeploy with `lakescore serve --deploy {champion}` to serve it.")
@@ -292,13 +295,10 @@ class Endpoint:
 
     async def _deploy(self, version: int) -> dict[str, Any]:
         started = time.monotonic()
-        from lakescore.packaging import read_certificate  # registry access
-
         uri = self.plan.uri(version)
-        columns = await asyncio.to_thread(input_columns, uri)  # ModelNotFoundError first, then the certificate
-        await asyncio.to_thread(read_certificate, uri)
+        columns = await asyncio.to_thread(certified_columns, uri)
         task = await asyncio.to_thread(model_task, uri)
-        alias = await asyncio.to_thread(_alias_version, self.plan.model_name, self.plan.alias)
+        alias = await asyncio.to_thread(alias_version, self.plan.model_name, self.plan.alias)
         old = self.autoscaler.live()
         fresh = self.candidates.adopt(version)
         for _ in range(max(len(old), 1) - len(fresh) if old else 0):
@@ -546,18 +546,12 @@ class Endpoint:
                 "counts": {k: v for k, v in counts.items() if v}, **self.candidates.summary(),
                 "loop_error": scaler.last_error or self.loop_error,
                 "recorder": self.recorder.summary(), "drift_reference": self.drift is not None,
-                "max_warm_copies": self.s.max_warm_copies}
+                "max_warm_copies": self.s.max_warm_copies,
+                "memory": footprint(endpoint=os.getpid(), fork_server=forkserver.server_pid(),
+                                    copies=[c.pid for c in self.pool.copies.values()])}
 
 
 def new_request_id() -> str:
     """A fresh request id (32 hex digits)."""
     return uuid.uuid4().hex
 
-
-def _alias_version(model_name: str, alias: str) -> int | None:
-    import mlflow  # registry access
-
-    try:
-        return int(mlflow.MlflowClient().get_model_version_by_alias(model_name, alias).version)
-    except mlflow.exceptions.MlflowException:
-        return None

@@ -1,6 +1,12 @@
 """What an endpoint will serve, resolved once when it starts: the pinned version, its input
 columns and its task. Moving the ``champion`` alias later does not change the plan (an endpoint
 that follows the alias only marks itself stale); a redeploy (``POST /deploy``) does.
+
+The registry reads here need MLflow (~70 MB of imports). The endpoint process holds no model, so
+once it has a fork server (:mod:`lakescore.serving.forkserver`) and has told its children where the
+registry is (``MLFLOW_TRACKING_URI`` in ``forkserver.child_env``), each read runs in a child forked
+from it, which has MLflow imported already, and the endpoint never imports MLflow; any other
+process reads in place.
 """
 
 from __future__ import annotations
@@ -8,7 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from lakescore.config import ProjectConfig, ServingConfig
 from lakescore.errors import ConfigError, LakescoreError, ModelNotFoundError
@@ -72,17 +78,73 @@ def input_columns(model_uri: str) -> dict[str, str]:
     ModelNotFoundError
         When the version does not exist.
     """
+    return _registry(_input_columns, model_uri)
+
+
+def certified_columns(model_uri: str) -> dict[str, str]:
+    """:func:`input_columns` of a version that carries a certificate (what a deploy may serve).
+
+    Raises
+    ------
+    ModelNotFoundError
+        When the version does not exist.
+    UncertifiedModelError
+        When it has no certificate.
+    """
+    return _registry(_certified_columns, model_uri)
+
+
+def model_task(model_uri: str) -> str:
+    """The task (``classification`` | ``regression``) recorded in the version's saved chain."""
+    return _registry(_model_task, model_uri)
+
+
+def alias_version(model_name: str, alias: str) -> int | None:
+    """The version ``alias`` points at, or None when the model or alias does not exist."""
+    return _registry(_alias_version, model_name, alias)
+
+
+REGISTRY_TIMEOUT_S = 120.0
+
+
+def _registry(read: Callable[..., Any], *args: Any) -> Any:
+    """``read(*args)`` in a child of this process's fork server when it has one that knows the
+    registry, else here."""
+    from lakescore.serving import forkserver
+
+    if forkserver.child_env.get("MLFLOW_TRACKING_URI") and forkserver.running():
+        return forkserver.call(read, *args, timeout_s=REGISTRY_TIMEOUT_S, what=f"registry read {args[0]}")
+    return read(*args)
+
+
+def _input_columns(model_uri: str) -> dict[str, str]:
     from lakescore.packaging import model_input_kinds  # registry access
 
     return model_input_kinds(model_uri)
 
 
-def model_task(model_uri: str) -> str:
-    """The task (``classification`` | ``regression``) recorded in the version's saved chain."""
+def _certified_columns(model_uri: str) -> dict[str, str]:
+    from lakescore.packaging import read_certificate  # registry access
+
+    columns = _input_columns(model_uri)  # ModelNotFoundError first, then the certificate
+    read_certificate(model_uri)
+    return columns
+
+
+def _model_task(model_uri: str) -> str:
     import mlflow  # registry access
 
     local = mlflow.artifacts.download_artifacts(f"{model_uri}/artifacts/chain/chain.json")
     return str(json.loads(Path(local).read_text())["task"])
+
+
+def _alias_version(model_name: str, alias: str) -> int | None:
+    import mlflow  # registry access
+
+    try:
+        return int(mlflow.MlflowClient().get_model_version_by_alias(model_name, alias).version)
+    except mlflow.exceptions.MlflowException:
+        return None
 
 
 def plan_endpoint(project: ProjectConfig, *, home: Path) -> EndpointPlan:

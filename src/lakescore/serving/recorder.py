@@ -15,11 +15,12 @@ import json
 import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Callable
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, Callable
 
 from lakescore.serving.state import AuditEvent, ServingState
+
+if TYPE_CHECKING:  # pandas is imported when a flush builds a frame
+    import pandas as pd
 
 COLUMNS = ["request_id", "endpoint", "received_at", "row_index", "model_name", "model_version", "served",
            "latency_ms", "drift_check", "input", "prediction", "probability", "scoring_status", "exclusion_reason"]
@@ -91,6 +92,8 @@ class PredictionRecorder:
             return self.buffered >= self.flush_rows
 
     def _records(self, pending: list[Answered]) -> tuple[list[dict[str, Any]], list[AuditEvent]]:
+        import pandas as pd  # a flush builds frames; importing the recorder does not
+
         inputs = [raw for answered in pending for raw in answered.inputs]
         drift = self._drift(pd.DataFrame(inputs)) if self._drift is not None and inputs else ["no_reference"] * len(inputs)
         records, events, at = [], [], 0
@@ -156,6 +159,8 @@ class PredictionRecorder:
 
 def records_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     """The buffered records as a frame with fixed nullable dtypes (the inference table's schema)."""
+    import pandas as pd  # a flush only
+
     frame = pd.DataFrame(rows, columns=COLUMNS)
     strings = ["request_id", "endpoint", "model_name", "served", "drift_check", "input", "prediction",
                "scoring_status", "exclusion_reason"]

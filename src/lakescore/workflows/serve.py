@@ -7,21 +7,35 @@ The endpoint's address, client URL, process id and token file are written to
 ``<home>/serving/endpoints/<name>.json`` while it runs, so clients can find it. Answered rows are
 appended to the inference table through the runtime; the drift reference is built once, in the
 background, from the training table.
+
+The endpoint process holds no model, so it keeps no model-registry or table library either: the
+plan (MLflow registry reads), the drift reference (the training rows) and each append to the
+inference table (delta-rs) run in children forked from the endpoint's preloaded fork server
+(:mod:`lakescore.serving.forkserver`), which has those libraries imported; whatever they load
+leaves with them. ``--dry-run`` plans in place and starts no fork server.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakescore.config import ProjectConfig
 from lakescore.errors import ConfigError, LakescoreError
 from lakescore.runtime import Runtime, serving_bind
-from lakescore.serving.drift import DriftReference, reference_columns, training_reference
+from lakescore.serving import forkserver
 from lakescore.serving.plan import EndpointPlan, plan_endpoint
 from lakescore.serving.run import bind, ceiling_text, endpoint_file, graceful_server, monthly_ceiling
 from lakescore.serving.state import ServingState, ensure_token, serving_dir
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from lakescore.runtime import Runtime
+    from lakescore.serving.drift import DriftReference
+
+WRITE_TIMEOUT_S = 600.0
 
 
 def serve(project: ProjectConfig, runtime: Runtime, *, cost_per_hour: float | None = None,
@@ -53,8 +67,11 @@ def serve(project: ProjectConfig, runtime: Runtime, *, cost_per_hour: float | No
     """
     if cost_per_hour is not None and cost_per_hour < 0:
         raise ConfigError([f"--cost-per-hour must be zero or more; got {cost_per_hour:g}"])
-    runtime.mlflow()
-    plan = plan_endpoint(project, home=runtime.home)
+    if dry_run or not runtime.placement.endpoint_reads_in_children:
+        plan = _plan(project, runtime)
+    else:  # in a child of the fork server: the endpoint process never imports MLflow
+        plan = forkserver.call(_plan, project, runtime, what="planning the endpoint")
+        forkserver.child_env.update(MLFLOW_TRACKING_URI=plan.tracking_uri, MLFLOW_REGISTRY_URI=plan.tracking_uri)
     summary = plan.summary()
     if cost_per_hour is not None:
         summary["monthly_ceiling"] = monthly_ceiling(cost_per_hour, plan.settings.replicas.max)
@@ -79,9 +96,14 @@ def _run_endpoint(runtime: Runtime, plan: EndpointPlan) -> dict[str, Any]:
     backend = LocalProcessBackend(model_name=plan.model_name, tracking_uri=plan.tracking_uri,
                                   log_dir=serving_dir(runtime.home) / "logs", start=plan.settings.copy_start)
     table = plan.settings.inference_table
-    endpoint = Endpoint(plan, backend=backend, state=state,
-                        write=lambda frame: runtime.write_table(table, frame, mode="append"),
-                        reference=lambda: read_reference(runtime, plan))
+    if runtime.placement.endpoint_reads_in_children:
+        endpoint = Endpoint(plan, backend=backend, state=state,
+                            write=lambda frame: forkserver.call(append_rows, runtime, table, frame,
+                                                                timeout_s=WRITE_TIMEOUT_S, what=f"an append to {table}"),
+                            reference=lambda: forkserver.call(read_reference, runtime, plan, what="the drift reference"))
+    else:  # the job's Spark session lives in this process
+        endpoint = Endpoint(plan, backend=backend, state=state, write=lambda frame: append_rows(runtime, table, frame),
+                            reference=lambda: read_reference(runtime, plan))
     listen = serving_bind(runtime, host=plan.settings.host)
     sock = bind(listen.host, plan.settings.port)
     address, url = listen.address(sock.getsockname()[1]), listen.client_url(sock.getsockname()[1])
@@ -195,9 +217,21 @@ def deploy(project: ProjectConfig, runtime: Runtime, version: int) -> dict[str, 
         client.close()
 
 
+def _plan(project: ProjectConfig, runtime: Runtime) -> EndpointPlan:
+    runtime.mlflow()
+    return plan_endpoint(project, home=runtime.home)
+
+
+def append_rows(runtime: Runtime, table: str, frame: pd.DataFrame) -> None:
+    """Append prediction records to the inference table (run in a child of the fork server)."""
+    runtime.write_table(table, frame, mode="append")
+
+
 def read_reference(runtime: Runtime, plan: EndpointPlan) -> DriftReference:
     """The drift reference of the training rows: the input columns (and those the training
     filter names) that the training table has, after the filter."""
+    from lakescore.serving.drift import reference_columns, training_reference  # pandas work, in a child
+
     table = plan.training_table
     available = set(runtime.table_columns(table))
     wanted = [n for n in reference_columns(list(plan.input_columns), plan.training_filter) if n in available]
