@@ -61,14 +61,19 @@ def conform_inputs(frame: pd.DataFrame, kinds: dict[str, str]) -> tuple[pd.DataF
     for name, kind in kinds.items():
         if name not in out.columns or kind not in _CONVERTERS:
             continue
-        column, bad = _CONVERTERS[kind](out[name])
-        out[name] = column
-        reasons[bad & pd.isna(reasons)] = f"invalid:{name}"
+        given = out[name]
+        column, bad = _CONVERTERS[kind](given)
+        if column is not given:
+            out[name] = column
+        if bad.any():
+            reasons[bad & pd.isna(reasons)] = f"invalid:{name}"
     return out, reasons
 
 
 def _to_integers(column: pd.Series) -> tuple[pd.Series, np.ndarray]:
     dtype = column.dtype
+    if dtype == "Int64":  # already the chain's type (a validated HTTP request, a Spark 4.2 batch)
+        return column, np.zeros(len(column), dtype=bool)
     if pd.api.types.is_integer_dtype(dtype) and not pd.api.types.is_unsigned_integer_dtype(dtype):
         return column.astype("Int64"), np.zeros(len(column), dtype=bool)
     if isinstance(dtype, np.dtype) and dtype.kind == "f":  # a single-node read of an integer column with a null
@@ -88,6 +93,8 @@ def _to_integers(column: pd.Series) -> tuple[pd.Series, np.ndarray]:
 
 def _to_floats(column: pd.Series) -> tuple[pd.Series, np.ndarray]:
     dtype = column.dtype
+    if dtype == np.float64:  # already the chain's type (NaN is null)
+        return column, np.zeros(len(column), dtype=bool)
     if pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype):
         return column.astype("Float64").astype("float64"), np.zeros(len(column), dtype=bool)
     values = column.tolist()

@@ -49,6 +49,8 @@ def batch_slices(n_rows: int, batch_rows: int) -> list[slice]:
 
 def predict_in_batches(chain: FittedChain, frame: pd.DataFrame, batch_rows: int) -> pd.DataFrame:
     """``chain.predict`` on consecutive slices of at most ``batch_rows`` rows, concatenated."""
+    if len(frame) <= batch_rows:  # one batch (every warm request): no slicing, no concatenation
+        return chain.predict(frame)
     parts = [chain.predict(frame.iloc[s]) for s in batch_slices(len(frame), batch_rows)]
     return pd.concat(parts) if parts else chain.predict(frame)
 

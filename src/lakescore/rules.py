@@ -128,8 +128,9 @@ class OutputRule:
         names = [n for n, _ in self.outputs]
         if len(raw) == 0:
             return pd.DataFrame({n: pd.array([], dtype=OUTPUT_TYPES[t]) for n, t in self.outputs}, index=raw.index)
-        given = [c for c in ("prediction", "probability") if c in scored.columns]
-        frame = pd.concat([raw[list(self.columns)], scored[given]], axis=1).copy()
+        given = [c for c in ("prediction", "probability") if c in scored.columns and c not in self.columns]
+        frame = pd.DataFrame({**{c: raw[c] for c in self.columns}, **{c: scored[c] for c in given}},
+                             index=raw.index, copy=True)  # the rule may write into it
         result = self.function.load()(frame, dict(self.params))
         if isinstance(result, pd.Series) and len(names) == 1:
             result = result.to_frame(names[0])
@@ -139,15 +140,15 @@ class OutputRule:
                 f"{list(getattr(result, 'columns', []))} for {len(raw)} rows; it must return a DataFrame "
                 f"with columns {names}, one row per input row (a Series for a single output)."
             )
-        out = pd.DataFrame(index=raw.index)
+        out = {}
         for name, kind in self.outputs:
             try:
-                out[name] = pd.array(list(result[name].astype(object)), dtype=OUTPUT_TYPES[kind])
+                out[name] = pd.array(result[name].to_numpy(dtype=object), dtype=OUTPUT_TYPES[kind])
             except (TypeError, ValueError) as err:
                 raise InputError(f"output rule '{self.name}': column '{name}' is declared {kind} but holds "
                                  f"{result[name].iloc[0]!r}; return {kind} values or fix outputs in "
                                  "config/scoring.yml") from err
-        return out
+        return pd.DataFrame(out, index=raw.index, copy=False)
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "version": self.version, "function": self.function.to_json(),
@@ -175,9 +176,13 @@ def add_outputs(rules: tuple[OutputRule, ...] | list[OutputRule], raw: pd.DataFr
                 rows: np.ndarray) -> pd.DataFrame:
     """Add each output rule's columns to ``scored`` (n_rows, ...): values on the predicted
     positions ``rows``, null elsewhere. ``raw`` is the request frame, same index as ``scored``."""
+    every = len(rows) == len(scored)  # rows are ascending positions: all of them, in order
     for rule in rules:
-        values = rule.compute(raw.iloc[rows], scored.iloc[rows])
+        values = rule.compute(raw, scored) if every else rule.compute(raw.iloc[rows], scored.iloc[rows])
         for name, kind in rule.outputs:
+            if every:
+                scored[name] = values[name].array
+                continue
             column = pd.array([pd.NA] * len(scored), dtype=OUTPUT_TYPES[kind])
             if len(rows):
                 column[rows] = values[name].array

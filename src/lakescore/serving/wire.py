@@ -318,15 +318,10 @@ def scored_rows(scored: pd.DataFrame, *, model_version: int, served: str) -> lis
     Missing values (``pd.NA``, NaN, None) become ``None`` so the JSON carries ``null``; numpy
     scalars become Python ones.
     """
-    import pandas as pd  # the frame's own library
-
     columns = {}
     for name in scored.columns:
-        column = scored[name]
-        missing = pd.isna(column).tolist()
-        present = column.astype(object).tolist()
-        columns[name] = [None if gone else (v.item() if hasattr(v, "item") else v)
-                         for v, gone in zip(present, missing)]
+        values = scored[name].to_numpy(dtype=object, na_value=None).tolist()  # Python scalars, None for missing
+        columns[name] = [v.item() if hasattr(v, "item") else v for v in values]  # numpy scalars in object columns
     rows = [dict(zip(columns, values)) for values in zip(*columns.values())] if columns else []
     for row in rows:
         row["model_version"] = model_version
