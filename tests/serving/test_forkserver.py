@@ -10,7 +10,7 @@ import pytest
 
 from lakescore.errors import RequestError
 from lakescore.serving import forkserver
-from lakescore.serving.server import parse_hold
+from lakescore.serving.endpoint_app import parse_hold
 
 
 def test_a_job_runs_in_a_child_of_the_fork_server() -> None:
