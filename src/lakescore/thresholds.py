@@ -84,10 +84,12 @@ class Threshold:
             return f"class thresholds {listed} (fixed in training.yml; the class with the largest p/threshold wins)"
         if self.method == "fixed":
             return f"threshold {self.value!r} (fixed in training.yml; {self.positive_rule})"
-        return f"threshold {self.value!r} (optimize: {self.method} on {self.holdout_rows:,} holdout rows; {self.positive_rule})"
+        chosen = f"optimize: {self.method} on {self.holdout_rows:,} holdout rows"
+        return f"threshold {self.value!r} ({chosen}; {self.positive_rule})"
 
     @property
     def positive_rule(self) -> str:
+        """The binary rule in words: ``positive when p >= <value>``."""
         return f"positive when p >= {self.value!r}"
 
     def to_json(self) -> dict[str, Any]:
@@ -111,7 +113,8 @@ def default_rule(task: str, classes: list[Any] | None) -> str:
 
 
 def saved_decision_rule(meta: dict[str, Any]) -> str:
-    """:meth:`Threshold.describe` (or :func:`default_rule`) of a saved chain's ``chain.json`` (``FittedChain.decision_rule`` without loading the model)."""
+    """:meth:`Threshold.describe` (or :func:`default_rule`) of a saved chain's ``chain.json``:
+    ``FittedChain.decision_rule`` without loading the model."""
     saved = meta.get("threshold")
     return Threshold.from_json(saved).describe() if saved else default_rule(meta.get("task", ""), meta.get("classes"))
 
