@@ -238,3 +238,53 @@ def test_a_model_that_takes_nan_scores_the_row(flights_sample):
     scored = chain.predict(request)
     assert scored["scoring_status"].tolist() == ["predicted"] * 4
     assert 0.0 < float(scored["probability"].iloc[0]) < 1.0
+
+
+def _tree_chain(positives_per_leaf):
+    """A real DecisionTreeClassifier on one feature x in {0, 1, 2}: 100 rows per value, the given
+    number of them positive, so the leaves' probabilities are exactly positives / 100."""
+    x = np.repeat([0.0, 1.0, 2.0], 100)
+    label = np.concatenate([(np.arange(100) < k).astype("int64") for k in positives_per_leaf])
+    frame = pd.DataFrame({"x": x})
+    return fit_chain(frame, pd.Series(label), recipe=[], model_class="DecisionTreeClassifier", model_params={},
+                     feature_columns=["x"])
+
+
+def test_a_threshold_flips_labels_exactly_where_the_probabilities_cross_it(tmp_path):
+    import dataclasses
+
+    from lakescore.thresholds import Threshold
+
+    chain = _tree_chain([34, 35, 36])
+    rows = pd.DataFrame({"x": [0.0, 1.0, 2.0]})
+    plain = chain.predict(rows)
+    assert plain["probability"].tolist() == [0.34, 0.35, 0.36]
+    assert plain["prediction"].tolist() == [0, 0, 0]  # the tree's own predict: the majority class
+    at = dataclasses.replace(chain, threshold=Threshold(value=0.35))
+    scored = at.predict(rows)
+    assert scored["prediction"].tolist() == [0, 1, 1]  # p >= 0.35
+    assert scored["probability"].tolist() == [0.34, 0.35, 0.36]  # unchanged
+    assert str(scored["prediction"].dtype) == "Int64"
+    above = dataclasses.replace(chain, threshold=Threshold(value=0.36)).predict(rows)
+    assert above["prediction"].tolist() == [0, 0, 1]
+    assert at.reference_predict(rows)["prediction"].tolist() == [0, 1, 1]  # the reference walk agrees
+    back = FittedChain.load(at.save(tmp_path / "chain"))
+    assert back.threshold == Threshold(value=0.35)
+    assert back.predict(rows)["prediction"].tolist() == [0, 1, 1]
+
+
+def test_a_multiclass_threshold_map_scores_through_the_chain(tmp_path):
+    import dataclasses
+
+    from lakescore.thresholds import Threshold
+
+    x = np.repeat([0.0, 1.0, 2.0], 100)  # leaves: (A, B, C) = (.6, .3, .1), (.5, .3, .2), (.4, .2, .4)
+    label = np.concatenate([np.repeat(list("ABC"), counts) for counts in ([60, 30, 10], [50, 30, 20], [40, 20, 40])])
+    chain = fit_chain(pd.DataFrame({"x": x}), pd.Series(label), recipe=[], model_class="DecisionTreeClassifier",
+                      model_params={}, feature_columns=["x"])
+    rows = pd.DataFrame({"x": [0.0, 1.0, 2.0]})
+    assert chain.predict(rows)["prediction"].tolist() == ["A", "A", "A"]
+    mapped = dataclasses.replace(chain, threshold=Threshold(classes=(("A", 0.5), ("B", 0.25), ("C", 0.25))))
+    scored = FittedChain.load(mapped.save(tmp_path / "chain")).predict(rows)
+    assert scored["prediction"].tolist() == ["A", "B", "C"]  # p/t: tie A/B -> A; B 1.2; C 1.6
+    assert scored["probability"].tolist() == [0.6, 0.5, 0.4]  # the highest probability, unchanged

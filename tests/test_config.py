@@ -133,3 +133,53 @@ def test_a_catalog_or_schema_that_is_not_a_name_is_listed_once(project_dir, cata
     (problem,) = err.value.problems  # the tables fall back to the default, so no echo per table
     assert problem.startswith(f"{bad} must be a Unity Catalog name of letters, digits and _")
     assert f"got {catalog or schema!r}" in problem
+
+
+def test_allow_tested_custom_steps_is_removed_and_listed_with_the_other_problems(project_dir):
+    training = yaml.safe_load((project_dir / "training.yml").read_text())
+    _edit(project_dir, "training.yml", defaults={**training["defaults"], "allow_tested_custom_steps": True})
+    _edit(project_dir, "inference.yml", spark_udf_prediction_batch_rows=0)
+    with pytest.raises(ConfigError) as err:
+        load_project(project_dir)
+    assert err.value.problems == [
+        "config/training.yml: key 'defaults.allow_tested_custom_steps' was removed: every project already runs every "
+        "check (lint, probe, certificate) on every custom step; delete the key; got True",
+        "config/inference.yml: spark_udf_prediction_batch_rows must be between 1 and 100000; got 0"]
+
+
+SHAPES = ("must be a number between 0 and 1 (exclusive), {optimize: f1}, {optimize: youden}, or "
+          "{classes: {<label>: <number>, ...}} with one number per class")
+
+
+@pytest.mark.parametrize("threshold,problem", [
+    (0.0, f"model.threshold {SHAPES}; got 0.0"),
+    (1, f"model.threshold {SHAPES}; got 1"),
+    ("0.3", f"model.threshold {SHAPES}; got '0.3'"),
+    (True, f"model.threshold {SHAPES}; got True"),
+    ({"optimize": "auc"}, "model.threshold optimize must be 'f1' (F1 of the positive class) or 'youden' (TPR - FPR); "
+                          "got {'optimize': 'auc'}"),
+    ({"classes": {"A": 0.5, "B": 1.2}}, "model.threshold classes has B: 1.2; each class threshold must be a number "
+                                        "between 0 and 1 (exclusive); got {'classes': {'A': 0.5, 'B': 1.2}}"),
+    ({"classes": {"A": 0.5}}, "model.threshold classes must map every class label to its threshold (at least two "
+                              "classes); got {'classes': {'A': 0.5}}"),
+    ({"value": 0.3, "optimize": "f1"}, f"model.threshold {SHAPES}; got {{'optimize': 'f1', 'value': 0.3}}"),  # as YAML wrote it
+])
+def test_a_bad_threshold_names_the_key_and_the_value(project_dir, threshold, problem):
+    _edit(project_dir, "training.yml", model={"class": "LogisticRegression", "threshold": threshold})
+    with pytest.raises(ConfigError) as err:
+        load_project(project_dir)
+    assert err.value.problems == [f"config/training.yml: {problem}"]
+
+
+@pytest.mark.parametrize("threshold,expected", [
+    (0.35, {"value": 0.35, "optimize": None, "classes": None}),
+    ({"optimize": "youden"}, {"value": None, "optimize": "youden", "classes": None}),
+    ({"classes": {0: 0.5, 1: 0.3, 2: 0.2}}, {"value": None, "optimize": None, "classes": {0: 0.5, 1: 0.3, 2: 0.2}}),
+])
+def test_a_threshold_is_read_in_each_of_its_shapes(project_dir, threshold, expected):
+    _edit(project_dir, "training.yml", model={"class": "LogisticRegression", "threshold": threshold})
+    assert load_project(project_dir).training.model.threshold.model_dump() == expected
+
+
+def test_without_a_threshold_the_model_keeps_its_own_predict(project_dir):
+    assert load_project(project_dir).training.model.threshold is None

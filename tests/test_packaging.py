@@ -134,3 +134,36 @@ def test_the_signature_is_standard_so_mlflows_own_server_takes_a_null_whole_numb
     body = json.dumps({"dataframe_split": {"columns": list(rows.columns), "data": rows.values.tolist()}})
     scored = validate_serving_input(model.model_uri, body)
     assert list(scored["scoring_status"]) == ["predicted", "predicted"]  # the recipe imputes hour
+
+
+def test_the_version_description_says_the_default_rule_without_a_threshold(registered):
+    version = mlflow.MlflowClient().get_model_version("main.t.m", str(registered.version))
+    assert version.description == "Decision threshold in force: default 0.5 (the model's own predict: argmax)."
+
+
+def test_a_registered_threshold_labels_every_row_and_a_worker_refuses_it_changed(runtime, small_chain, flights_sample):
+    import dataclasses
+    import json
+
+    from lakescore.thresholds import Threshold
+
+    chain = dataclasses.replace(small_chain, threshold=Threshold(value=0.25, method="youden", holdout_rows=968))
+    runtime.mlflow()
+    with mlflow.start_run():
+        registered = log_and_register(chain, example=flights_sample.head(5), name="main.t.m", alias="champion",
+                                      evidence=admit(chain, flights_sample.iloc[1000:]))
+    assert mlflow.MlflowClient().get_model_version("main.t.m", str(registered.version)).description == (
+        "Decision threshold in force: threshold 0.25 (optimize: youden on 968 holdout rows; positive when p >= 0.25).")
+    got = mlflow.pyfunc.load_model(registered.model_uri).predict(flights_sample[list(chain.input_columns)])
+    plain = small_chain.predict(flights_sample)
+    pd.testing.assert_series_equal(got["probability"].reset_index(drop=True), plain["probability"].reset_index(drop=True))
+    predicted = (plain["scoring_status"] == "predicted").to_numpy()
+    p = plain["probability"].to_numpy(dtype="float64", na_value=np.nan)[predicted]
+    assert (got["prediction"].to_numpy(dtype="int64", na_value=-1)[predicted] == (p >= 0.25)).all()
+    assert 0 < ((p >= 0.25) & (p < 0.5)).sum()  # rows whose label the threshold changed
+    chain_json = next((runtime.home / "mlartifacts").rglob("chain/chain.json"))
+    meta = json.loads(chain_json.read_text())
+    meta["threshold"]["value"] = 0.5
+    chain_json.write_text(json.dumps(meta, indent=1, sort_keys=True))
+    with pytest.raises(CertificateError, match="does not match its certificate.*recipe_sha256: sealed"):
+        mlflow.pyfunc.load_model(registered.model_uri)

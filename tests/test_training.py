@@ -76,3 +76,104 @@ def test_output_rule_columns_must_be_new_names(project_dir):
                                    "outputs": {"probability": "double"}}])
     with pytest.raises(ConfigError, match="output column 'probability' of rule 'band' must be a new name"):
         load_project(project_dir)
+
+
+def _count_by_hand(p, positive, method):
+    """The best threshold over the rows' distinct probabilities, counted with numpy (p >= t), compared
+    as exact fractions, ties to the highest threshold: independent of roc_curve."""
+    from fractions import Fraction
+
+    import numpy as np
+
+    n_pos, n_neg = int(positive.sum()), int((~positive).sum())
+    scores = {}
+    for t in np.unique(p):
+        tp, fp = int((positive & (p >= t)).sum()), int((~positive & (p >= t)).sum())
+        scores[float(t)] = (Fraction(2 * tp, tp + fp + n_pos) if method == "f1"
+                            else Fraction(tp * n_neg - fp * n_pos, n_pos * n_neg))
+    best = max(scores.values())
+    return max(t for t, s in scores.items() if s == best)
+
+
+@pytest.mark.parametrize("method", ["f1", "youden"])
+def test_optimize_on_the_holdout_picks_what_a_count_by_hand_picks(small_chain, flights_sample, method):
+    from lakescore.config import ThresholdSetting
+    from lakescore.frames import derive_label
+    from lakescore.training import with_threshold
+
+    holdout = flights_sample.iloc[1000:]
+    y = derive_label(holdout, column="is_late", expression="arr_delay > 15")
+    chain = with_threshold(small_chain, ThresholdSetting(optimize=method), holdout, y)
+    scored = small_chain.predict(holdout)
+    keep = (scored["scoring_status"] == "predicted").to_numpy() & y.notna().to_numpy()
+    p = scored["probability"].to_numpy(dtype="float64")[keep]
+    positive = y.to_numpy(dtype="float64", na_value=0)[keep] == 1
+    expected = _count_by_hand(p, positive, method)
+    assert chain.threshold.value == expected
+    assert chain.threshold.holdout_rows == int(keep.sum()) == 968
+    assert chain.decision_rule == (f"threshold {expected!r} (optimize: {method} on 968 holdout rows; "
+                                   f"positive when p >= {expected!r})")
+    labels = chain.predict(holdout)["prediction"].to_numpy(dtype="float64", na_value=-1)[keep]
+    assert (labels == (p >= expected)).all()
+
+
+def _three_class_chain():
+    import numpy as np
+    import pandas as pd
+
+    label = np.repeat(["A", "B", "C"], 20)
+    return fit_chain(pd.DataFrame({"x": np.arange(60.0)}), pd.Series(label), recipe=[],
+                     model_class="DecisionTreeClassifier", model_params={"max_depth": 2}, feature_columns=["x"])
+
+
+def test_a_threshold_that_does_not_fit_the_model_names_the_key_the_value_and_the_classes(small_chain, flights_sample):
+    import pandas as pd
+
+    from lakescore.config import ThresholdSetting
+    from lakescore.training import with_threshold
+
+    three = _three_class_chain()
+    rows, y = pd.DataFrame({"x": [1.0]}), pd.Series(["A"])
+    with pytest.raises(ConfigError) as err:
+        with_threshold(three, ThresholdSetting(classes={"A": 0.5, "B": 0.3, "Z": 0.2}), rows, y)
+    assert err.value.problems == [
+        "config/training.yml: model.threshold classes names 'Z', which is not a class of the model ['A', 'B', 'C']; "
+        "got {classes: {A: 0.5, B: 0.3, Z: 0.2}} (use the labels the model learned)",
+        "config/training.yml: model.threshold classes leaves out class(es) ['C'] of ['A', 'B', 'C']; got "
+        "{classes: {A: 0.5, B: 0.3, Z: 0.2}} (give every class a threshold)"]
+    with pytest.raises(ConfigError, match=r"model.threshold must be \{classes: \{...\}\} for a model of 3 classes "
+                                          r"\['A', 'B', 'C'\]; got \{optimize: f1\}"):
+        with_threshold(three, ThresholdSetting(optimize="f1"), rows, y)
+    with pytest.raises(ConfigError, match=r"classes is for a model of 3 or more classes; this one has \[0, 1\]; got "
+                                          r"\{classes: \{0: 0.6, 1: 0.4\}\} \(write threshold: <p> for class 1\)"):
+        with_threshold(small_chain, ThresholdSetting(classes={0: 0.6, 1: 0.4}), flights_sample, flights_sample["month"])
+    mapped = with_threshold(three, ThresholdSetting(classes={"C": 0.2, "A": 0.5, "B": 0.3}), rows, y)
+    assert mapped.threshold.classes == (("A", 0.5), ("B", 0.3), ("C", 0.2))  # in the model's class order
+
+
+def test_optimize_on_a_holdout_of_one_class_says_how_to_fix_it(small_chain, flights_sample):
+    import pandas as pd
+
+    from lakescore.config import ThresholdSetting
+    from lakescore.training import with_threshold
+
+    holdout = flights_sample.iloc[1000:1100]
+    with pytest.raises(ConfigError, match=r"model.threshold \{optimize: youden\} cannot be chosen on the \d+ predicted "
+                                          r"holdout rows: the rows hold 0 positive and \d+ negative label\(s\); both are "
+                                          r"needed \(raise split.holdout_fraction, or write a fixed threshold\)"):
+        with_threshold(small_chain, ThresholdSetting(optimize="youden"), holdout,
+                       pd.Series(0, index=holdout.index, dtype="int64"))
+
+
+def test_a_threshold_on_a_regressor_is_found_before_any_work_with_the_other_problems(project_dir, flights_sample):
+    from lakescore.training import training_problems
+
+    path = project_dir / "training.yml"
+    body = yaml.safe_load(path.read_text())
+    body["model"] = {"class": "Ridge", "params": {}, "threshold": {"optimize": "f1"}}
+    body["data"]["feature_columns"] = [*body["data"]["feature_columns"], "no_such_column"]
+    path.write_text(yaml.safe_dump(body))
+    problems = training_problems(load_project(project_dir), flights_sample.head(0))
+    assert "config/training.yml: model.threshold applies to classifiers only; Ridge is a regressor; got " \
+           "{optimize: f1} (delete model.threshold)" in problems
+    assert any("no_such_column" in p for p in problems)

@@ -37,6 +37,7 @@ from lakescore.models import Task
 from lakescore import custom  # noqa: F401  (registers the user step kinds: step: custom)
 from lakescore.rules import EligibilityRule, OutputRule, add_outputs
 from lakescore.steps import FittedStep
+from lakescore.thresholds import Threshold, default_rule
 
 CHAIN_FORMAT = 1
 PASS_ROWS = 16_384
@@ -77,6 +78,9 @@ class FittedChain:
         Pre-split steps that read the target; never run at scoring.
     output_rules : tuple of OutputRule
         Typed columns added after the model (see :data:`output_dtypes`).
+    threshold : Threshold or None
+        A classifier's decision threshold (training.yml ``model.threshold``); None: the model's own
+        ``predict`` labels the rows. It changes ``prediction`` only, never ``probability``.
     """
 
     input_columns: tuple[str, ...]
@@ -92,6 +96,14 @@ class FittedChain:
     eligibility_mode: str = "combined"
     pre_split_skipped: tuple[str, ...] = ()
     output_rules: tuple[OutputRule, ...] = ()
+    threshold: Threshold | None = None
+
+    @property
+    def decision_rule(self) -> str:
+        """Which threshold is in force (:meth:`lakescore.thresholds.Threshold.describe`), e.g.
+        ``threshold 0.37 (optimize: f1 on 1,204 holdout rows; positive when p >= 0.37)``, or
+        ``default 0.5 (the model's own predict: argmax)``; the receipt and the model version say it."""
+        return self.threshold.describe() if self.threshold else default_rule(self.task, self.classes)
 
     @property
     def excludes_rows(self) -> bool:
@@ -238,15 +250,23 @@ class FittedChain:
 
     def _model_call(self, matrix: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
         """The model on a float64 matrix (n_kept, n_features): labels (None when there are no rows)
-        and, for a classifier, the probability of the positive class (binary) or of the predicted
-        class, float64 of shape (n_kept,); NaN for a regressor."""
+        and, for a classifier, the probability of the positive class (binary) or of the class with
+        the highest probability, float64 of shape (n_kept,); NaN for a regressor."""
         if not len(matrix):
             return None, np.empty(0)
-        labels = self.model.predict(matrix)
         if self.task != "classification":
-            return labels, np.full(len(matrix), np.nan)
+            return self.model.predict(matrix), np.full(len(matrix), np.nan)
         p = self.model.predict_proba(matrix)
-        return labels, (p[:, 1] if p.shape[1] == 2 else p.max(axis=1)).astype("float64")
+        return self.decide(matrix, p), (p[:, 1] if p.shape[1] == 2 else p.max(axis=1)).astype("float64")
+
+    def decide(self, matrix: np.ndarray, proba: np.ndarray) -> np.ndarray:
+        """A classifier's labels for the rows of ``matrix`` (n_rows, n_features) whose
+        ``predict_proba`` is ``proba`` (n_rows, n_classes): the threshold's rule when the chain
+        has one (:class:`lakescore.thresholds.Threshold`), else the model's own ``predict``. The
+        admission probe's model part labels rows through it too."""
+        if self.threshold is None:
+            return self.model.predict(matrix)
+        return self.threshold.labels(proba, list(self.classes or []))
 
     def _assemble(self, frame: pd.DataFrame, rows: np.ndarray, labels: np.ndarray | None, kept_proba: np.ndarray,
                   reasons: np.ndarray) -> pd.DataFrame:
@@ -284,6 +304,7 @@ class FittedChain:
             "pre_split": [s.to_json() for s in self.pre_split], "eligibility_mode": self.eligibility_mode,
             "pre_split_skipped": list(self.pre_split_skipped),
             "output_rules": [r.to_json() for r in self.output_rules],
+            "threshold": self.threshold.to_json() if self.threshold else None,
         }
         (folder / "chain.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
         return folder
@@ -305,6 +326,7 @@ class FittedChain:
             eligibility_mode=meta.get("eligibility_mode", "combined"),
             pre_split_skipped=tuple(meta.get("pre_split_skipped", [])),
             output_rules=tuple(OutputRule.from_json(r) for r in meta.get("output_rules", [])),
+            threshold=Threshold.from_json(meta["threshold"]) if meta.get("threshold") else None,
         )
 
 

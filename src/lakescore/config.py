@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, WrapValidator,
-                      model_validator)
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, ValidationInfo,
+                      WrapValidator, model_validator)
 
 from lakescore.errors import ConfigError
 
@@ -74,7 +74,6 @@ class _Strict(BaseModel):
 class TrainingDefaults(_Strict):
     engine: Literal["pandas", "polars"] = "pandas"
     random_state: int = 42
-    allow_tested_custom_steps: bool = False
 
 
 class TrainingData(_Strict):
@@ -91,9 +90,50 @@ class SplitConfig(_Strict):
     random_state: int = 42
 
 
+class ThresholdSetting(_Strict):
+    """training.yml ``model.threshold`` once read: exactly one of a binary ``value``, ``optimize``
+    on the holdout, or a multiclass ``classes`` map (see :mod:`lakescore.thresholds` for the rules)."""
+
+    value: float | None = None
+    optimize: Literal["f1", "youden"] | None = None
+    classes: dict[Any, float] | None = None
+
+
+_THRESHOLD_SHAPES = ("must be a number between 0 and 1 (exclusive), {optimize: f1}, {optimize: youden}, "
+                     "or {classes: {<label>: <number>, ...}} with one number per class")
+
+
+def _in_open_unit(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1
+
+
+def _threshold(value: Any) -> Any:
+    """``threshold: 0.35`` | ``{optimize: f1 | youden}`` | ``{classes: {A: 0.5, B: 0.3, ...}}``."""
+    if value is None or isinstance(value, ThresholdSetting):
+        return value
+    if isinstance(value, dict) and set(value) == {"optimize"}:
+        if value["optimize"] not in ("f1", "youden"):
+            raise ValueError("optimize must be 'f1' (F1 of the positive class) or 'youden' (TPR - FPR)")
+        return ThresholdSetting(optimize=value["optimize"])
+    if isinstance(value, dict) and set(value) == {"classes"}:
+        classes = value["classes"]
+        if not isinstance(classes, dict) or len(classes) < 2:
+            raise ValueError("classes must map every class label to its threshold (at least two classes)")
+        bad = [f"{label}: {t!r}" for label, t in classes.items() if not _in_open_unit(t)]
+        if bad:
+            raise ValueError(f"classes has {', '.join(bad)}; each class threshold must be a number between 0 and 1 "
+                             "(exclusive)")
+        return ThresholdSetting(classes={label: float(t) for label, t in classes.items()})
+    if not _in_open_unit(value):
+        raise ValueError(_THRESHOLD_SHAPES)
+    return ThresholdSetting(value=float(value))
+
+
 class ModelConfig(_Strict):
     class_name: str = Field(alias="class")
     params: dict[str, Any] = Field(default_factory=dict)
+    # a classifier's decision threshold (lakescore.thresholds); None: the model's own predict
+    threshold: Annotated[ThresholdSetting | None, BeforeValidator(_threshold)] = None
 
 
 class RegistryConfig(_Strict):
@@ -331,9 +371,19 @@ _FILES: dict[str, type[_Strict]] = {
 }
 
 
+# keys that were removed: (file model, key path) -> why, and the fix
+REMOVED_KEYS: dict[tuple[type[BaseModel], tuple[str, ...]], str] = {
+    (TrainingConfig, ("defaults", "allow_tested_custom_steps")):
+        "every project already runs every check (lint, probe, certificate) on every custom step; delete the key",
+}
+
+
 def _describe(err: dict[str, Any], model: type[BaseModel]) -> str:
     loc = ".".join(str(p) for p in err["loc"])
     kind = err["type"]
+    removed = REMOVED_KEYS.get((model, tuple(str(p) for p in err["loc"])))
+    if kind == "extra_forbidden" and removed:
+        return f"key '{loc}' was removed: {removed}; got {err.get('input')!r}"
     if kind == "extra_forbidden":
         parent = _fields_at(model, err["loc"][:-1])
         hint = difflib.get_close_matches(str(err["loc"][-1]), parent, n=1)

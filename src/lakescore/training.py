@@ -9,13 +9,14 @@ since they would never be scored. The ``pre_split:`` recipe (fixed steps only, s
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from lakescore.chain import FittedChain, pre_split_role
-from lakescore.config import ProjectConfig
+from lakescore.config import ProjectConfig, ThresholdSetting
 from lakescore.errors import ConfigError, LakescoreError, StepError
 from lakescore.frames import derive_label, expression_columns, to_pandas
 from lakescore.models import build_model, task_of
@@ -23,6 +24,7 @@ from lakescore.rules import EligibilityRule, OutputRule, load_output_rules, load
 from lakescore.steps import FittedStep, learn_step, parse_params, step_kind
 from lakescore.steps.base import StepParams
 from lakescore.steps.recipe import learn_pre_split
+from lakescore.thresholds import Threshold, optimal_threshold
 
 
 def _input_columns(features: list[str], rules: list[Any], *more: list[str]) -> list[str]:
@@ -245,7 +247,100 @@ def training_problems(project: ProjectConfig, empty: pd.DataFrame) -> list[str]:
             build_model(cfg.model.class_name, cfg.model.params, random_state=cfg.defaults.random_state)
         except ConfigError as err:
             problems += err.problems
+        if cfg.model.threshold is not None and task_of(cfg.model.class_name) == "regression":
+            problems.append(f"{shown}: model.threshold applies to classifiers only; {cfg.model.class_name} is a "
+                            f"regressor; got {_shown_setting(cfg.model.threshold)} (delete model.threshold)")
     return problems
+
+
+def _shown_setting(setting: ThresholdSetting) -> str:
+    """The setting as training.yml writes it, for messages."""
+    if setting.optimize:
+        return f"{{optimize: {setting.optimize}}}"
+    if setting.classes:
+        return "{classes: {" + ", ".join(f"{c}: {t:g}" for c, t in setting.classes.items()) + "}}"
+    return f"{setting.value:g}"
+
+
+def with_threshold(chain: FittedChain, setting: ThresholdSetting | None, holdout: pd.DataFrame, y: pd.Series, *,
+                   shown: str = "config/training.yml") -> FittedChain:
+    """``chain`` with the decision threshold that training.yml ``model.threshold`` asks for.
+
+    A number is the binary threshold as written; ``{classes: ...}`` is the multiclass map, its
+    labels matched to the model's classes (exactly, or by their text: ``"1"`` names class 1);
+    ``{optimize: f1 | youden}`` is chosen by :func:`lakescore.thresholds.optimal_threshold` on the
+    holdout rows the chain predicts and that have a label (the rows :func:`holdout_metrics` measures).
+    The holdout metrics computed after it are those of the thresholded labels.
+
+    Parameters
+    ----------
+    chain : FittedChain
+        The fitted chain (without a threshold).
+    setting : ThresholdSetting or None
+        ``model.threshold``; None returns ``chain`` unchanged.
+    holdout : DataFrame of shape (n_rows, >= len(chain.input_columns))
+        Raw holdout rows.
+    y : Series of shape (n_rows,)
+        Their labels, aligned with ``holdout``.
+    shown : str, default "config/training.yml"
+        How messages name the file.
+
+    Returns
+    -------
+    FittedChain
+
+    Raises
+    ------
+    ConfigError
+        A regressor; a number or ``optimize`` for a multiclass model, or a ``classes`` map for a
+        binary one; a class the model does not have, or a class left out; ``optimize`` on a holdout
+        whose predicted rows hold one class only.
+    """
+    if setting is None:
+        return chain
+    got = _shown_setting(setting)
+    classes = list(chain.classes or [])
+    if chain.task != "classification":
+        raise ConfigError([f"{shown}: model.threshold applies to classifiers only; {chain.model_class} is a "
+                           f"regressor; got {got} (delete model.threshold)"])
+    binary = len(classes) == 2
+    if setting.classes is not None:
+        if binary:
+            raise ConfigError([f"{shown}: model.threshold classes is for a model of 3 or more classes; this one has "
+                               f"{classes}; got {got} (write threshold: <p> for class {classes[1]!r})"])
+        return replace(chain, threshold=Threshold(classes=_class_map(setting.classes, classes, shown, got)))
+    if not binary:
+        raise ConfigError([f"{shown}: model.threshold must be {{classes: {{...}}}} for a model of {len(classes)} classes "
+                           f"{classes}; got {got} (give each class its threshold)"])
+    if setting.value is not None:
+        return replace(chain, threshold=Threshold(value=setting.value))
+    scored = chain.predict(holdout)
+    mask = (scored["scoring_status"] == "predicted").to_numpy() & pd.Series(y).notna().to_numpy()
+    positive = (pd.Series(y)[mask].to_numpy().astype(str) == str(classes[1]))
+    score = scored["probability"][mask].to_numpy(dtype="float64")
+    try:
+        value = optimal_threshold(positive, score, setting.optimize)  # type: ignore[arg-type]
+    except ValueError as err:
+        raise ConfigError([f"{shown}: model.threshold {got} cannot be chosen on the {int(mask.sum())} predicted "
+                           f"holdout rows: {err} (raise split.holdout_fraction, or write a fixed threshold)"]) from err
+    return replace(chain, threshold=Threshold(value=value, method=setting.optimize,  # type: ignore[arg-type]
+                                              holdout_rows=int(mask.sum())))
+
+
+def _class_map(given: dict[Any, float], classes: list[Any], shown: str, got: str) -> tuple[tuple[Any, float], ...]:
+    """The ``classes`` map in the model's class order; every class must be named, and only those."""
+    by_text = {str(c): c for c in classes}
+    matched = {(label if label in classes else by_text.get(str(label))): t for label, t in given.items()}
+    unknown = [label for label in given if label not in classes and str(label) not in by_text]
+    missing = [c for c in classes if c not in matched]
+    problems = [f"{shown}: model.threshold classes names {label!r}, which is not a class of the model {classes}; "
+                f"got {got} (use the labels the model learned)" for label in unknown]
+    if missing:
+        problems.append(f"{shown}: model.threshold classes leaves out class(es) {missing} of {classes}; got {got} "
+                        "(give every class a threshold)")
+    if problems:
+        raise ConfigError(problems)
+    return tuple((c, matched[c]) for c in classes)
 
 
 def prepare_rows(project: ProjectConfig, frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series, Any]:

@@ -131,3 +131,41 @@ def test_edited_evidence_on_disk_is_refused(sealed, evidence):
     require_admitted(certificate, evidence_text(evidence))
     with pytest.raises(CertificateError, match="partition_probe.json differs"):
         require_admitted(certificate, evidence_text({**evidence, "sample_rows": 1}))
+
+
+@pytest.fixture(scope="module")
+def thresholded(small_chain, flights_sample):
+    """The small chain with a fixed threshold of 0.3, admitted (the model part is probed with it)."""
+    from lakescore.thresholds import Threshold
+
+    chain = dataclasses.replace(small_chain, threshold=Threshold(value=0.3))
+    return chain, admit(chain, flights_sample.iloc[1000:])
+
+
+def test_admission_probes_the_model_part_with_its_threshold(thresholded, flights_sample):
+    from lakescore.admission.parts import chain_parts
+
+    chain, evidence = thresholded
+    assert evidence["model"]["decision_rule"] == "threshold 0.3 (fixed in training.yml; positive when p >= 0.3)"
+    assert all(check["status"] == "passed" for check in evidence["model"]["checks"])
+    model = next(p for p in chain_parts(chain, flights_sample.iloc[1000:1256]) if p.kind == "model")
+    out = model.run(model.sample)
+    assert (out["prediction"].to_numpy(dtype="int64") == (out["p1"] >= 0.3).to_numpy()).all()
+    assert (out["prediction"] == 1).sum() > (chain.model.predict(model.sample.to_numpy()) == 1).sum()  # it mattered
+
+
+def test_a_threshold_changed_after_sealing_is_refused(thresholded, tmp_path, flights_sample):
+    chain, evidence = thresholded
+    folder = chain.save(tmp_path / "chain")
+    certificate = seal(folder, chain, evidence=evidence)
+    verify(certificate, folder, FittedChain.load(folder))  # as sealed: accepted
+    meta = json.loads((folder / "chain.json").read_text())
+    assert meta["threshold"] == {"value": 0.3, "classes": [], "method": "fixed", "holdout_rows": None}
+    meta["threshold"]["value"] = 0.6  # someone lowers the positive rate on a worker
+    (folder / "chain.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
+    tampered = FittedChain.load(folder)
+    assert tampered.threshold.value == 0.6
+    with pytest.raises(CertificateError) as err:
+        verify(certificate, folder, tampered)
+    assert "artifact_sha256: sealed" in str(err.value) and "recipe_sha256: sealed" in str(err.value)
+    assert "model_fingerprint" not in str(err.value)  # the model itself is untouched: the threshold is what changed

@@ -81,7 +81,8 @@ class Lake:
     def plan(self, model_version: int = 1) -> ScorePlan:
         return ScorePlan(SOURCE, self.runtime.table_version(SOURCE), MODEL, model_version,
                          f"models:/{MODEL}/{model_version}", tuple(self.chain.input_columns), KEYS,
-                         f"certificate-{model_version}", f"artifact-{model_version}")
+                         f"certificate-{model_version}", f"artifact-{model_version}",
+                         decision_threshold=self.chain.decision_rule)
 
     def score(self, *, model_version: int = 1, recover: bool = False, extra: str | None = None) -> ScoredRun:
         """What the score workflow does (not staged), with the fitted chain in place of the registry's pyfunc."""

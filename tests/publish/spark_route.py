@@ -36,7 +36,8 @@ def publish_spark(project: Any, runtime: Any, run: Any, *, migrate: bool = False
         writer(str(runtime.table_path(inf.prediction_table)), frame, table=inf.prediction_table, app_id=request.app_id),
         request, allow_empty=inf.publication.allow_empty, model_change_mode=inf.publication.model_change_mode,
         migrate=migrate, period_column=inf.publication.period_column, keys=list(plan.record_keys), pause=pause,
-        read=Scope.from_json(run.scope).read, certificate_sha256=plan.certificate_sha256, **run.counts,
+        read=Scope.from_json(run.scope).read, certificate_sha256=plan.certificate_sha256,
+        decision_threshold=plan.decision_threshold or None, **run.counts,
         batch_compute="spark", env_manager=run.env_manager, batch_rows=run.batch_rows)
     return PublishResult(inf.prediction_table, decision.action, decision.message, version, receipt, "spark-delta")
 

@@ -142,3 +142,24 @@ def test_a_null_the_model_cannot_score_is_a_warning_in_the_score_summary(project
     summary = score(single, runtime).summary()
     assert summary["warnings"] == list(plan.warnings)
     assert summary["exclusions"]["invalid:hour"] == 3  # what the warning said
+
+
+def test_the_threshold_in_force_reaches_the_plan_and_the_published_receipt(project, runtime, small_chain,
+                                                                            flights_sample):
+    from lakescore.thresholds import Threshold
+    from lakescore.workflows.publish import publish
+
+    chain = dataclasses.replace(small_chain, threshold=Threshold(value=0.4, method="f1", holdout_rows=1204))
+    with mlflow.start_run():
+        log_and_register(chain, example=flights_sample.head(5), name=NAME, alias="champion",
+                         evidence=admit(chain, flights_sample.iloc[1000:]))
+    single = dataclasses.replace(project, inference=project.inference.model_copy(update={"batch_compute": "single_node"}))
+    rule = "threshold 0.4 (optimize: f1 on 1,204 holdout rows; positive when p >= 0.4)"
+    assert preflight(single, runtime).decision_threshold == rule
+    run = score(single, runtime)
+    assert run.plan.decision_threshold == rule
+    receipt = publish(single, runtime, run).receipt
+    assert receipt["decision_threshold"] == rule
+    assert receipt["model_version"] == 1
+    scored = run.predictions[run.predictions["scoring_status"] == "predicted"]
+    assert ((scored["probability"] >= 0.4) == (scored["prediction"] == 1)).all()  # the labels obey it

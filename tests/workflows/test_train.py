@@ -151,3 +151,30 @@ def test_an_unchanged_project_is_not_trained_again(project_dir, runtime, flights
     forced = train(project, runtime, retrain="always")
     assert (forced.version, forced.note) == (3, "trained: retrain: always")
     assert client.get_model_version_by_alias("main.flights.late_arrival", "champion").version == 3
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning:mlflow")  # mlflow's own notices about the local store
+def test_train_chooses_the_threshold_on_the_holdout_and_says_so_everywhere(project_dir, runtime, flights_sample):
+    import mlflow
+
+    runtime.write_table("main.flights.flights", flights_sample)
+    training = yaml.safe_load((project_dir / "training.yml").read_text())
+    project = _project(project_dir, model={**training["model"], "threshold": {"optimize": "youden"}})
+    result = train(project, runtime)
+    model = mlflow.pyfunc.load_model(f"models:/{result.model_name}/{result.version}")
+    chain = model.unwrap_python_model().chain
+    assert chain.threshold.method == "youden" and 0 < chain.threshold.value < 1
+    assert 0 < chain.threshold.holdout_rows <= result.rows["holdout"]
+    assert result.decision_threshold == chain.decision_rule == (
+        f"threshold {chain.threshold.value!r} (optimize: youden on {chain.threshold.holdout_rows:,} holdout rows; "
+        f"positive when p >= {chain.threshold.value!r})")
+    client = mlflow.MlflowClient()
+    assert client.get_model_version(result.model_name, str(result.version)).description == (
+        f"Decision threshold in force: {chain.decision_rule}.")
+    assert client.get_run(result.run_id).data.params["decision_threshold"] == chain.decision_rule
+    rows = flights_sample.query(project.training.data.filter, engine="python")
+    scored = model.predict(rows[list(chain.input_columns)])  # the registered pyfunc labels with the threshold
+    keep = (scored["scoring_status"] == "predicted").to_numpy()
+    p = scored["probability"].to_numpy(dtype="float64")[keep]
+    assert ((p >= chain.threshold.value) == (scored["prediction"].to_numpy(dtype="int64", na_value=-1)[keep] == 1)).all()
+    assert ((p >= chain.threshold.value) != (p >= 0.5)).any()  # it changed some labels

@@ -145,7 +145,8 @@ def _evidence(chain: FittedChain, parts: list, results: dict[str, list[CheckResu
         "evidence_version": EVIDENCE_VERSION, "sample_rows": sample_rows,
         "builtins": builtins, "custom": custom, "rules": rules,
         "model": {"class": type(chain.model).__name__, "fingerprint": fingerprint(chain.model),
-                  "needs_probe": needs_model_probe(chain.model), "checks": _checks_json(results["model"])},
+                  "needs_probe": needs_model_probe(chain.model), "decision_rule": chain.decision_rule,
+                  "checks": _checks_json(results["model"])},
         "chain": {"checks": _checks_json(results["chain"])},
         "compiled": {"kernels": chain.plan.kernels, "checks": _checks_json(results["compiled"])},
     }

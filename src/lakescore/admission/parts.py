@@ -4,7 +4,9 @@ A part is a function ``frame -> frame`` (same index, one row per row) plus its s
 eligibility rule on the raw rows it sees, each prediction-time step — pre-split edits and filters
 that run at scoring first, then the recipe — on the rows that reach it (its output plus a
 ``__flagged__`` column for the rows it would exclude), the model on the feature matrix, each output
-rule on the predicted rows with their predictions, and the whole chain on the raw rows. Parent and
+rule on the predicted rows with their predictions, and the whole chain on the raw rows. The model
+part labels rows as the chain does, through its decision threshold when it has one
+(``FittedChain.decide``), so the probe checks the threshold with the model. Parent and
 fresh process build parts the same way. After the model comes the compiled plan on the raw rows,
 compared with the chain's reference walk (:mod:`lakescore.admission.agreement`), so a part that runs
 the whole chain and fails because of the plan blames it.
@@ -67,9 +69,11 @@ def _model_run(chain: FittedChain) -> Callable[[pd.DataFrame], pd.DataFrame]:
                 out[[f"p{i}" for i in range(len(chain.classes or []))]] = 0.0
             return out
         matrix = frame.to_numpy(dtype="float64")
-        out["prediction"] = pd.array(chain.model.predict(matrix)).astype(chain.label_dtype)
-        if chain.task == "classification":
+        if chain.task != "classification":
+            out["prediction"] = pd.array(chain.model.predict(matrix)).astype(chain.label_dtype)
+        else:
             proba = chain.model.predict_proba(matrix)
+            out["prediction"] = pd.array(chain.decide(matrix, proba)).astype(chain.label_dtype)  # with its threshold
             for i in range(proba.shape[1]):
                 out[f"p{i}"] = proba[:, i].astype("float64")  # XGBoost gives float32; lossless
         return out

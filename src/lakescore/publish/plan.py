@@ -595,8 +595,9 @@ def build_receipt(request: PublishRequest, decision: Decision, target: TargetSta
                   **extra: Any) -> dict[str, Any]:
     """The receipt a commit carries in its ``userMetadata`` (JSON), for ``lakescore receipts``.
 
-    ``extra`` adds run facts: certificate_sha256, rows_in, predicted, excluded, batch_compute,
-    env_manager, batch_rows.
+    ``extra`` adds run facts: certificate_sha256, decision_threshold (which threshold the model
+    applied: ``FittedChain.decision_rule``), rows_in, predicted,
+    excluded, batch_compute, env_manager, batch_rows.
     """
     return {
         RECEIPT_MARKER: RECEIPT_FORMAT, "run_id": request.run_id, "request_digest": request.digest,

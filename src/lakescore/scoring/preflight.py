@@ -10,6 +10,7 @@ from lakescore.config import ProjectConfig
 from lakescore.errors import (CertificateError, ConfigError, LakescoreError, SparkPolarsUnsupportedError,
                               TableFeatureUnsupportedError, UncertifiedModelError)
 from lakescore.runtime.base import Tables
+from lakescore.thresholds import saved_decision_rule
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,7 @@ class ScorePlan:
     certificate_sha256: str
     artifact_sha256: str
     warnings: tuple[str, ...] = ()  # what preflight foresees but does not refuse (see null_warnings)
+    decision_threshold: str = ""  # which threshold the model's sealed chain applies (FittedChain.decision_rule)
 
 
 def preflight(project: ProjectConfig, tables: Tables) -> ScorePlan:
@@ -74,7 +76,7 @@ def preflight(project: ProjectConfig, tables: Tables) -> ScorePlan:
     except LakescoreError as err:
         problems.append(f"{project.shown('inference')}: score_source_table {inf.score_source_table!r}: {err}")
     name = project.training.registry.model_name
-    version, uri, cert = -1, "", None
+    version, uri, cert, rule = -1, "", None, ""
     try:
         version = resolve_version(name, selection=inf.score_model_selection, version=inf.model_version,
                               alias=project.training.registry.alias)
@@ -82,7 +84,9 @@ def preflight(project: ProjectConfig, tables: Tables) -> ScorePlan:
         cert = read_certificate(uri)
         require_admitted(cert)
         check_environment(cert)  # the driver refuses at once what every worker would refuse later
-        if inf.batch_compute == "spark" and _engine(uri) == "polars":
+        meta = _chain_meta(uri)
+        rule = saved_decision_rule(meta)
+        if inf.batch_compute == "spark" and meta.get("engine", "pandas") == "polars":
             raise SparkPolarsUnsupportedError(
                 f"model {name} v{version} was trained on Polars frames; Spark workers hand the model pandas "
                 "batches. Use batch_compute: single_node, or retrain with defaults.engine: pandas.")
@@ -114,7 +118,7 @@ def preflight(project: ProjectConfig, tables: Tables) -> ScorePlan:
                              where=f"{project.shown('inference')}: score_source_table {inf.score_source_table!r}",
                              model=f"model {name} v{version}")
     return ScorePlan(inf.score_source_table, source_version, name, version, uri, inputs, keys,
-                     cert.digest, cert.artifact_sha256, tuple(warnings))
+                     cert.digest, cert.artifact_sha256, tuple(warnings), decision_threshold=rule)
 
 
 def null_warnings(tables: Tables, source: str, version: int, config: dict[str, Any], *, where: str,
@@ -180,14 +184,15 @@ def _check_readable(project: ProjectConfig, tables: Tables, version: int) -> Non
             table=inf.score_source_table, features=sorted(unreadable))
 
 
-def _engine(model_uri: str) -> str:
+def _chain_meta(model_uri: str) -> dict[str, Any]:
+    """The logged model's ``chain.json`` (engine, task, classes, threshold, ...), without loading the model."""
     import json
     from pathlib import Path
 
     import mlflow
 
     chain_json = mlflow.artifacts.download_artifacts(f"{model_uri}/artifacts/chain/chain.json")
-    return str(json.loads(Path(chain_json).read_text()).get("engine", "pandas"))
+    return dict(json.loads(Path(chain_json).read_text()))
 
 
 def _signature_kinds(model_uri: str) -> tuple[dict[str, str], dict[str, Any]]:

@@ -27,7 +27,7 @@ from lakescore.errors import ConfigError, LakescoreError, ProbeError
 from lakescore.packaging import read_certificate, resolve_version
 from lakescore.rules import load_output_rules, load_rules
 from lakescore.runtime import Runtime
-from lakescore.training import fit_project_chain, prepare_rows, recipe_problems
+from lakescore.training import fit_project_chain, prepare_rows, recipe_problems, with_threshold
 
 MIN_SAMPLE_ROWS = 16
 
@@ -118,7 +118,8 @@ def read_sample(path: str | Path) -> pd.DataFrame:
 
 
 def smoke_probe(project: ProjectConfig, sample_path: str | Path) -> tuple[list[str], bool]:
-    """Fit on the sample, use it as both training rows and holdout, run lint and probe.
+    """Fit on the sample, use it as both training rows and holdout (the decision threshold too), run
+    lint and probe.
 
     Returns
     -------
@@ -139,6 +140,7 @@ def smoke_probe(project: ProjectConfig, sample_path: str | Path) -> tuple[list[s
     try:
         frame, y, pre = prepare_rows(project, sample)
         chain = fit_project_chain(project, frame, y, pre)
+        chain = with_threshold(chain, project.training.model.threshold, frame, y, shown=project.shown("training"))
     except ValueError as err:  # e.g. scikit-learn refusing a one-class sample
         raise LakescoreError(f"cannot fit the recipe and model on {sample_path}: {err}. Give a sample with "
                              "every class of the target and the recipe's columns.") from err

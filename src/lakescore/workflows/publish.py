@@ -67,7 +67,8 @@ def publish(project: ProjectConfig, runtime: Runtime, run: ScoredRun, *, migrate
     options: dict[str, Any] = dict(
         allow_empty=inf.publication.allow_empty, model_change_mode=inf.publication.model_change_mode,
         migrate=migrate, period_column=column, keys=list(plan.record_keys), read=Scope.from_json(run.scope).read,
-        certificate_sha256=plan.certificate_sha256, **run.counts, batch_compute=run.batch_compute,
+        certificate_sha256=plan.certificate_sha256, decision_threshold=plan.decision_threshold or None,
+        **run.counts, batch_compute=run.batch_compute,
         env_manager=run.env_manager, batch_rows=run.batch_rows)
     if on_spark:
         from lakescore.publish import spark_delta  # pyspark: only on the Spark route

@@ -1,7 +1,7 @@
 """``lakescore train``: read the training rows at a pinned version, fit, admit, register.
 
 Reads the table through the runtime, then strings the domain steps together: :mod:`lakescore.training`
-(rows, recipe, model, holdout), :mod:`lakescore.admission` (identity, lint, probe, certificate),
+(rows, recipe, model, decision threshold, holdout), :mod:`lakescore.admission` (identity, lint, probe, certificate),
 :mod:`lakescore.monitoring.drift` (the drift profile) and :mod:`lakescore.packaging` (pyfunc,
 registry, alias). A project whose training fingerprint is unchanged is not trained again.
 """
@@ -20,7 +20,7 @@ from lakescore.errors import ConfigError, LakescoreError
 from lakescore.monitoring.drift import training_profile
 from lakescore.packaging import log_and_register, null_counts
 from lakescore.runtime import Runtime
-from lakescore.training import fit_project_chain, holdout_metrics, prepare_rows, training_problems
+from lakescore.training import fit_project_chain, holdout_metrics, prepare_rows, training_problems, with_threshold
 from lakescore.training_fingerprint import (TrainingFingerprint, record_fingerprint, recorded_fingerprint,
                                             training_fingerprint)
 
@@ -38,10 +38,12 @@ class TrainResult:
     certificate: dict[str, Any] = field(default_factory=dict)
     reused: bool = False
     note: str = ""
+    decision_threshold: str = ""  # FittedChain.decision_rule: which threshold is in force
 
     def summary(self) -> dict[str, Any]:
         return {"model": f"{self.model_name} v{self.version}", "run_id": self.run_id,
                 "metrics": self.metrics, "rows": self.rows, "steps": self.steps,
+                "decision_threshold": self.decision_threshold,
                 "certificate": self.certificate, "reused": self.reused, "note": self.note}
 
 
@@ -125,6 +127,7 @@ def train(project: ProjectConfig, runtime: Runtime, *,
         chain = fit_project_chain(project, frame_pd.iloc[train_idx], y.iloc[train_idx], pre)
         shown.total_rows(len(train_idx))
     holdout = frame_pd.iloc[hold_idx]
+    chain = with_threshold(chain, cfg.model.threshold, holdout, y.iloc[hold_idx], shown=project.shown("training"))
     metrics = holdout_metrics(chain, holdout, y.iloc[hold_idx])
     with progress.step("admission: identity, lint, probe, fresh-process check", total=len(holdout)) as shown:
         evidence = admit(chain, holdout)  # raises ProbeError before anything is logged
@@ -133,6 +136,7 @@ def train(project: ProjectConfig, runtime: Runtime, *,
         mlflow.log_params({"model_class": cfg.model.class_name, "training_table": cfg.data.table,
                            "training_version": fingerprint.source_version,
                            "training_rows": len(train_idx), "holdout_rows": len(hold_idx),
+                           "decision_threshold": chain.decision_rule,
                            **{f"model.{k}": v for k, v in cfg.model.params.items()}})
         mlflow.log_metrics({k: v for k, v in metrics.items()})
         profile = training_profile(frame_pd.iloc[train_idx], feature_columns=list(cfg.data.feature_columns),
@@ -148,7 +152,7 @@ def train(project: ProjectConfig, runtime: Runtime, *,
                    for s in (*chain.pre_split, *chain.steps)],
             certificate={"artifact_sha256": registered.certificate.artifact_sha256,
                          "digest": registered.certificate.digest},
-            note=f"trained: {note}",
+            note=f"trained: {note}", decision_threshold=chain.decision_rule,
         )
         mlflow.log_dict({k: v for k, v in asdict(result).items() if k not in ("reused", "note")}, SUMMARY_ARTIFACT)
     record_fingerprint(mlflow.MlflowClient(), registered.name, registered.version, fingerprint)
