@@ -213,6 +213,29 @@ def bench_ours(mode: str, *, home: Path, config: Path, env: dict[str, str], scra
     return out
 
 
+def time_cold(version: int, tracking: str, bodies: list[bytes]) -> tuple[list[float], list[float]]:
+    """Seconds of the endpoint's cold path (a child of an already running preloaded fork server loads
+    the version and scores one row, as :func:`lakescore.serving.cold.score_cold` does for the endpoint)
+    and of the client's fallback (a fresh ``python -m lakescore.serving.cold`` process), per body."""
+    import asyncio
+
+    from lakescore.serving import forkserver
+    from lakescore.serving.cold import score_cold, score_cold_sync
+
+    uri = f"models:/{MODEL}/{version}"
+    forkserver.child_env.update(MLFLOW_TRACKING_URI=tracking, MLFLOW_REGISTRY_URI=tracking)
+    forkserver.call(os.getpid)  # the endpoint's fork server is up before any cold request
+    forked, fresh = [], []
+    for body in bodies:
+        t0 = time.perf_counter()
+        asyncio.run(score_cold(model_uri=uri, version=version, tracking_uri=tracking, body=body, timeout_s=300))
+        forked.append(round(time.perf_counter() - t0, 2))
+        t0 = time.perf_counter()
+        score_cold_sync(model_uri=uri, version=version, tracking_uri=tracking, body=body, timeout_s=300)
+        fresh.append(round(time.perf_counter() - t0, 2))
+    return forked, fresh
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--home", default=None, help="runtime home with (or to get) the demo model; default: temp")
@@ -238,15 +261,7 @@ def main(argv: list[str] | None = None) -> int:
                                    requests=args.requests, seconds=args.seconds)
     bodies = figures["preloaded_fork"]["bodies"]
 
-    from lakescore.serving.cold import score_cold_sync
-
-    cold = []
-    for body in bodies[:2]:
-        t0 = time.perf_counter()
-        score_cold_sync(model_uri=f"models:/{MODEL}/{version}", version=version, tracking_uri=tracking,
-                        body=body, timeout_s=300)
-        cold.append(time.perf_counter() - t0)
-    figures["cold_path_s"] = [round(x, 2) for x in cold]
+    figures["cold_path_s"], figures["fresh_process_s"] = time_cold(version, tracking, bodies[:3])
 
     peer = None
     try:  # the peer: mlflow models serve --env-manager local
@@ -285,7 +300,9 @@ def report(f: dict[str, Any]) -> None:
             print(f"{name + f', c={c}':40}{x['p50_ms']:9.1f}{x['p99_ms']:9.1f}{x['rps']:9.1f}{x['copies']:8d}"
                   f"{x['rps'] / max(x['copies'], 1):12.1f}{x['requests']:6d}{x['errors']:8d}")
     print("ready after launch (first copy answering): " + ", ".join(f"{n} {r['ready_s']} s" for n, r in rows))
-    print(f"cold path (fresh process, load the version, score one row): {', '.join(f'{x} s' for x in f['cold_path_s'])}")
+    print(f"cold path (a child of the preloaded fork server loads the version and scores one row): "
+          f"{', '.join(f'{x} s' for x in f['cold_path_s'])}; the client's fallback (a fresh process): "
+          f"{', '.join(f'{x} s' for x in f['fresh_process_s'])}")
     for mode in ("preloaded_fork", "new_process"):
         m = f[mode]["copy_memory"]
         print(f"memory per copy, {mode}: proportional {m['pss_mb']:.0f} MB, unique {m['uss_mb']:.0f} MB, "
