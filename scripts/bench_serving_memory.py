@@ -22,14 +22,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -38,77 +35,22 @@ import httpx
 import psutil
 import yaml
 
+from serving_bench import MODEL, champion, request_bodies, run_load, start_endpoint, stop, wait_until
+
 REPO = Path(__file__).resolve().parents[1]
-MODEL = "main.flights.late_arrival"
-READY_TIMEOUT_S = 300.0
 CHECKPOINT = 1_000
 
 
 def prepare(home: Path, config: Path) -> tuple[int, int]:
     """The champion version of the demo model in ``home`` (trained when missing) and a second
     version registered from the same artifacts, which the endpoint answers on its cold path."""
-    from lakescore.config import load_project
     from lakescore.runtime import LocalRuntime
-    from lakescore.workflows.demo import load_data
 
-    runtime = LocalRuntime(home)
-    load_data(runtime)
-    mlflow = runtime.mlflow()
-    client = mlflow.MlflowClient()
-    try:
-        version = int(client.get_model_version_by_alias(MODEL, "champion").version)
-    except mlflow.exceptions.MlflowException:
-        from lakescore.workflows.train import train
-
-        print("training the demo model ...", flush=True)
-        version = train(load_project(config), runtime).version
-        client.set_registered_model_alias(MODEL, "champion", str(version))
+    version = champion(home, config)
+    client = LocalRuntime(home).mlflow().MlflowClient()
     pinned = client.get_model_version(MODEL, str(version))
     other = client.create_model_version(MODEL, source=pinned.source, run_id=pinned.run_id)
     return version, int(other.version)
-
-
-def request_bodies(home: Path, version: int, n: int) -> list[bytes]:
-    from lakescore.runtime import LocalRuntime
-    from lakescore.serving.plan import input_columns
-
-    runtime = LocalRuntime(home)
-    runtime.mlflow()
-    columns = list(input_columns(f"models:/{MODEL}/{version}"))
-    frame = runtime.read_table("main.flights.flights_incoming", columns=columns).head(n)
-    bodies = []
-    for record in frame.to_dict("records"):
-        row = {k: (None if isinstance(v, float) and math.isnan(v) else (v.item() if hasattr(v, "item") else v))
-               for k, v in record.items()}
-        bodies.append(json.dumps({"dataframe_records": [row]}).encode())
-    return bodies
-
-
-def run_load(url: str, headers: dict[str, str], bodies: list[bytes], *, threads: int, requests: int,
-             max_s: float) -> dict[str, float]:
-    """``requests`` one-row POSTs from ``threads`` keep-alive clients, stopped after ``max_s``."""
-    counter = iter(range(requests))
-    done, errors = [0], [0]
-    lock = threading.Lock()
-    deadline = time.monotonic() + max_s
-
-    def worker() -> None:
-        with httpx.Client(headers={**headers, "Content-Type": "application/json"}, timeout=60) as client:
-            for i in counter:
-                if time.monotonic() > deadline:
-                    return
-                resp = client.post(url, content=bodies[i % len(bodies)])
-                with lock:
-                    done[0] += 1
-                    errors[0] += resp.status_code != 200
-
-    started = time.perf_counter()
-    pool = [threading.Thread(target=worker) for _ in range(threads)]
-    for t in pool:
-        t.start()
-    for t in pool:
-        t.join()
-    return {"requests": done[0], "errors": errors[0], "rps": done[0] / (time.perf_counter() - started)}
 
 
 def measure(status_url: str, headers: dict[str, str], endpoint_pid: int) -> dict[str, Any]:
@@ -123,41 +65,18 @@ def measure(status_url: str, headers: dict[str, str], endpoint_pid: int) -> dict
     return memory
 
 
-def wait_until(check: Any, what: str, proc: subprocess.Popen[bytes]) -> None:
-    started = time.monotonic()
-    while True:
-        if proc.poll() is not None:
-            raise SystemExit(f"{what}: the process exited with code {proc.returncode}")
-        try:
-            if check():
-                return
-        except (httpx.HTTPError, KeyError, ValueError):
-            pass
-        if time.monotonic() - started > READY_TIMEOUT_S:
-            raise SystemExit(f"{what}: not ready after {READY_TIMEOUT_S:g} s")
-        time.sleep(0.2)
-
-
 def bench(home: Path, config: Path, env: dict[str, str], scratch: Path, *, version: int, other: int,
           requests: int, threads: int, max_s: float) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    where = home / "serving" / "endpoints" / "bench.json"
-    where.unlink(missing_ok=True)
-    proc = subprocess.Popen([sys.executable, "-m", "lakescore.cli", "serve", "--config-dir", str(config),
-                             "--home", str(home)], env=env, stdout=open(scratch / "serve.log", "wb"),
-                            stderr=subprocess.STDOUT)
+    served = start_endpoint(home, config, env, scratch / "serve.log")
+    proc, url, status_url, auth = served.proc, served.url, served.status_url, served.auth
     try:
-        wait_until(lambda: where.exists() and json.loads(where.read_text())["pid"] == proc.pid, "lakescore serve", proc)
-        info = json.loads(where.read_text())
-        auth = {"Authorization": f"Bearer {Path(info['token_file']).read_text().strip()}"}
-        status_url, url = info["address"] + "/status", info["address"] + "/invocations"
-        wait_until(lambda: any(c["state"] == "ready" for c in httpx.get(status_url, headers=auth).json()["copies"])
-                   and httpx.get(status_url, headers=auth).json()["drift_reference"], "the first copy", proc)
+        wait_until(lambda: served.status()["drift_reference"], "the drift reference", proc)
         bodies = request_bodies(home, version, 500)
-        first = run_load(url, auth, bodies, threads=threads, requests=CHECKPOINT, max_s=max_s)
+        first = run_load(url, auth, bodies, concurrency=threads, requests=CHECKPOINT, max_s=max_s)
         time.sleep(2)  # let the recorder's flush child finish
         out["at_first"] = (first, measure(status_url, auth, proc.pid))
-        rest = run_load(url, auth, bodies, threads=threads, requests=max(requests - CHECKPOINT, 0), max_s=max_s)
+        rest = run_load(url, auth, bodies, concurrency=threads, requests=max(requests - CHECKPOINT, 0), max_s=max_s)
         time.sleep(2)
         out["at_last"] = ({"requests": first["requests"] + rest["requests"], "errors": first["errors"] + rest["errors"],
                            "rps": rest["rps"]}, measure(status_url, auth, proc.pid))
@@ -172,12 +91,7 @@ def bench(home: Path, config: Path, env: dict[str, str], scratch: Path, *, versi
         out["cold_s"] = cold
         out["bodies"] = bodies[:3]
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        stop(proc)
     return out
 
 
