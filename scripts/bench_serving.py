@@ -70,6 +70,26 @@ def memory(pid: int, *, tree: bool = False) -> dict[str, float]:
     return out
 
 
+def kill_under_load(served: Any, bodies: list[bytes], *, requests: int = 1000) -> dict[str, Any]:
+    """``requests`` one-row requests at c=8 while one of two ready copies is killed (SIGKILL) once a
+    fifth of them are answered: how many failed (anything but 200)."""
+    import signal
+    import threading
+
+    victim = next(c for c in served.status()["copies"] if c["state"] == "ready")
+    result: dict[str, Any] = {}
+
+    def load() -> None:
+        result.update(run_load(served.url, served.auth, bodies, concurrency=8, requests=requests, max_s=300))
+
+    loader = threading.Thread(target=load)
+    loader.start()
+    time.sleep(requests / 5 / 300)  # about a fifth of the requests at ~300 req/s
+    os.kill(victim["pid"], signal.SIGKILL)
+    loader.join()
+    return {"requests": result["requests"], "failed": result["errors"], "copy": victim["copy_id"]}
+
+
 def bench_ours(mode: str, *, home: Path, config: Path, env: dict[str, str], scratch: Path, version: int,
                requests: int, seconds: float) -> dict[str, Any]:
     """Start ``lakescore serve`` with ``copy_start: mode``, load it, measure it, stop it."""
@@ -88,6 +108,8 @@ def bench_ours(mode: str, *, home: Path, config: Path, env: dict[str, str], scra
         copies = warm_to(2, url, status_url, auth, out["bodies"])
         out["c8"] = {**run_load(url, auth, out["bodies"], concurrency=8, requests=requests, max_s=seconds),
                      "copies": copies}
+        if mode == "preloaded_fork":
+            out["killed"] = kill_under_load(served, out["bodies"])
         copy_pid = [c for c in httpx.get(status_url, headers=auth).json()["copies"] if c["state"] == "ready"][0]["pid"]
         out["copy_memory"] = memory(copy_pid)
         servers = [p for p in psutil.Process(served.proc.pid).children() if "forkserver" in " ".join(p.cmdline())]
@@ -179,6 +201,8 @@ def report(f: dict[str, Any]) -> None:
     print(f"mlflow models serve: RSS {p['rss_mb']:.0f} MB over {p['processes']:.0f} processes "
           f"(proportional {p['pss_mb']:.0f} MB)")
     print(f"same labels as the peer: {f['same_as_peer']} rows")
+    k = f["preloaded_fork"]["killed"]
+    print(f"a copy killed under load (c=8, two copies): {k['failed']} of {k['requests']} requests failed")
 
 
 if __name__ == "__main__":
