@@ -186,7 +186,7 @@ class Invocations:
         """Answer a request with ``Idempotency-Key: key``: replay the answer kept for the same request
         (waiting when it is being answered now), refuse another request under the key (422), or
         score it and keep the 200 answer."""
-        digest = request_digest(forward, parsed.model_version)
+        digest = request_digest(parsed)
         kept: Kept | None = await self.claims.wait_turn(key, digest)
         if kept is not None:
             return self._replayed(kept)
