@@ -231,6 +231,13 @@ class UnauthorizedError(LakescoreError):
     http_status = 401
 
 
+class ModelServingError(LakescoreError):
+    """The Databricks workspace refused to create a Model Serving endpoint (``serve --create``)."""
+
+    code = "model_serving_refused"
+    http_status = 502
+
+
 class EndpointActionError(LakescoreError):
     """An operator's request to the endpoint (deploy, shadow, canary, flush, status) failed on
     something other than a lakescore error, e.g. a registry read timing out; the endpoint keeps
