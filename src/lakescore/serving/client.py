@@ -114,7 +114,8 @@ class EndpointClient:
     """
 
     def __init__(self, address: str, token: str, *, settings: ClientSettings | None = None,
-                 job_id: str | None = None, auth_header: Literal["authorization", "x-lakescore-token"] = "authorization",
+                 job_id: str | None = None,
+                 auth_header: Literal["authorization", "x-lakescore-token"] = "authorization",
                  workspace_token: str | None = None, sleep: Callable[[float], None] = time.sleep,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.settings = settings or ClientSettings()
