@@ -33,6 +33,19 @@ def test_the_schema_flag_reaches_the_config_loader(project_dir, capsys):
     assert "invalid_config" in err and "--schema must be a Unity Catalog name" in err and "'flights-dev'" in err
 
 
+def test_serve_refuses_flags_that_another_of_its_modes_would_ignore(tmp_path, capsys):
+    mixed = [(["--deploy", "2", "--export-model-serving", "out.json"], "--export-model-serving", "--deploy"),
+             (["--deploy", "2", "--create"], "--create", "--deploy"),
+             (["--deploy", "2", "--candidate-version", "3"], "--candidate-version", "--deploy"),
+             (["--deploy", "2", "--dry-run"], "--deploy", "--dry-run"),
+             (["--deploy", "2", "--cost-per-hour", "0.5"], "--deploy", "--cost-per-hour"),
+             (["--create", "--dry-run"], "--create", "--dry-run")]
+    for flags, first, second in mixed:
+        assert main(["serve", "--config-dir", str(tmp_path / "no-config"), *flags]) == 2, flags
+        err = capsys.readouterr().err
+        assert "invalid_config" in err and f"lakescore serve: {first} cannot be combined with {second}" in err, err
+
+
 FAILING_RULE = '''
 def has_departed(frame, params):
     """An eligibility rule that fails the way library errors do: quoting the rows it was given."""

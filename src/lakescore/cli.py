@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from lakescore.errors import LakescoreError
+from lakescore.errors import ConfigError, LakescoreError
 
 if TYPE_CHECKING:  # the runtime package is imported when a command runs, not to print --help
     from lakescore.runtime import Runtime
@@ -112,10 +112,36 @@ def _runtime(args: argparse.Namespace) -> Runtime:
     return runtime
 
 
+# The three things `lakescore serve` can do, and the flags that belong to each.
+SERVE_MODES = {"export": ("--export-model-serving", "--create", "--candidate-version"),
+               "deploy": ("--deploy",),
+               "serve": ("--dry-run", "--cost-per-hour")}
+
+
+def _refuse_mixed_serve_modes(args: argparse.Namespace) -> None:
+    """Refuse ``serve`` flags of two modes (each would be silently ignored by the other).
+
+    Raises
+    ------
+    ConfigError
+        Naming one flag of each mode, e.g. ``--deploy`` with ``--dry-run``.
+    """
+    given = {"--export-model-serving": args.export_model_serving is not None, "--create": args.create,
+             "--candidate-version": args.candidate_version is not None, "--deploy": args.deploy is not None,
+             "--dry-run": args.dry_run, "--cost-per-hour": args.cost_per_hour is not None}
+    used = {mode: [f for f in flags if given[f]] for mode, flags in SERVE_MODES.items()}
+    mixed = [flags[0] for flags in used.values() if flags]
+    if len(mixed) > 1:
+        raise ConfigError([f"lakescore serve: {mixed[0]} cannot be combined with {mixed[1]} (one would be ignored); "
+                           f"run them as two commands"])
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Execute one parsed subcommand (one workflow) and return its summary as a dict."""
     from lakescore.config import load_project
 
+    if args.command == "serve":  # before any config is read: a mistyped command costs nothing
+        _refuse_mixed_serve_modes(args)
     if args.command == "receipts":  # reads one table's history: no project config needed
         from lakescore.workflows.publish import list_receipts
 

@@ -87,9 +87,11 @@ class ModelNotFoundError(LakescoreError):
 
 
 class CertificateError(LakescoreError):
-    """The artifact, its recipe or the runtime differ from what the certificate sealed."""
+    """The artifact, its recipe or the runtime differ from what the certificate sealed (HTTP 422:
+    an endpoint refuses to deploy or compare such a version)."""
 
     code = "certificate_mismatch"
+    http_status = 422
 
 
 class FingerprintError(CertificateError):
@@ -99,9 +101,11 @@ class FingerprintError(CertificateError):
 
 
 class UncertifiedModelError(LakescoreError):
-    """A model without a certificate was asked to score in pieces."""
+    """A model without a certificate was asked to score in pieces (HTTP 409: an endpoint refuses to
+    deploy or compare a version that was never admitted)."""
 
     code = "uncertified_model"
+    http_status = 409
 
 
 class RuntimeUnsupportedError(LakescoreError):
@@ -218,6 +222,29 @@ class ServingConflictError(ServingError):
 
     code = "serving_conflict"
     http_status = 409
+
+
+class UnauthorizedError(LakescoreError):
+    """A request to an endpoint without its token (HTTP 401)."""
+
+    code = "unauthorized"
+    http_status = 401
+
+
+class ModelServingError(LakescoreError):
+    """The Databricks workspace refused to create a Model Serving endpoint (``serve --create``)."""
+
+    code = "model_serving_refused"
+    http_status = 502
+
+
+class EndpointActionError(LakescoreError):
+    """An operator's request to the endpoint (deploy, shadow, canary, flush, status) failed on
+    something other than a lakescore error, e.g. a registry read timing out; the endpoint keeps
+    serving what it served before."""
+
+    code = "endpoint_action_failed"
+    http_status = 500
 
 
 class SparkPolarsUnsupportedError(LakescoreError):

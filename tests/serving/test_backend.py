@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
 
-from lakescore.serving.backend import LocalProcessBackend, pod_status
+from lakescore.serving import backend as backend_module
+from lakescore.serving.backend import LocalProcessBackend, pod_status, remove_orphan_socket_folders
+from lakescore.serving.channel import socket_path
+from lakescore.serving.memory import ProcessMemory, process_memory
 
 
 def pod(phase: str, **conditions: tuple[str, str]) -> dict[str, Any]:
@@ -49,3 +57,59 @@ def test_a_local_copy_that_cannot_load_is_failed_with_the_reason(module_home, tm
     backend.stop("c-v99")
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     assert backend.status("c-v99").state == "stopped"
+    backend.stop_all()
+
+
+def test_a_copy_that_cannot_start_leaves_no_socket_behind(module_home, tmp_path) -> None:
+    home, _ = module_home
+    logs = tmp_path / "logs"
+    backend = LocalProcessBackend(model_name="main.flights.late_arrival", tracking_uri=f"sqlite:///{home / 'mlflow.db'}",
+                                  log_dir=logs, start="new_process")
+    shutil.rmtree(logs)  # the copy's log cannot be opened: starting its process raises
+    mine = f"lakescore-copies-{os.getpid()}-*"
+    folders_before, open_before = set(Path(tempfile.gettempdir()).glob(mine)), len(os.listdir("/proc/self/fd"))
+    with pytest.raises(FileNotFoundError):
+        backend.start("c-v1", 1)
+    assert len(os.listdir("/proc/self/fd")) == open_before  # the listening socket is closed
+    [folder] = set(Path(tempfile.gettempdir()).glob(mine)) - folders_before
+    assert list(folder.iterdir()) == [] and backend.status("c-v1").state == "stopped"
+    backend.stop_all()
+    assert not folder.exists()
+
+
+def test_a_ready_copy_reads_its_memory_once_per_status(module_home, tmp_path, monkeypatch) -> None:
+    home, _ = module_home
+    backend = LocalProcessBackend(model_name="main.flights.late_arrival", tracking_uri=f"sqlite:///{home / 'mlflow.db'}",
+                                  log_dir=tmp_path)
+    address = backend.start("c-v1", 1)
+    try:
+        deadline = time.monotonic() + 120
+        while backend.status("c-v1").state == "starting" and time.monotonic() < deadline:
+            time.sleep(0.25)
+        readings: list[ProcessMemory | None] = []
+
+        def counted(pid: int) -> ProcessMemory | None:
+            readings.append(process_memory(pid))
+            return readings[-1]
+
+        monkeypatch.setattr(backend_module, "process_memory", counted)
+        status = backend.status("c-v1")
+        [reading] = readings
+        assert status.state == "ready" and reading is not None and reading.pid == backend.pid("c-v1")
+        assert (status.rss_bytes, status.pss_bytes) == (reading.rss_bytes, reading.pss_bytes)
+    finally:
+        backend.stop_all()
+    assert not Path(socket_path(address)).parent.exists()
+
+
+def test_socket_folders_of_killed_endpoints_are_removed(tmp_path) -> None:
+    dead = subprocess.Popen(["true"])  # its pid is free once it has exited
+    dead.wait()
+    orphan = tmp_path / f"lakescore-copies-{dead.pid}-abc"
+    live = tmp_path / f"lakescore-copies-{os.getpid()}-def"
+    other = tmp_path / "lakescore-copies-notapid-x"
+    for folder in (orphan, live, other):
+        folder.mkdir()
+        (folder / "1.sock").touch()
+    assert remove_orphan_socket_folders(tmp_path) == [orphan]
+    assert not orphan.exists() and live.exists() and other.exists()

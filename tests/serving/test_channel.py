@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import socket
 import stat
+import tempfile
 import time
 from pathlib import Path
 
@@ -14,7 +16,7 @@ import pytest
 
 from lakescore.runtime import LocalRuntime
 from lakescore.serving.backend import LocalProcessBackend
-from lakescore.serving.channel import HEADER, HEALTH, CopyChannels, frame, health, socket_path
+from lakescore.serving.channel import HEADER, HEALTH, SCORE, CopyChannel, CopyChannels, frame, health, socket_path
 from lakescore.serving.wire import parse_request
 from serving_helpers import MODEL, Trained, assert_same_answers, chain_of, expected_rows, records
 
@@ -95,3 +97,36 @@ def test_bad_frames_and_dropped_connections_do_not_stop_the_copy(copy_address) -
         sock.connect(socket_path(copy_address))
         sock.sendall(HEADER.pack(HEALTH, 100) + b"{")
     assert health(copy_address)[0] == 200
+
+
+def test_a_cancelled_ask_does_not_hand_its_answer_to_the_next_one() -> None:
+    async def answer_each_frame(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                code, length = HEADER.unpack(await reader.readexactly(HEADER.size))
+                payload = await reader.readexactly(length)
+                await asyncio.sleep(0.3 if payload == b"slow" else 0)
+                writer.write(frame(200, payload))  # echoes what it was asked
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+    async def scenario(path: str) -> tuple[int, bytes]:
+        server = await asyncio.start_unix_server(answer_each_frame, path)
+        channel = CopyChannel(f"unix:{path}")
+        try:
+            slow = asyncio.create_task(channel.ask(SCORE, b"slow", timeout_s=5))
+            await asyncio.sleep(0.05)
+            slow.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await slow
+            return await channel.ask(SCORE, b"next", timeout_s=5)
+        finally:
+            channel.close()
+            server.close()
+
+    folder = tempfile.mkdtemp(prefix="lakescore-channel-")  # short: a socket path has at most 107 bytes
+    try:
+        assert asyncio.run(scenario(os.path.join(folder, "c.sock"))) == (200, b"next")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

@@ -148,3 +148,17 @@ def test_a_durable_job_id_makes_the_same_keys_on_a_rerun(server) -> None:
         c.predict([{"a": 1}])
         c.predict([{"a": 2}])
     assert [h["idempotency-key"] for h in script.seen] == ["nightly-2026-11-30:1", "nightly-2026-11-30:2"] * 2
+
+
+def test_the_token_can_travel_in_x_lakescore_token_next_to_a_workspace_token(server) -> None:
+    address, script = server
+    script.seen.clear()
+    fake = FakeTime()
+    client(address, ClientSettings(), fake, auth_header="x-lakescore-token",
+           workspace_token="dapi-workspace").predict([{"a": 1}])
+    [seen] = script.seen
+    assert (seen["x-lakescore-token"], seen["authorization"]) == ("tok", "Bearer dapi-workspace")
+    with pytest.raises(LakescoreError, match="auth_header must be 'authorization' or 'x-lakescore-token'; got 'cookie'"):
+        client(address, ClientSettings(), fake, auth_header="cookie")
+    with pytest.raises(LakescoreError, match="pass auth_header='x-lakescore-token'"):
+        client(address, ClientSettings(), fake, workspace_token="dapi-workspace")

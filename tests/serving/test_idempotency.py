@@ -18,14 +18,14 @@ COLUMNS = {"month": "long", "distance": "double", "carrier": "string"}
 
 def digest_of(payload: dict) -> str:
     parsed = parse_request(json.dumps(payload).encode(), COLUMNS, max_body_bytes=10_000, max_rows=10)
-    return request_digest(parsed.to_body(), parsed.model_version)
+    return request_digest(parsed)
 
 
 def test_the_digest_is_of_the_parsed_rows_and_the_asked_version() -> None:
     records = {"dataframe_records": [{"carrier": "UA", "month": 10, "distance": 500}]}
     split = {"dataframe_split": {"columns": ["distance", "carrier", "month"], "data": [[500.0, "UA", 10.0]]}}
-    by_hand = b'model_version=null\n{"dataframe_split":{"columns":["month","distance","carrier"],' \
-              b'"data":[[10,500.0,"UA"]]}}'
+    by_hand = b'model_version=null\n{"dataframe_split":{"columns":["carrier","distance","month"],' \
+              b'"data":[["UA",500.0,10]]}}'
     assert digest_of(records) == digest_of(split) == hashlib.sha256(by_hand).hexdigest()
     assert digest_of({**records, "model_version": 2}) == hashlib.sha256(
         by_hand.replace(b"=null", b"=2")).hexdigest()
@@ -33,6 +33,16 @@ def test_the_digest_is_of_the_parsed_rows_and_the_asked_version() -> None:
     two_rows = {"dataframe_records": records["dataframe_records"] * 2}
     assert len({digest_of(records), digest_of(other_row), digest_of(two_rows),
                 digest_of({**records, "model_version": 1})}) == 4
+
+
+def test_the_digest_does_not_depend_on_the_model_s_column_order() -> None:
+    # a deploy whose model lists the same columns in another order: an honest retry is the same request
+    records = {"dataframe_records": [{"carrier": "UA", "month": 10, "distance": 500}]}
+    before = parse_request(json.dumps(records).encode(), COLUMNS, max_body_bytes=10_000, max_rows=10)
+    after = parse_request(json.dumps(records).encode(), dict(reversed(COLUMNS.items())), max_body_bytes=10_000,
+                          max_rows=10)
+    assert before.to_body() != after.to_body()  # what the copies get differs ...
+    assert request_digest(before) == request_digest(after)  # ... the request does not
 
 
 def test_one_request_holds_a_key_and_the_others_wait_or_are_refused() -> None:

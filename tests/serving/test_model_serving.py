@@ -105,18 +105,30 @@ def no_workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no ~/.databrickscfg
 
 
+class Workspace(BaseHTTPRequestHandler):
+    """A workspace host that knows nothing (404) and refuses every create: the endpoint name is taken
+    (409 ``RESOURCE_ALREADY_EXISTS``, as the serving-endpoints API answers)."""
+
+    def do_GET(self) -> None:
+        self.send_error(404)
+
+    def do_POST(self) -> None:
+        body = json.dumps({"error_code": "RESOURCE_ALREADY_EXISTS",
+                           "message": "Endpoint with name 'late_arrival' already exists."}).encode()
+        self.send_response(409)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
 @pytest.fixture
 def workspace_host(no_workspace, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """A real HTTP server on 127.0.0.1 as the workspace host (404 to everything), with a token."""
-
-    class NotFound(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_error(404)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), NotFound)
+    """A real HTTP server on 127.0.0.1 as the workspace host (:class:`Workspace`), with a token."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Workspace)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     host = f"http://127.0.0.1:{server.server_address[1]}"
@@ -155,3 +167,13 @@ def test_create_without_a_workspace_says_what_to_set(module_home, no_workspace, 
     assert code == 2
     assert "runtime_unsupported: lakescore serve --create: no Databricks workspace is configured" in err
     assert "Set DATABRICKS_HOST and DATABRICKS_TOKEN" in err
+
+
+def test_a_refused_create_names_the_endpoint_and_a_fix(module_home, workspace_host, capsys) -> None:
+    home, config = module_home
+    code = main(["serve", "--config-dir", str(config), "--home", str(home), "--create"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert ("model_serving_refused: lakescore serve --create: the workspace refused to create Model Serving "
+            "endpoint 'late_arrival': RESOURCE_ALREADY_EXISTS: Endpoint with name 'late_arrival' already exists.") in err
+    assert "databricks serving-endpoints update-config late_arrival --json @out.json" in err

@@ -5,8 +5,10 @@ Every answer comes from ``FittedChain.predict`` inside the same pyfunc that batc
 certificate). Modules, one idea each:
 
 - ``wire``: request parsing and validation, JSON replies with nulls;
-- ``app``: the FastAPI app of one copy (one process, one request at a time);
+- ``channel``: length-prefixed frames between the endpoint and a copy over the copy's Unix socket;
+- ``copy_app``: one copy's process (one model version, one request at a time, on its socket);
 - ``backend``: the ``ReplicaBackend`` seam and the local process backend;
+- ``preload``: what the fork server imports once, so copies share those pages;
 - ``pool``: the copies of an endpoint, the quietest-idle-copy rule, the bounded queue, start times;
 - ``routing``: the pure rule of where a request goes (warm, candidate, hold, queue, cold, reject);
 - ``scaler`` / ``autoscaler``: the pure scaling decision, and the loop that feeds and acts on it;
@@ -18,7 +20,10 @@ certificate). Modules, one idea each:
 - ``recorder`` / ``drift``: buffered prediction records for the Delta inference table;
 - ``idempotency``: request digests that bind an ``Idempotency-Key`` to one request, and its claims;
 - ``state``: token, audit events, copies and idempotent replies in SQLite under the runtime home;
-- ``endpoint`` / ``endpoint_app`` / ``run``: the endpoint (the facade over the parts above), its
-  HTTP app, and its process (started by ``lakescore.workflows.serve``);
-- ``client``: retries, hold header and idempotency keys for callers.
+- ``endpoint`` / ``endpoint_app`` / ``responses`` / ``run``: the endpoint (the facade over the parts
+  above), its HTTP app, that app's replies, token check and body read, and its process (started by
+  ``lakescore.workflows.serve``);
+- ``plan``: what the endpoint serves (the resolved version, its input columns, the settings);
+- ``model_serving``: config/serving.yml as a Databricks Model Serving endpoint config;
+- ``client``: retries, hold header, idempotency keys and the token header for callers.
 """

@@ -2,11 +2,12 @@
 status mapping a pod backend uses.
 
 A backend knows nothing of routing or scaling: ``start(copy_id, version) -> address``,
-``status(copy_id) -> CopyStatus`` and ``stop(copy_id)``. A copy is ``starting`` until it answers
+``status(copy_id) -> CopyStatus``, ``stop(copy_id)``, ``stop_all()`` (the endpoint stops) and
+``pid(copy_id)`` (None where a copy has no local process). A copy is ``starting`` until it answers
 its health check with ``ready``; ``failed`` when its process or pod is gone or its model did not load.
 
 lakescore ships one backend, :class:`LocalProcessBackend`. A Kubernetes pod backend plugs in by
-implementing the three methods of :class:`ReplicaBackend` with a Kubernetes client (``start``
+implementing the methods of :class:`ReplicaBackend` with a Kubernetes client (``start``
 creates a pod that serves ``models:/<model>/<version>`` and returns the address of its service;
 ``stop`` deletes it and waits until it is gone) and mapping the pod object in ``status`` with
 :func:`pod_status`. The endpoint reaches local copies over :mod:`lakescore.serving.channel`
@@ -36,6 +37,7 @@ from lakescore.serving.copy_app import CopyOptions, run_forked_copy
 from lakescore.serving.memory import process_memory
 
 CopyState = Literal["starting", "ready", "failed", "stopped"]
+SOCKETS_PREFIX = "lakescore-copies-"  # then the endpoint's process id: lakescore-copies-<pid>-<random>
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,15 @@ class ReplicaBackend(Protocol):
         """Stop the copy and wait for it to be gone (idempotent)."""
         ...
 
+    def stop_all(self) -> None:
+        """Stop every copy this backend started and release what they shared (the local backend's
+        socket folder); called when the endpoint stops (idempotent)."""
+        ...
+
+    def pid(self, copy_id: str) -> int | None:
+        """The process id of a copy on this machine (None when it has none here, e.g. a pod)."""
+        ...
+
 
 class _Forked:
     """A copy forked from the preloaded fork server, with the ``Popen`` methods the backend uses."""
@@ -114,14 +125,15 @@ class LocalProcessBackend:
 
     The parent binds the listening socket in a folder of its own (``tempfile.mkdtemp``: mode 0700,
     so no other local user can connect, which is why copies need no token: the endpoint checks the
-    token and the request before it forwards it; removed by :meth:`stop_all`) and hands it to the copy, so
+    token and the request before it forwards it; removed by :meth:`stop_all`, or by the next backend
+    to start a copy when the endpoint was killed first) and hands it to the copy, so
     the address is known at once and requests that arrive while the model loads wait in the
     socket's backlog. Each copy watches its parent and exits when it dies.
 
     Two ways to start a copy (``copy_start`` in config/serving.yml):
 
-    - ``preloaded_fork`` (default): a fork server imports pandas, scikit-learn, MLflow and the web
-      server once (:mod:`lakescore.serving.preload`); each copy is forked from it, shares those
+    - ``preloaded_fork`` (default): a fork server imports pandas, scikit-learn, MLflow and the copy's
+      scoring code once (:mod:`lakescore.serving.preload`); each copy is forked from it, shares those
       pages, and only loads and verifies its model. Faster starts, far less memory per copy; the
       fork server stays resident (one per endpoint process) even at zero copies.
     - ``new_process``: ``python -m lakescore.serving.copy_app`` in a fresh interpreter: full
@@ -153,33 +165,42 @@ class LocalProcessBackend:
     def start(self, copy_id: str, version: int) -> str:
         with self._lock:
             if self._sockets is None:
-                self._sockets = Path(tempfile.mkdtemp(prefix="lakescore-copies-"))  # mode 0700
+                remove_orphan_socket_folders()
+                self._sockets = Path(tempfile.mkdtemp(prefix=f"{SOCKETS_PREFIX}{os.getpid()}-"))  # mode 0700
             self._started += 1
             path = self._sockets / f"{self._started}.sock"  # short: a socket path has at most 107 bytes
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.bind(str(path))
-        sock.listen(64)
-        address = f"{PREFIX}{path}"
         log_path = self.log_dir / f"{copy_id}.log"
-        popen: subprocess.Popen[bytes] | _Forked
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.bind(str(path))
+            sock.listen(64)
+            popen = self._spawn(sock, version, copy_id, log_path)
+        except BaseException:
+            path.unlink(missing_ok=True)  # nothing listens on it
+            raise
+        finally:
+            sock.close()  # the copy holds its own descriptor
+        address = f"{PREFIX}{path}"
+        with self._lock:
+            self._copies[copy_id] = _Process(popen, address, version, log_path)
+        return address
+
+    def _spawn(self, sock: socket.socket, version: int, copy_id: str,
+               log_path: Path) -> subprocess.Popen[bytes] | _Forked:
+        """Start the copy's process on the listening socket ``sock``."""
         if self.start_method == "preloaded_fork":
             options = CopyOptions(f"models:/{self.model_name}/{version}", version, self.tracking_uri)
             process = forkserver.context().Process(target=run_forked_copy, name=copy_id, daemon=True,
                                                    args=(sock, options, str(log_path)))
             process.start()
-            popen = _Forked(process)
-        else:
-            command = [sys.executable, "-m", "lakescore.serving.copy_app", "--model-uri",
-                       f"models:/{self.model_name}/{version}", "--version", str(version), "--fd", str(sock.fileno()),
-                       "--tracking-uri", self.tracking_uri, "--parent-pid", str(os.getpid())]
-            env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-            with open(log_path, "ab") as log:
-                popen = subprocess.Popen(command, pass_fds=(sock.fileno(),), env=env, stdin=subprocess.DEVNULL,
-                                         stdout=log, stderr=log)
-        sock.close()  # the copy holds its own descriptor
-        with self._lock:
-            self._copies[copy_id] = _Process(popen, address, version, log_path)
-        return address
+            return _Forked(process)
+        command = [sys.executable, "-m", "lakescore.serving.copy_app", "--model-uri",
+                   f"models:/{self.model_name}/{version}", "--version", str(version), "--fd", str(sock.fileno()),
+                   "--tracking-uri", self.tracking_uri, "--parent-pid", str(os.getpid())]
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        with open(log_path, "ab") as log:
+            return subprocess.Popen(command, pass_fds=(sock.fileno(),), env=env, stdin=subprocess.DEVNULL,
+                                    stdout=log, stderr=log)
 
     def pid(self, copy_id: str) -> int | None:
         proc = self._copies.get(copy_id)
@@ -193,9 +214,9 @@ class LocalProcessBackend:
         if code is not None:
             return CopyStatus("failed", f"process {proc.popen.pid} exited with code {code}; see {proc.log_path}",
                               pid=proc.popen.pid)
-        rss = _rss(proc.popen.pid)
+        rss, pss = _memory(proc.popen.pid)
         if proc.ready:
-            return CopyStatus("ready", "", rss, proc.popen.pid, _pss(proc.popen.pid))
+            return CopyStatus("ready", "", rss, proc.popen.pid, pss)
         try:
             code, body = health(proc.address, timeout_s=1.0)
         except ChannelError:
@@ -230,14 +251,47 @@ class LocalProcessBackend:
             self._sockets = None
 
 
-def _pss(pid: int) -> int | None:
-    memory = process_memory(pid)
-    return memory.pss_bytes if memory else None
+def remove_orphan_socket_folders(root: str | Path | None = None) -> list[Path]:
+    """Remove this user's copy socket folders (``lakescore-copies-<pid>-*`` in the temporary folder)
+    whose endpoint process ``<pid>`` is gone, e.g. killed with SIGKILL before :meth:`stop_all` ran.
+
+    Parameters
+    ----------
+    root : str or Path, optional
+        Where to look (default ``tempfile.gettempdir()``).
+
+    Returns
+    -------
+    list of Path
+        The folders removed.
+    """
+    removed = []
+    for folder in Path(root or tempfile.gettempdir()).glob(f"{SOCKETS_PREFIX}*-*"):
+        owner = folder.name[len(SOCKETS_PREFIX):].partition("-")[0]
+        try:
+            mine = folder.is_dir() and folder.stat().st_uid == os.getuid()
+        except OSError:
+            continue
+        if mine and owner.isdigit() and not _alive(int(owner)):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed
 
 
-def _rss(pid: int) -> int | None:
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def _memory(pid: int) -> tuple[int | None, int | None]:
+    """(RSS, PSS) of ``pid`` in bytes from one read of its smaps_rollup; (None, None) when unknown."""
     memory = process_memory(pid)
-    return memory.rss_bytes if memory else None
+    return (memory.rss_bytes, memory.pss_bytes) if memory else (None, None)
 
 
 # --- Pod status (for a pod backend) -----------------------------------------------------------

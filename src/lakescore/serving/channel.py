@@ -123,6 +123,9 @@ class CopyChannel:
         ChannelError
             The copy is not listening, closed the connection, or did not answer within
             ``timeout_s`` seconds; the connection is dropped and the next ask opens a new one.
+
+        A cancelled ask also drops the connection: the copy's answer to it may still arrive, and
+        it must not be read as the answer to the next request.
         """
         async with self._lock:
             try:
@@ -132,6 +135,9 @@ class CopyChannel:
                 detail = f"no answer within {timeout_s:g} s" if isinstance(err, asyncio.TimeoutError) else \
                     f"{type(err).__name__}: {err}"
                 raise ChannelError(f"copy at {self.path}: {detail}") from err
+            except BaseException:  # cancelled (or anything else) mid-exchange: a half-read reply stays behind
+                self.close()
+                raise
 
     async def _exchange(self, code: int, payload: bytes) -> tuple[int, bytes]:
         if self._streams is None:
@@ -143,6 +149,7 @@ class CopyChannel:
         return status, await reader.readexactly(length)
 
     def close(self) -> None:
+        """Drop the connection (the next ask opens a new one)."""
         if self._streams is not None:
             self._streams[1].close()
             self._streams = None

@@ -24,11 +24,11 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 import httpx
 
-from lakescore.errors import (EndpointUnavailableError, IdempotencyKeyReusedError, LakescoreError, RequestError,
+from lakescore.errors import (ConfigError, EndpointUnavailableError, IdempotencyKeyReusedError, LakescoreError, RequestError,
                               ServingError)
 
 RETRYABLE_STATUS = (429, 503)
@@ -70,6 +70,27 @@ class ClientSettings:
                    durable_job_id=config.durable_job_id)
 
 
+def auth_headers(token: str, auth_header: str = "authorization", workspace_token: str | None = None) -> dict[str, str]:
+    """The headers that carry an endpoint's token (see :class:`EndpointClient`).
+
+    Raises
+    ------
+    ConfigError
+        ``auth_header`` is neither ``"authorization"`` nor ``"x-lakescore-token"``, or a
+        ``workspace_token`` is given with ``"authorization"`` (both would need that header).
+    """
+    if auth_header == "authorization":
+        if workspace_token is not None:
+            raise ConfigError([f"EndpointClient: workspace_token goes in Authorization, which auth_header "
+                               f"{auth_header!r} gives to the endpoint's token; pass auth_header='x-lakescore-token'"])
+        return {"Authorization": f"Bearer {token}"}
+    if auth_header == "x-lakescore-token":
+        return {"X-Lakescore-Token": token,
+                **({"Authorization": f"Bearer {workspace_token}"} if workspace_token is not None else {})}
+    raise ConfigError([f"EndpointClient: auth_header must be 'authorization' or 'x-lakescore-token'; "
+                       f"got {auth_header!r}"])
+
+
 class EndpointClient:
     """A client of one endpoint.
 
@@ -78,8 +99,14 @@ class EndpointClient:
     address : str
         ``http://127.0.0.1:<port>``.
     token : str
-        The endpoint's bearer token.
+        The endpoint's token.
     settings : ClientSettings, optional
+    auth_header : {"authorization", "x-lakescore-token"}, default "authorization"
+        How the token travels: ``Authorization: Bearer <token>``, or ``X-Lakescore-Token: <token>``
+        for an endpoint behind the Databricks driver proxy, whose Authorization header must carry a
+        workspace token (``workspace_token``).
+    workspace_token : str, optional
+        With ``auth_header="x-lakescore-token"``: sent as ``Authorization: Bearer <workspace_token>``.
     job_id : str, optional
         Makes idempotency keys durable (``<job_id>:<n>``); required when ``settings.durable_job_id``.
     sleep, clock : callable, optional
@@ -87,7 +114,9 @@ class EndpointClient:
     """
 
     def __init__(self, address: str, token: str, *, settings: ClientSettings | None = None,
-                 job_id: str | None = None, sleep: Callable[[float], None] = time.sleep,
+                 job_id: str | None = None,
+                 auth_header: Literal["authorization", "x-lakescore-token"] = "authorization",
+                 workspace_token: str | None = None, sleep: Callable[[float], None] = time.sleep,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.settings = settings or ClientSettings()
         if self.settings.durable_job_id and not job_id:
@@ -97,7 +126,7 @@ class EndpointClient:
         self.job_id = job_id
         self._sequence = 0
         self._sleep, self._clock = sleep, clock
-        self._http = httpx.Client(base_url=self.address, headers={"Authorization": f"Bearer {token}"})
+        self._http = httpx.Client(base_url=self.address, headers=auth_headers(token, auth_header, workspace_token))
         self.attempts: list[dict[str, Any]] = []
 
     @classmethod

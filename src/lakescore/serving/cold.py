@@ -1,6 +1,8 @@
 """The cold path: load the version and score in a process of its own, as a batch job would.
 
-When no copy can answer (down, loading, or a request asks for another version), the endpoint forks
+When no copy can answer (no copy is ready and the request cannot wait for one to start, the queue
+is full, or a request asks for a version no copy holds; requests that arrive while a copy loads
+wait in the queue for it), the endpoint forks
 a child from its preloaded fork server (:mod:`lakescore.serving.forkserver`), which has imported the
 scoring stack but holds no model, so the child pays no imports: it loads ``models:/<name>/<version>``
 with ``mlflow.pyfunc.load_model`` (the certificate is re-verified) and calls the pyfunc's

@@ -1,7 +1,10 @@
-"""The endpoint's HTTP app (what ``lakescore serve`` listens with on 127.0.0.1).
+"""The endpoint's HTTP app (what ``lakescore serve`` listens with: 127.0.0.1 locally, the driver's
+address behind the driver proxy on Databricks). It forwards checked requests to the copies over
+their Unix sockets (:mod:`lakescore.serving.channel`).
 
-Routes (all need ``Authorization: Bearer <token>``, checked by one dependency, :func:`token_check`;
-401 without it):
+Routes (all need the endpoint's token, checked by one dependency, :func:`token_check`, as
+``Authorization: Bearer <token>`` or, where Authorization carries a proxy's token, as
+``X-Lakescore-Token: <token>``; 401 without it):
 
 - ``POST /invocations``: score rows (``dataframe_records`` or ``dataframe_split``); where a request
   goes is :mod:`lakescore.serving.routing`. Headers: ``X-Scale-Up-Timeout: N`` caps how long the
@@ -9,25 +12,34 @@ Routes (all need ``Authorization: Bearer <token>``, checked by one dependency, :
   ``Idempotency-Key: K`` answers a retried request once (the first 200 reply is kept 24 h, bound
   to the request's digest); the same key with another request gets 422 ``idempotency_key_reused``
   (see :mod:`lakescore.serving.idempotency`).
-- ``GET /status``: the endpoint's state, copies, last scale decision, shadow and canary figures.
+- ``GET /status``: the endpoint's state, copies, last scale decision, shadow and canary figures,
+  and the memory of its processes.
 - ``POST /shadow`` ``{"version": N}`` / ``DELETE /shadow``: choose or retire the candidate.
 - ``POST /canary`` ``{"share_percent": P, "version": N}`` / ``DELETE /canary``: real traffic to it.
+- ``POST /deploy`` ``{"version": N}``: serve version N instead (``lakescore serve --deploy N``).
 - ``POST /flush``: append the buffered prediction records now.
+
+Errors are JSON ``{"error_code", "message"}``: a lakescore error with its own status (one
+exception handler); any other failure of an operator route (all but ``/invocations``) is 500
+``endpoint_action_failed`` naming the route and the version still served.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, Awaitable, Callable
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import Response
+from fastapi.routing import APIRoute
 from starlette.background import BackgroundTask
 
-from lakescore.errors import EndpointUnavailableError, RequestError
+from lakescore.errors import (EndpointActionError, EndpointUnavailableError, LakescoreError, RequestError,
+                              UnauthorizedError)
 from lakescore.serving.responses import UNAUTHORIZED, authorized, error_reply, read_body, reply
 from lakescore.serving.endpoint import Endpoint, new_request_id
 from lakescore.serving.idempotency import KeyClaims, Kept, request_digest
@@ -39,24 +51,50 @@ MAX_HOLD_S = 3600.0
 REPLY_KEPT_S = 86400.0
 
 
-class Unauthorized(Exception):
-    """A request without the endpoint's bearer token (answered 401 with ``UNAUTHORIZED``)."""
+LOG = logging.getLogger(__name__)
 
 
 def token_check(token: str) -> Callable[[Request], Awaitable[None]]:
-    """The dependency every route of the endpoint's app runs first: ``Authorization: Bearer <token>``.
+    """The dependency every route of the endpoint's app runs first: the endpoint's token, as
+    ``Authorization: Bearer <token>`` or ``X-Lakescore-Token: <token>``
+    (:func:`lakescore.serving.responses.authorized`).
 
     Raises
     ------
-    Unauthorized
-        When the header is missing or carries another token (the app answers 401).
+    UnauthorizedError
+        When neither header carries the token (the app answers 401).
     """
 
     async def require_token(request: Request) -> None:  # async: no thread hop per request
         if not authorized(request, token):
-            raise Unauthorized
+            raise UnauthorizedError(UNAUTHORIZED)
 
     return require_token
+
+
+class OperatorRoute(APIRoute):
+    """A route of the operator (status, shadow, canary, deploy, flush): a failure that is not a
+    lakescore error becomes :class:`~lakescore.errors.EndpointActionError` (500) naming the route and
+    the version the endpoint keeps serving, instead of a bare 500; its traceback goes to the log."""
+
+    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
+        handle = super().get_route_handler()
+
+        async def handler(request: Request) -> Response:
+            try:
+                return await handle(request)
+            except LakescoreError:
+                raise
+            except Exception as err:
+                endpoint: Endpoint = request.app.state.endpoint
+                LOG.error("%s %s failed", request.method, request.url.path, exc_info=err)
+                raise EndpointActionError(
+                    f"{request.method} {request.url.path} on endpoint {endpoint.plan.name} failed: "
+                    f"{type(err).__name__}: {err}. The endpoint keeps serving v{endpoint.plan.version}; retry, "
+                    "and if it fails again see the endpoint's log (its traceback is there).",
+                    route=request.url.path) from err
+
+        return handler
 
 
 def parse_hold(value: str | None) -> float | None:
@@ -148,7 +186,7 @@ class Invocations:
         """Answer a request with ``Idempotency-Key: key``: replay the answer kept for the same request
         (waiting when it is being answered now), refuse another request under the key (422), or
         score it and keep the 200 answer."""
-        digest = request_digest(forward, parsed.model_version)
+        digest = request_digest(parsed)
         kept: Kept | None = await self.claims.wait_turn(key, digest)
         if kept is not None:
             return self._replayed(kept)
@@ -194,7 +232,18 @@ class Invocations:
 
 
 def create_endpoint_app(endpoint: Endpoint, *, token: str, state: ServingState, address: str = "") -> FastAPI:
-    """The endpoint's app; its lifespan starts and stops the endpoint (copies, loops, flush)."""
+    """The endpoint's app; its lifespan starts and stops the endpoint (copies, loops, flush).
+
+    Parameters
+    ----------
+    endpoint : Endpoint
+    token : str
+        The endpoint's token (see :func:`token_check`).
+    state : ServingState
+        Where idempotent replies are kept.
+    address : str, default ""
+        The address the app listens on, reported by ``GET /status``.
+    """
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -206,60 +255,61 @@ def create_endpoint_app(endpoint: Endpoint, *, token: str, state: ServingState, 
 
     app = FastAPI(title="lakescore endpoint", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None,
                   dependencies=[Depends(token_check(token))])
-    async def unauthorized(_request: Request, _err: Exception) -> Response:
-        return reply(401, UNAUTHORIZED)
+    app.state.endpoint = endpoint
 
-    app.add_exception_handler(Unauthorized, unauthorized)
+    async def lakescore_error(_request: Request, err: Exception) -> Response:
+        return error_reply(err)
+
+    app.add_exception_handler(LakescoreError, lakescore_error)
     invocations = Invocations(endpoint, state=state)
-    candidates = endpoint.candidates
 
     @app.post("/invocations")
     async def invoke(request: Request) -> Response:
         return await invocations(request)
 
-    @app.get("/status")
-    async def status() -> Response:
-        return reply(200, {**endpoint.status(), "address": address})
+    app.include_router(operator_routes(endpoint, address))
+    return app
 
-    @app.post("/shadow")
+
+def operator_routes(endpoint: Endpoint, address: str) -> APIRouter:
+    """``/status``, ``/shadow``, ``/canary``, ``/deploy`` and ``/flush`` (see the module note)."""
+    router = APIRouter(route_class=OperatorRoute)
+    candidates = endpoint.candidates
+
+    @router.get("/status")
+    async def status() -> Response:  # reads /proc of every process: off the event loop
+        return reply(200, {**await asyncio.to_thread(endpoint.status), "address": address})
+
+    @router.post("/shadow")
     async def shadow(request: Request) -> Response:
-        try:
-            version = _int_field(await _json_body(request), "version", required=True)
-            return reply(200, await candidates.choose_candidate(int(version)))  # type: ignore[arg-type]
-        except Exception as err:
-            return error_reply(err)
+        version = _int_field(await _json_body(request), "version", required=True)
+        return reply(200, await candidates.choose_candidate(int(version)))  # type: ignore[arg-type]
 
-    @app.delete("/shadow")
+    @router.delete("/shadow")
     async def stop_shadow() -> Response:
         await candidates.retire_candidate(reason="stopped by request")
         return reply(200, candidates.summary())
 
-    @app.post("/canary")
+    @router.post("/canary")
     async def canary(request: Request) -> Response:
-        try:
-            body = await _json_body(request)
-            return reply(200, await candidates.start_canary(
-                version=_int_field(body, "version", required=False),
-                share_percent=_int_field(body, "share_percent", required=False)))
-        except Exception as err:
-            return error_reply(err)
+        body = await _json_body(request)
+        return reply(200, await candidates.start_canary(version=_int_field(body, "version", required=False),
+                                                        share_percent=_int_field(body, "share_percent",
+                                                                                 required=False)))
 
-    @app.delete("/canary")
+    @router.delete("/canary")
     async def stop_canary() -> Response:
         await candidates.retire_candidate(reason="canary stopped by request")
         return reply(200, candidates.summary())
 
-    @app.post("/deploy")
+    @router.post("/deploy")
     async def deploy(request: Request) -> Response:
-        try:
-            version = _int_field(await _json_body(request), "version", required=True)
-            return reply(200, await endpoint.deploy(int(version)))  # type: ignore[arg-type]
-        except Exception as err:
-            return error_reply(err)
+        version = _int_field(await _json_body(request), "version", required=True)
+        return reply(200, await endpoint.deploy(int(version)))  # type: ignore[arg-type]
 
-    @app.post("/flush")
+    @router.post("/flush")
     async def flush() -> Response:
         written = await asyncio.to_thread(endpoint.recorder.flush)
         return reply(200, {"rows_written": written, **endpoint.recorder.summary()})
 
-    return app
+    return router

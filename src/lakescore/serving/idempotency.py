@@ -1,11 +1,12 @@
 """``Idempotency-Key``: one key answers one request, once; another request under it is refused.
 
 A key is bound to the request it was first used with, through the request's digest: SHA-256 of the
-*parsed* request, i.e. ``model_version`` (null when absent) and the rows as the endpoint forwards
-them (``dataframe_split`` JSON, columns in the model's order, values coerced to the signature's
-types). So ``dataframe_records`` and ``dataframe_split`` of the same rows, another key order or
-spacing, and ``10`` vs ``10.0`` in a ``double`` column are the same request; other rows, other
-values or another ``model_version`` are not. Headers do not count (a retrying client shrinks its
+*parsed* request, i.e. ``model_version`` (null when absent) and the rows in a canonical form
+(``dataframe_split`` JSON with the columns sorted by name, values coerced to the signature's
+types). So ``dataframe_records`` and ``dataframe_split`` of the same rows, another key or column
+order or spacing, and ``10`` vs ``10.0`` in a ``double`` column are the same request, and so is an
+honest retry after a deploy whose model orders its columns differently; other rows, other values
+or another ``model_version`` are not. Headers do not count (a retrying client shrinks its
 ``X-Scale-Up-Timeout`` from one attempt to the next).
 
 - the same key with the same request: the kept answer is replayed (``Idempotent-Replayed: true``);
@@ -18,29 +19,38 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from typing import TYPE_CHECKING
+
+import orjson
 
 from lakescore.errors import IdempotencyKeyReusedError
+
+if TYPE_CHECKING:
+    from lakescore.serving.wire import ScoreRequest
 
 Kept = tuple[int, bytes]  # (HTTP status, JSON body) of an answer kept for a key
 
 
-def request_digest(forward_body: bytes, model_version: int | None) -> str:
+def request_digest(request: ScoreRequest) -> str:
     """The digest that binds an ``Idempotency-Key`` to one request.
 
     Parameters
     ----------
-    forward_body : bytes
-        ``ScoreRequest.to_body()``: the validated rows as ``dataframe_split`` JSON.
-    model_version : int or None
-        The version the request asked for (None when it asked for none).
+    request : ScoreRequest
+        The validated request: its rows and the version it asked for (None when it asked for none).
 
     Returns
     -------
     str
-        64 hex digits: SHA-256 of ``b"model_version=<N or null>\\n" + forward_body``.
+        64 hex digits: SHA-256 of ``b"model_version=<N or null>\\n"`` followed by the rows as
+        ``{"dataframe_split": {"columns": [...], "data": [[...], ...]}}`` (orjson, no spaces), the
+        columns sorted by name and each row's values in that order.
     """
-    version = b"null" if model_version is None else str(model_version).encode()
-    return hashlib.sha256(b"model_version=" + version + b"\n" + forward_body).hexdigest()
+    version = b"null" if request.model_version is None else str(request.model_version).encode()
+    names = sorted(request.values)
+    rows = [list(row) for row in zip(*(request.values[name] for name in names))]
+    canonical = orjson.dumps({"dataframe_split": {"columns": names, "data": rows}})
+    return hashlib.sha256(b"model_version=" + version + b"\n" + canonical).hexdigest()
 
 
 def check_same_request(endpoint: str, key: str, kept_digest: str, digest: str) -> None:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from lakescore.config import ServingConfig
-from lakescore.errors import ConfigError, RuntimeUnsupportedError
+from lakescore.errors import ConfigError, ModelServingError, RuntimeUnsupportedError
 
 # (workload size, upper end of its provisioned concurrency), smallest first.
 WORKLOAD_SIZES = (("Small", 4), ("Medium", 16), ("Large", 64))
@@ -128,6 +128,9 @@ def create_endpoint(config: Any) -> dict[str, Any]:
     ------
     RuntimeUnsupportedError
         No workspace is configured, naming what to set.
+    ModelServingError
+        The workspace refused the request (``databricks.sdk.errors.DatabricksError``: the name is
+        taken, no permission, an unknown model version, ...), naming the endpoint and one fix.
     """
     from databricks.sdk import WorkspaceClient  # workspace SDK
 
@@ -139,5 +142,21 @@ def create_endpoint(config: Any) -> dict[str, Any]:
             "Set DATABRICKS_HOST and DATABRICKS_TOKEN (or DATABRICKS_CONFIG_PROFILE naming a profile in "
             "~/.databrickscfg), or run it on a cluster; or drop --create and create the endpoint from the "
             "exported file (databricks serving-endpoints create --json @out.json).") from err
-    waiter = client.serving_endpoints.create(config.name, config=config)
+    from databricks.sdk.errors import DatabricksError, ResourceAlreadyExists  # workspace SDK
+
+    try:
+        waiter = client.serving_endpoints.create(config.name, config=config)
+    except DatabricksError as err:
+        if isinstance(err, ResourceAlreadyExists):
+            fix = (f"choose another endpoint_name in config/serving.yml, or change the existing endpoint with "
+                   f"databricks serving-endpoints update-config {config.name} --json @out.json (the 'config' "
+                   "part of the file --export-model-serving out.json writes)")
+        else:
+            fix = ("fix what the workspace names (permission to create serving endpoints, the model's name and "
+                   "version in Unity Catalog), or drop --create and create it from the exported file "
+                   "(databricks serving-endpoints create --json @out.json)")
+        raise ModelServingError(
+            f"lakescore serve --create: the workspace refused to create Model Serving endpoint {config.name!r}: "
+            f"{err.error_code or type(err).__name__}: {str(err)[:300]}. To go on, {fix}.",
+            endpoint=config.name, error_code=err.error_code or type(err).__name__) from err
     return dict(waiter.response.as_dict())

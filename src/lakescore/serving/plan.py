@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from lakescore.config import ProjectConfig, ServingConfig
-from lakescore.errors import ConfigError, LakescoreError, ModelNotFoundError
+from lakescore.errors import ConfigError, LakescoreError
 
 
 @dataclass(frozen=True)

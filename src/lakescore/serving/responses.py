@@ -1,4 +1,4 @@
-"""The endpoint's HTTP pieces: JSON responses, the bearer-token check, and a bounded body read."""
+"""The endpoint's HTTP pieces: JSON responses, the token check, and a bounded body read."""
 
 from __future__ import annotations
 
@@ -11,9 +11,12 @@ from fastapi.responses import Response
 from lakescore.errors import RequestError
 from lakescore.serving.wire import dumps, error_payload
 
-UNAUTHORIZED = {"error_code": "unauthorized",
-                "message": "missing or wrong bearer token; send 'Authorization: Bearer <token>' with the "
-                           "token from .lakescore/serving/token"}
+TOKEN_HEADER = "x-lakescore-token"
+UNAUTHORIZED = ("missing or wrong endpoint token; send 'Authorization: Bearer <token>', or "
+                "'X-Lakescore-Token: <token>' where Authorization carries another token (the "
+                "Databricks driver proxy needs the workspace token there). The token is the file "
+                "<runtime home>/serving/token (token_file in <runtime home>/serving/endpoints/"
+                "<endpoint>.json; .lakescore/serving/token locally)")
 
 
 def reply(status: int, payload: Any, headers: dict[str, str] | None = None) -> Response:
@@ -28,10 +31,15 @@ def error_reply(err: Exception, headers: dict[str, str] | None = None) -> Respon
 
 
 def authorized(request: Request, token: str) -> bool:
-    """True when the request carries ``Authorization: Bearer <token>`` (compared in constant time)."""
-    header = request.headers.get("authorization", "")
-    scheme, _, given = header.partition(" ")
-    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())
+    """True when the request carries the endpoint's token, compared in constant time: as
+    ``X-Lakescore-Token: <token>`` when that header is present (Authorization then belongs to a proxy,
+    e.g. the Databricks driver proxy's workspace token), else as ``Authorization: Bearer <token>``."""
+    given = request.headers.get(TOKEN_HEADER)
+    if given is None:
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer":
+            return False
+    return hmac.compare_digest(given.strip().encode(), token.encode())
 
 
 async def read_body(request: Request, limit: int) -> bytes:

@@ -1,4 +1,8 @@
-"""What travels over HTTP: request bodies in, scored rows out.
+"""What travels over HTTP, and on to the copies over their channel: request bodies in, scored rows out.
+
+A request is parsed and checked here once, in the endpoint; what goes on to a copy
+(:mod:`lakescore.serving.channel`) or the cold path is ``ScoreRequest.to_body()``, and the copy reads
+it back with :func:`forwarded` without checking the values again.
 
 Requests take MLflow's scoring-server shapes, so the same body works for ``mlflow models serve``::
 
