@@ -276,12 +276,18 @@ class Endpoint:
         """Serve ``version`` instead (``POST /deploy``): start as many copies of it as are live now
         (the candidate's copy is adopted when it holds that version), switch traffic once one is
         ready, then drain and stop the old copies. A request is answered by whichever version's copy
-        took it, and its reply names that version; requests waiting for a copy take the new ones.
+        took it, and its reply names that version; requests waiting for a copy take the new ones
+        (checked again against the new version's columns; one that asked for the old version by
+        number is answered on the cold path). A candidate of another version is retired (its shadow
+        and canary compared it with the old version). A deploy that fails, is refused or cancelled
+        after it started copies stops them (none is left with role ``next``) and is audited
+        ``ml.deploy.failed``; a successful one ``ml.deploy``.
 
         Returns
         -------
         dict
-            ``version``, ``previous_version``, ``copies_started``, ``adopted_copies``, ``drained_copies``,
+            ``version``, ``previous_version``, ``copies_started`` (started by this deploy),
+            ``adopted_copies`` (the candidate's, already running), ``drained_copies``,
             ``switched_after_s`` (seconds from the call to the switch), ``pinned_by``.
 
         Raises
