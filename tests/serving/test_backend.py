@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -113,3 +114,27 @@ def test_socket_folders_of_killed_endpoints_are_removed(tmp_path) -> None:
         (folder / "1.sock").touch()
     assert remove_orphan_socket_folders(tmp_path) == [orphan]
     assert not orphan.exists() and live.exists() and other.exists()
+
+
+def test_a_fresh_status_asks_a_ready_copy_again(module_home, tmp_path) -> None:
+    """Issue 12 review 5: a copy that answered once stayed ``ready`` for good, so a hung copy kept
+    taking requests. A stopped process (SIGSTOP) is alive but answers nothing."""
+    home, _ = module_home
+    backend = LocalProcessBackend(model_name="main.flights.late_arrival", tracking_uri=f"sqlite:///{home / 'mlflow.db'}",
+                                  log_dir=tmp_path)
+    backend.start("c-v1", 1)
+    pid = backend.pid("c-v1")
+    try:
+        deadline = time.monotonic() + 120
+        while backend.status("c-v1").state == "starting" and time.monotonic() < deadline:
+            time.sleep(0.25)
+        assert backend.status("c-v1").state == "ready"
+        os.kill(pid, signal.SIGSTOP)
+        assert backend.status("c-v1").state == "ready"  # the cached answer
+        hung = backend.status("c-v1", fresh=True)
+        assert hung.state == "starting" and hung.detail.startswith("not answering its health check")
+        os.kill(pid, signal.SIGCONT)
+        assert backend.status("c-v1", fresh=True).state == "ready"
+    finally:
+        os.kill(pid, signal.SIGCONT)
+        backend.stop_all()

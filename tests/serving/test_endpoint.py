@@ -9,46 +9,111 @@ import asyncio
 import json
 import os
 import signal
+import sqlite3
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
 
 import httpx
+import orjson
 import pandas as pd
 import psutil
 import pytest
 import yaml
 
 from lakescore.config import ServingConfig, load_project
-from lakescore.errors import IdempotencyKeyReusedError
+from lakescore.errors import EndpointUnavailableError, IdempotencyKeyReusedError, RequestError
 from lakescore.runtime import LocalRuntime
 from lakescore.serving.backend import CopyStatus
-from lakescore.serving.channel import CopyChannels
-from lakescore.serving.endpoint import Endpoint
+from lakescore.serving.canary import CanaryWindow
+from lakescore.serving.candidates import Candidate
+from lakescore.serving.channel import HEADER, CopyChannels, frame, socket_path
+from lakescore.serving.endpoint import MAX_COPY_STRIKES, Endpoint
 from lakescore.serving.plan import EndpointPlan
+from lakescore.serving.pool import Copy
+from lakescore.serving.shadow import ShadowTally
 from lakescore.serving.state import ServingState
+from lakescore.serving.wire import ScoreRequest, parse_request
 from serving_helpers import MODEL, Trained, assert_same_answers, chain_of, expected_rows, launch, ready_copies, records
 
 
 class FakeBackend:
-    """The ReplicaBackend seam with scripted copy states (no processes)."""
+    """The ReplicaBackend seam with scripted copy states (no processes). A copy's address is a Unix
+    socket path where a test may serve a :func:`fake_copy`; ``on_start``/``on_status`` run inside
+    those calls (the endpoint awaits them in a thread), to change the endpoint meanwhile."""
 
     def __init__(self) -> None:
         self.states: dict[str, CopyStatus] = {}
         self.started: list[str] = []
         self.stopped: list[str] = []
+        self.fresh: list[str] = []
+        self.folder = tempfile.mkdtemp(prefix="ls-fake-")  # short: a socket path has at most 107 bytes
+        self.on_start: Callable[[str, int], None] | None = None
+        self.on_status: Callable[[str], None] | None = None
+        self.fail_start: set[int] = set()  # 1-based start calls that raise OSError
 
     def start(self, copy_id: str, version: int) -> str:
+        if len(self.started) + 1 in self.fail_start:
+            self.started.append("")
+            raise OSError(f"no room to start {copy_id}")
         self.started.append(copy_id)
         self.states[copy_id] = CopyStatus("starting", "loading")
-        return f"http://127.0.0.1:9/{copy_id}"
+        if self.on_start is not None:
+            self.on_start(copy_id, version)
+        return f"unix:{self.folder}/{len(self.started)}.sock"
 
-    def status(self, copy_id: str) -> CopyStatus:
+    def status(self, copy_id: str, *, fresh: bool = False) -> CopyStatus:
+        if fresh:
+            self.fresh.append(copy_id)
+        if self.on_status is not None:
+            self.on_status(copy_id)
         return self.states.get(copy_id, CopyStatus("stopped"))
 
     def stop(self, copy_id: str) -> None:
         self.stopped.append(copy_id)
         self.states.pop(copy_id, None)
+
+    def stop_all(self) -> None:
+        for copy_id in list(self.states):
+            self.stop(copy_id)
+
+    def pid(self, copy_id: str) -> int | None:
+        return None
+
+
+async def fake_copy(address: str, *, delay_s: float = 0.0) -> asyncio.AbstractServer:
+    """A copy on a real Unix socket that answers each SCORE frame with 200 and one row: the
+    ``dataframe_split`` it was sent (columns and data), after ``delay_s`` seconds."""
+
+    async def converse(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                code, length = HEADER.unpack(await reader.readexactly(HEADER.size))
+                split = orjson.loads(await reader.readexactly(length))["dataframe_split"]
+                await asyncio.sleep(delay_s)
+                writer.write(frame(200, orjson.dumps({"predictions": [split]})))
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+    return await asyncio.start_unix_server(converse, socket_path(address))
+
+
+async def ready_copy(ep: Endpoint, backend: FakeBackend, role: str, version: int, **serve: float) -> Copy:
+    """Start a copy through the endpoint, serve it with :func:`fake_copy`, and mark it ready."""
+    copy = await ep._start_copy(role, version)  # type: ignore[arg-type]
+    await fake_copy(copy.address, **serve)
+    backend.states[copy.copy_id] = CopyStatus("ready")
+    await ep.health_pass()
+    assert copy.state == "ready"
+    return copy
+
+
+def one_row(columns: dict[str, str], row: dict, **extra: object) -> ScoreRequest:  # type: ignore[type-arg]
+    return parse_request(orjson.dumps({"dataframe_records": [row], **extra}), columns, max_body_bytes=1 << 20,
+                         max_rows=10)
 
 
 def fake_endpoint(tmp_path, **settings) -> tuple[Endpoint, FakeBackend, ServingState]:  # type: ignore[no-untyped-def]
@@ -107,6 +172,244 @@ def test_max_warm_copies_counts_every_endpoint_and_the_candidates(tmp_path) -> N
         assert ep.autoscaler.desired == 2 and ep.status()["state"] == "ready"
         assert await ep._start_copy("candidate", 2) is None  # shadow and canary copies count too
         assert len(backend.started) == 1
+
+    asyncio.run(scenario())
+
+
+def test_a_copy_retired_while_the_health_pass_reads_another_is_not_failed(tmp_path) -> None:
+    async def scenario() -> None:
+        ep, backend, state = fake_endpoint(tmp_path, replicas={"min": 0, "max": 2})
+        first, second = await ep._start_copy("serve", 1), await ep._start_copy("serve", 1)
+
+        def scaler_retires_second(copy_id: str) -> None:  # while the pass awaits the first copy's status
+            if copy_id == first.copy_id:
+                ep.pool.copies.pop(second.copy_id)
+                backend.states.pop(second.copy_id)
+
+        backend.on_status = scaler_retires_second
+        await ep.health_pass()
+        assert state.events("ml.copy.failed") == [] and ep.counts["copies_failed"] == 0
+        assert ep.autoscaler.start_failures == 0 and ep.autoscaler.last_failure == ""
+
+    asyncio.run(scenario())
+
+
+def test_a_serve_copy_started_across_a_deploy_holds_the_new_version(tmp_path) -> None:
+    async def scenario() -> None:
+        ep, backend, _ = fake_endpoint(tmp_path)
+
+        def deploy_switches(copy_id: str, version: int) -> None:  # while the scaler's start runs
+            backend.on_start = None
+            ep.plan = ep.plan.deployed(2, input_columns={"a": "long"}, task="classification", alias_version=None)
+
+        backend.on_start = deploy_switches
+        copy = await ep._start_copy("serve", 1)
+        assert copy.version == 2 and [c.version for c in ep.pool.copies.values()] == [2]
+        assert backend.stopped == [backend.started[0]] and len(backend.started) == 2
+
+    asyncio.run(scenario())
+
+
+def test_a_request_queued_across_a_deploy_is_checked_against_the_new_columns(tmp_path) -> None:
+    async def scenario() -> None:
+        ep, backend, _ = fake_endpoint(tmp_path)
+        typed = one_row({"a": "string", "b": "long"}, {"a": "x", "b": 1})  # checked against v1's columns
+        reordered = one_row({"a": "long", "b": "long"}, {"a": 7, "b": 1})  # (another v1 in this case)
+        v2 = {"b": "long", "a": "long"}  # 'a' is a whole number now, and the order changed
+        ep.columns[2] = v2
+        ep.plan = ep.plan.deployed(2, input_columns=v2, task="classification", alias_version=None)
+        copy = await ready_copy(ep, backend, "serve", 2)
+        with pytest.raises(RequestError, match="switched to v2 while the request waited.*column 'a'") as caught:
+            await ep.answer(typed, typed.to_body(), hold_s=None)
+        assert caught.value.http_status == 400 and not copy.busy and copy.requests == 0
+        reply = await ep.answer(reordered, reordered.to_body(), hold_s=None)
+        assert reply.payload["model_version"] == 2
+        assert reply.rows == [{"columns": ["b", "a"], "data": [[1, 7]]}]  # in v2's order and types
+
+    asyncio.run(scenario())
+
+
+def test_a_request_pinned_to_the_old_version_goes_cold_after_a_deploy(tmp_path) -> None:
+    async def scenario() -> None:
+        ep, backend, _ = fake_endpoint(tmp_path)
+        cold: list[int] = []
+
+        async def cold_path(version: int, body: bytes) -> list[dict]:  # type: ignore[type-arg]
+            cold.append(version)
+            return [{"cold": version}]
+
+        ep._cold_path = cold_path  # type: ignore[method-assign]
+        old = await ready_copy(ep, backend, "serve", 1)
+        assert await ep.pool.acquire("serve", wait_s=0) is old  # busy: the request queues
+        request = one_row({"a": "long"}, {"a": 1}, model_version=1)
+        waiting = asyncio.create_task(ep.answer(request, request.to_body(), hold_s=None))
+        await asyncio.sleep(0.05)
+        assert ep.pool.waiting == 1
+        ep.plan = ep.plan.deployed(2, input_columns={"a": "long"}, task="classification", alias_version=None)
+        ep.columns[2] = {"a": "long"}
+        new = await ready_copy(ep, backend, "serve", 2)  # ready: the queued request takes it
+        reply = await waiting
+        assert (reply.payload["model_version"], reply.payload["served"], cold) == (1, "cold", [1])
+        assert not new.busy and new.requests == 0
+
+    asyncio.run(scenario())
+
+
+def test_a_failed_copy_is_asked_again_and_replaced_after_failing_in_a_row(tmp_path) -> None:
+    async def scenario() -> None:
+        ep, backend, state = fake_endpoint(tmp_path)
+        copy = await ep._start_copy("serve", 1)  # nothing listens on its socket: every request fails
+        backend.states[copy.copy_id] = CopyStatus("ready")
+        request = one_row({"a": "long"}, {"a": 1})
+        for strike in range(1, MAX_COPY_STRIKES + 1):
+            await ep.health_pass()
+            assert copy.state == "ready" and backend.fresh == [copy.copy_id] * (strike - 1)
+            with pytest.raises(EndpointUnavailableError):
+                await ep.answer(request, request.to_body(), hold_s=0)
+            assert (copy.state, copy.strikes) == ("failed", strike) and "copy at" in copy.detail
+        await ep.health_pass()  # answers its health check again, but failed 3 requests in a row
+        assert copy.copy_id not in ep.pool.copies and backend.stopped == [copy.copy_id]
+        [failed] = [e.detail for e in state.events("ml.copy.failed")]
+        assert failed["detail"].startswith(f"failed {MAX_COPY_STRIKES} requests in a row (copy at ")
+
+    asyncio.run(scenario())
+
+
+def test_the_flush_loop_keeps_running_after_an_error(tmp_path) -> None:
+    async def scenario() -> None:
+        ep, _, state = fake_endpoint(tmp_path, record_flush_interval_s=0.1)
+        calls = []
+
+        def locked(*, older_than_s: float) -> None:
+            calls.append(older_than_s)
+            raise sqlite3.OperationalError("database is locked")
+
+        state.forget_replies = locked  # type: ignore[method-assign]
+        loop = asyncio.create_task(ep._flush_loop())
+        await asyncio.sleep(0.45)
+        assert not loop.done() and len(calls) >= 2
+        assert ep.counts["flush_errors"] == len(calls)
+        assert ep.loop_error == "flush error: OperationalError: database is locked"
+        loop.cancel()
+
+    asyncio.run(scenario())
+
+
+def test_a_cancelled_request_frees_its_copy(tmp_path) -> None:
+    async def scenario() -> None:
+        ep, backend, _ = fake_endpoint(tmp_path)
+        copy = await ready_copy(ep, backend, "serve", 1, delay_s=5.0)
+        request = one_row({"a": "long"}, {"a": 1})
+        task = asyncio.create_task(ep.answer(request, request.to_body(), hold_s=None))
+        await asyncio.sleep(0.2)
+        assert copy.busy
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        assert not copy.busy and await ep.pool.acquire("serve", wait_s=0) is copy
+
+    asyncio.run(scenario())
+
+
+def test_a_canary_answer_names_the_version_of_the_copy_that_gave_it(tmp_path) -> None:
+    async def scenario() -> None:
+        ep, backend, _ = fake_endpoint(tmp_path)
+        await ready_copy(ep, backend, "serve", 1)
+        ep.candidates.canary = CanaryWindow(2, 100, 600)  # v2's window; v3 was chosen while it waited
+        await ready_copy(ep, backend, "candidate", 3)
+        request = one_row({"a": "long"}, {"a": 1})
+        reply = await ep.answer(request, request.to_body(), hold_s=None)
+        assert reply.by_candidate and reply.payload["model_version"] == 3 and reply.headers["X-Model-Version"] == "3"
+
+    asyncio.run(scenario())
+
+
+def test_a_failed_deploy_copy_is_named_as_one(tmp_path) -> None:
+    async def scenario() -> None:
+        ep, backend, _ = fake_endpoint(tmp_path)
+        copy = await ep._start_copy("next", 2)
+        backend.states[copy.copy_id] = CopyStatus("failed", "model did not load")
+        await ep.health_pass()
+        assert ep.candidates.note == ""
+        assert ep.autoscaler.last_failure == f"next copy {copy.copy_id}: model did not load"
+
+    asyncio.run(scenario())
+
+
+def test_a_request_at_zero_copies_is_counted_once(tmp_path) -> None:
+    async def scenario() -> None:
+        ep, _, _ = fake_endpoint(tmp_path, replicas={"min": 0, "max": 1})
+        counted = ep.autoscaler.demand()  # held: no copy is alive
+        assert counted and ep.autoscaler.demand(counted=counted)  # then routed again (cold): not again
+        ep.pool.waiting = 1  # and it still waits in the queue when the pass runs
+        decision = await ep.autoscaler.scale_pass()
+        assert decision.reason == "scaled up from 0 copies to 1: 1 request(s) arrived at zero copies"
+
+    asyncio.run(scenario())
+
+
+async def deploy_marking_copies_ready(ep: Endpoint, backend: FakeBackend, version: int) -> dict:  # type: ignore[type-arg]
+    """Run ``ep.deploy(version)`` while the new copies become ready (the health loop's part)."""
+    task = asyncio.create_task(ep.deploy(version))
+    while not task.done():
+        for copy in ep.pool.of("next", "starting"):
+            backend.states[copy.copy_id] = CopyStatus("ready")
+        await ep.health_pass()
+        await asyncio.sleep(0.05)
+    return await task
+
+
+def test_a_deploy_reports_adopted_copies_apart_from_started_ones(tmp_path, runtime: LocalRuntime) -> None:
+    async def scenario() -> None:
+        ep, backend, state = fake_endpoint(tmp_path, replicas={"min": 2, "max": 2})
+        for _ in range(2):
+            await ready_copy(ep, backend, "serve", 1)
+        ep.candidates.candidate = Candidate(2, "classification", {"a": "long"})
+        candidate = await ready_copy(ep, backend, "candidate", 2)
+        report = await deploy_marking_copies_ready(ep, backend, 2)
+        assert (report["copies_started"], report["adopted_copies"], report["drained_copies"]) == (1, 1, 2)
+        assert candidate.role == "serve" and sorted(c.version for c in ep.autoscaler.live()) == [2, 2]
+        [audited] = [e.detail for e in state.events("ml.deploy")]
+        assert audited["adopted_copies"] == 1 and audited["copies_started"] == 1
+
+    asyncio.run(scenario())
+
+
+def test_a_deploy_retires_a_candidate_of_another_version(tmp_path, runtime: LocalRuntime) -> None:
+    async def scenario() -> None:
+        ep, backend, state = fake_endpoint(tmp_path)
+        await ready_copy(ep, backend, "serve", 1)
+        ep.candidates.candidate = Candidate(3, "classification", {"a": "long"})
+        ep.candidates.shadow = ShadowTally(3, 1, "classification", 1e-9, 1e-12)
+        candidate = await ready_copy(ep, backend, "candidate", 3)
+        report = await deploy_marking_copies_ready(ep, backend, 2)
+        assert (report["copies_started"], report["adopted_copies"]) == (1, 0)
+        assert ep.candidates.candidate is None and ep.candidates.shadow is None
+        assert candidate.copy_id in backend.stopped
+        stops = [e.detail for e in state.events("ml.shadow.stop")]
+        assert [(s["reason"], s["served_version"]) for s in stops] == [("endpoint ep now serves v2", 1)]
+
+    asyncio.run(scenario())
+
+
+def test_a_failed_or_cancelled_deploy_leaves_no_next_copy_and_is_audited(tmp_path, runtime: LocalRuntime) -> None:
+    async def scenario() -> None:
+        ep, backend, state = fake_endpoint(tmp_path, replicas={"min": 2, "max": 2})
+        for _ in range(2):
+            await ready_copy(ep, backend, "serve", 1)
+        backend.fail_start = {4}  # the deploy's second copy cannot start
+        with pytest.raises(OSError, match="no room"):
+            await ep.deploy(2)
+        assert ep.pool.of("next") == [] and backend.stopped == [backend.started[2]]
+        cancelled = asyncio.create_task(ep.deploy(2))  # its copies never become ready
+        while len(ep.pool.of("next")) < 2:
+            await asyncio.sleep(0.05)
+        cancelled.cancel()
+        await asyncio.gather(cancelled, return_exceptions=True)
+        assert ep.pool.of("next") == [] and set(backend.started[4:]) <= set(backend.stopped)
+        assert ep.plan.version == 1 and [c.version for c in ep.autoscaler.live()] == [1, 1]
+        failed = [e.detail for e in state.events("ml.deploy.failed")]
+        assert [(f["version"], f["previous_version"], f["error"].split(":")[0]) for f in failed] == \
+            [(2, 1, "OSError"), (2, 1, "CancelledError")]
 
     asyncio.run(scenario())
 

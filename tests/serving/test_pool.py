@@ -107,5 +107,19 @@ def test_a_waiting_request_gives_up_when_told_and_a_failed_copy_takes_none() -> 
     assert got is None and waited < 1
 
 
+def test_a_copy_given_back_unused_counts_no_request_and_wakes_a_waiter() -> None:
+    async def scenario() -> tuple[int, float, str]:
+        pool = CopyPool(max_queue=2, retry_after_s=5)
+        pool.copies["a"] = copy("a", last_done=3.0)
+        taken = await pool.acquire("serve", wait_s=0)
+        waiter = asyncio.create_task(pool.acquire("serve", wait_s=5))
+        await asyncio.sleep(0.05)
+        await pool.release(taken, used=False)
+        got = await waiter
+        return got.requests, got.last_done, got.copy_id
+
+    assert scenario_result(scenario()) == (0, 3.0, "a")
+
+
 def scenario_result(coro):  # type: ignore[no-untyped-def]
     return asyncio.run(asyncio.wait_for(coro, timeout=10))

@@ -71,12 +71,16 @@ class Autoscaler:
         self.last_request_at = time.monotonic()
         self.arrivals += int(counted)
 
-    def demand(self) -> None:
+    def demand(self, *, counted: bool = False) -> bool:
         """A request found no copy ready: when none is starting either, count it as demand at zero
-        copies and decide now rather than at the next interval."""
-        if not self.live():
+        copies (once per request: ``counted`` says it was already) and decide now rather than at the
+        next interval. Returns whether the request is counted now."""
+        if self.live():
+            return counted
+        if not counted:
             self.waiting_at_zero += 1
-            self.kick()
+        self.kick()
+        return True
 
     def kick(self) -> None:
         """Run a scale pass now (a copy was lost, or a request waits at zero copies)."""
@@ -144,8 +148,14 @@ class Autoscaler:
             signal=s.scale_signal, requests_per_min=self.rate, pending_per_copy=pending,
             target_rpm=s.target_rpm_per_replica, target_pending=s.target_pending_per_replica,
             cooldown_s=s.scale_down_cooldown_s, idle_s=now - self.last_request_at, idle_timeout_s=s.idle_timeout_s,
-            keep_warm=s.keep_warm, waiting_at_zero=self.waiting_at_zero + (self.pool.waiting if not live else 0),
+            keep_warm=s.keep_warm, waiting_at_zero=self._at_zero(live),
             low_since=self.low_since, last_up_at=self.last_up_at, idle_stopped=self.idle_stopped)
+
+    def _at_zero(self, live: list[Copy]) -> int:
+        """Requests at zero copies, each once: those that arrived since the last pass, or those still
+        waiting in the queue (which may have arrived before it), whichever is more; a request held in
+        the queue since the last pass is in both counts."""
+        return max(self.waiting_at_zero, 0 if live else self.pool.waiting)
 
     async def scale_pass(self) -> ScaleDecision:
         """Read the counters, decide (:func:`lakescore.serving.scaler.decide`), and act."""

@@ -70,8 +70,11 @@ class ReplicaBackend(Protocol):
         """Start a copy holding ``version``; return its address (``unix:<socket path>`` locally)."""
         ...
 
-    def status(self, copy_id: str) -> CopyStatus:
-        """The copy's current state (never raises for a dead copy: that is ``failed``)."""
+    def status(self, copy_id: str, *, fresh: bool = False) -> CopyStatus:
+        """The copy's current state (never raises for a dead copy: that is ``failed``). ``fresh``:
+        ask the copy again even when it answered before (the endpoint asks so for a copy whose
+        request failed); a copy that does not answer then, or still scores the failed request, is
+        ``starting`` with the reason."""
         ...
 
     def stop(self, copy_id: str) -> None:
@@ -206,7 +209,7 @@ class LocalProcessBackend:
         proc = self._copies.get(copy_id)
         return proc.popen.pid if proc else None
 
-    def status(self, copy_id: str) -> CopyStatus:
+    def status(self, copy_id: str, *, fresh: bool = False) -> CopyStatus:
         proc = self._copies.get(copy_id)
         if proc is None:
             return CopyStatus("stopped", "not started by this endpoint")
@@ -215,12 +218,16 @@ class LocalProcessBackend:
             return CopyStatus("failed", f"process {proc.popen.pid} exited with code {code}; see {proc.log_path}",
                               pid=proc.popen.pid)
         rss, pss = _memory(proc.popen.pid)
-        if proc.ready:
+        if proc.ready and not fresh:
             return CopyStatus("ready", "", rss, proc.popen.pid, pss)
         try:
             code, body = health(proc.address, timeout_s=1.0)
-        except ChannelError:
-            return CopyStatus("starting", "process started, not answering yet", rss, proc.popen.pid)
+        except ChannelError as err:
+            why = f"not answering its health check ({err})" if proc.ready else "process started, not answering yet"
+            return CopyStatus("starting", why, rss, proc.popen.pid)
+        if code == 200 and fresh and body.get("scoring_s") is not None:  # still on the request that failed
+            return CopyStatus("starting", f"still scoring a request after {body['scoring_s']:.1f} s", rss,
+                              proc.popen.pid)
         if code == 200:
             proc.ready = True
             return CopyStatus("ready", "", rss, proc.popen.pid)

@@ -150,8 +150,9 @@ class Candidates:
         if self.canary is not None:
             self.canary.record("production", failed=failed, now=time.monotonic())
 
-    async def answer(self, body: bytes) -> list[dict[str, Any]] | None:
-        """The candidate's rows, or None after charging it a failure (production then answers)."""
+    async def answer(self, body: bytes) -> tuple[list[dict[str, Any]], int] | None:
+        """The candidate's rows and the version of the copy that gave them, or None after charging it
+        a failure (production then answers)."""
         canary = self.canary
         if canary is None:
             return None
@@ -162,7 +163,7 @@ class Candidates:
         if outcome != "ok":
             self.failures += 1
         await self._maybe_roll_back(canary)
-        return value if outcome == "ok" else None
+        return (value, copy.version) if outcome == "ok" and copy is not None else None
 
     def wants_mirror(self, *, version: Any, by_candidate: bool) -> ShadowTally | None:
         """The shadow to mirror an answered request to: a shadow without canary, for a production answer."""

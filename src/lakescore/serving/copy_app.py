@@ -44,6 +44,7 @@ class LoadedVersion:
         self.columns: dict[str, str] = {}
         self.task = ""
         self.loaded_s = 0.0
+        self.scoring_since: float | None = None  # time.monotonic() when the running score began
         self._score_lock = threading.Lock()
 
     def load(self) -> None:
@@ -69,7 +70,11 @@ class LoadedVersion:
     def score(self, frame: Any) -> Any:
         """The pyfunc's ``predict`` (conformance, then ``FittedChain.predict``), one request at a time."""
         with self._score_lock:
-            return self.model.predict(None, frame)
+            self.scoring_since = time.monotonic()
+            try:
+                return self.model.predict(None, frame)
+            finally:
+                self.scoring_since = None
 
 
 def trim_memory() -> None:
@@ -84,8 +89,8 @@ def trim_memory() -> None:
 def answer(loaded: LoadedVersion, code: int, payload: bytes) -> tuple[int, bytes]:
     """The copy's answer to one frame: (HTTP status, JSON bytes). Never raises.
 
-    ``HEALTH``: 200 ready, 503 loading, 500 failed, with the state, version, pid, resident memory
-    and load time. ``SCORE``: 200 ``{"predictions": rows, "model_version", "served": "warm",
+    ``HEALTH``: 200 ready, 503 loading, 500 failed, with the state, version, pid, resident memory,
+    load time and ``scoring_s`` (seconds the running score has taken; null when idle). ``SCORE``: 200 ``{"predictions": rows, "model_version", "served": "warm",
     "score_ms"}``; 503 ``copy_not_ready`` while loading; a 4xx/500 error payload otherwise.
     """
     try:
@@ -110,8 +115,13 @@ def _health(loaded: LoadedVersion) -> tuple[int, bytes]:
 
     body = {"state": loaded.state, "version": loaded.version, "model_uri": loaded.model_uri, "task": loaded.task,
             "input_columns": loaded.columns, "pid": os.getpid(), "rss_bytes": psutil.Process().memory_info().rss,
-            "load_s": round(loaded.loaded_s, 3), "error": loaded.error}
+            "load_s": round(loaded.loaded_s, 3), "error": loaded.error, "scoring_s": _scoring_s(loaded)}
     return {"ready": 200, "loading": 503}.get(loaded.state, 500), dumps(body)
+
+
+def _scoring_s(loaded: LoadedVersion) -> float | None:
+    since = loaded.scoring_since
+    return None if since is None else round(time.monotonic() - since, 3)
 
 
 def _converse(conn: socket.socket, loaded: LoadedVersion) -> None:

@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 import orjson
 
-from lakescore.errors import EndpointUnavailableError, ServingConflictError, ServingError
+from lakescore.errors import EndpointUnavailableError, RequestError, ServingConflictError, ServingError
 from lakescore.serving import forkserver
 from lakescore.serving.autoscaler import Autoscaler
 from lakescore.serving.backend import ReplicaBackend
@@ -36,17 +36,17 @@ from lakescore.serving.channel import ChannelError, CopyChannels
 from lakescore.serving.copy_app import trim_memory
 from lakescore.serving.cold import score_cold
 from lakescore.serving.drift import DriftReference, check_rows
-from lakescore.serving.memory import footprint
 from lakescore.serving.plan import EndpointPlan, alias_version, certified_columns, model_task
 from lakescore.serving.pool import Copy, CopyPool, Role
 from lakescore.serving.recorder import Answered, PredictionRecorder
 from lakescore.serving.routing import Route, Snapshot, route
 from lakescore.serving.state import ServingState
-from lakescore.serving.wire import ScoreRequest
+from lakescore.serving.wire import ScoreRequest, parse_request
 
 HEALTH_INTERVAL_S = 0.5
 COPY_START_TIMEOUT_S = 300.0
 MAX_COPY_ATTEMPTS = 3
+MAX_COPY_STRIKES = 3  # requests in a row a copy may fail before it is replaced, not made ready again
 
 
 @dataclass(frozen=True)
@@ -125,8 +125,7 @@ class Endpoint:
         for task in [*self._tasks, *self._background]:
             task.cancel()
         await asyncio.gather(*self._tasks, *self._background, return_exceptions=True)
-        for copy in list(self.pool.copies.values()):
-            await asyncio.to_thread(self.backend.stop, copy.copy_id)
+        await asyncio.to_thread(self.backend.stop_all)  # every copy, and the copies' socket folder
         self.pool.copies.clear()
         await asyncio.to_thread(self.state.remove_endpoint_copies, self.plan.name)
         await asyncio.to_thread(self.recorder.flush)
@@ -152,8 +151,10 @@ class Endpoint:
         self._seq += 1
         copy_id = f"{self.plan.name}-{role}-v{version}-{self._seq}"
         address = await asyncio.to_thread(self.backend.start, copy_id, version)
-        pid_of = getattr(self.backend, "pid", None)
-        copy = Copy(copy_id, version, role, address, pid=pid_of(copy_id) if pid_of else None)
+        if role == "serve" and version != self.plan.version:  # a deploy switched while it started
+            await asyncio.to_thread(self.backend.stop, copy_id)
+            return await self._start_copy("serve", self.plan.version)
+        copy = Copy(copy_id, version, role, address, pid=self.backend.pid(copy_id))
         self.pool.copies[copy_id] = copy
         await asyncio.to_thread(self.state.add_copy, copy_id, endpoint=self.plan.name, role=role,
                                 version=version, pid=copy.pid, address=address)
@@ -187,7 +188,11 @@ class Endpoint:
         is above ``memory_limit_mb``."""
         limit = self.s.memory_limit_mb * 2**20
         for copy in list(self.pool.copies.values()):
-            status = await asyncio.to_thread(self.backend.status, copy.copy_id)
+            if self.pool.copies.get(copy.copy_id) is not copy:
+                continue  # retired (scaler, deploy) while an earlier copy was read: not a failure
+            status = await asyncio.to_thread(self.backend.status, copy.copy_id, fresh=copy.state == "failed")
+            if self.pool.copies.get(copy.copy_id) is not copy:
+                continue
             copy.rss_bytes = status.rss_bytes or copy.rss_bytes
             copy.pss_bytes = status.pss_bytes or copy.pss_bytes
             copy.pid = status.pid or copy.pid
@@ -196,17 +201,19 @@ class Endpoint:
                 await self._lost(copy, status.detail)
             elif copy.state == "starting" and self._start_overdue(copy, status.detail):
                 await self._lost(copy, f"not ready {COPY_START_TIMEOUT_S:g} s after it started ({status.detail})")
+            elif copy.state == "failed" and status.state == "ready" and copy.strikes >= MAX_COPY_STRIKES:
+                await self._lost(copy, f"failed {copy.strikes} requests in a row ({copy.detail})")
             elif copy.state in ("starting", "failed") and status.state == "ready":
                 await self.pool.mark_ready(copy, now=now)
                 if copy.role == "serve":
                     self.autoscaler.copy_ready()
-            elif copy.state == "starting":
-                copy.detail = status.detail
-            elif copy.state == "failed" and now - copy.last_done > COPY_START_TIMEOUT_S:
-                await self._lost(copy, f"did not answer for {COPY_START_TIMEOUT_S:g} s ({status.detail})")
+            elif copy.state in ("starting", "failed"):
+                copy.detail = status.detail or copy.detail
+                if copy.state == "failed" and now - copy.last_done > COPY_START_TIMEOUT_S:
+                    await self._lost(copy, f"did not answer for {COPY_START_TIMEOUT_S:g} s ({status.detail})")
             elif copy.state == "draining" and not copy.busy:
                 await self._stop_copy(copy)
-            elif copy.state == "ready" and copy.memory_bytes and copy.memory_bytes > limit:
+            elif copy.state == "ready" and copy.role != "next" and copy.memory_bytes and copy.memory_bytes > limit:
                 self.state.audit("ml.copy.replaced", self.plan.name, copy_id=copy.copy_id,
                                  memory_mb=round(copy.memory_bytes / 2**20, 1),
                                  measured="proportional" if copy.pss_bytes else "resident",
@@ -224,7 +231,7 @@ class Endpoint:
 
     async def _lost(self, copy: Copy, detail: str) -> None:
         self.counts["copies_failed"] += 1
-        self.autoscaler.last_failure = f"{copy.copy_id}: {detail}"
+        self.autoscaler.last_failure = f"{copy.role} copy {copy.copy_id}: {detail}"
         if copy.state == "starting" and copy.role == "serve":  # it never served: back off before the next one
             self.autoscaler.start_failed()
         self.state.audit("ml.copy.failed", self.plan.name, copy_id=copy.copy_id, role=copy.role,
@@ -232,8 +239,9 @@ class Endpoint:
         await self._stop_copy(copy)
         if copy.role == "serve":
             self.autoscaler.kick()  # replace it now, not at the next interval
-        else:
+        elif copy.role == "candidate":
             self.candidates.note = f"candidate copy {copy.copy_id} failed: {detail}"
+        # a deploy's ("next") copy: the deploy reports it (last_copy_failure names the role)
 
     async def _stale_loop(self) -> None:
         while True:
@@ -265,12 +273,18 @@ class Endpoint:
         """Serve ``version`` instead (``POST /deploy``): start as many copies of it as are live now
         (the candidate's copy is adopted when it holds that version), switch traffic once one is
         ready, then drain and stop the old copies. A request is answered by whichever version's copy
-        took it, and its reply names that version; requests waiting for a copy take the new ones.
+        took it, and its reply names that version; requests waiting for a copy take the new ones
+        (checked again against the new version's columns; one that asked for the old version by
+        number is answered on the cold path). A candidate of another version is retired (its shadow
+        and canary compared it with the old version). A deploy that fails, is refused or cancelled
+        after it started copies stops them (none is left with role ``next``) and is audited
+        ``ml.deploy.failed``; a successful one ``ml.deploy``.
 
         Returns
         -------
         dict
-            ``version``, ``previous_version``, ``copies_started``, ``adopted_copies``, ``drained_copies``,
+            ``version``, ``previous_version``, ``copies_started`` (started by this deploy),
+            ``adopted_copies`` (the candidate's, already running), ``drained_copies``,
             ``switched_after_s`` (seconds from the call to the switch), ``pinned_by``.
 
         Raises
@@ -290,6 +304,10 @@ class Endpoint:
         self._deploying = version
         try:
             return await self._deploy(version)
+        except BaseException as err:  # the old version keeps serving; the audit says why the deploy failed
+            self.state.audit("ml.deploy.failed", self.plan.name, version=version, previous_version=self.plan.version,
+                             error=f"{type(err).__name__}: {err}")
+            raise
         finally:
             self._deploying = None
 
@@ -301,19 +319,13 @@ class Endpoint:
         alias = await asyncio.to_thread(alias_version, self.plan.model_name, self.plan.alias)
         old = self.autoscaler.live()
         fresh = self.candidates.adopt(version)
-        for _ in range(max(len(old), 1) - len(fresh) if old else 0):
-            copy = await self._start_copy("next", version)
-            if copy is None:
-                break
-            fresh.append(copy)
-        if old and not fresh:
-            raise ServingConflictError(f"cannot start a copy of v{version}: max_warm_copies {self.s.max_warm_copies} "
-                                       "copies are resident across endpoints; stop one or raise the limit")
-        if fresh and not await self._first_ready(fresh):
-            for copy in fresh:
+        adopted = len(fresh)
+        try:
+            await self._start_next(version, fresh, wanted=max(len(old), 1) if old else 0)
+        except BaseException:  # failed, refused or cancelled: no copy is left with role "next"
+            for copy in self.pool.of("next"):  # one deploy at a time: every "next" copy is this one's
                 await self._retire(copy)
-            raise ServingError(f"no copy of v{version} became ready ({self.autoscaler.last_failure or 'see the copy logs'}); "
-                               f"endpoint {self.plan.name} keeps serving v{self.plan.version}")
+            raise
         previous = self.plan.version
         self.columns[version] = columns
         self.plan = self.plan.deployed(version, input_columns=columns, task=task, alias_version=alias)
@@ -325,12 +337,37 @@ class Endpoint:
         for copy in old:
             await self._retire(copy)  # a busy copy finishes its request first (draining)
         await self.pool.changed()  # waiting requests take the new copies
+        if self.candidates.candidate is not None:  # its shadow and canary compare against the old version
+            await self.candidates.retire_candidate(reason=f"endpoint {self.plan.name} now serves v{version}")
         self.stale_reason = ""
-        report = {"version": version, "previous_version": previous, "copies_started": len(fresh),
-                  "drained_copies": len(old), "pinned_by": self.plan.selection,
+        report = {"version": version, "previous_version": previous, "copies_started": len(fresh) - adopted,
+                  "adopted_copies": adopted, "drained_copies": len(old), "pinned_by": self.plan.selection,
                   "switched_after_s": round(time.monotonic() - started, 3)}
         self.state.audit("ml.deploy", self.plan.name, **report)
         return {"endpoint": self.plan.name, **report}
+
+    async def _start_next(self, version: int, fresh: list[Copy], *, wanted: int) -> None:
+        """Start copies of ``version`` (role ``next``) until ``fresh`` holds ``wanted``, then wait
+        until one is ready.
+
+        Raises
+        ------
+        ServingConflictError
+            ``wanted`` copies were asked for and ``max_warm_copies`` left room for none.
+        ServingError
+            No copy of ``version`` became ready.
+        """
+        while len(fresh) < wanted:
+            copy = await self._start_copy("next", version)
+            if copy is None:
+                break
+            fresh.append(copy)
+        if wanted and not fresh:
+            raise ServingConflictError(f"cannot start a copy of v{version}: max_warm_copies {self.s.max_warm_copies} "
+                                       "copies are resident across endpoints; stop one or raise the limit")
+        if fresh and not await self._first_ready(fresh):
+            raise ServingError(f"no copy of v{version} became ready ({self.autoscaler.last_failure or 'see the copy logs'}); "
+                               f"endpoint {self.plan.name} keeps serving v{self.plan.version}")
 
     async def _first_ready(self, copies: list[Copy]) -> bool:
         """Wait until one of ``copies`` is ready (True), or all are gone or COPY_START_TIMEOUT_S passed."""
@@ -381,46 +418,76 @@ class Endpoint:
         pinned = asked is None or asked == self.plan.version
         self.autoscaler.arrived(counted=pinned)
         pick = pinned and self.candidates.pick()
-        attempts = 0
+        attempts, demanded = 0, False
         while True:
             decision = route(self._snapshot(asked=asked, canary_pick=pick, hold_s=hold_s))
             if decision is Route.CANDIDATE:
-                version = asked if asked is not None else self.candidates.canary.version  # type: ignore[union-attr]
-                rows = await self.candidates.answer(body)
-                if rows is not None:
-                    return self._reply(rows, "warm", version, by_candidate=True)
-                if not pinned:
-                    return self._reply(await self._cold_path(version, body), "cold", version)
+                answered = await self.candidates.answer(body)
+                if answered is not None:  # named by the copy that answered (the candidate may have changed)
+                    return self._reply(answered[0], "warm", answered[1], by_candidate=True)
+                if asked is not None and asked != self.plan.version:
+                    return self._reply(await self._cold_path(asked, body), "cold", asked)
                 pick = False  # production answers the request the candidate failed
                 continue
             if decision is Route.COLD or attempts >= MAX_COPY_ATTEMPTS:
                 version = self.plan.version if asked is None else asked
-                if pinned:
-                    self.autoscaler.demand()  # no copy can start now: the scaler tries when it may
-                return self._reply(await self._cold_path(version, body), "cold", version)
+                if version == self.plan.version:  # no copy can start now: the scaler tries when it may
+                    demanded = self.autoscaler.demand(counted=demanded)
+                return self._reply(await self._cold_path(version, self._body_for(request, body, version)),
+                                   "cold", version)
             if decision is Route.REJECT:
-                self.autoscaler.demand()  # a refused request at zero copies still starts one
+                self.autoscaler.demand(counted=demanded)  # a refused request at zero copies still starts one
                 raise self._rejected(hold_s)
+            if decision is Route.HOLD:
+                demanded = self.autoscaler.demand(counted=demanded)
             copy = await self._wait_for_copy(decision, hold_s)
             if copy is None:
                 continue
+            if asked is not None and copy.version != asked:  # a deploy switched while it waited: the
+                await self.pool.release(copy, used=False)  # asked version is answered cold now
+                continue
+            try:
+                sent = self._body_for(request, body, copy.version)
+            except RequestError:
+                await self.pool.release(copy, used=False)
+                raise
             attempts += 1
-            outcome, value = await self._ask(copy, body)
+            outcome, value = await self._ask(copy, sent)
             self.candidates.record_production(failed=outcome != "ok")
+            copy.strikes = 0 if outcome != "unavailable" else copy.strikes + 1
             if outcome == "ok":  # the copy's version: a redeploy may have switched while it answered
                 return self._reply(value, "warm", copy.version)
             if outcome == "error":
                 return value
             self.counts["copy_failures"] += 1
             if copy.state == "ready":
-                copy.state = "failed"  # no request goes to it until the health pass sees it ready again
+                copy.state, copy.detail = "failed", value  # no request until the health pass sees it ready again
+
+    def _body_for(self, request: ScoreRequest, body: bytes, version: int) -> bytes:
+        """``body`` for a copy of ``version``: as it is when the request was checked against that
+        version's columns, else checked again (a deploy switched while the request waited).
+
+        Raises
+        ------
+        RequestError
+            400 naming the column when the request does not fit ``version``'s columns.
+        """
+        columns = self.columns.get(version)
+        if columns is None or list(columns.items()) == list(request.types.items()):
+            return body
+        try:
+            return parse_request(body, columns, max_body_bytes=len(body) + 1,
+                                 max_rows=max(request.n_rows, 1)).to_body()
+        except RequestError as err:
+            raise RequestError(f"endpoint {self.plan.name} switched to v{version} while the request waited, and "
+                               f"the request does not fit it: {err}", http_status=err.http_status,
+                               **err.fields) from err
 
     async def _wait_for_copy(self, decision: Route, hold_s: float | None) -> Copy | None:
         """A ready copy for a ``warm``, ``queue`` or ``hold`` route (waiting in the bounded queue);
         None when the request is to be routed again (its idle copy was taken first, or it was held
         and no copy can start now)."""
         if decision is Route.HOLD:
-            self.autoscaler.demand()
             wait_s = self.s.request_timeout_s if hold_s is None else hold_s
             copy = await self.pool.acquire("serve", wait_s=wait_s, give_up=self._cannot_start)
             if copy is None and self._cannot_start():
@@ -461,12 +528,14 @@ class Endpoint:
         ("ok", rows) | ("unavailable", detail) | ("error", Reply)."""
         if len(self.channels) > len(self.pool.copies):
             self.channels.keep_only({c.address for c in self.pool.copies.values()})
+        failed = True
         try:
             status, payload = await self.channels.score(copy.address, body)
+            failed = status >= 500
         except ChannelError as err:
-            await self.pool.release(copy, failed=True)
             return "unavailable", str(err)
-        await self.pool.release(copy, failed=status >= 500)
+        finally:  # also when the request is cancelled: the copy is free again
+            await self.pool.release(copy, failed=failed)
         try:
             answer = orjson.loads(payload)
         except orjson.JSONDecodeError:
@@ -521,8 +590,12 @@ class Endpoint:
     async def _flush_loop(self) -> None:
         while True:
             await asyncio.sleep(self.s.record_flush_interval_s)
-            await asyncio.to_thread(self.recorder.flush)
-            await asyncio.to_thread(self.state.forget_replies, older_than_s=86400)
+            try:
+                await asyncio.to_thread(self.recorder.flush)
+                await asyncio.to_thread(self.state.forget_replies, older_than_s=86400)
+            except Exception as err:  # a loop never dies; the rows stay buffered, the status shows the error
+                self.counts["flush_errors"] += 1
+                self.loop_error = f"flush error: {type(err).__name__}: {err}"
 
     # --- status ------------------------------------------------------------------------------
 
@@ -546,9 +619,13 @@ class Endpoint:
                 "counts": {k: v for k, v in counts.items() if v}, **self.candidates.summary(),
                 "loop_error": scaler.last_error or self.loop_error,
                 "recorder": self.recorder.summary(), "drift_reference": self.drift is not None,
-                "max_warm_copies": self.s.max_warm_copies,
-                "memory": footprint(endpoint=os.getpid(), fork_server=forkserver.server_pid(),
-                                    copies=[c.pid for c in self.pool.copies.values()])}
+                "max_warm_copies": self.s.max_warm_copies}
+
+    def processes(self) -> dict[str, Any]:
+        """The processes whose memory ``GET /status`` reports (:func:`lakescore.serving.memory.footprint`
+        reads them from /proc, off the event loop): this endpoint process, its fork server, each copy."""
+        return {"endpoint": os.getpid(), "fork_server": forkserver.server_pid(),
+                "copies": [c.pid for c in self.pool.copies.values()]}
 
 
 def new_request_id() -> str:

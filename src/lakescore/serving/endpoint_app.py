@@ -40,10 +40,11 @@ from starlette.background import BackgroundTask
 
 from lakescore.errors import (EndpointActionError, EndpointUnavailableError, LakescoreError, RequestError,
                               UnauthorizedError)
-from lakescore.serving.responses import UNAUTHORIZED, authorized, error_reply, read_body, reply
 from lakescore.serving.endpoint import Endpoint, new_request_id
 from lakescore.serving.idempotency import KeyClaims, Kept, request_digest
+from lakescore.serving.memory import footprint
 from lakescore.serving.plan import input_columns
+from lakescore.serving.responses import UNAUTHORIZED, authorized, error_reply, read_body, reply
 from lakescore.serving.state import ServingState
 from lakescore.serving.wire import ScoreRequest, parse_request
 
@@ -277,8 +278,9 @@ def operator_routes(endpoint: Endpoint, address: str) -> APIRouter:
     candidates = endpoint.candidates
 
     @router.get("/status")
-    async def status() -> Response:  # reads /proc of every process: off the event loop
-        return reply(200, {**await asyncio.to_thread(endpoint.status), "address": address})
+    async def status() -> Response:  # the state on the loop; /proc of every process off it
+        memory = await asyncio.to_thread(footprint, **endpoint.processes())
+        return reply(200, {**endpoint.status(), "memory": memory, "address": address})
 
     @router.post("/shadow")
     async def shadow(request: Request) -> Response:

@@ -33,6 +33,9 @@ class Copy:
         last request; takes no request until the health pass sees it ready again (or drops it).
     last_done : float
         ``time.monotonic()`` when its last request finished (its start time until then).
+    strikes : int
+        Requests in a row it did not answer (0 after an answer); past a limit the endpoint replaces
+        it instead of making it ready again.
     """
 
     copy_id: str
@@ -46,6 +49,7 @@ class Copy:
     last_done: float = field(default_factory=time.monotonic)
     requests: int = 0
     failures: int = 0
+    strikes: int = 0
     rss_bytes: int | None = None
     pss_bytes: int | None = None
     pid: int | None = None
@@ -208,11 +212,13 @@ class CopyPool:
                 chosen.busy = True
             return chosen
 
-    async def release(self, copy: Copy, *, failed: bool = False) -> None:
-        """Give a copy back after a request (``failed``: it did not answer)."""
+    async def release(self, copy: Copy, *, failed: bool = False, used: bool = True) -> None:
+        """Give a copy back after a request (``failed``: it did not answer; ``used=False``: the
+        request was not sent to it after all, so nothing is counted)."""
+        copy.busy = False  # at once: a cancelled request must not leave its copy busy
         async with self._changed:
-            copy.busy = False
-            copy.last_done = time.monotonic()
-            copy.requests += 1
-            copy.failures += int(failed)
+            if used:
+                copy.last_done = time.monotonic()
+                copy.requests += 1
+                copy.failures += int(failed)
             self._changed.notify_all()
