@@ -32,13 +32,17 @@ class FeatureTables:
         return [{"table": name, "version": version} for name, version in self.versions.items()]
 
 
-def read_feature_tables(runtime: Runtime, specs: tuple[FeatureLookup, ...] | list[FeatureLookup]) -> FeatureTables:
-    """Each lookup's feature table at its current version, only the columns the lookups read.
+def read_feature_tables(runtime: Runtime, specs: tuple[FeatureLookup, ...] | list[FeatureLookup], *,
+                        versions: dict[str, int] | None = None) -> FeatureTables:
+    """Each lookup's feature table at its current version (or the one ``versions`` pins), only the
+    columns the lookups read.
 
     Parameters
     ----------
     runtime : Runtime
     specs : sequence of FeatureLookup
+    versions : dict of str to int, optional
+        Table name -> version to read (a score run pins them in preflight); default: current.
 
     Returns
     -------
@@ -49,9 +53,10 @@ def read_feature_tables(runtime: Runtime, specs: tuple[FeatureLookup, ...] | lis
     columns: dict[str, list[str]] = {}
     for spec in specs:
         columns[spec.table_name] = list(dict.fromkeys([*columns.get(spec.table_name, []), *spec.table_columns]))
-    versions = {name: runtime.table_version(name) for name in columns}
-    frames = {name: runtime.read_table(name, version=versions[name], columns=cols) for name, cols in columns.items()}
-    return FeatureTables(frames, versions)
+    pinned = {name: (versions or {}).get(name, None) for name in columns}
+    read = {name: runtime.table_version(name) if v is None else int(v) for name, v in pinned.items()}
+    frames = {name: runtime.read_table(name, version=read[name], columns=cols) for name, cols in columns.items()}
+    return FeatureTables(frames, read)
 
 
 def lookup_problems(runtime: Runtime, specs: tuple[FeatureLookup, ...] | list[FeatureLookup], empty: pd.DataFrame, *,
