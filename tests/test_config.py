@@ -183,3 +183,46 @@ def test_a_threshold_is_read_in_each_of_its_shapes(project_dir, threshold, expec
 
 def test_without_a_threshold_the_model_keeps_its_own_predict(project_dir):
     assert load_project(project_dir).training.model.threshold is None
+
+
+def test_feature_lookups_are_read_into_specs(project_dir):
+    _edit(project_dir, "training.yml", feature_lookups=[
+        {"table_name": "${catalog}.${schema}.weather", "lookup_key": "origin", "feature_names": ["temp", "visib"],
+         "rename_outputs": {"temp": "origin_temp"}, "timestamp_lookup_key": "time_hour"},
+        {"table_name": "main.flights.planes", "lookup_key": ["tailnum"], "feature_names": ["seats"]}])
+    lookups = load_project(project_dir, catalog="dev").training.feature_lookups
+    weather, planes = (lookup.spec() for lookup in lookups)
+    assert weather.table_name == "dev.flights.weather" and weather.lookup_key == ("origin",)
+    assert weather.output_columns == ("origin_temp", "visib")
+    assert (weather.timestamp_lookup_key, weather.feature_timestamp_key) == ("time_hour", "time_hour")
+    assert planes.lookup_key == ("tailnum",) and not planes.point_in_time
+
+
+def test_every_bad_feature_lookup_is_listed_naming_the_key_and_the_value(project_dir):
+    _edit(project_dir, "training.yml", feature_lookups=[
+        {"table_name": "weather", "lookup_key": [], "feature_names": ["temp"], "rename_outputs": {"wind": "w"}},
+        {"table_name": "main.flights.planes", "lookup_key": "tailnum", "feature_names": ["seats"],
+         "feature_timestamp_key": "ts", "timestamp_key": "x"}])
+    with pytest.raises(ConfigError) as err:
+        load_project(project_dir)
+    text = "\n".join(err.value.problems)
+    assert "config/training.yml: feature_lookups.0.table_name must be a three-part table name" in text
+    assert "config/training.yml: feature_lookups.0.lookup_key must name at least one column; got []" in text
+    assert "config/training.yml: unknown key 'feature_lookups.1.timestamp_key' (did you mean 'timestamp_lookup_key'?)" \
+        in text
+    assert len(err.value.problems) == 3, err.value.problems
+
+
+def test_a_lookup_rename_of_an_unlisted_feature_and_a_repeated_output_are_refused(project_dir):
+    _edit(project_dir, "training.yml", feature_lookups=[
+        {"table_name": "main.flights.weather", "lookup_key": "origin", "feature_names": ["temp"],
+         "rename_outputs": {"wind": "w"}}])
+    with pytest.raises(ConfigError, match=r"feature_lookups\.0 rename_outputs names 'wind', which is not in "
+                                          r"feature_names \['temp'\]"):
+        load_project(project_dir)
+    _edit(project_dir, "training.yml", feature_lookups=[
+        {"table_name": "main.flights.weather", "lookup_key": "origin", "feature_names": ["year"]},
+        {"table_name": "main.flights.planes", "lookup_key": "tailnum", "feature_names": ["year"]}])
+    with pytest.raises(ConfigError, match=r"output column 'year' comes from both main\.flights\.weather and "
+                                          r"main\.flights\.planes; rename one with rename_outputs"):
+        load_project(project_dir)

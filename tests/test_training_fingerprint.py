@@ -53,3 +53,17 @@ def test_the_fingerprint_round_trips_through_its_tag_text(project_dir):
     assert TrainingFingerprint.from_json(fingerprint.to_json()) == fingerprint
     newer = replace(fingerprint, libraries={**fingerprint.libraries, "scikit-learn": "0.0"})
     assert newer.changes(fingerprint) == ["libraries (scikit-learn)"]
+
+
+def test_a_feature_table_version_and_a_lookup_spec_count(project_dir):
+    project = load_project(project_dir)
+    plain = training_fingerprint(project, 0)
+    assert plain.digest == training_fingerprint(project, 0, feature_tables={}).digest
+    before = training_fingerprint(project, 0, feature_tables={"main.flights.planes": 0})
+    after = training_fingerprint(project, 0, feature_tables={"main.flights.planes": 3})
+    assert after.changes(before) == ["feature table main.flights.planes version 0 -> 3"]
+    assert TrainingFingerprint.from_json(after.to_json()) == after and after.digest != before.digest
+    lookup = {"table_name": "main.flights.planes", "lookup_key": "tailnum", "feature_names": ["seats"]}
+    specced = training_fingerprint(_edit(project_dir, "training", feature_lookups=[lookup]), 0,
+                                   feature_tables={"main.flights.planes": 3})
+    assert specced.changes(after) == ["training or scoring config"]

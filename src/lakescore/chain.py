@@ -33,6 +33,7 @@ import pandas as pd
 from lakescore.compiled import CompiledPlan
 from lakescore.errors import InputError
 from lakescore.frames import require_columns, to_pandas
+from lakescore.lookup import FeatureLookup
 from lakescore.models import Task
 from lakescore import custom  # noqa: F401  (registers the user step kinds: step: custom)
 from lakescore.rules import EligibilityRule, OutputRule, add_outputs
@@ -81,6 +82,12 @@ class FittedChain:
     threshold : Threshold or None
         A classifier's decision threshold (training.yml ``model.threshold``); None: the model's own
         ``predict`` labels the rows. It changes ``prediction`` only, never ``probability``.
+    lookups : tuple of FeatureLookup
+        Feature lookups joined onto the rows before the chain (training.yml ``feature_lookups``);
+        their output columns are among ``input_columns``. The caller joins them
+        (:func:`lakescore.lookup.join_all`); ``predict`` reads the joined rows.
+    lookup_versions : tuple of int
+        The Delta version of each lookup's feature table that training read, in ``lookups`` order.
     """
 
     input_columns: tuple[str, ...]
@@ -97,6 +104,8 @@ class FittedChain:
     pre_split_skipped: tuple[str, ...] = ()
     output_rules: tuple[OutputRule, ...] = ()
     threshold: Threshold | None = None
+    lookups: tuple[FeatureLookup, ...] = ()
+    lookup_versions: tuple[int, ...] = ()
 
     @property
     def decision_rule(self) -> str:
@@ -305,6 +314,8 @@ class FittedChain:
             "pre_split_skipped": list(self.pre_split_skipped),
             "output_rules": [r.to_json() for r in self.output_rules],
             "threshold": self.threshold.to_json() if self.threshold else None,
+            "feature_lookups": [{"spec": spec.to_json(), "trained_version": version}
+                                for spec, version in zip(self.lookups, self.lookup_versions, strict=True)],
         }
         (folder / "chain.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
         return folder
@@ -327,6 +338,8 @@ class FittedChain:
             pre_split_skipped=tuple(meta.get("pre_split_skipped", [])),
             output_rules=tuple(OutputRule.from_json(r) for r in meta.get("output_rules", [])),
             threshold=Threshold.from_json(meta["threshold"]) if meta.get("threshold") else None,
+            lookups=tuple(FeatureLookup.from_json(x["spec"]) for x in meta.get("feature_lookups", [])),
+            lookup_versions=tuple(int(x["trained_version"]) for x in meta.get("feature_lookups", [])),
         )
 
 

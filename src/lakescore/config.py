@@ -12,7 +12,7 @@ import difflib
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import yaml
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, ValidationInfo,
@@ -141,12 +141,67 @@ class RegistryConfig(_Strict):
     alias: str = "champion"
 
 
+def _one_or_more(value: Any) -> Any:
+    """``lookup_key: tailnum`` is ``[tailnum]``."""
+    return [value] if isinstance(value, str) else value
+
+
+def _not_empty(value: list[str]) -> list[str]:
+    if not value:
+        raise ValueError("must name at least one column")
+    return value
+
+
+class FeatureLookupConfig(_Strict):
+    """training.yml ``feature_lookups[i]``, shaped like Databricks Feature Engineering's
+    ``FeatureLookup`` (see :class:`lakescore.lookup.FeatureLookup`). ``feature_timestamp_key`` is the
+    feature table's timestamp column (FE's timeseries key); it defaults to ``timestamp_lookup_key``."""
+
+    table_name: TableName
+    lookup_key: Annotated[list[str], BeforeValidator(_one_or_more), AfterValidator(_not_empty)]
+    feature_names: list[str] = Field(min_length=1)
+    rename_outputs: dict[str, str] = Field(default_factory=dict)
+    timestamp_lookup_key: str | None = None
+    feature_timestamp_key: str | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> FeatureLookupConfig:
+        unknown = [name for name in self.rename_outputs if name not in self.feature_names]
+        if unknown:
+            raise ValueError(f"rename_outputs names {unknown[0]!r}, which is not in feature_names "
+                             f"{self.feature_names}; rename only listed features")
+        if self.feature_timestamp_key and not self.timestamp_lookup_key:
+            raise ValueError(f"feature_timestamp_key {self.feature_timestamp_key!r} needs timestamp_lookup_key "
+                             "(the rows' timestamp column) for a point-in-time lookup; add it or delete "
+                             "feature_timestamp_key")
+        return self
+
+    def spec(self) -> Any:
+        """The :class:`lakescore.lookup.FeatureLookup` this entry describes."""
+        from lakescore.lookup import FeatureLookup
+
+        return FeatureLookup.from_json(self.model_dump())
+
+
+def _lookup_outputs(lookups: list[FeatureLookupConfig]) -> list[FeatureLookupConfig]:
+    seen: dict[str, str] = {}
+    for lookup in lookups:
+        for name in (lookup.rename_outputs.get(n, n) for n in lookup.feature_names):
+            if name in seen:
+                raise ValueError(f"output column {name!r} comes from both {seen[name]} and {lookup.table_name}; "
+                                 "rename one with rename_outputs")
+            seen[name] = lookup.table_name
+    return lookups
+
+
 class TrainingConfig(_Strict):
     defaults: TrainingDefaults = TrainingDefaults()
     data: TrainingData
     split: SplitConfig = SplitConfig()
     # fixed steps (edits, row filters) run on the whole table before the train/holdout split
     pre_split: list[dict[str, Any]] = Field(default_factory=list)
+    # feature tables joined onto the rows by key before the split (lakescore.lookup)
+    feature_lookups: Annotated[list[FeatureLookupConfig], AfterValidator(_lookup_outputs)] = Field(default_factory=list)
     preprocessing: list[dict[str, Any]] = Field(default_factory=list)
     model: ModelConfig
     registry: RegistryConfig
@@ -401,6 +456,10 @@ def _describe(err: dict[str, Any], model: type[BaseModel]) -> str:
 def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
     current: Any = model
     for part in loc:
+        if isinstance(part, int):  # an item of a list: its element type
+            args = [a for a in get_args(current) if hasattr(a, "model_fields")]
+            current = args[0] if args else None
+            continue
         field = getattr(current, "model_fields", {}).get(part)
         if field is None:
             return []

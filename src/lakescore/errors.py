@@ -58,6 +58,13 @@ class StepError(LakescoreError):
     code = "step_failed"
 
 
+class FeatureLookupError(LakescoreError):
+    """A feature table cannot be joined as a feature lookup says (duplicate keys, a clashing column)."""
+
+    code = "feature_lookup_failed"
+    http_status = 400
+
+
 class TableNotFoundError(LakescoreError):
     """A Delta table named in the config does not exist."""
 

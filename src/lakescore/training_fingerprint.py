@@ -71,11 +71,16 @@ class TrainingFingerprint:
     code_sha256: dict[str, str]
     lakescore: str
     libraries: dict[str, str] = field(default_factory=dict)
+    feature_tables: dict[str, int] = field(default_factory=dict)  # feature lookup table -> Delta version read
 
     @property
     def digest(self) -> str:
-        """SHA-256 of all parts (the ``lakescore.training_fingerprint`` tag)."""
-        return _sha256(asdict(self))
+        """SHA-256 of all parts (the ``lakescore.training_fingerprint`` tag); a project without
+        feature lookups digests as it did before ``feature_tables`` existed."""
+        parts = asdict(self)
+        if not parts["feature_tables"]:
+            del parts["feature_tables"]
+        return _sha256(parts)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -93,6 +98,10 @@ class TrainingFingerprint:
                        f"{self.source} version {self.source_version}")
         elif before.source_version != self.source_version:
             out.append(f"source {self.source} version {before.source_version} -> {self.source_version}")
+        if before.feature_tables != self.feature_tables:
+            out += [f"feature table {name} version {before.feature_tables.get(name)} -> {self.feature_tables.get(name)}"
+                    for name in sorted(set(before.feature_tables) | set(self.feature_tables))
+                    if before.feature_tables.get(name) != self.feature_tables.get(name)]
         if before.config_sha256 != self.config_sha256:
             out.append("training or scoring config")
         if before.code_sha256 != self.code_sha256:
@@ -106,7 +115,8 @@ class TrainingFingerprint:
         return out
 
 
-def training_fingerprint(project: ProjectConfig, source_version: int) -> TrainingFingerprint:
+def training_fingerprint(project: ProjectConfig, source_version: int, *,
+                         feature_tables: dict[str, int] | None = None) -> TrainingFingerprint:
     """The fingerprint of training ``project`` on its table at ``source_version``.
 
     Parameters
@@ -116,6 +126,9 @@ def training_fingerprint(project: ProjectConfig, source_version: int) -> Trainin
         (comments and key order in the YAML do not count, values and defaults do).
     source_version : int
         Delta version of ``training.data.table`` that training reads.
+    feature_tables : dict of str to int, optional
+        Delta version of each feature lookup table that training reads (default: none). The lookup
+        specs themselves are part of the training config digest.
     """
     config = {"training": project.training.model_dump(mode="json", by_alias=True),
               "scoring": project.scoring.model_dump(mode="json", by_alias=True)}
@@ -130,7 +143,7 @@ def training_fingerprint(project: ProjectConfig, source_version: int) -> Trainin
         config_sha256=_sha256(config),
         code_sha256={name: _package_digest(name) for name in user_packages(project)},
         lakescore=f"{lakescore.__version__}+{_files_digest(Path(lakescore.__file__).parent)[:16]}",
-        libraries=libraries,
+        libraries=libraries, feature_tables=dict(feature_tables or {}),
     )
 
 

@@ -67,3 +67,72 @@ def test_the_spark_route_scores_stages_and_publishes_on_spark_connect(dv_project
     result = publish(project, runtime, run)
     assert (result.action, result.engine, result.table_version) == ("append", "spark-delta", 1)
     assert sorted(runtime.read_table(project.inference.prediction_table)["flight_id"]) == kept
+
+
+PLANES = "main.flights.planes"
+WEATHER = "main.flights.weather"
+
+
+@pytest.fixture
+def lookup_project(runtime, project_dir, flights_sample, demo_tables):
+    """A registered chain trained with two lookups (weather point in time, planes by tailnum, v0),
+    40 incoming flights, and planes v1 that adds the plane rows v0 lacked."""
+    from lakescore.frames import derive_label
+    from lakescore.lookup import FeatureLookup, join_all
+    from lakescore.training import fit_chain
+
+    weather = demo_tables[WEATHER].drop_duplicates(["origin", "time_hour"])[["origin", "time_hour", "temp"]]
+    planes = demo_tables[PLANES][["tailnum", "year"]]
+    runtime.write_table(WEATHER, weather)
+    runtime.write_table(PLANES, planes.iloc[::2].reset_index(drop=True))
+    specs = (FeatureLookup(WEATHER, ("origin",), ("temp",), timestamp_lookup_key="time_hour"),
+             FeatureLookup(PLANES, ("tailnum",), ("year",), (("year", "plane_year"),)))
+    joined = join_all(flights_sample, {WEATHER: weather, PLANES: planes.iloc[::2]}, specs)
+    recipe = [{"step": "SimpleImputer", "name": "impute", "columns": ["dep_delay", "temp", "plane_year"],
+               "strategy": "median"},
+              {"step": "StandardScaler", "name": "scale", "columns": ["dep_delay", "temp", "plane_year"]}]
+    chain = fit_chain(joined, derive_label(joined, column="is_late", expression="arr_delay > 15"), recipe=recipe,
+                      model_class="LogisticRegression", model_params={"max_iter": 300},
+                      feature_columns=["dep_delay", "temp", "plane_year"])
+    chain = dataclasses.replace(chain, lookups=specs, lookup_versions=(0, 0))
+    runtime.mlflow()
+    with mlflow.start_run():
+        log_and_register(chain, example=joined.head(5), name=NAME, alias="champion",
+                         evidence=admit(chain, joined.iloc[1500:]))
+    incoming = flights_sample.iloc[:40]
+    runtime.write_table(INCOMING, incoming)
+    runtime.write_table(PLANES, planes.iloc[1::2].reset_index(drop=True), mode="append")  # v1: the rest
+    project = load_project(project_dir)
+    single = dataclasses.replace(project, inference=project.inference.model_copy(update={"batch_compute": "single_node"}))
+    return single, runtime, chain, incoming, {WEATHER: weather, PLANES: planes}
+
+
+def test_the_single_node_route_joins_the_current_feature_tables_and_the_receipt_names_them(lookup_project):
+    from lakescore.lookup import join_all
+    from lakescore.workflows.publish import list_receipts
+
+    project, runtime, chain, incoming, current = lookup_project
+    run = score(project, runtime)
+    assert run.plan.feature_tables == {WEATHER: 0, PLANES: 1}  # planes at its current version, not training's 0
+    assert run.summary()["feature_lookups"] == [{"table": WEATHER, "version": 0}, {"table": PLANES, "version": 1}]
+    # independent: the rows joined by hand with every plane row (v0 + v1), then the chain in memory
+    expected = chain.predict(join_all(incoming, current, chain.lookups)).assign(flight_id=incoming["flight_id"].values)
+    got = run.predictions.set_index("flight_id")
+    expected = expected.set_index("flight_id").loc[got.index]
+    assert len(got) == 40 and got["scoring_status"].eq("predicted").all()
+    assert got["probability"].to_numpy() == pytest.approx(expected["probability"].to_numpy(dtype="float64"), abs=1e-12)
+    publish(project, runtime, run)
+    receipt = list_receipts(runtime, project.inference.prediction_table)["receipts"][0]
+    assert receipt["feature_lookups"] == [{"table": WEATHER, "version": 0}, {"table": PLANES, "version": 1}]
+
+
+def test_the_spark_route_refuses_a_lookup_model_until_its_join_is_built(lookup_project):
+    from lakescore.errors import ConfigError
+    from lakescore.scoring.preflight import preflight
+
+    project, runtime, *_ = lookup_project
+    on_spark = dataclasses.replace(project, inference=project.inference.model_copy(update={"batch_compute": "spark"}))
+    with pytest.raises(ConfigError, match=r"inference.yml: batch_compute 'spark': model main.flights.late_arrival v1 "
+                                          r"joins feature lookups \(main.flights.weather, main.flights.planes\) and the "
+                                          r"Spark join is not built yet; use batch_compute: single_node"):
+        preflight(on_spark, runtime)

@@ -178,3 +178,100 @@ def test_train_chooses_the_threshold_on_the_holdout_and_says_so_everywhere(proje
     p = scored["probability"].to_numpy(dtype="float64")[keep]
     assert ((p >= chain.threshold.value) == (scored["prediction"].to_numpy(dtype="int64", na_value=-1)[keep] == 1)).all()
     assert ((p >= chain.threshold.value) != (p >= 0.5)).any()  # it changed some labels
+
+
+LOOKUPS = [
+    {"table_name": "main.flights.weather", "lookup_key": "origin", "feature_names": ["temp", "visib"],
+     "rename_outputs": {"temp": "origin_temp"}, "timestamp_lookup_key": "time_hour"},
+    {"table_name": "main.flights.planes", "lookup_key": ["tailnum"], "feature_names": ["year"],
+     "rename_outputs": {"year": "plane_year"}},
+]
+
+
+def _lookup_tables(runtime, demo_tables, flights_sample):
+    """The sample, its weather (one row per origin and hour) and the planes of every other tailnum."""
+    runtime.write_table("main.flights.flights", flights_sample)
+    weather = demo_tables["main.flights.weather"].drop_duplicates(["origin", "time_hour"])
+    runtime.write_table("main.flights.weather", weather[["origin", "time_hour", "temp", "visib"]])
+    planes = demo_tables["main.flights.planes"]
+    runtime.write_table("main.flights.planes", planes.iloc[::2][["tailnum", "year"]].reset_index(drop=True))
+    return weather, planes.iloc[::2]
+
+
+def _lookup_project(project_dir):
+    training = yaml.safe_load((project_dir / "training.yml").read_text())
+    data = {**training["data"], "feature_columns": [*training["data"]["feature_columns"], "origin_temp", "visib",
+                                                    "plane_year"]}
+    joined = ["origin_temp", "visib", "plane_year"]  # imputed and scaled with the table's own numbers
+    recipe = [{**step, "columns": [*step["columns"], *joined]} if step["name"] in ("impute_numeric", "scale_numeric")
+              else step for step in training["preprocessing"]]
+    return _project(project_dir, data=data, preprocessing=recipe, feature_lookups=LOOKUPS)
+
+
+def test_preflight_lists_every_lookup_problem_before_any_work(project_dir, runtime, demo_tables, flights_sample):
+    _lookup_tables(runtime, demo_tables, flights_sample)
+    training = yaml.safe_load((project_dir / "training.yml").read_text())
+    project = _project(project_dir, feature_lookups=[
+        {**LOOKUPS[0], "feature_names": ["temp", "wind"]},
+        {"table_name": "main.flights.engines", "lookup_key": "tailnum", "feature_names": ["seats"]},
+        {"table_name": "main.flights.planes", "lookup_key": "tailnum", "feature_names": ["year"]}],
+        data={**training["data"], "feature_columns": [*training["data"]["feature_columns"], "origin_temp"]})
+    with pytest.raises(ConfigError) as err:
+        preflight(project, runtime)
+    text = "\n".join(err.value.problems)
+    assert "feature_lookups[0] (main.flights.weather): feature table main.flights.weather has no column(s) ['wind']" in text
+    assert "feature_lookups[1] (main.flights.engines): " in text
+    assert "feature_lookups[2] (main.flights.planes): feature lookup on main.flights.planes: output column(s) " \
+           "['year'] already exist in the rows; rename them with rename_outputs" in text
+    assert "feature_lookups[0] (main.flights.weather) adds column 'wind', which data.feature_columns does not " \
+           "list" in text
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning:mlflow")  # mlflow's own notices about the local store
+def test_train_joins_the_lookups_before_the_split_and_seals_the_spec(project_dir, runtime, demo_tables,
+                                                                     flights_sample):
+    import json
+
+    import mlflow
+
+    from lakescore.errors import CertificateError
+
+    weather, planes = _lookup_tables(runtime, demo_tables, flights_sample)
+    project = _lookup_project(project_dir)
+    result = train(project, runtime)
+    assert result.feature_lookups == [{"table": "main.flights.weather", "version": 0},
+                                      {"table": "main.flights.planes", "version": 0}]
+    model = mlflow.pyfunc.load_model(f"models:/{result.model_name}/{result.version}")
+    chain = model.unwrap_python_model().chain
+    assert [s.table_name for s in chain.lookups] == ["main.flights.weather", "main.flights.planes"]
+    assert chain.lookup_versions == (0, 0)
+    assert {"origin_temp", "visib", "plane_year"} <= set(chain.input_columns)
+
+    # the imputer learned plane_year's median on the training rows joined by hand (missing tailnums: null)
+    rows = flights_sample.query(project.training.data.filter, engine="python")
+    by_hand = rows["tailnum"].map(planes.set_index("tailnum")["year"])
+    assert by_hand.isna().sum() > 100 and by_hand.notna().sum() > 100
+    imputer = next(s for s in chain.steps if s.name == "impute_numeric")
+    fill = dict(zip(imputer.state["columns"], imputer.state["fill"]))["plane_year"]
+    assert min(by_hand.dropna()) < fill < max(by_hand.dropna())
+    assert result.rows["training"] + result.rows["holdout"] == len(rows)  # no row dropped by the join
+
+    # a request whose tailnum has no plane row: null plane_year, imputed, predicted like the filled row
+    from lakescore.lookup import join_all
+
+    request = rows.head(1).assign(tailnum="NOPE")
+    tables = {"main.flights.weather": weather, "main.flights.planes": planes[["tailnum", "year"]]}
+    joined = join_all(request, tables, chain.lookups)
+    assert joined["plane_year"].isna().all()
+    got = model.predict(joined[list(chain.input_columns)])
+    filled = model.predict(joined.assign(plane_year=fill)[list(chain.input_columns)])
+    assert got["scoring_status"].tolist() == ["predicted"]
+    assert got["probability"].iloc[0] == pytest.approx(filled["probability"].iloc[0], abs=1e-12)
+
+    # a changed spec in the saved chain is refused on load
+    chain_json = next((runtime.home / "mlartifacts").rglob("chain/chain.json"))
+    meta = json.loads(chain_json.read_text())
+    meta["feature_lookups"][1]["spec"]["lookup_key"] = ["tailnum", "year"]
+    chain_json.write_text(json.dumps(meta, indent=1, sort_keys=True))
+    with pytest.raises(CertificateError, match="does not match its certificate.*recipe_sha256: sealed"):
+        mlflow.pyfunc.load_model(f"models:/{result.model_name}/{result.version}")

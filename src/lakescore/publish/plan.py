@@ -597,7 +597,8 @@ def build_receipt(request: PublishRequest, decision: Decision, target: TargetSta
 
     ``extra`` adds run facts: certificate_sha256, decision_threshold (which threshold the model
     applied: ``FittedChain.decision_rule``), rows_in, predicted,
-    excluded, batch_compute, env_manager, batch_rows.
+    excluded, batch_compute, env_manager, batch_rows, and feature_lookups (``[{table, version}]``
+    the run joined, only for a model with feature lookups).
     """
     return {
         RECEIPT_MARKER: RECEIPT_FORMAT, "run_id": request.run_id, "request_digest": request.digest,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from lakescore.admission.certificate import check_environment, require_admitted
@@ -28,6 +28,28 @@ class ScorePlan:
     artifact_sha256: str
     warnings: tuple[str, ...] = ()  # what preflight foresees but does not refuse (see null_warnings)
     decision_threshold: str = ""  # which threshold the model's sealed chain applies (FittedChain.decision_rule)
+    feature_lookups: tuple[dict[str, Any], ...] = ()  # the sealed chain's lookup specs (FeatureLookup.to_json)
+    feature_tables: dict[str, int] = field(default_factory=dict)  # feature table -> version pinned for this run
+
+    @property
+    def lookups(self) -> tuple[Any, ...]:
+        """The chain's :class:`lakescore.lookup.FeatureLookup` specs."""
+        from lakescore.lookup import FeatureLookup
+
+        return tuple(FeatureLookup.from_json(spec) for spec in self.feature_lookups)
+
+    @property
+    def lookup_record(self) -> list[dict[str, Any]]:
+        """``[{"table": name, "version": n}, ...]``: the feature tables this run joins (summary, receipt)."""
+        return [{"table": name, "version": int(version)} for name, version in self.feature_tables.items()]
+
+    @property
+    def source_columns(self) -> list[str]:
+        """The columns read from the source: the inputs that no lookup adds, and the lookups' keys
+        and timestamps (:func:`lakescore.lookup.lookup_inputs`)."""
+        from lakescore.lookup import lookup_inputs
+
+        return lookup_inputs(self.lookups, self.input_columns)
 
 
 def preflight(project: ProjectConfig, tables: Tables) -> ScorePlan:
@@ -76,7 +98,7 @@ def preflight(project: ProjectConfig, tables: Tables) -> ScorePlan:
     except LakescoreError as err:
         problems.append(f"{project.shown('inference')}: score_source_table {inf.score_source_table!r}: {err}")
     name = project.training.registry.model_name
-    version, uri, cert, rule = -1, "", None, ""
+    version, uri, cert, rule, lookups = -1, "", None, "", ()
     try:
         version = resolve_version(name, selection=inf.score_model_selection, version=inf.model_version,
                               alias=project.training.registry.alias)
@@ -86,12 +108,19 @@ def preflight(project: ProjectConfig, tables: Tables) -> ScorePlan:
         check_environment(cert)  # the driver refuses at once what every worker would refuse later
         meta = _chain_meta(uri)
         rule = saved_decision_rule(meta)
+        lookups = tuple(x["spec"] for x in meta.get("feature_lookups", []))
+        if inf.batch_compute == "spark" and lookups:
+            raise ConfigError([f"{project.shown('inference')}: batch_compute 'spark': model {name} v{version} joins "
+                               f"feature lookups ({', '.join(x['table_name'] for x in lookups)}) and the Spark join "
+                               "is not built yet; use batch_compute: single_node"])
         if inf.batch_compute == "spark" and meta.get("engine", "pandas") == "polars":
             raise SparkPolarsUnsupportedError(
                 f"model {name} v{version} was trained on Polars frames; Spark workers hand the model pandas "
                 "batches. Use batch_compute: single_node, or retrain with defaults.engine: pandas.")
     except (UncertifiedModelError, SparkPolarsUnsupportedError, CertificateError) as err:
         problems.append(f"{err.code}: {err}")
+    except ConfigError as err:
+        problems += err.problems
     except LakescoreError as err:
         problems.append(f"{project.shown('inference')}: score_model_selection {inf.score_model_selection!r}: {err}")
     inputs: tuple[str, ...] = ()
@@ -100,7 +129,10 @@ def preflight(project: ProjectConfig, tables: Tables) -> ScorePlan:
         kinds, config = _signature_kinds(uri)
         inputs = tuple(kinds)
         if columns:
-            missing = [c for c in (*keys, *inputs) if c not in columns]
+            from lakescore.lookup import FeatureLookup, lookup_inputs
+
+            needed = lookup_inputs([FeatureLookup.from_json(x) for x in lookups], inputs)
+            missing = [c for c in dict.fromkeys((*keys, *needed)) if c not in columns]
             if missing:
                 problems.append(f"{project.shown('inference')}: score_source_table {inf.score_source_table!r} lacks "
                                 f"column(s) {missing} that model {name} v{version} needs; available: "
@@ -111,6 +143,12 @@ def preflight(project: ProjectConfig, tables: Tables) -> ScorePlan:
                 f"{source_kinds[c]} values; model {name} v{version} reads {kind}. Cast it in the source table, "
                 "or retrain on the source's types."
                 for c, kind in kinds.items() if c in source_kinds and source_kinds[c] != kind]
+    feature_tables: dict[str, int] = {}
+    for spec in lookups:
+        try:  # pinned now, like the source: the run joins each feature table at its current version
+            feature_tables[spec["table_name"]] = tables.table_version(spec["table_name"])
+        except LakescoreError as err:
+            problems.append(f"model {name} v{version} feature lookup table {spec['table_name']!r}: {err}")
     if problems:
         raise ConfigError(problems)
     assert cert is not None  # problems is empty only when the certificate was read
@@ -118,7 +156,8 @@ def preflight(project: ProjectConfig, tables: Tables) -> ScorePlan:
                              where=f"{project.shown('inference')}: score_source_table {inf.score_source_table!r}",
                              model=f"model {name} v{version}")
     return ScorePlan(inf.score_source_table, source_version, name, version, uri, inputs, keys,
-                     cert.digest, cert.artifact_sha256, tuple(warnings), decision_threshold=rule)
+                     cert.digest, cert.artifact_sha256, tuple(warnings), decision_threshold=rule,
+                     feature_lookups=lookups, feature_tables=feature_tables)
 
 
 def null_warnings(tables: Tables, source: str, version: int, config: dict[str, Any], *, where: str,

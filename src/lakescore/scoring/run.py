@@ -64,4 +64,5 @@ class ScoredRun:
                 "model": f"{self.plan.model_name} v{self.plan.model_version}", "batch_compute": self.batch_compute,
                 **self.counts, "exclusions": self.tally.exclusions,
                 "scope": self.scope.get("reason"),
+                **({"feature_lookups": self.plan.lookup_record} if self.plan.feature_tables else {}),
                 **({"warnings": list(self.plan.warnings)} if self.plan.warnings else {})}

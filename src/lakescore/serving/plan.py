@@ -99,6 +99,11 @@ def model_task(model_uri: str) -> str:
     return _registry(_model_task, model_uri)
 
 
+def model_lookups(model_uri: str) -> list[str]:
+    """The feature tables the version's saved chain joins (training.yml ``feature_lookups``); empty: none."""
+    return _registry(_model_lookups, model_uri)
+
+
 def alias_version(model_name: str, alias: str) -> int | None:
     """The version ``alias`` points at, or None when the model or alias does not exist."""
     return _registry(_alias_version, model_name, alias)
@@ -138,6 +143,13 @@ def _model_task(model_uri: str) -> str:
     return str(json.loads(Path(local).read_text())["task"])
 
 
+def _model_lookups(model_uri: str) -> list[str]:
+    import mlflow  # registry access
+
+    local = mlflow.artifacts.download_artifacts(f"{model_uri}/artifacts/chain/chain.json")
+    return [x["spec"]["table_name"] for x in json.loads(Path(local).read_text()).get("feature_lookups", [])]
+
+
 def _alias_version(model_name: str, alias: str) -> int | None:
     import mlflow  # registry access
 
@@ -161,7 +173,7 @@ def plan_endpoint(project: ProjectConfig, *, home: Path) -> EndpointPlan:
     ------
     ConfigError
         When serving.yml is missing, or the model, version or alias does not exist, or the version
-        has no certificate.
+        has no certificate, or the version joins feature lookups (serving them is not built yet).
     """
     from lakescore.packaging import read_certificate, resolve_version
 
@@ -174,10 +186,15 @@ def plan_endpoint(project: ProjectConfig, *, home: Path) -> EndpointPlan:
                                   alias=project.training.registry.alias)
         read_certificate(f"models:/{name}/{version}")
         columns = input_columns(f"models:/{name}/{version}")
-        task = model_task(f"models:/{name}/{version}")
+        task, lookups = model_task(f"models:/{name}/{version}"), model_lookups(f"models:/{name}/{version}")
     except LakescoreError as err:
         raise ConfigError([f"{project.config_dir.name}/serving.yml: model_selection "
                            f"{settings.model_selection!r}: {err.code}: {err}"]) from err
+    if lookups:
+        raise ConfigError([f"{project.config_dir.name}/serving.yml: model_selection {settings.model_selection!r}: "
+                           f"model {name} v{version} joins feature lookups ({', '.join(lookups)}), and serving a "
+                           "lookup model is not built yet; score it with lakescore score (batch_compute: "
+                           "single_node), or serve a version trained without feature_lookups"])
     return EndpointPlan(
         name=settings.endpoint_name, model_name=name, version=version, selection=settings.model_selection,
         input_columns=columns, task=task, settings=settings, home=home,

@@ -69,7 +69,8 @@ def publish(project: ProjectConfig, runtime: Runtime, run: ScoredRun, *, migrate
         migrate=migrate, period_column=column, keys=list(plan.record_keys), read=Scope.from_json(run.scope).read,
         certificate_sha256=plan.certificate_sha256, decision_threshold=plan.decision_threshold or None,
         **run.counts, batch_compute=run.batch_compute,
-        env_manager=run.env_manager, batch_rows=run.batch_rows)
+        env_manager=run.env_manager, batch_rows=run.batch_rows,
+        **({"feature_lookups": plan.lookup_record} if plan.feature_tables else {}))
     if on_spark:
         from lakescore.publish import spark_delta  # pyspark: only on the Spark route
 

@@ -33,6 +33,7 @@ from lakescore.publish.state import read_source, spark_change_kinds, split_chang
 from lakescore.runtime import Runtime
 from lakescore.scoring.preflight import ScorePlan, preflight
 from lakescore.scoring.run import ScoredRun
+from lakescore.workflows.lookups import read_feature_tables
 from lakescore.workflows.placement import prediction_target
 
 SPARK_STAGED = "predictions"  # <runs_dir>/<run_id>/predictions/: a Spark run's Parquet folder
@@ -103,9 +104,10 @@ def _score_route(project: ProjectConfig, runtime: Runtime, plan: ScorePlan, prep
                            carry=(column,) if column and column not in plan.record_keys else ())
     from lakescore.scoring.local import score_single_node
 
-    return score_single_node(source_rows(runtime, plan, prepared, list(dict.fromkeys([*plan.record_keys,
-                                                                                         *plan.input_columns]))),
-                             plan, batch_rows=inf.spark_udf_prediction_batch_rows, model_dir=model_dir)
+    rows = source_rows(runtime, plan, prepared, list(dict.fromkeys([*plan.record_keys, *plan.source_columns])))
+    if plan.feature_lookups:  # each feature table at the version preflight pinned (its current one)
+        rows = read_feature_tables(runtime, plan.lookups, versions=plan.feature_tables).join(rows, plan.lookups)
+    return score_single_node(rows, plan, batch_rows=inf.spark_udf_prediction_batch_rows, model_dir=model_dir)
 
 
 def _spark_rows(runtime: Runtime, plan: ScorePlan, prepared: PreparedScope) -> Any:
@@ -206,7 +208,7 @@ def prepare_scope(project: ProjectConfig, runtime: Runtime, plan: ScorePlan, *,
     if scope.read != "cdf":
         return PreparedScope(scope)
     first, last = int(scope.source_version_from), int(scope.source_version_to)  # type: ignore[arg-type]
-    columns = list(dict.fromkeys([*plan.record_keys, *plan.input_columns, *([pub.period_column] if pub.period_column else [])]))
+    columns = list(dict.fromkeys([*plan.record_keys, *plan.source_columns, *([pub.period_column] if pub.period_column else [])]))
     try:
         if inf.batch_compute == "spark":
             changes = runtime.spark_changes(name, first=first, last=last, columns=columns)
@@ -276,7 +278,8 @@ def load_scored(runtime: Runtime, run_id: str | None = None) -> ScoredRun:
     meta: dict[str, Any] = json.loads(runs[-1].read_text())
     plan = meta["plan"]
     plan = ScorePlan(**{**plan, "input_columns": tuple(plan["input_columns"]),
-                        "record_keys": tuple(plan["record_keys"]), "warnings": tuple(plan.get("warnings", ()))})
+                        "record_keys": tuple(plan["record_keys"]), "warnings": tuple(plan.get("warnings", ())),
+                        "feature_lookups": tuple(plan.get("feature_lookups", ()))})
     staged = runs[-1].parent / SPARK_STAGED
     frame = (runtime.spark().read.parquet(str(staged)) if staged.is_dir() else
              pd.read_parquet(runs[-1].parent / "predictions.parquet", dtype_backend="numpy_nullable"))

@@ -8,7 +8,7 @@ registry, alias). A project whose training fingerprint is unchanged is not train
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -21,6 +21,7 @@ from lakescore.monitoring.drift import training_profile
 from lakescore.packaging import log_and_register, null_counts
 from lakescore.runtime import Runtime
 from lakescore.training import fit_project_chain, holdout_metrics, prepare_rows, training_problems, with_threshold
+from lakescore.workflows.lookups import lookup_problems, read_feature_tables
 from lakescore.training_fingerprint import (TrainingFingerprint, record_fingerprint, recorded_fingerprint,
                                             training_fingerprint)
 
@@ -39,10 +40,12 @@ class TrainResult:
     reused: bool = False
     note: str = ""
     decision_threshold: str = ""  # FittedChain.decision_rule: which threshold is in force
+    feature_lookups: list[dict[str, Any]] = field(default_factory=list)  # [{table, version}] training joined
 
     def summary(self) -> dict[str, Any]:
         return {"model": f"{self.model_name} v{self.version}", "run_id": self.run_id,
                 "metrics": self.metrics, "rows": self.rows, "steps": self.steps,
+                **({"feature_lookups": self.feature_lookups} if self.feature_lookups else {}),
                 "decision_threshold": self.decision_threshold,
                 "certificate": self.certificate, "reused": self.reused, "note": self.note}
 
@@ -87,7 +90,13 @@ def preflight(project: ProjectConfig, runtime: Runtime) -> None:
         empty = runtime.empty_frame(cfg.data.table)
     except LakescoreError as err:  # TableNotFoundError carries the fix
         raise ConfigError([f"{project.shown('training')}: data.table {cfg.data.table!r}: {err}"]) from err
-    problems = training_problems(project, empty)
+    specs = [lookup.spec() for lookup in cfg.feature_lookups]
+    empty, problems = lookup_problems(runtime, specs, empty, shown=project.shown("training"))
+    problems += [f"{project.shown('training')}: feature_lookups[{i}] ({spec.table_name}) adds column {column!r}, "
+                 f"which data.feature_columns does not list; add it there (the recipe then sees it) or drop it from "
+                 "feature_names" for i, spec in enumerate(specs) for column in spec.output_columns
+                 if column not in cfg.data.feature_columns]
+    problems += training_problems(project, empty)
     if problems:
         raise ConfigError(problems)
 
@@ -112,19 +121,24 @@ def train(project: ProjectConfig, runtime: Runtime, *,
 
     cfg = project.training
     preflight(project, runtime)
-    fingerprint = training_fingerprint(project, runtime.table_version(cfg.data.table))
+    specs = tuple(lookup.spec() for lookup in cfg.feature_lookups)
+    features = read_feature_tables(runtime, specs)  # each at its current version, recorded in the chain
+    fingerprint = training_fingerprint(project, runtime.table_version(cfg.data.table),
+                                       feature_tables=features.versions)
     mlflow = runtime.mlflow()
     found = _unchanged_version(mlflow, project, fingerprint)
     if isinstance(found, TrainResult) and retrain == "if_changed":
         return found
     note = "retrain: always" if isinstance(found, TrainResult) else found
     with progress.step(f"train: read {cfg.data.table}@v{fingerprint.source_version}") as shown:
-        frame_pd, y, pre = prepare_rows(project, runtime.read_table(cfg.data.table, version=fingerprint.source_version))
+        rows = features.join(runtime.read_table(cfg.data.table, version=fingerprint.source_version), specs)
+        frame_pd, y, pre = prepare_rows(project, rows)  # joined before the split: the recipe sees the features
         shown.total_rows(len(frame_pd))
     train_idx, hold_idx = train_test_split(np.arange(len(frame_pd)), test_size=cfg.split.holdout_fraction,
                                            random_state=cfg.split.random_state)
     with progress.step("train: fit recipe and model", total=len(train_idx)) as shown:
-        chain = fit_project_chain(project, frame_pd.iloc[train_idx], y.iloc[train_idx], pre)
+        chain = replace(fit_project_chain(project, frame_pd.iloc[train_idx], y.iloc[train_idx], pre), lookups=specs,
+                        lookup_versions=tuple(features.versions[spec.table_name] for spec in specs))
         shown.total_rows(len(train_idx))
     holdout = frame_pd.iloc[hold_idx]
     chain = with_threshold(chain, cfg.model.threshold, holdout, y.iloc[hold_idx], shown=project.shown("training"))
@@ -135,6 +149,7 @@ def train(project: ProjectConfig, runtime: Runtime, *,
     with progress.step("train: log and register"), mlflow.start_run(run_name="train") as run:
         mlflow.log_params({"model_class": cfg.model.class_name, "training_table": cfg.data.table,
                            "training_version": fingerprint.source_version,
+                           **{f"feature_table.{name}": v for name, v in features.versions.items()},
                            "training_rows": len(train_idx), "holdout_rows": len(hold_idx),
                            "decision_threshold": chain.decision_rule,
                            **{f"model.{k}": v for k, v in cfg.model.params.items()}})
@@ -152,7 +167,7 @@ def train(project: ProjectConfig, runtime: Runtime, *,
                    for s in (*chain.pre_split, *chain.steps)],
             certificate={"artifact_sha256": registered.certificate.artifact_sha256,
                          "digest": registered.certificate.digest},
-            note=f"trained: {note}", decision_threshold=chain.decision_rule,
+            note=f"trained: {note}", decision_threshold=chain.decision_rule, feature_lookups=features.record(),
         )
         mlflow.log_dict({k: v for k, v in asdict(result).items() if k not in ("reused", "note")}, SUMMARY_ARTIFACT)
     record_fingerprint(mlflow.MlflowClient(), registered.name, registered.version, fingerprint)

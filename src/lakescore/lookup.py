@@ -1,0 +1,240 @@
+"""Feature lookups: join a feature table's columns onto the rows by key, as training.yml
+``feature_lookups`` says (shaped like Databricks Feature Engineering's ``FeatureLookup``).
+
+A lookup is a left join by key: every input row comes out once, in the same order with the same
+index; a row whose key (or timestamp) finds no feature row gets nulls, which the recipe's imputers
+handle. A point-in-time lookup (``timestamp_lookup_key``) takes, per row, the latest feature row
+with the same key whose ``feature_timestamp_key`` is at or before the row's timestamp, never one
+after it. The join reads only the row itself and the feature table, so it is row-local: a row's
+features never depend on the other rows of its batch.
+
+Pandas only: no Spark, MLflow or Delta here (the workflows read the feature table and hand it over).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from lakescore.errors import FeatureLookupError
+
+_POS = "__lakescore_feature_row__"
+_ROW = "__lakescore_input_row__"
+
+
+@dataclass(frozen=True)
+class FeatureLookup:
+    """One feature lookup (training.yml ``feature_lookups[i]``).
+
+    Attributes
+    ----------
+    table_name : str
+        Three-part name of the feature table (catalog.schema.table).
+    lookup_key : tuple of str
+        Columns that the rows and the feature table share and are joined on (same names in both).
+    feature_names : tuple of str
+        Feature table columns to add.
+    rename_outputs : tuple of (str, str)
+        ``feature name -> output column`` pairs for the names that are renamed.
+    timestamp_lookup_key : str or None
+        The rows' timestamp column; set for a point-in-time lookup.
+    feature_timestamp_key : str or None
+        The feature table's timestamp column (Feature Engineering's timeseries key); defaults to
+        ``timestamp_lookup_key`` when that is set.
+    """
+
+    table_name: str
+    lookup_key: tuple[str, ...]
+    feature_names: tuple[str, ...]
+    rename_outputs: tuple[tuple[str, str], ...] = field(default=())
+    timestamp_lookup_key: str | None = None
+    feature_timestamp_key: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.timestamp_lookup_key and not self.feature_timestamp_key:
+            object.__setattr__(self, "feature_timestamp_key", self.timestamp_lookup_key)
+
+    @property
+    def point_in_time(self) -> bool:
+        """True when the lookup is point in time (``timestamp_lookup_key`` is set)."""
+        return self.timestamp_lookup_key is not None
+
+    @property
+    def output_columns(self) -> tuple[str, ...]:
+        """The columns the join adds, in ``feature_names`` order, renamed per ``rename_outputs``."""
+        renames = dict(self.rename_outputs)
+        return tuple(renames.get(name, name) for name in self.feature_names)
+
+    @property
+    def row_columns(self) -> tuple[str, ...]:
+        """The columns the rows must carry: the keys, and the timestamp for a point-in-time lookup."""
+        return (*self.lookup_key, *((self.timestamp_lookup_key,) if self.timestamp_lookup_key else ()))
+
+    @property
+    def table_columns(self) -> tuple[str, ...]:
+        """The feature table columns the join reads."""
+        ts = (self.feature_timestamp_key,) if self.feature_timestamp_key else ()
+        return tuple(dict.fromkeys((*self.lookup_key, *ts, *self.feature_names)))
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-able dict; :meth:`from_json` gives back an equal spec."""
+        return {"table_name": self.table_name, "lookup_key": list(self.lookup_key),
+                "feature_names": list(self.feature_names),
+                "rename_outputs": {old: new for old, new in self.rename_outputs},
+                "timestamp_lookup_key": self.timestamp_lookup_key,
+                "feature_timestamp_key": self.feature_timestamp_key}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> FeatureLookup:
+        """The spec saved by :meth:`to_json` (or written in training.yml)."""
+        keys = data["lookup_key"]
+        return cls(table_name=data["table_name"], lookup_key=tuple([keys] if isinstance(keys, str) else keys),
+                   feature_names=tuple(data["feature_names"]),
+                   rename_outputs=tuple((data.get("rename_outputs") or {}).items()),
+                   timestamp_lookup_key=data.get("timestamp_lookup_key"),
+                   feature_timestamp_key=data.get("feature_timestamp_key"))
+
+    def digest_text(self) -> str:
+        """The spec as canonical JSON text (sorted keys), for fingerprints and messages."""
+        return json.dumps(self.to_json(), sort_keys=True)
+
+
+def join_features(frame: pd.DataFrame, features: pd.DataFrame, spec: FeatureLookup) -> pd.DataFrame:
+    """``frame`` with the feature columns of ``spec`` joined on by key (a left join).
+
+    Parameters
+    ----------
+    frame : DataFrame of shape (n_rows, n_columns)
+        The rows; must carry ``spec.row_columns`` and none of ``spec.output_columns``.
+    features : DataFrame of shape (n_feature_rows, >= len(spec.table_columns))
+        The feature table (read at one version).
+    spec : FeatureLookup
+
+    Returns
+    -------
+    DataFrame of shape (n_rows, n_columns + len(spec.feature_names))
+        ``frame``'s columns, same index and order, then the output columns. A row whose key or
+        timestamp is null, or finds no feature row, gets nulls. Integer feature columns come out
+        as float64 whether or not a row missed, so training and scoring see the same dtype.
+        Point in time: the feature row with the row's key and the latest ``feature_timestamp_key``
+        that is <= the row's ``timestamp_lookup_key`` (pandas ``merge_asof``, ``direction="backward"``).
+        Feature rows with a null key (or timestamp) never match.
+
+    Raises
+    ------
+    FeatureLookupError
+        ``frame`` lacks a key or timestamp column; ``features`` lacks a column the spec reads;
+        an output column already exists in ``frame`` (fix: ``rename_outputs``); ``features`` holds
+        two rows for one key (or one key and timestamp, point in time).
+    """
+    missing = [c for c in spec.row_columns if c not in frame.columns]
+    if missing:
+        raise FeatureLookupError(f"feature lookup on {spec.table_name}: the rows lack column(s) {missing} that "
+                                 f"lookup_key/timestamp_lookup_key name; add them to the source table or fix the "
+                                 "lookup", table=spec.table_name, columns=missing)
+    absent = [c for c in spec.table_columns if c not in features.columns]
+    if absent:
+        raise FeatureLookupError(f"feature table {spec.table_name} has no column(s) {absent}; available: "
+                                 f"{', '.join(map(str, features.columns))}; fix lookup_key, feature_names or "
+                                 "feature_timestamp_key", table=spec.table_name, columns=absent)
+    clash = [c for c in spec.output_columns if c in frame.columns]
+    if clash:
+        raise FeatureLookupError(f"feature lookup on {spec.table_name}: output column(s) {clash} already exist in "
+                                 f"the rows; rename them with rename_outputs, e.g. {{{clash[0]!r}: "
+                                 f"'{clash[0]}_{spec.table_name.split('.')[-1]}'}}", table=spec.table_name,
+                                 columns=clash)
+    on = [*spec.lookup_key, *((spec.feature_timestamp_key,) if spec.feature_timestamp_key else ())]
+    table = features[list(spec.table_columns)].dropna(subset=on).reset_index(drop=True)
+    _refuse_duplicates(table, on, spec)
+    positions = _asof_positions(frame, table, spec) if spec.point_in_time else _exact_positions(frame, table, spec)
+    renames = dict(spec.rename_outputs)
+    added = table[list(spec.feature_names)].reindex(positions)
+    added = added.astype({c: "float64" for c in added.columns if pd.api.types.is_integer_dtype(added[c].dtype)})
+    added.columns = [renames.get(c, c) for c in added.columns]
+    added.index = frame.index
+    return pd.concat([frame, added], axis=1)
+
+
+def _refuse_duplicates(table: pd.DataFrame, on: list[str], spec: FeatureLookup) -> None:
+    dup = table.duplicated(subset=on, keep=False)
+    if dup.any():
+        example = {c: table.loc[dup, c].iloc[0] for c in on}
+        raise FeatureLookupError(f"feature table {spec.table_name} has {int(dup.sum())} rows sharing a key "
+                                 f"{tuple(on)} (e.g. {example}); a lookup needs one feature row per key"
+                                 f"{' and timestamp' if spec.point_in_time else ''}. Deduplicate the feature "
+                                 "table or add the column that tells the rows apart to lookup_key",
+                                 table=spec.table_name, key=on, duplicate=example)
+
+
+def _keys_like(rows: pd.DataFrame, table: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """``table`` with ``columns`` cast to the dtypes of ``rows`` (a join needs equal key dtypes)."""
+    return table.astype({c: rows[c].dtype for c in columns if table[c].dtype != rows[c].dtype})
+
+
+def _exact_positions(frame: pd.DataFrame, table: pd.DataFrame, spec: FeatureLookup) -> np.ndarray:
+    """Per input row, the position of its feature row in ``table``, or -1."""
+    keys = list(spec.lookup_key)
+    rows = frame[keys].reset_index(drop=True)
+    right = _keys_like(rows, table[keys], keys).assign(**{_POS: np.arange(len(table))})
+    merged = rows.merge(right, how="left", on=keys, sort=False)  # right keys are unique: one row per row
+    return merged[_POS].fillna(-1).to_numpy(dtype="int64")
+
+
+def _asof_positions(frame: pd.DataFrame, table: pd.DataFrame, spec: FeatureLookup) -> np.ndarray:
+    """Per input row, the position in ``table`` of the latest feature row at or before its timestamp, or -1."""
+    keys, ts, fts = list(spec.lookup_key), str(spec.timestamp_lookup_key), str(spec.feature_timestamp_key)
+    rows = frame[[*keys, ts]].reset_index(drop=True).assign(**{_ROW: np.arange(len(frame))})
+    rows = rows.dropna(subset=[*keys, ts])
+    right = _keys_like(rows, table[[*keys, fts]], keys).assign(**{_POS: np.arange(len(table))})
+    left_ts, right_ts = _same_time_type(rows[ts], right[fts], spec)
+    left = rows.assign(**{ts: left_ts}).sort_values(ts, kind="stable")
+    right = right.assign(**{fts: right_ts}).sort_values(fts, kind="stable")
+    matched = pd.merge_asof(left, right.rename(columns={fts: f"{_POS}_ts"}), left_on=ts, right_on=f"{_POS}_ts",
+                            by=keys, direction="backward", allow_exact_matches=True)
+    positions = np.full(len(frame), -1, dtype="int64")
+    found = matched[_POS].notna().to_numpy()
+    positions[matched[_ROW].to_numpy()[found]] = matched[_POS].to_numpy()[found].astype("int64")
+    return positions
+
+
+def _same_time_type(left: pd.Series, right: pd.Series, spec: FeatureLookup) -> tuple[pd.Series, pd.Series]:
+    """Both timestamp columns as datetime64[ns] (UTC when either is time-zone aware), or unchanged
+    when both are numbers."""
+    if pd.api.types.is_numeric_dtype(left.dtype) and pd.api.types.is_numeric_dtype(right.dtype):
+        return left.astype("float64"), right.astype("float64")
+    aware = any(isinstance(s.dtype, pd.DatetimeTZDtype) for s in (left, right))
+    try:
+        return (pd.to_datetime(left, utc=aware).astype("datetime64[ns, UTC]" if aware else "datetime64[ns]"),
+                pd.to_datetime(right, utc=aware).astype("datetime64[ns, UTC]" if aware else "datetime64[ns]"))
+    except (TypeError, ValueError) as err:
+        raise FeatureLookupError(f"feature lookup on {spec.table_name}: timestamp_lookup_key "
+                                 f"{spec.timestamp_lookup_key!r} ({left.dtype}) and feature_timestamp_key "
+                                 f"{spec.feature_timestamp_key!r} ({right.dtype}) are not comparable times; "
+                                 "store both as timestamps", table=spec.table_name) from err
+
+
+def join_all(frame: pd.DataFrame, tables: dict[str, pd.DataFrame], specs: tuple[FeatureLookup, ...] | list[FeatureLookup]
+             ) -> pd.DataFrame:
+    """``frame`` with every lookup in ``specs`` joined in order (:func:`join_features`).
+
+    Parameters
+    ----------
+    tables : dict of str to DataFrame
+        Feature table name -> its rows (read at one version).
+    """
+    for spec in specs:
+        frame = join_features(frame, tables[spec.table_name], spec)
+    return frame
+
+
+def lookup_inputs(specs: tuple[FeatureLookup, ...] | list[FeatureLookup], input_columns: tuple[str, ...] | list[str]
+                  ) -> list[str]:
+    """The columns a source must carry for a chain whose ``input_columns`` include lookup outputs:
+    its inputs minus the joined columns, plus the lookups' keys and timestamps (in order, once)."""
+    joined = {c for spec in specs for c in spec.output_columns}
+    keys = [c for spec in specs for c in spec.row_columns]
+    return list(dict.fromkeys([*(c for c in input_columns if c not in joined), *keys]))

@@ -1,0 +1,73 @@
+"""Feature tables for the feature lookups, read through the runtime (training and the single-node route).
+
+Training reads each feature table at its current version and records it in the chain; scoring
+reads each at its CURRENT version too (not the one training read) and records it in the run
+summary and the receipt. The join itself is :func:`lakescore.lookup.join_all`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from lakescore.errors import LakescoreError
+from lakescore.lookup import FeatureLookup, join_all
+from lakescore.runtime import Runtime
+
+
+@dataclass(frozen=True)
+class FeatureTables:
+    """The feature tables of some lookups, each read at one version."""
+
+    frames: dict[str, pd.DataFrame]
+    versions: dict[str, int]
+
+    def join(self, frame: pd.DataFrame, specs: tuple[FeatureLookup, ...] | list[FeatureLookup]) -> pd.DataFrame:
+        """``frame`` with every lookup joined (:func:`lakescore.lookup.join_all`)."""
+        return join_all(frame, self.frames, specs)
+
+    def record(self) -> list[dict[str, object]]:
+        """``[{"table": name, "version": n}, ...]`` in lookup order: what the summary and receipt show."""
+        return [{"table": name, "version": version} for name, version in self.versions.items()]
+
+
+def read_feature_tables(runtime: Runtime, specs: tuple[FeatureLookup, ...] | list[FeatureLookup], *,
+                        versions: dict[str, int] | None = None) -> FeatureTables:
+    """Each lookup's feature table at its current version (or the one ``versions`` pins), only the
+    columns the lookups read.
+
+    Parameters
+    ----------
+    runtime : Runtime
+    specs : sequence of FeatureLookup
+    versions : dict of str to int, optional
+        Table name -> version to read (a score run pins them in preflight); default: current.
+
+    Returns
+    -------
+    FeatureTables
+        Table name -> frame and table name -> Delta version read (a table named by two lookups is
+        read once, with the columns of both).
+    """
+    columns: dict[str, list[str]] = {}
+    for spec in specs:
+        columns[spec.table_name] = list(dict.fromkeys([*columns.get(spec.table_name, []), *spec.table_columns]))
+    pinned = {name: (versions or {}).get(name, None) for name in columns}
+    read = {name: runtime.table_version(name) if v is None else int(v) for name, v in pinned.items()}
+    frames = {name: runtime.read_table(name, version=read[name], columns=cols) for name, cols in columns.items()}
+    return FeatureTables(frames, read)
+
+
+def lookup_problems(runtime: Runtime, specs: tuple[FeatureLookup, ...] | list[FeatureLookup], empty: pd.DataFrame, *,
+                    shown: str) -> tuple[pd.DataFrame, list[str]]:
+    """``empty`` (a table's columns, no rows) with the lookups joined, and every problem found on
+    the way (a feature table that does not exist, a column that is not there, a clashing output),
+    each as ``<shown>: feature_lookups[i] (<table>): <why>``, read from metadata only."""
+    problems: list[str] = []
+    for i, spec in enumerate(specs):
+        try:
+            empty = join_all(empty, {spec.table_name: runtime.empty_frame(spec.table_name)}, [spec])
+        except LakescoreError as err:  # TableNotFoundError and FeatureLookupError carry the fix
+            problems.append(f"{shown}: feature_lookups[{i}] ({spec.table_name}): {err}")
+    return empty, problems

@@ -1,0 +1,108 @@
+"""Feature lookups: the spec's JSON round trip and the pandas join, checked against rows worked by hand."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lakescore.errors import FeatureLookupError
+from lakescore.lookup import FeatureLookup, join_all, join_features, lookup_inputs
+
+T = pd.Timestamp
+
+
+def _weather() -> pd.DataFrame:
+    return pd.DataFrame({
+        "origin": ["EWR", "EWR", "EWR", "JFK", None],
+        "time_hour": [T("2013-01-01 05:00"), T("2013-01-01 06:00"), T("2013-01-01 08:00"), T("2013-01-01 05:00"),
+                      T("2013-01-01 05:00")],
+        "temp": [30.0, 31.0, 33.0, 40.0, 99.0],
+        "visib": [10, 9, 8, 7, 1],
+    })
+
+
+WEATHER = FeatureLookup("main.flights.weather", ("origin",), ("temp", "visib"), (("temp", "origin_temp"),),
+                        timestamp_lookup_key="time_hour")
+
+
+def test_the_spec_round_trips_through_json_exactly():
+    spec = FeatureLookup("main.flights.weather", ("origin", "dest"), ("temp",), (("temp", "t"),),
+                         timestamp_lookup_key="sched", feature_timestamp_key="time_hour")
+    assert FeatureLookup.from_json(json.loads(json.dumps(spec.to_json()))) == spec
+    assert WEATHER.feature_timestamp_key == "time_hour"  # defaults to the rows' timestamp column
+    assert FeatureLookup.from_json(json.loads(json.dumps(WEATHER.to_json()))) == WEATHER
+    assert FeatureLookup.from_json({"table_name": "a.b.c", "lookup_key": "k", "feature_names": ["x"]}).lookup_key == ("k",)
+
+
+def test_a_point_in_time_lookup_never_reads_a_feature_row_from_the_future():
+    rows = pd.DataFrame({
+        "origin": ["EWR", "EWR", "EWR", "EWR", "EWR", "JFK", "LGA", None, "EWR"],
+        "time_hour": [T("2013-01-01 04:59"),  # before every EWR row: nothing
+                      T("2013-01-01 05:00"),  # exactly at 05:00: that row
+                      T("2013-01-01 05:30"),  # between 05:00 and 06:00: 05:00, not 06:00
+                      T("2013-01-01 07:59"),  # 06:00 (08:00 is in its future)
+                      T("2013-01-02 00:00"),  # after the last: 08:00
+                      T("2013-01-01 06:00"),  # JFK 05:00
+                      T("2013-01-01 06:00"),  # no LGA rows
+                      T("2013-01-01 06:00"),  # null key: nothing (the feature row with a null origin never matches)
+                      pd.NaT],                # null timestamp: nothing
+        "dep_delay": np.arange(9.0),
+    }, index=[90, 80, 70, 60, 50, 40, 30, 20, 10])
+    out = join_features(rows, _weather(), WEATHER)
+    assert list(out.index) == [90, 80, 70, 60, 50, 40, 30, 20, 10]
+    assert list(out.columns) == ["origin", "time_hour", "dep_delay", "origin_temp", "visib"]
+    np.testing.assert_array_equal(out["origin_temp"].to_numpy(),
+                                  [np.nan, 30.0, 30.0, 31.0, 33.0, 40.0, np.nan, np.nan, np.nan])
+    np.testing.assert_array_equal(out["visib"].to_numpy(), [np.nan, 10, 10, 9, 8, 7, np.nan, np.nan, np.nan])
+    assert out["visib"].dtype == "float64"
+    pd.testing.assert_frame_equal(out[list(rows.columns)], rows)
+
+
+def test_an_exact_lookup_gives_nulls_for_missing_keys_and_keeps_every_row_once():
+    planes = pd.DataFrame({"tailnum": ["N1", "N2", "N3", None], "year": [2001, 1999, 2010, 1900],
+                           "seats": [100, 200, 300, 1]})
+    spec = FeatureLookup("main.flights.planes", ("tailnum",), ("year",), (("year", "plane_year"),))
+    rows = pd.DataFrame({"tailnum": ["N2", "N9", "N2", None, "N1"], "year": [2013] * 5}, index=list("abcde"))
+    out = join_features(rows, planes, spec)
+    assert list(out.index) == list("abcde")
+    np.testing.assert_array_equal(out["plane_year"].to_numpy(), [1999, np.nan, 1999, np.nan, 2001])
+    assert out["year"].tolist() == [2013] * 5  # the rows' own column, untouched
+
+
+def test_duplicate_feature_keys_are_refused_naming_the_table_the_key_and_one_duplicate():
+    planes = pd.DataFrame({"tailnum": ["N1", "N2", "N2"], "seats": [1, 2, 3]})
+    spec = FeatureLookup("main.flights.planes", ("tailnum",), ("seats",))
+    with pytest.raises(FeatureLookupError, match=r"main\.flights\.planes has 2 rows sharing a key \('tailnum',\) "
+                                                 r"\(e\.g\. \{'tailnum': 'N2'\}\)"):
+        join_features(pd.DataFrame({"tailnum": ["N1"]}), planes, spec)
+    weather = _weather()
+    weather.loc[1, "time_hour"] = T("2013-01-01 05:00")
+    with pytest.raises(FeatureLookupError, match=r"key and timestamp"):
+        join_features(pd.DataFrame({"origin": ["EWR"], "time_hour": [T("2013-01-01 09:00")]}), weather, WEATHER)
+
+
+def test_an_output_column_that_exists_is_refused_with_rename_outputs_as_the_fix():
+    spec = FeatureLookup("main.flights.planes", ("tailnum",), ("year",))
+    rows = pd.DataFrame({"tailnum": ["N1"], "year": [2013]})
+    with pytest.raises(FeatureLookupError, match=r"\['year'\] already exist.*rename_outputs, e\.g\. "
+                                                 r"\{'year': 'year_planes'\}"):
+        join_features(rows, pd.DataFrame({"tailnum": ["N1"], "year": [2001]}), spec)
+
+
+def test_a_missing_column_is_refused_naming_it():
+    spec = FeatureLookup("main.flights.planes", ("tailnum",), ("seats",))
+    with pytest.raises(FeatureLookupError, match=r"the rows lack column\(s\) \['tailnum'\]"):
+        join_features(pd.DataFrame({"x": [1]}), pd.DataFrame({"tailnum": ["N1"], "seats": [1]}), spec)
+    with pytest.raises(FeatureLookupError, match=r"planes has no column\(s\) \['seats'\]"):
+        join_features(pd.DataFrame({"tailnum": ["N1"]}), pd.DataFrame({"tailnum": ["N1"]}), spec)
+
+
+def test_join_all_and_the_source_columns_a_lookup_chain_needs():
+    planes = FeatureLookup("main.flights.planes", ("tailnum",), ("seats",))
+    rows = pd.DataFrame({"origin": ["EWR"], "time_hour": [T("2013-01-01 06:30")], "tailnum": ["N1"]})
+    out = join_all(rows, {"main.flights.weather": _weather(),
+                          "main.flights.planes": pd.DataFrame({"tailnum": ["N1"], "seats": [50]})}, [WEATHER, planes])
+    assert out[["origin_temp", "visib", "seats"]].iloc[0].tolist() == [31.0, 9.0, 50.0]
+    assert lookup_inputs([WEATHER, planes], ("distance", "origin_temp", "visib", "seats", "origin")) == [
+        "distance", "origin", "time_hour", "tailnum"]
