@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 import pandas as pd
@@ -80,6 +80,12 @@ class FeatureLookup:
         ts = (self.feature_timestamp_key,) if self.feature_timestamp_key else ()
         return tuple(dict.fromkeys((*self.lookup_key, *ts, *self.feature_names)))
 
+    @property
+    def table_key(self) -> list[str]:
+        """The feature table columns that identify one feature row: the keys, then (point in time)
+        ``feature_timestamp_key``."""
+        return [*self.lookup_key, *((self.feature_timestamp_key,) if self.feature_timestamp_key else ())]
+
     def to_json(self) -> dict[str, Any]:
         """A JSON-able dict; :meth:`from_json` gives back an equal spec."""
         return {"table_name": self.table_name, "lookup_key": list(self.lookup_key),
@@ -131,23 +137,8 @@ def join_features(frame: pd.DataFrame, features: pd.DataFrame, spec: FeatureLook
         an output column already exists in ``frame`` (fix: ``rename_outputs``); ``features`` holds
         two rows for one key (or one key and timestamp, point in time).
     """
-    missing = [c for c in spec.row_columns if c not in frame.columns]
-    if missing:
-        raise FeatureLookupError(f"feature lookup on {spec.table_name}: the rows lack column(s) {missing} that "
-                                 f"lookup_key/timestamp_lookup_key name; add them to the source table or fix the "
-                                 "lookup", table=spec.table_name, columns=missing)
-    absent = [c for c in spec.table_columns if c not in features.columns]
-    if absent:
-        raise FeatureLookupError(f"feature table {spec.table_name} has no column(s) {absent}; available: "
-                                 f"{', '.join(map(str, features.columns))}; fix lookup_key, feature_names or "
-                                 "feature_timestamp_key", table=spec.table_name, columns=absent)
-    clash = [c for c in spec.output_columns if c in frame.columns]
-    if clash:
-        raise FeatureLookupError(f"feature lookup on {spec.table_name}: output column(s) {clash} already exist in "
-                                 f"the rows; rename them with rename_outputs, e.g. {{{clash[0]!r}: "
-                                 f"'{clash[0]}_{spec.table_name.split('.')[-1]}'}}", table=spec.table_name,
-                                 columns=clash)
-    on = [*spec.lookup_key, *((spec.feature_timestamp_key,) if spec.feature_timestamp_key else ())]
+    check_columns(spec, frame.columns, features.columns)
+    on = spec.table_key
     table = features[list(spec.table_columns)].dropna(subset=on).reset_index(drop=True)
     _refuse_duplicates(table, on, spec)
     positions = _asof_positions(frame, table, spec) if spec.point_in_time else _exact_positions(frame, table, spec)
@@ -159,15 +150,65 @@ def join_features(frame: pd.DataFrame, features: pd.DataFrame, spec: FeatureLook
     return pd.concat([frame, added], axis=1)
 
 
+def check_columns(spec: FeatureLookup, row_columns: Iterable[str], table_columns: Iterable[str]) -> None:
+    """Refuse a join that cannot be made, from column names alone (both joins: pandas and Spark).
+
+    Parameters
+    ----------
+    spec : FeatureLookup
+    row_columns : iterable of str
+        The rows' columns.
+    table_columns : iterable of str
+        The feature table's columns.
+
+    Raises
+    ------
+    FeatureLookupError
+        The rows lack a key or timestamp column; the table lacks a column the spec reads; an output
+        column already exists in the rows (fix: ``rename_outputs``).
+    """
+    rows, table = list(row_columns), list(table_columns)
+    missing = [c for c in spec.row_columns if c not in rows]
+    if missing:
+        raise FeatureLookupError(f"feature lookup on {spec.table_name}: the rows lack column(s) {missing} that "
+                                 f"lookup_key/timestamp_lookup_key name; add them to the source table or fix the "
+                                 "lookup", table=spec.table_name, columns=missing)
+    absent = [c for c in spec.table_columns if c not in table]
+    if absent:
+        raise FeatureLookupError(f"feature table {spec.table_name} has no column(s) {absent}; available: "
+                                 f"{', '.join(map(str, table))}; fix lookup_key, feature_names or "
+                                 "feature_timestamp_key", table=spec.table_name, columns=absent)
+    clash = [c for c in spec.output_columns if c in rows]
+    if clash:
+        raise FeatureLookupError(f"feature lookup on {spec.table_name}: output column(s) {clash} already exist in "
+                                 f"the rows; rename them with rename_outputs, e.g. {{{clash[0]!r}: "
+                                 f"'{clash[0]}_{spec.table_name.split('.')[-1]}'}}", table=spec.table_name,
+                                 columns=clash)
+
+
+def duplicate_key_error(spec: FeatureLookup, rows: int, example: dict[str, Any]) -> FeatureLookupError:
+    """The refusal of a feature table with ``rows`` rows sharing a key (and timestamp), ``example``
+    being one such key (both joins raise it)."""
+    on = spec.table_key
+    return FeatureLookupError(f"feature table {spec.table_name} has {rows} rows sharing a key "
+                              f"{tuple(on)} (e.g. {example}); a lookup needs one feature row per key"
+                              f"{' and timestamp' if spec.point_in_time else ''}. Deduplicate the feature "
+                              "table or add the column that tells the rows apart to lookup_key",
+                              table=spec.table_name, key=on, duplicate=example)
+
+
+def time_type_error(spec: FeatureLookup, row_type: object, table_type: object) -> FeatureLookupError:
+    """The refusal of a point-in-time lookup whose two timestamp columns are not comparable times."""
+    return FeatureLookupError(f"feature lookup on {spec.table_name}: timestamp_lookup_key "
+                              f"{spec.timestamp_lookup_key!r} ({row_type}) and feature_timestamp_key "
+                              f"{spec.feature_timestamp_key!r} ({table_type}) are not comparable times; "
+                              "store both as timestamps", table=spec.table_name)
+
+
 def _refuse_duplicates(table: pd.DataFrame, on: list[str], spec: FeatureLookup) -> None:
     dup = table.duplicated(subset=on, keep=False)
     if dup.any():
-        example = {c: table.loc[dup, c].iloc[0] for c in on}
-        raise FeatureLookupError(f"feature table {spec.table_name} has {int(dup.sum())} rows sharing a key "
-                                 f"{tuple(on)} (e.g. {example}); a lookup needs one feature row per key"
-                                 f"{' and timestamp' if spec.point_in_time else ''}. Deduplicate the feature "
-                                 "table or add the column that tells the rows apart to lookup_key",
-                                 table=spec.table_name, key=on, duplicate=example)
+        raise duplicate_key_error(spec, int(dup.sum()), {c: table.loc[dup, c].iloc[0] for c in on})
 
 
 def _keys_like(rows: pd.DataFrame, table: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
@@ -211,11 +252,7 @@ def _same_time_type(left: pd.Series, right: pd.Series, spec: FeatureLookup) -> t
         return (pd.to_datetime(left, utc=aware).astype("datetime64[ns, UTC]" if aware else "datetime64[ns]"),
                 pd.to_datetime(right, utc=aware).astype("datetime64[ns, UTC]" if aware else "datetime64[ns]"))
     except (TypeError, ValueError) as err:
-        raise FeatureLookupError(f"feature lookup on {spec.table_name}: timestamp_lookup_key "
-                                 f"{spec.timestamp_lookup_key!r} ({left.dtype}) and feature_timestamp_key "
-                                 f"{spec.feature_timestamp_key!r} ({right.dtype}) are not comparable times; "
-                                 "store both as timestamps", table=spec.table_name) from err
-
+        raise time_type_error(spec, left.dtype, right.dtype) from err
 
 def join_all(frame: pd.DataFrame, tables: dict[str, pd.DataFrame], specs: tuple[FeatureLookup, ...] | list[FeatureLookup]
              ) -> pd.DataFrame:

@@ -126,13 +126,27 @@ def test_the_single_node_route_joins_the_current_feature_tables_and_the_receipt_
     assert receipt["feature_lookups"] == [{"table": WEATHER, "version": 0}, {"table": PLANES, "version": 1}]
 
 
-def test_the_spark_route_refuses_a_lookup_model_until_its_join_is_built(lookup_project):
-    from lakescore.errors import ConfigError
-    from lakescore.scoring.preflight import preflight
+def test_the_spark_route_joins_the_feature_tables_in_spark_and_scores_as_the_single_node_route(lookup_project,
+                                                                                               spark_runtime):
+    from lakescore.lookup import join_all
+    from lakescore.workflows.publish import list_receipts
 
-    project, runtime, *_ = lookup_project
+    project, runtime, chain, incoming, current = lookup_project
+    assert runtime is spark_runtime
+    on_one_node = score(project, runtime)
     on_spark = dataclasses.replace(project, inference=project.inference.model_copy(update={"batch_compute": "spark"}))
-    with pytest.raises(ConfigError, match=r"inference.yml: batch_compute 'spark': model main.flights.late_arrival v1 "
-                                          r"joins feature lookups \(main.flights.weather, main.flights.planes\) and the "
-                                          r"Spark join is not built yet; use batch_compute: single_node"):
-        preflight(on_spark, runtime)
+    run = score(on_spark, runtime)
+    assert run.batch_compute == "spark" and run.plan.feature_tables == {WEATHER: 0, PLANES: 1}
+    assert run.summary()["feature_lookups"] == [{"table": WEATHER, "version": 0}, {"table": PLANES, "version": 1}]
+    got = as_pandas(run.predictions).set_index("flight_id").sort_index()
+    single = on_one_node.predictions.set_index("flight_id").loc[got.index]
+    assert len(got) == 40 and got["scoring_status"].eq("predicted").all()
+    assert got["prediction"].tolist() == single["prediction"].tolist()
+    assert got["probability"].to_numpy() == pytest.approx(single["probability"].to_numpy(dtype="float64"), abs=1e-12)
+    # independent: the rows joined by hand in pandas with every plane row (v0 + v1), then the chain in memory
+    expected = chain.predict(join_all(incoming, current, chain.lookups)).assign(flight_id=incoming["flight_id"].values)
+    expected = expected.set_index("flight_id").loc[got.index]
+    assert got["probability"].to_numpy() == pytest.approx(expected["probability"].to_numpy(dtype="float64"), abs=1e-12)
+    publish(on_spark, runtime, run)
+    receipt = list_receipts(runtime, project.inference.prediction_table)["receipts"][0]
+    assert receipt["feature_lookups"] == [{"table": WEATHER, "version": 0}, {"table": PLANES, "version": 1}]

@@ -109,10 +109,6 @@ def preflight(project: ProjectConfig, tables: Tables) -> ScorePlan:
         meta = _chain_meta(uri)
         rule = saved_decision_rule(meta)
         lookups = tuple(x["spec"] for x in meta.get("feature_lookups", []))
-        if inf.batch_compute == "spark" and lookups:
-            raise ConfigError([f"{project.shown('inference')}: batch_compute 'spark': model {name} v{version} joins "
-                               f"feature lookups ({', '.join(x['table_name'] for x in lookups)}) and the Spark join "
-                               "is not built yet; use batch_compute: single_node"])
         if inf.batch_compute == "spark" and meta.get("engine", "pandas") == "polars":
             raise SparkPolarsUnsupportedError(
                 f"model {name} v{version} was trained on Polars frames; Spark workers hand the model pandas "

@@ -1,13 +1,15 @@
-"""Feature tables for the feature lookups, read through the runtime (training and the single-node route).
+"""Feature tables for the feature lookups, read through the runtime (training and both scoring routes).
 
 Training reads each feature table at its current version and records it in the chain; scoring
 reads each at its CURRENT version too (not the one training read) and records it in the run
-summary and the receipt. The join itself is :func:`lakescore.lookup.join_all`.
+summary and the receipt. The join itself is :func:`lakescore.lookup.join_all` (pandas), or
+:func:`lakescore.scoring.spark_lookup.spark_join_all` on the Spark route.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -57,6 +59,37 @@ def read_feature_tables(runtime: Runtime, specs: tuple[FeatureLookup, ...] | lis
     read = {name: runtime.table_version(name) if v is None else int(v) for name, v in pinned.items()}
     frames = {name: runtime.read_table(name, version=read[name], columns=cols) for name, cols in columns.items()}
     return FeatureTables(frames, read)
+
+
+def spark_join_lookups(runtime: Runtime, rows: Any, specs: tuple[FeatureLookup, ...] | list[FeatureLookup], *,
+                       versions: dict[str, int]) -> Any:
+    """``rows`` with every lookup joined in Spark, lazily; each feature table read with the runtime's
+    Spark reader (Delta ``versionAsOf``) at the version ``versions`` pins.
+
+    Parameters
+    ----------
+    runtime : Runtime
+    rows : pyspark.sql.DataFrame
+        The rows to score (the pinned snapshot, or a window's inserted rows).
+    specs : sequence of FeatureLookup
+    versions : dict of str to int
+        Table name -> Delta version to read (``ScorePlan.feature_tables``, pinned in preflight).
+
+    Returns
+    -------
+    pyspark.sql.DataFrame
+        As :func:`lakescore.scoring.spark_lookup.spark_join_all`; no row reaches the driver.
+
+    Raises
+    ------
+    FeatureLookupError
+        From :func:`lakescore.scoring.spark_lookup.spark_join_features` (a duplicate feature key, ...).
+    """
+    from lakescore.scoring.spark_lookup import spark_join_all  # pyspark: only on the Spark route
+
+    names = dict.fromkeys(spec.table_name for spec in specs)
+    tables = {name: runtime.spark_source(name, version=int(versions[name])) for name in names}
+    return spark_join_all(rows, tables, specs)
 
 
 def lookup_problems(runtime: Runtime, specs: tuple[FeatureLookup, ...] | list[FeatureLookup], empty: pd.DataFrame, *,

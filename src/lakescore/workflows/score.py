@@ -4,7 +4,9 @@ stage the result for publication.
 Which rows a run scores is decided against the prediction table's watermark before scoring
 (:func:`lakescore.publish.plan.plan_scope`): the pinned snapshot, or the inserted rows of a change
 data feed window, read here once and handed to the route (a pandas frame to the single-node route,
-a lazy Spark DataFrame to the Spark route). A scored run is staged in the runtime's run store
+a lazy Spark DataFrame to the Spark route). A model with feature lookups gets them joined on its
+route (pandas on the single-node route, Spark on the Spark route, before the UDF), each feature
+table at the version preflight pinned. A scored run is staged in the runtime's run store
 (``<runs_dir>/<run_id>/``: run.json beside predictions.parquet, or beside the ``predictions/``
 Parquet folder that the Spark route's executors write) so that ``lakescore publish`` can publish it
 later, or again, exactly once. On the Spark route no source or prediction row reaches the driver:
@@ -33,7 +35,7 @@ from lakescore.publish.state import read_source, spark_change_kinds, split_chang
 from lakescore.runtime import Runtime
 from lakescore.scoring.preflight import ScorePlan, preflight
 from lakescore.scoring.run import ScoredRun
-from lakescore.workflows.lookups import read_feature_tables
+from lakescore.workflows.lookups import read_feature_tables, spark_join_lookups
 from lakescore.workflows.placement import prediction_target
 
 SPARK_STAGED = "predictions"  # <runs_dir>/<run_id>/predictions/: a Spark run's Parquet folder
@@ -99,7 +101,10 @@ def _score_route(project: ProjectConfig, runtime: Runtime, plan: ScorePlan, prep
         from lakescore.scoring.spark import score_spark  # pyspark: only on the Spark route
 
         column = inf.publication.period_column  # carried through the UDF's select: no join back to the source
-        return score_spark(_spark_rows(runtime, plan, prepared), plan, batch_rows=inf.spark_udf_prediction_batch_rows,
+        rows = _spark_rows(runtime, plan, prepared)
+        if plan.feature_lookups:  # joined in Spark, each feature table at the version preflight pinned
+            rows = spark_join_lookups(runtime, rows, plan.lookups, versions=plan.feature_tables)
+        return score_spark(rows, plan, batch_rows=inf.spark_udf_prediction_batch_rows,
                            env_manager=inf.spark_udf_env_manager, model_dir=model_dir,
                            carry=(column,) if column and column not in plan.record_keys else ())
     from lakescore.scoring.local import score_single_node

@@ -1,0 +1,109 @@
+"""The Spark join of feature lookups, on a real local SparkSession: the same rows, worked by hand, as
+the pandas join (tests/test_lookup.py), and the same refusals."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lakescore.errors import FeatureLookupError
+from lakescore.lookup import FeatureLookup, join_all, join_features
+from lakescore.scoring.spark_lookup import spark_join_all, spark_join_features
+
+pytestmark = pytest.mark.spark
+T = pd.Timestamp
+WEATHER = FeatureLookup("main.flights.weather", ("origin",), ("temp", "visib"), (("temp", "origin_temp"),),
+                        timestamp_lookup_key="time_hour")
+PLANES = FeatureLookup("main.flights.planes", ("tailnum",), ("year",), (("year", "plane_year"),))
+
+
+def _weather() -> pd.DataFrame:
+    return pd.DataFrame({
+        "origin": ["EWR", "EWR", "EWR", "JFK", None, "JFK"],
+        "time_hour": [T("2013-01-01 05:00"), T("2013-01-01 06:00"), T("2013-01-01 08:00"), T("2013-01-01 05:00"),
+                      T("2013-01-01 05:00"), pd.NaT],  # a null key and a null time: never matched
+        "temp": [30.0, 31.0, 33.0, 40.0, 99.0, 77.0],
+        "visib": [10, 9, 8, 7, 1, 2],
+    })
+
+
+def _rows() -> pd.DataFrame:
+    return pd.DataFrame({
+        "flight": np.arange(10, dtype="int64"),
+        "origin": ["EWR", "EWR", "EWR", "EWR", "EWR", "JFK", "LGA", None, "EWR", "EWR"],
+        "time_hour": [T("2013-01-01 04:59"),  # before every EWR row: nothing
+                      T("2013-01-01 05:00"),  # exactly at 05:00: that row
+                      T("2013-01-01 05:30"),  # between 05:00 and 06:00: 05:00, not 06:00
+                      T("2013-01-01 07:59"),  # 06:00 (08:00 is in its future)
+                      T("2013-01-02 00:00"),  # after the last: 08:00
+                      T("2013-01-01 06:00"),  # JFK 05:00
+                      T("2013-01-01 06:00"),  # no LGA rows
+                      T("2013-01-01 06:00"),  # null key: nothing
+                      pd.NaT,                 # null timestamp: nothing
+                      T("2013-01-01 05:30")],  # the same key and time as flight 2: its own row, the same match
+        "tailnum": ["N2", "N9", "N2", None, "N1", "N1", "N2", "N2", "N3", "N2"],
+    })
+
+
+def _planes() -> pd.DataFrame:
+    return pd.DataFrame({"tailnum": ["N1", "N2", "N3", None], "year": [2001, 1999, 2010, 1900]})
+
+
+def _on_spark(spark, frame: pd.DataFrame):
+    return spark.createDataFrame(frame)
+
+
+def _back(joined) -> pd.DataFrame:
+    return joined.toPandas().sort_values("flight").reset_index(drop=True)
+
+
+def test_a_point_in_time_join_on_spark_matches_the_hand_worked_rows_and_the_pandas_join(spark):
+    out = spark_join_features(_on_spark(spark, _rows()), _on_spark(spark, _weather()), WEATHER)
+    assert out.columns == ["flight", "origin", "time_hour", "tailnum", "origin_temp", "visib"]
+    assert dict(out.dtypes)["visib"] == "double"  # the pandas join gives the chain float64 for an integer feature
+    got = _back(out)
+    assert got["flight"].tolist() == list(range(10))  # every row once
+    np.testing.assert_array_equal(got["origin_temp"].to_numpy(dtype="float64"),
+                                  [np.nan, 30.0, 30.0, 31.0, 33.0, 40.0, np.nan, np.nan, np.nan, 30.0])
+    np.testing.assert_array_equal(got["visib"].to_numpy(dtype="float64"),
+                                  [np.nan, 10, 10, 9, 8, 7, np.nan, np.nan, np.nan, 10])
+    by_pandas = join_features(_rows(), _weather(), WEATHER)
+    np.testing.assert_array_equal(got[["origin_temp", "visib"]].to_numpy(dtype="float64"),
+                                  by_pandas[["origin_temp", "visib"]].to_numpy(dtype="float64"))
+
+
+def test_an_exact_join_on_spark_gives_nulls_for_missing_or_null_keys_and_keeps_every_row_once(spark):
+    out = spark_join_features(_on_spark(spark, _rows()), _on_spark(spark, _planes()), PLANES)
+    assert dict(out.dtypes)["plane_year"] == "double"
+    got = _back(out)
+    np.testing.assert_array_equal(got["plane_year"].to_numpy(dtype="float64"),
+                                  [1999, np.nan, 1999, np.nan, 2001, 2001, 1999, 1999, 2010, 1999])
+    assert got["tailnum"].tolist() == _rows()["tailnum"].tolist()  # the rows' own keys, a null kept as null
+
+
+def test_both_lookups_in_order_agree_with_the_pandas_join(spark):
+    tables = {WEATHER.table_name: _weather(), PLANES.table_name: _planes()}
+    got = _back(spark_join_all(_on_spark(spark, _rows()), {k: _on_spark(spark, v) for k, v in tables.items()},
+                               [WEATHER, PLANES]))
+    expected = join_all(_rows(), tables, [WEATHER, PLANES])
+    assert list(got.columns) == list(expected.columns)
+    np.testing.assert_array_equal(got[["origin_temp", "visib", "plane_year"]].to_numpy(dtype="float64"),
+                                  expected[["origin_temp", "visib", "plane_year"]].to_numpy(dtype="float64"))
+
+
+def test_the_spark_join_refuses_what_the_pandas_join_refuses(spark):
+    planes = _planes().assign(tailnum=["N1", "N2", "N2", None])
+    with pytest.raises(FeatureLookupError, match=r"main\.flights\.planes has 2 rows sharing a key \('tailnum',\) "
+                                                 r"\(e\.g\. \{'tailnum': 'N2'\}\)"):
+        spark_join_features(_on_spark(spark, _rows()), _on_spark(spark, planes), PLANES)
+    weather = _weather()
+    weather.loc[1, "time_hour"] = T("2013-01-01 05:00")
+    with pytest.raises(FeatureLookupError, match=r"sharing a key \('origin', 'time_hour'\).*key and timestamp"):
+        spark_join_features(_on_spark(spark, _rows()), _on_spark(spark, weather), WEATHER)
+    with pytest.raises(FeatureLookupError, match=r"\['plane_year'\] already exist.*rename_outputs"):
+        spark_join_features(_on_spark(spark, _rows().assign(plane_year=1.0)), _on_spark(spark, _planes()), PLANES)
+    with pytest.raises(FeatureLookupError, match=r"the rows lack column\(s\) \['tailnum'\]"):
+        spark_join_features(_on_spark(spark, _rows().drop(columns="tailnum")), _on_spark(spark, _planes()), PLANES)
+    numeric_times = _weather().assign(time_hour=np.arange(6.0))
+    with pytest.raises(FeatureLookupError, match=r"'time_hour' \(timestamp\) and feature_timestamp_key 'time_hour' "
+                                                 r"\(double\) are not comparable times"):
+        spark_join_features(_on_spark(spark, _rows()), _on_spark(spark, numeric_times), WEATHER)
