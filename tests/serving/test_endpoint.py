@@ -30,6 +30,7 @@ from lakescore.serving.backend import CopyStatus
 from lakescore.serving.canary import CanaryWindow
 from lakescore.serving.candidates import Candidate
 from lakescore.serving.channel import HEADER, CopyChannels, frame, socket_path
+import lakescore.serving.endpoint as endpoint_module
 from lakescore.serving.endpoint import MAX_COPY_STRIKES, Endpoint
 from lakescore.serving.plan import EndpointPlan
 from lakescore.serving.pool import Copy
@@ -123,6 +124,23 @@ def fake_endpoint(tmp_path, **settings) -> tuple[Endpoint, FakeBackend, ServingS
                         training_table="main.s.train", training_filter=None)
     backend, state = FakeBackend(), ServingState(tmp_path)
     return Endpoint(plan, backend=backend, state=state, write=lambda frame: None), backend, state
+
+
+def test_a_stale_check_that_a_deploy_overtakes_marks_nothing(tmp_path, monkeypatch) -> None:
+    """Seen in a clean-clone run: the stale check read the alias (v1) while a deploy switched to a
+    pinned v2, then marked the deployed endpoint stale."""
+    ep, _, _ = fake_endpoint(tmp_path)
+
+    def alias_read_during_a_deploy(model_name: str, alias: str) -> int:
+        ep.plan = ep.plan.deployed(2, input_columns=ep.plan.input_columns, task=ep.plan.task, alias_version=1)
+        return 1
+
+    monkeypatch.setattr(endpoint_module, "alias_version", alias_read_during_a_deploy)
+    asyncio.run(ep._check_stale())
+    assert ep.plan.version == 2 and ep.plan.selection == "deploy" and ep.stale_reason == ""
+    monkeypatch.setattr(endpoint_module, "alias_version", lambda model_name, alias: 3)
+    asyncio.run(ep._check_stale())  # pinned by the deploy: never stale
+    assert ep.stale_reason == ""
 
 
 def test_a_copy_over_memory_limit_mb_is_replaced(tmp_path) -> None:

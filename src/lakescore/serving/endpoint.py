@@ -253,11 +253,15 @@ class Endpoint:
 
     async def _check_stale(self) -> None:
         """An endpoint that follows the alias is stale once the alias points elsewhere; one pinned in
-        serving.yml or by a deploy never is (a restart would serve the same version)."""
-        if not self.plan.follows_alias:
+        serving.yml or by a deploy never is (a restart would serve the same version). A check that a
+        deploy overtakes while it reads the registry decides nothing; the next one reads again."""
+        plan = self.plan
+        if not plan.follows_alias:
             self.stale_reason = ""
             return
-        champion = await asyncio.to_thread(alias_version, self.plan.model_name, self.plan.alias)
+        champion = await asyncio.to_thread(alias_version, plan.model_name, plan.alias)
+        if self.plan is not plan:
+            return
         if champion is not None and champion != self.plan.version:
             reason = (f"{self.plan.alias} is v{champion}; this endpoint still serves v{self.plan.version}, resolved "
                       f"when it started. Redeploy with `lakescore serve --deploy {champion}` to serve it.")
