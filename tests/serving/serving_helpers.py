@@ -3,7 +3,6 @@ rows, and a real ``lakescore serve`` process on 127.0.0.1 with an authorised cli
 
 from __future__ import annotations
 
-import ctypes
 import json
 import math
 import os
@@ -147,9 +146,12 @@ def ready_copies(status: dict[str, Any], role: str = "serve") -> list[dict[str, 
     return [c for c in status["copies"] if c["role"] == role and c["state"] == "ready"]
 
 
-def die_with_parent() -> None:
-    """Linux: SIGTERM this child when the test process dies, even without teardown (no orphans)."""
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+# Linux: the child asks for SIGTERM when the test process dies, even without teardown (no orphans), then
+# becomes the command. Done after exec, not in a ``preexec_fn``: that forces a fork of the whole test process,
+# whose fork handlers (gRPC's, once anything imported it) can hang the child before it execs (seen in CI).
+DIE_WITH_PARENT = ("import ctypes, os, signal, sys; "
+                   "ctypes.CDLL('libc.so.6', use_errno=True).prctl(1, signal.SIGTERM); "  # 1 = PR_SET_PDEATHSIG
+                   "os.execvp(sys.argv[1], sys.argv[1:])")
 
 
 def launch(home: Path, config_dir: Path, *, command: list[str] | None = None, **serving: Any) -> RunningEndpoint:
@@ -160,10 +162,11 @@ def launch(home: Path, config_dir: Path, *, command: list[str] | None = None, **
     (config_dir / "serving.yml").write_text(yaml.safe_dump(settings))
     log = config_dir.parent / f"serve-{settings.get('endpoint_name', 'late_arrival')}.log"
     with open(log, "ab") as out:
-        proc = subprocess.Popen(command or [sys.executable, "-m", "lakescore.cli", "serve", "--config-dir",
-                                            str(config_dir), "--home", str(home)],
+        command = command or [sys.executable, "-m", "lakescore.cli", "serve", "--config-dir", str(config_dir),
+                              "--home", str(home)]
+        proc = subprocess.Popen([sys.executable, "-c", DIE_WITH_PARENT, *command],
                                 stdout=out, stderr=out, stdin=subprocess.DEVNULL,
-                                env={**os.environ, "PYTHONUNBUFFERED": "1"}, preexec_fn=die_with_parent)
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
     where = home / "serving" / "endpoints" / f"{settings['endpoint_name']}.json"
     deadline = time.monotonic() + START_TIMEOUT_S
     while not (where.exists() and json.loads(where.read_text())["pid"] == proc.pid):

@@ -106,6 +106,9 @@ def test_scale_to_zero_and_back(zero_endpoint, trained: Trained) -> None:
     assert refused.status_code == 503
     assert refused.headers["retry-after"] == "7"  # no copy start measured yet: retry_after_s
     assert "X-Scale-Up-Timeout" in refused.json()["message"]
+    # The refused request alone starts the copy. (Sent at once, the next request can reach the endpoint
+    # before the scale pass the refusal kicked, and arrive at zero copies too: seen on a loaded CI machine.)
+    ep.wait_for(lambda s: s["copies"], what="the copy the refused request started", timeout_s=30)
     held = ep.score(rows)  # without the header: waits in the queue until the copy is ready
     assert held.status_code == 200 and held.json()["served"] == "warm"
 
