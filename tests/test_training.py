@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 import yaml
 
@@ -34,6 +36,21 @@ def test_outlier_rows_are_left_out_of_later_steps_and_counted(flights_sample):
     # the scaler learned on the kept rows only
     assert chain.steps[1].state["mean"][0] == pytest.approx(kept["distance"].mean(), rel=1e-12)
     assert chain.steps[1].rows_in == len(kept)
+
+
+def test_a_target_encoder_feeds_the_model_out_of_fold_encodings():
+    frame = pd.DataFrame({"c": ["a", "a", "b", "a", "b", "b"]})
+    y = pd.Series([1.0, 3.0, 5.0, 2.0, 6.0, 4.0])
+    recipe = [{"step": "TargetEncoder", "name": "t", "columns": ["c"], "smooth": 1.0, "cv": 2,
+               "target_type": "continuous", "shuffle": False}]
+    chain = fit_chain(frame, y, recipe=recipe, model_class="LinearRegression", model_params={},
+                      feature_columns=["c"])
+    # out-of-fold encodings worked by hand in tests/steps/test_encoders.py; the full-data ones are
+    # 2.375 (a) and 4.625 (b): a line through those would give coefficient 1.0
+    slope, intercept = np.polyfit([3.0, 3.0, 14 / 3, 7 / 3, 4.0, 4.0], y, 1)
+    assert chain.model.coef_[0] == pytest.approx(slope, rel=1e-9)
+    assert chain.model.intercept_ == pytest.approx(intercept, rel=1e-9)
+    assert chain.steps[0].apply(frame)["c"].tolist() == [2.375, 2.375, 4.625, 2.375, 4.625, 4.625]
 
 
 def test_a_text_column_left_after_the_recipe_is_an_error(flights_sample):

@@ -92,7 +92,7 @@ def fit_chain(frame: Any, y: pd.Series, *, recipe: list[dict[str, Any]], model_c
         steps.append(step)
         flagged = step.flags(data)
         data, y = data[~flagged], y[~flagged]
-        data = step.apply(data)
+        data = step.apply_training(data, y)  # = apply, but out-of-fold for a cross-fitting step
     data = data.drop(columns=[c for c in needed if c not in feature_columns and c in data.columns])
     text = [c for c in data.columns if not pd.api.types.is_numeric_dtype(data[c].dtype)]
     if text:

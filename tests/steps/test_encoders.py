@@ -82,6 +82,50 @@ def test_target_encoder_matches_sklearn_encodings(flights_sample):
     assert unseen == pytest.approx(label.mean(), rel=1e-12)
 
 
+def test_target_encoder_cross_fits_the_training_rows_by_hand():
+    # cv 2 without shuffle: rows 0-2 are one fold, rows 3-5 the other; smooth 1.0:
+    # encoding = (sum of y in the category + 1.0 * mean y) / (count + 1.0), over the rows that count
+    train = pd.DataFrame({"c": ["a", "a", "b", "a", "b", "b"]})
+    y = pd.Series([1.0, 3.0, 5.0, 2.0, 6.0, 4.0])
+    fitted = learn_step({"step": "TargetEncoder", "name": "t", "columns": ["c"], "smooth": 1.0, "cv": 2,
+                         "target_type": "continuous", "shuffle": False}, train, y)
+    # all six rows: mean 3.5; a: (1+3+2 + 3.5)/4 = 2.375; b: (5+6+4 + 3.5)/4 = 4.625
+    assert fitted.apply(train)["c"].tolist() == [2.375, 2.375, 4.625, 2.375, 4.625, 4.625]
+    # rows 0-2 from rows 3-5 (mean 4): a (2+4)/2 = 3, b (6+4+4)/3 = 14/3;
+    # rows 3-5 from rows 0-2 (mean 3): a (1+3+3)/3 = 7/3, b (5+3)/2 = 4
+    crossed = fitted.apply_training(train, y)["c"].to_numpy()
+    assert floats_close(crossed, np.array([3.0, 3.0, 14 / 3, 7 / 3, 4.0, 4.0])).all()
+    assert train["c"].tolist() == ["a", "a", "b", "a", "b", "b"]  # the input is left as it was
+
+
+def test_target_encoder_cross_fit_matches_sklearn_fit_transform(flights_sample):
+    import sklearn
+    from sklearn.model_selection import StratifiedKFold
+    from sklearn.preprocessing import TargetEncoder
+
+    train, label = learning_frame(flights_sample)
+    fitted = learn_step({"step": "TargetEncoder", "name": "t", "columns": ["carrier", "dest"]}, train, label)
+    folds = ({"cv": StratifiedKFold(5, shuffle=True, random_state=0)}
+             if tuple(int(p) for p in sklearn.__version__.split(".")[:2]) >= (1, 9)
+             else {"cv": 5, "shuffle": True, "random_state": 0})
+    data = train[["carrier", "dest"]].astype(object)
+    reference = TargetEncoder(target_type="binary", **folds)
+    want = reference.fit_transform(data, label)
+    got = fitted.apply_training(train, label)[["carrier", "dest"]].to_numpy()
+    assert floats_close(got, want).all()
+    assert floats_close(fitted.apply(train)[["carrier", "dest"]].to_numpy(), reference.transform(data)).all()
+    assert not floats_close(got, reference.transform(data)).all()  # the cross-fitted rows differ
+
+
+def test_target_encoder_with_too_few_rows_per_fold_names_cv_and_a_fix():
+    train = pd.DataFrame({"c": ["a", "b", "a", "b", "a", "b"]})
+    fitted = learn_step({"step": "TargetEncoder", "name": "t", "columns": ["c"]}, train,
+                        pd.Series([0, 0, 0, 0, 1, 1]))
+    with pytest.raises(StepError, match=r"step 't' \(TargetEncoder\): cv: 5 folds need at least 5 training rows "
+                                        r"of its rarer class; got 2. Lower cv"):
+        fitted.apply_training(train, pd.Series([0, 0, 0, 0, 1, 1]))
+
+
 def test_target_encoder_needs_the_label():
     with pytest.raises(StepError, match="needs the label at training"):
         learn_step({"step": "TargetEncoder", "name": "t", "columns": ["carrier"]},

@@ -56,6 +56,26 @@ def _tied_at_k(row, reference, k):
     return False
 
 
+def test_knn_breaks_an_exact_tie_by_reference_position_in_any_batch_order():
+    from lakescore.columns import Columns
+
+    # x = 1 is exactly 1 away from x = 0 and x = 2 (nan-Euclidean: sqrt(2/1 * 1^2) for both)
+    query = pd.DataFrame({"x": [1.0, 3.0, 1.0, 4.0], "z": [np.nan, np.nan, 7.0, np.nan]})
+    for train, tie in [(pd.DataFrame({"x": [0.0, 2.0, 5.0], "z": [10.0, 20.0, 30.0]}), 10.0),
+                       (pd.DataFrame({"x": [2.0, 0.0, 5.0], "z": [20.0, 10.0, 30.0]}), 20.0)]:
+        fitted = learn_step({"step": "KNNImputer", "name": "k", "columns": ["x", "z"], "n_neighbors": 1},
+                            train, None)
+        # x = 3: 2.0 is nearest (1 away; 5.0 is 2 away); x = 4: 5.0 is nearest (1 away; 2.0 is 2 away)
+        want = [tie, 20.0, 7.0, 30.0]
+        assert fitted.apply(query)["z"].tolist() == want
+        assert fitted.apply(query.iloc[::-1])["z"].tolist() == want[::-1]
+        for i in range(len(query)):
+            assert fitted.apply(query.iloc[[i]])["z"].tolist() == [want[i]]
+        batch = Columns.from_frame(query.iloc[::-1], ["x", "z"])
+        fitted.kernel().apply(batch)
+        assert batch.array("z").tolist() == want[::-1]
+
+
 def test_knn_keeps_at_most_max_reference_rows(flights_sample):
     train, _ = learning_frame(flights_sample)
     fitted = learn_step({"step": "KNNImputer", "name": "k", "columns": COLUMNS, "max_reference_rows": 50},

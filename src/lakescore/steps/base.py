@@ -6,6 +6,10 @@ A step kind is a class with
 - ``learn(frame, y, params) -> state``: runs once on training rows, may use batch statistics;
   state is JSON-able (see :func:`lakescore.frames.encode_state`) and holds everything apply needs;
 - ``apply(frame, state) -> frame``: row-local — reads only the row and the state;
+- optionally ``apply_training(frame, y, state) -> frame``: the step's output on the very rows it
+  learned on, which the model is fitted on (default: ``apply``). TargetEncoder cross-fits here:
+  each training row gets an encoding learned without its own fold, as sklearn's
+  ``fit_transform`` gives; scoring rows always get ``apply``;
 - optionally ``flags(frame, state) -> bool array``: rows this step excludes, with
   ``exclusion = "outlier" | "invalid"`` naming the reason prefix.
 
@@ -87,6 +91,12 @@ class StepKind:
         return np.zeros(len(frame), dtype=bool)
 
     @classmethod
+    def apply_training(cls, frame: pd.DataFrame, y: pd.Series | None, state: dict[str, Any]) -> pd.DataFrame:
+        """The output on the training rows the step learned on (``y`` their label): ``apply`` unless
+        the kind cross-fits (a training row's value must not come from its own label)."""
+        return cls.apply(frame, state)
+
+    @classmethod
     def kernel(cls, state: dict[str, Any]) -> Kernel | None:
         """This step compiled to arrays for ``state`` (a :class:`lakescore.columns.Kernel`), or None
         when the kind has no kernel: the compiled chain then runs the reference ``apply``/``flags``
@@ -165,6 +175,25 @@ class FittedStep:
         """Row-local transform of ``frame`` (a copy is made first; the input is never changed)."""
         require_columns(frame, self.inputs, what=f"step '{self.name}'")
         return self.impl.apply(frame.copy(), self.state)
+
+    def apply_training(self, frame: pd.DataFrame, y: pd.Series | None) -> pd.DataFrame:
+        """The step's output on the rows it learned on, for fitting what comes after it.
+
+        Parameters
+        ----------
+        frame : DataFrame of shape (n_rows, n_columns)
+            The rows the step learned on (a copy is made first; the input is never changed).
+        y : Series of shape (n_rows,) or None
+            Their label, aligned by position.
+
+        Returns
+        -------
+        DataFrame
+            ``apply(frame)`` for every kind but those that cross-fit (TargetEncoder: out-of-fold
+            encodings, see :meth:`StepKind.apply_training`).
+        """
+        require_columns(frame, self.inputs, what=f"step '{self.name}'")
+        return self.impl.apply_training(frame.copy(), y, self.state)
 
     @property
     def training_only(self) -> bool:

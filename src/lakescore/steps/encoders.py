@@ -228,6 +228,17 @@ class OrdinalEncoder(StepKind):
 class TargetParams(StepParams):
     smooth: Literal["auto"] | float = "auto"
     target_type: Literal["auto", "binary", "continuous"] = "auto"
+    cv: int = Field(default=5, ge=2, le=20)
+    shuffle: bool = True
+    random_state: int = 0
+
+
+def _target_inputs(frame: pd.DataFrame, y: pd.Series, columns: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """sklearn's input: the category texts (object, missing as NaN) of shape (n_rows, n_columns) and
+    the label as float64 (numeric) or object (text) of shape (n_rows,)."""
+    target = np.asarray(y.astype(object) if not pd.api.types.is_numeric_dtype(y.dtype) else y.astype("float64"))
+    data = np.column_stack([text_values(frame, c) for c in columns]).reshape(len(frame), -1)
+    return np.where(pd.isna(data), np.nan, data).astype(object), target
 
 
 @register
@@ -235,9 +246,13 @@ class TargetEncoder(StepKind):
     """Replace each category by its smoothed target mean (sklearn ``TargetEncoder``'s encodings).
 
     A missing value is its own category when the training rows had one; an unseen category (or an
-    unseen missing value) gets the overall target mean. Training rows are encoded with the full
-    training encodings (not sklearn's cross-fitted ``fit_transform``), the same as scoring rows.
-    Binary and continuous targets only.
+    unseen missing value) gets the overall target mean. Binary and continuous targets only.
+
+    Training rows are cross-fitted as sklearn's ``fit_transform`` does: the rows are split into
+    ``cv`` folds (``StratifiedKFold`` for a binary label, ``KFold`` otherwise; ``shuffle`` with
+    ``random_state``) and each row gets the encoding learned on the other folds, so the model
+    never sees a row's own label inside its feature. The encodings saved in state, which every
+    scoring row gets, are learned on all training rows.
     """
 
     kind = "TargetEncoder"
@@ -250,9 +265,7 @@ class TargetEncoder(StepKind):
         if y is None or len(y) != len(frame):
             raise StepError(f"step '{params.name}' (TargetEncoder) needs the label at training; it "
                             "cannot run in the pre-split recipe or without a label", step=params.name)
-        target = np.asarray(y.astype(object) if not pd.api.types.is_numeric_dtype(y.dtype) else y.astype("float64"))
-        data = np.column_stack([text_values(frame, c) for c in params.columns]).reshape(len(frame), -1)
-        data = np.where(pd.isna(data), np.nan, data).astype(object)
+        data, target = _target_inputs(frame, y, params.columns)
         encoder = Sk(smooth=params.smooth, target_type=params.target_type).fit(data, target)
         if encoder.target_type_ == "multiclass":
             raise StepError(f"step '{params.name}': the label has {len(encoder.classes_)} classes; "
@@ -266,7 +279,21 @@ class TargetEncoder(StepKind):
             categories.append([c for c, _ in known])
             encodings.append([v for _, v in known])
             missing.append(nan_codes[0] if nan_codes else mean)
-        return {"categories": categories, "encodings": encodings, "missing": missing, "target_mean": mean}
+        cross_fit = {"smooth": params.smooth, "target_type": encoder.target_type_, "cv": params.cv,
+                     "shuffle": params.shuffle, "random_state": params.random_state, "name": params.name}
+        return {"categories": categories, "encodings": encodings, "missing": missing, "target_mean": mean,
+                "cross_fit": cross_fit}
+
+    @classmethod
+    def apply_training(cls, frame: pd.DataFrame, y: pd.Series | None, state: dict[str, Any]) -> pd.DataFrame:
+        """Out-of-fold encodings of the training rows (see the class docstring); ``apply`` when the
+        state has no cross-fit settings or no label is given."""
+        if y is None or "cross_fit" not in state:
+            return cls.apply(frame, state)
+        encoded = _cross_fit(frame, y, state["columns"], state["cross_fit"])
+        for i, column in enumerate(state["columns"]):
+            frame[column] = encoded[:, i]
+        return frame
 
     @staticmethod
     def apply(frame: pd.DataFrame, state: dict[str, Any]) -> pd.DataFrame:
@@ -284,3 +311,33 @@ class TargetEncoder(StepKind):
         the column's ``missing`` encoding for a missing value."""
         return _lookup_kernel(state["columns"], state["categories"], state["encodings"],
                               [state["target_mean"]] * len(state["columns"]), state["missing"])
+
+
+def _cross_fit(frame: pd.DataFrame, y: pd.Series, columns: list[str], settings: dict[str, Any]) -> np.ndarray:
+    """sklearn ``TargetEncoder.fit_transform``'s cross fitting, written with the folds explicit so it
+    reads the same on every supported sklearn: float64 array of shape (n_rows, n_columns) where row
+    i holds the encodings an encoder fitted on the other folds gives it.
+
+    Raises
+    ------
+    StepError
+        When a fold could not hold every class (a binary label with fewer than ``cv`` rows of a class).
+    """
+    from sklearn.model_selection import KFold, StratifiedKFold
+    from sklearn.preprocessing import TargetEncoder as Sk
+
+    data, target = _target_inputs(frame, y, columns)
+    binary = settings["target_type"] == "binary"
+    smallest = int(pd.Series(target).value_counts().min()) if binary else len(target)
+    if smallest < settings["cv"]:
+        what = "rows of its rarer class" if binary else "rows"
+        raise StepError(f"step '{settings['name']}' (TargetEncoder): cv: {settings['cv']} folds need at least "
+                        f"{settings['cv']} training {what}; got {smallest}. Lower cv, or give more training rows",
+                        step=settings["name"])
+    seed = settings["random_state"] if settings["shuffle"] else None
+    splitter = (StratifiedKFold if binary else KFold)(settings["cv"], shuffle=settings["shuffle"], random_state=seed)
+    out = np.empty(data.shape, dtype="float64")
+    for train, test in splitter.split(data, target):
+        encoder = Sk(smooth=settings["smooth"], target_type=settings["target_type"]).fit(data[train], target[train])
+        out[test] = encoder.transform(data[test])
+    return out

@@ -61,8 +61,14 @@ class KNNImputer(StepKind):
     column mean).
 
     The reference rows are the training rows, at most ``max_reference_rows`` of them (a fixed
-    random sample, ``random_state``), saved in state. Equal distances go to the earlier reference
-    row (sklearn leaves that order unspecified).
+    random sample, ``random_state``, kept in training order), saved in state.
+
+    Tie rule: donors at exactly the same distance from a row are ranked by their position in the
+    saved reference set, the earlier first (a stable sort of the row's distances to the fixed
+    reference rows). So when the k-th and (k+1)-th nearest donors are equally far, the earlier
+    reference row is a neighbour and the later one is not. The rule reads only the row and the
+    state, never the batch's order or size; sklearn leaves that order unspecified (argpartition),
+    so a row with such a tie may differ from sklearn's ``transform``.
     """
 
     kind = "KNNImputer"
@@ -125,7 +131,8 @@ def nan_euclidean(rows: np.ndarray, reference: np.ndarray) -> np.ndarray:
 
 
 def _donor_mean(dist: np.ndarray, values: np.ndarray, k: int, weights: str) -> float:
-    """Weighted mean of the ``k`` nearest donors' values (NaN distances weigh 0, ties by index)."""
+    """Weighted mean of the ``k`` nearest donors' values (NaN distances weigh 0; equal distances
+    ranked by the donors' order in the reference set: the tie rule of :class:`KNNImputer`)."""
     order = np.argsort(np.where(np.isnan(dist), np.inf, dist), kind="stable")[:k]
     near = dist[order]
     if weights == "distance":
