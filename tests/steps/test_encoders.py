@@ -1,4 +1,4 @@
-"""OneHotEncoder, OrdinalEncoder and TargetEncoder."""
+"""OneHotEncoder, OrdinalEncoder, TargetEncoder, DummyEncoder, LabelEncoder and WOEEncoder."""
 
 import numpy as np
 import pandas as pd
@@ -11,7 +11,8 @@ from lakescore.steps import learn_step, parse_params
 from step_contract import cases, check_contract, learning_frame
 
 
-@pytest.mark.parametrize("raw", cases("OneHotEncoder", "OrdinalEncoder", "TargetEncoder"))
+@pytest.mark.parametrize("raw", cases("OneHotEncoder", "OrdinalEncoder", "TargetEncoder", "DummyEncoder", "LabelEncoder",
+                                       "WOEEncoder"))
 def test_contract(raw, flights_sample):
     check_contract(raw, flights_sample)
 
@@ -130,3 +131,77 @@ def test_target_encoder_needs_the_label():
     with pytest.raises(StepError, match="needs the label at training"):
         learn_step({"step": "TargetEncoder", "name": "t", "columns": ["carrier"]},
                    pd.DataFrame({"carrier": ["UA"]}), None)
+
+
+def _kernel_out(fitted, frame):
+    batch = Columns.from_frame(frame, frame.columns)
+    fitted.kernel().apply(batch)
+    return batch
+
+
+def test_dummy_encoder_drops_the_first_level_and_unseen_gives_all_zeros():
+    train = pd.DataFrame({"origin": ["JFK", "EWR", "LGA", "JFK"], "distance": [1, 2, 3, 4]})
+    fitted = learn_step({"step": "DummyEncoder", "name": "d", "columns": ["origin"]}, train, None)
+    assert fitted.state["reference"] == ["EWR"]
+    rows = pd.DataFrame({"origin": ["EWR", "JFK", "LGA", "SFO", None], "distance": [5, 6, 7, 8, 9]})
+    out = fitted.apply(rows)
+    assert list(out.columns) == ["distance", "origin_JFK", "origin_LGA"]
+    want = [[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 0.0], [0.0, 0.0]]  # EWR, unseen SFO, missing: zeros
+    assert out[["origin_JFK", "origin_LGA"]].to_numpy().tolist() == want
+    batch = _kernel_out(fitted, rows)
+    assert [batch.array("origin_JFK").tolist(), batch.array("origin_LGA").tolist()] == [list(c) for c in zip(*want)]
+
+
+def test_dummy_encoder_takes_a_declared_reference_level():
+    train = pd.DataFrame({"origin": ["JFK", "EWR", "LGA"]})
+    fitted = learn_step({"step": "DummyEncoder", "name": "d", "columns": ["origin"], "reference": {"origin": "JFK"}},
+                        train, None)
+    assert fitted.apply(pd.DataFrame({"origin": ["JFK", "EWR"]})).to_dict("list") == {
+        "origin_EWR": [0.0, 1.0], "origin_LGA": [0.0, 0.0]}
+    with pytest.raises(StepError, match=r"reference level 'SFO' of column 'origin' is not among its training "
+                                        r"categories \['EWR', 'JFK', 'LGA'\]; name one of them"):
+        learn_step({"step": "DummyEncoder", "name": "d", "columns": ["origin"], "reference": {"origin": "SFO"}},
+                   train, None)
+
+
+def test_label_encoder_codes_by_hand_with_declared_unknown_and_missing_codes():
+    train = pd.DataFrame({"carrier": ["UA", "AA", "B6", None, "UA"]})
+    fitted = learn_step({"step": "LabelEncoder", "name": "l", "columns": ["carrier"], "missing_value": -9},
+                        train, None)
+    rows = pd.DataFrame({"carrier": ["B6", "UA", "AA", "ZZ", None]})
+    out = fitted.apply(rows)["carrier"]
+    assert out.dtype == np.float64 and out.tolist() == [1.0, 2.0, 0.0, -1.0, -9.0]  # AA 0, B6 1, UA 2
+    assert _kernel_out(fitted, rows).array("carrier").tolist() == [1.0, 2.0, 0.0, -1.0, -9.0]
+    empty = fitted.apply(rows.iloc[:0])["carrier"]
+    assert empty.dtype == np.float64
+
+
+@pytest.mark.parametrize("label", [[1, 0, 1, 0, 0, 1], ["yes", "no", "yes", "no", "no", "yes"]])
+def test_woe_encoder_by_hand(label):
+    train = pd.DataFrame({"c": ["a", "a", "a", "b", "b", None]})
+    fitted = learn_step({"step": "WOEEncoder", "name": "w", "columns": ["c"]}, train, pd.Series(label))
+    # 3 positive (1 / "yes"), 3 negative rows; regularization 1: woe = ln(((pos+1)/5) / ((neg+1)/5))
+    # a: 2 pos 1 neg -> ln(3/2); b: 0 pos 2 neg -> ln(1/3); missing: 1 pos 0 neg -> ln 2; unseen: 0.0
+    want = [np.log(1.5), np.log(1 / 3), np.log(2.0), 0.0]
+    rows = pd.DataFrame({"c": ["a", "b", None, "z"]})
+    assert floats_close(fitted.apply(rows)["c"].to_numpy(), np.array(want)).all()
+    assert floats_close(_kernel_out(fitted, rows).array("c"), np.array(want)).all()
+
+
+def test_woe_encoder_refuses_an_infinite_weight_and_a_label_of_three_classes():
+    train = pd.DataFrame({"c": ["a", "a", "b", "b"]})
+    with pytest.raises(StepError, match=r"column 'c' has a category seen in one class only, so with "
+                                        r"regularization: 0.0 its weight of evidence is infinite; set regularization"):
+        learn_step({"step": "WOEEncoder", "name": "w", "columns": ["c"], "regularization": 0},
+                   train, pd.Series([1, 1, 0, 0]))
+    with pytest.raises(StepError, match=r"WOEEncoder needs a label of 2 classes; got 3 .* Use TargetEncoder"):
+        learn_step({"step": "WOEEncoder", "name": "w", "columns": ["c"]}, train, pd.Series([0, 1, 2, 1]))
+    with pytest.raises(StepError, match="needs the label at training"):
+        learn_step({"step": "WOEEncoder", "name": "w", "columns": ["c"]}, train, None)
+
+
+@pytest.mark.parametrize("kind", ["DummyEncoder", "LabelEncoder", "WOEEncoder"])
+def test_an_unknown_category_that_fails_the_batch_is_refused_with_a_fix(kind):
+    with pytest.raises(StepError, match=r"handle_unknown: Value error, must be 'value': 'error' would fail every row "
+                                        r"of a batch .* set the declared unknown code instead"):
+        parse_params({"step": kind, "name": "e", "columns": ["carrier"], "handle_unknown": "error"})

@@ -9,6 +9,7 @@ from lakescore.steps import (  # noqa: F401  (registration)
     casting,
     derived,
     encoders,
+    hashing,
     imputers,
     model_imputers,
     outliers,

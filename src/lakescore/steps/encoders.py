@@ -341,3 +341,193 @@ def _cross_fit(frame: pd.DataFrame, y: pd.Series, columns: list[str], settings: 
         encoder = Sk(smooth=settings["smooth"], target_type=settings["target_type"]).fit(data[train], target[train])
         out[test] = encoder.transform(data[test])
     return out
+
+
+class _UnknownParams(StepParams):
+    """``handle_unknown`` of the encoders with a declared code for an unseen category: only
+    ``value``; sklearn's ``error`` would fail a whole batch for one unseen value in it."""
+
+    handle_unknown: Literal["value"] = "value"
+
+    @field_validator("handle_unknown", mode="before")
+    @classmethod
+    def _no_error(cls, value: Any) -> Any:
+        if value != "value":
+            raise ValueError("must be 'value': 'error' would fail every row of a batch that holds one unseen "
+                             "category, so a row's outcome would depend on its batch; set the declared unknown "
+                             "code instead (unknown_value)")
+        return value
+
+
+class DummyParams(_UnknownParams):
+    reference: dict[str, str] = Field(default_factory=dict)
+    column_names: Literal["slug", "raw"] = "slug"
+
+
+@register
+class DummyEncoder(StepKind):
+    """One-hot minus a reference level: one 0/1 float64 column per learned category except the
+    column's reference level, which (like an unseen or missing value) gives all zeros.
+
+    Categories are the sorted training texts (sklearn ``OneHotEncoder``'s); the reference level is
+    ``reference: {column: category}`` where given, else the first category. The source column is
+    dropped and the new columns are named as OneHotEncoder names them; applying is OneHotEncoder's
+    (same state layout, same kernel).
+    """
+
+    kind = "DummyEncoder"
+    Params = DummyParams
+
+    @staticmethod
+    def learn(frame: pd.DataFrame, y: pd.Series | None, params: Any) -> dict[str, Any]:
+        from sklearn.preprocessing import OneHotEncoder as Sk
+
+        unknown = sorted(set(params.reference) - set(params.columns))
+        if unknown:
+            raise StepError(f"step '{params.name}': reference names column(s) {unknown} that are not in "
+                            f"columns {params.columns}; add them to columns or remove them", step=params.name)
+        categories, names, references = [], [], []
+        for column in params.columns:
+            data = _present(frame, column)
+            cats = [str(c) for c in Sk().fit(data).categories_[0]] if len(data) else []
+            reference = params.reference.get(column, cats[0] if cats else None)
+            if column in params.reference and reference not in cats:
+                raise StepError(f"step '{params.name}': reference level {reference!r} of column '{column}' is not "
+                                f"among its training categories {cats[:10]}; name one of them", step=params.name)
+            kept = [c for c in cats if c != reference]
+            references.append(reference)
+            categories.append(kept)
+            names.append([f"{column}_{slug(c) if params.column_names == 'slug' else c}" for c in kept])
+        _check_names(params.name, [n for group in names for n in group], frame, list(params.columns))
+        return {"categories": categories, "names": names, "reference": references}
+
+    @staticmethod
+    def apply(frame: pd.DataFrame, state: dict[str, Any]) -> pd.DataFrame:
+        return OneHotEncoder.apply(frame, state)
+
+    @staticmethod
+    def kernel(state: dict[str, Any]) -> Kernel:
+        """OneHotEncoder's kernel over the categories less the reference levels."""
+        return OneHotEncoder.kernel(state)
+
+
+class LabelParams(_UnknownParams):
+    unknown_value: int = -1
+    missing_value: int = -1
+
+
+@register
+class LabelEncoder(StepKind):
+    """Integer codes for a feature: each category becomes its position 0.0, 1.0, ... among the
+    sorted training texts (sklearn ``LabelEncoder``'s classes), as float64.
+
+    An unseen category gets ``unknown_value`` (default -1) and a missing value ``missing_value``
+    (default -1): both declared, never learned from a batch. Applying is OrdinalEncoder's (same
+    state layout, same kernel).
+    """
+
+    kind = "LabelEncoder"
+    Params = LabelParams
+
+    @staticmethod
+    def learn(frame: pd.DataFrame, y: pd.Series | None, params: Any) -> dict[str, Any]:
+        from sklearn.preprocessing import LabelEncoder as Sk
+
+        categories = []
+        for column in params.columns:
+            data = _present(frame, column)[:, 0]
+            categories.append([str(c) for c in Sk().fit(data).classes_] if len(data) else [])
+        return {"categories": categories, "unknown": float(params.unknown_value),
+                "missing": float(params.missing_value)}
+
+    @staticmethod
+    def apply(frame: pd.DataFrame, state: dict[str, Any]) -> pd.DataFrame:
+        return OrdinalEncoder.apply(frame, state)
+
+    @staticmethod
+    def kernel(state: dict[str, Any]) -> Kernel:
+        """OrdinalEncoder's kernel: the codes looked up per text."""
+        return OrdinalEncoder.kernel(state)
+
+
+class _Evidence:
+    """Weight of evidence of categories from their counts: ``positive`` is the boolean label of the
+    training rows (True: the positive class), ``a`` the regularization added to each count."""
+
+    def __init__(self, positive: np.ndarray, a: float) -> None:
+        self.a, self.pos_total, self.neg_total = a, float(positive.sum()), float((~positive).sum())
+
+    def of(self, pos: Any, count: Any) -> Any:
+        """``ln(((pos + a) / (P + 2a)) / ((neg + a) / (N + 2a)))``, ``neg = count - pos``; inf or NaN
+        where a class count is 0 and ``a`` is 0."""
+        a = self.a
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.log(((pos + a) / (self.pos_total + 2 * a)) / ((count - pos + a) / (self.neg_total + 2 * a)))
+
+
+class WOEParams(_UnknownParams):
+    regularization: float = Field(default=1.0, ge=0)
+    unknown_value: float = 0.0
+
+
+@register
+class WOEEncoder(StepKind):
+    """Replace each category by its weight of evidence for a binary label (float64).
+
+    ``woe = ln(((pos_c + a) / (P + 2a)) / ((neg_c + a) / (N + 2a)))`` with ``pos_c``/``neg_c`` the
+    category's training rows of the positive (the larger label, sklearn's ``classes_[1]``) and the
+    other class, ``P``/``N`` all training rows of each, and ``a`` the declared ``regularization``
+    (default 1.0: the count added to each cell). A missing value is its own category when the
+    training rows had one. An unseen category (or an unseen missing value) gets ``unknown_value``
+    (default 0.0: no evidence either way).
+    """
+
+    kind = "WOEEncoder"
+    Params = WOEParams
+
+    @staticmethod
+    def learn(frame: pd.DataFrame, y: pd.Series | None, params: Any) -> dict[str, Any]:
+        if y is None or len(y) != len(frame):
+            raise StepError(f"step '{params.name}' (WOEEncoder) needs the label at training; it cannot run "
+                            "in the pre-split recipe or without a label", step=params.name)
+        from sklearn.preprocessing import LabelEncoder as Sk
+
+        counted = pd.Series(y).notna().to_numpy()
+        classes = Sk().fit(np.asarray(y)[counted]).classes_ if counted.any() else []
+        if len(classes) != 2:
+            raise StepError(f"step '{params.name}': WOEEncoder needs a label of 2 classes; got {len(classes)} "
+                            f"({list(classes)[:5]}). Use TargetEncoder for a continuous label", step=params.name)
+        positive = np.asarray(y)[counted] == classes[1]
+        woe = _Evidence(positive, params.regularization)
+        categories, encodings, missing = [], [], []
+        for column in params.columns:
+            texts = text_values(frame, column)[counted]
+            gap = pd.isna(texts)
+            stats = pd.Series(positive[~gap]).groupby(texts[~gap]).agg(["sum", "count"])
+            values = woe.of(stats["sum"].to_numpy(), stats["count"].to_numpy())
+            gap_value = woe.of(positive[gap].sum(), gap.sum()) if gap.any() else params.unknown_value
+            if not np.isfinite([*values, gap_value]).all():
+                raise StepError(f"step '{params.name}': column '{column}' has a category seen in one class only, "
+                                f"so with regularization: {params.regularization} its weight of evidence is "
+                                "infinite; set regularization above 0 (1.0 is usual)", step=params.name, column=column)
+            categories.append([str(c) for c in stats.index])
+            encodings.append([float(v) for v in values])
+            missing.append(float(gap_value))
+        return {"categories": categories, "encodings": encodings, "missing": missing,
+                "unknown": params.unknown_value}
+
+    @staticmethod
+    def apply(frame: pd.DataFrame, state: dict[str, Any]) -> pd.DataFrame:
+        for column, cats, codes, gap in zip(state["columns"], state["categories"], state["encodings"],
+                                            state["missing"]):
+            table = dict(zip(cats, codes))
+            frame[column] = np.array([gap if v is None else table.get(v, state["unknown"])
+                                      for v in text_values(frame, column)], dtype="float64")
+        return frame
+
+    @staticmethod
+    def kernel(state: dict[str, Any]) -> Kernel:
+        """``state["encodings"]`` looked up per category text; ``unknown`` for an unseen one, the
+        column's ``missing`` entry for a missing value."""
+        return _lookup_kernel(state["columns"], state["categories"], state["encodings"],
+                              [state["unknown"]] * len(state["columns"]), state["missing"])
