@@ -70,12 +70,6 @@ def request_columns(signature: dict[str, str], specs: Sequence[dict[str, Any]]) 
     return columns
 
 
-def looked_up_columns(specs: Sequence[dict[str, Any]]) -> dict[str, str]:
-    """Looked-up output column -> the feature table it comes from (what a request may not send)."""
-    return {(spec.get("rename_outputs") or {}).get(name, name): spec["table_name"]
-            for spec in specs for name in spec["feature_names"]}
-
-
 @dataclass(frozen=True)
 class Features:
     """The feature tables a copy joins requests against, read once at one version each.
