@@ -16,7 +16,9 @@ against the model signature's column types before a row is scored; each problem 
 column and what is allowed. ``NaN`` in a numeric column is a missing value, as a NaN in a Delta
 double column is on the batch routes, and travels on as null; ``NaN`` elsewhere and ``Infinity``
 anywhere are refused. Replies carry JSON ``null`` for a missing prediction, probability or reason,
-never NaN or ``"<NA>"``.
+never NaN or ``"<NA>"``. A lookup model's requests add two types
+(:mod:`lakescore.serving.features`): ``key`` (text, a whole number or null) and ``timestamp`` (ISO
+8601 text, required, forwarded as UTC text and built into a ``datetime64[ns, UTC]`` column).
 
 pandas is imported only where a frame is built or read (a copy), never by the endpoint process.
 """
