@@ -172,6 +172,10 @@ class LocalProcessBackend:
     - ``new_process``: ``python -m lakescore.serving.copy_app`` in a fresh interpreter: full
       isolation, every copy imports everything itself.
 
+    A version with feature lookups is forked from its feature holder whichever way is configured
+    (:meth:`load_features`, :mod:`lakescore.serving.feature_holder`): the holder read the feature
+    rows once and the copies share them.
+
     Parameters
     ----------
     model_name : str
