@@ -38,11 +38,41 @@ class Trained:
     input_columns: tuple[str, ...]
 
 
-def chain_of(runtime: LocalRuntime, version: int) -> FittedChain:
-    """The saved chain of a version, read straight from its artifacts (no pyfunc, no server)."""
+def chain_of(runtime: LocalRuntime, version: int) -> FittedChain | JoiningChain:
+    """The saved chain of a version, read straight from its artifacts (no pyfunc, no server); a chain
+    with feature lookups comes as a :class:`JoiningChain` over the runtime's current feature tables."""
     mlflow = runtime.mlflow()
     local = mlflow.artifacts.download_artifacts(f"models:/{MODEL}/{version}/artifacts/chain")
-    return FittedChain.load(local)
+    chain = FittedChain.load(local)
+    if not chain.lookups:
+        return chain
+    names = dict.fromkeys(spec.table_name for spec in chain.lookups)
+    return JoiningChain(chain, {name: runtime.read_table(name) for name in names})
+
+
+@dataclass(frozen=True)
+class JoiningChain:
+    """A lookup chain as an endpoint serves it: ``input_columns`` are what a request carries (the keys
+    and times instead of the looked-up columns) and ``predict`` joins the feature tables
+    (``lakescore.lookup.join_all``, pandas) before ``FittedChain.predict``."""
+
+    chain: FittedChain
+    tables: dict[str, pd.DataFrame]
+
+    @property
+    def input_columns(self) -> tuple[str, ...]:
+        from lakescore.lookup import lookup_inputs
+
+        return tuple(lookup_inputs(self.chain.lookups, self.chain.input_columns))
+
+    @property
+    def task(self) -> str:
+        return self.chain.task
+
+    def predict(self, frame: pd.DataFrame) -> pd.DataFrame:
+        from lakescore.lookup import join_all
+
+        return self.chain.predict(join_all(frame, self.tables, self.chain.lookups))
 
 
 def records(frame: pd.DataFrame, columns: tuple[str, ...] | list[str]) -> list[dict[str, Any]]:
@@ -55,12 +85,14 @@ def records(frame: pd.DataFrame, columns: tuple[str, ...] | list[str]) -> list[d
                 value = value.item()
             if isinstance(value, float) and math.isnan(value):
                 value = None
+            if isinstance(value, pd.Timestamp):  # a point-in-time lookup's time: ISO 8601 text
+                value = value.isoformat()
             clean[key] = value
         out.append(clean)
     return out
 
 
-def expected_rows(chain: FittedChain, frame: pd.DataFrame) -> list[dict[str, Any]]:
+def expected_rows(chain: FittedChain | JoiningChain, frame: pd.DataFrame) -> list[dict[str, Any]]:
     """``FittedChain.predict`` of the rows, as plain values (None for missing)."""
     scored = chain.predict(frame[list(chain.input_columns)].reset_index(drop=True))
     return [{k: (None if pd.isna(v) else (v.item() if isinstance(v, np.generic) else v)) for k, v in row.items()}

@@ -15,6 +15,15 @@ def test_rows_outside_training_ranges_or_values_are_flagged() -> None:
     assert check_rows(None, rows) == ["no_reference"] * 3
 
 
+def test_a_lookup_time_is_never_drift_but_an_unseen_key_is() -> None:
+    training = pd.DataFrame({"time_hour": pd.to_datetime(["2013-01-01 05:00", "2013-02-01 06:00"], utc=True),
+                             "tailnum": ["N1", "N2"]})
+    reference = reference_from(training, ["time_hour", "tailnum"])
+    rows = pd.DataFrame({"time_hour": ["2013-10-01T05:00:00+00:00", "2013-01-01T05:00:00+00:00"],
+                         "tailnum": ["N1", "N9"]})
+    assert check_rows(reference, rows) == ["ok", "unseen:tailnum"]
+
+
 def test_the_reference_reads_the_training_rows_after_the_filter(runtime) -> None:
     runtime.write_table("main.t.train", pd.DataFrame({"month": [1, 9, 12], "distance": [10, 20, 30],
                                                       "arr_delay": [1.0, 2.0, None]}))

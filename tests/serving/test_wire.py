@@ -146,3 +146,39 @@ def test_a_forwarded_body_is_read_back_without_checks_and_a_foreign_one_is_check
 
 def test_dumps_writes_null_for_non_finite_floats() -> None:
     assert dumps({"a": float("nan"), "b": float("-inf"), "c": 0.1}) == b'{"a":null,"b":null,"c":0.1}'
+
+
+LOOKUP_COLUMNS = {"dep_delay": "double", "tailnum": "key", "time_hour": "timestamp"}
+
+
+def test_a_lookup_request_reads_keys_and_iso_times_as_utc_instants() -> None:
+    body = {"dataframe_records": [
+        {"dep_delay": 1, "tailnum": "N14228", "time_hour": "2013-10-01T05:00:00Z"},
+        {"dep_delay": 2, "tailnum": 2119.0, "time_hour": "2013-10-01 07:30:00-02:00"},  # 09:30 UTC
+        {"dep_delay": 3, "tailnum": None, "time_hour": "2013-10-01T05:00:00"}]}  # no offset: UTC
+    request = parse_request(json.dumps(body).encode(), LOOKUP_COLUMNS, max_body_bytes=10_000, max_rows=10)
+    assert request.values["tailnum"] == ["N14228", 2119, None]
+    assert request.values["time_hour"] == ["2013-10-01T05:00:00+00:00", "2013-10-01T09:30:00+00:00",
+                                           "2013-10-01T05:00:00+00:00"]
+    again = forwarded(request.to_body(), LOOKUP_COLUMNS).frame  # what a copy builds
+    assert str(again["time_hour"].dtype) == "datetime64[ns, UTC]"
+    assert again["time_hour"].tolist() == [pd.Timestamp("2013-10-01 05:00", tz="UTC"),
+                                           pd.Timestamp("2013-10-01 09:30", tz="UTC"),
+                                           pd.Timestamp("2013-10-01 05:00", tz="UTC")]
+    assert again["tailnum"].tolist() == ["N14228", 2119, None]
+
+
+@pytest.mark.parametrize("when", [None, "yesterday", 1380603600, "2013-13-01T00:00:00"])
+def test_a_point_in_time_request_without_a_readable_time_is_refused_naming_row_and_column(when: object) -> None:
+    body = {"dataframe_records": [{"dep_delay": 1, "tailnum": "N1", "time_hour": "2013-10-01T05:00:00Z"},
+                                  {"dep_delay": 1, "tailnum": "N1", "time_hour": when}]}
+    with pytest.raises(RequestError, match=r"column 'time_hour' needs an ISO 8601 timestamp .* in row 1") as err:
+        parse_request(json.dumps(body).encode(), LOOKUP_COLUMNS, max_body_bytes=10_000, max_rows=10)
+    assert err.value.http_status == 400
+
+
+def test_a_lookup_key_is_text_or_a_whole_number() -> None:
+    body = {"dataframe_records": [{"dep_delay": 1, "tailnum": ["N1"], "time_hour": "2013-10-01T05:00:00Z"}]}
+    with pytest.raises(RequestError, match=r"column 'tailnum' needs text, a whole number or null \(key\); "
+                                           r"got \['N1'\] \(a list\) in row 0"):
+        parse_request(json.dumps(body).encode(), LOOKUP_COLUMNS, max_body_bytes=10_000, max_rows=10)

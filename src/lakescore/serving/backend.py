@@ -34,6 +34,8 @@ from typing import Any, Literal, Protocol
 from lakescore.serving import forkserver
 from lakescore.serving.channel import PREFIX, ChannelError, health, socket_path
 from lakescore.serving.copy_app import CopyOptions, run_forked_copy
+from lakescore.serving.feature_holder import FeatureHolder, HeldCopy
+from lakescore.serving.features import FeatureReader
 from lakescore.serving.memory import process_memory
 
 CopyState = Literal["starting", "ready", "failed", "stopped"]
@@ -90,6 +92,24 @@ class ReplicaBackend(Protocol):
         """The process id of a copy on this machine (None when it has none here, e.g. a pod)."""
         ...
 
+    def load_features(self, version: int, reader: FeatureReader, specs: list[dict[str, Any]]) -> FeatureGeneration:
+        """Read a lookup version's feature tables once (a new generation); copies of ``version``
+        started from now on join against them. The previous generation of ``version`` stays until its
+        last copy is stopped. Only called for a version whose chain has feature lookups."""
+        ...
+
+    def features(self, version: int) -> FeatureGeneration | None:
+        """The generation new copies of ``version`` get (None: none loaded)."""
+        ...
+
+    def copy_features(self, copy_id: str) -> FeatureGeneration | None:
+        """The generation a copy was started with (None: the copy joins nothing)."""
+        ...
+
+    def release_features(self, version: int) -> None:
+        """``version`` is no longer served: its generation goes once its copies are stopped."""
+        ...
+
 
 class _Forked:
     """A copy forked from the preloaded fork server, with the ``Popen`` methods the backend uses."""
@@ -114,13 +134,23 @@ class _Forked:
         return self.process.exitcode
 
 
+@dataclass(frozen=True)
+class FeatureGeneration:
+    """One read of a lookup version's feature tables: ``generation`` counts reads per backend,
+    ``tables`` is ``[{"table", "version"}]`` (the Delta versions read)."""
+
+    generation: int
+    tables: list[dict[str, Any]]
+
+
 @dataclass
 class _Process:
-    popen: subprocess.Popen[bytes] | _Forked
+    popen: subprocess.Popen[bytes] | _Forked | HeldCopy
     address: str
     version: int
     log_path: Path
     ready: bool = False
+    holder: FeatureHolder | None = None
 
 
 class LocalProcessBackend:
@@ -141,6 +171,10 @@ class LocalProcessBackend:
       fork server stays resident (one per endpoint process) even at zero copies.
     - ``new_process``: ``python -m lakescore.serving.copy_app`` in a fresh interpreter: full
       isolation, every copy imports everything itself.
+
+    A version with feature lookups is forked from its feature holder whichever way is configured
+    (:meth:`load_features`, :mod:`lakescore.serving.feature_holder`): the holder read the feature
+    rows once and the copies share them.
 
     Parameters
     ----------
@@ -164,6 +198,9 @@ class LocalProcessBackend:
         self._lock = threading.Lock()
         self._sockets: Path | None = None
         self._started = 0
+        self._holders: dict[int, tuple[FeatureHolder, FeatureGeneration]] = {}  # version -> its current generation
+        self._retired: dict[FeatureHolder, FeatureGeneration] = {}  # older generations with copies left
+        self._generations = 0
 
     def start(self, copy_id: str, version: int) -> str:
         with self._lock:
@@ -185,14 +222,19 @@ class LocalProcessBackend:
             sock.close()  # the copy holds its own descriptor
         address = f"{PREFIX}{path}"
         with self._lock:
-            self._copies[copy_id] = _Process(popen, address, version, log_path)
+            self._copies[copy_id] = _Process(popen, address, version, log_path,
+                                             holder=popen.holder if isinstance(popen, HeldCopy) else None)
         return address
 
     def _spawn(self, sock: socket.socket, version: int, copy_id: str,
-               log_path: Path) -> subprocess.Popen[bytes] | _Forked:
-        """Start the copy's process on the listening socket ``sock``."""
+               log_path: Path) -> subprocess.Popen[bytes] | _Forked | HeldCopy:
+        """Start the copy's process on the listening socket ``sock``: forked from the version's
+        feature holder when it has one (whatever ``copy_start`` says: the rows are shared that way)."""
+        options = CopyOptions(f"models:/{self.model_name}/{version}", version, self.tracking_uri)
+        current = self._holders.get(version)
+        if current is not None:
+            return HeldCopy(current[0], current[0].fork_copy(sock, options, str(log_path)))
         if self.start_method == "preloaded_fork":
-            options = CopyOptions(f"models:/{self.model_name}/{version}", version, self.tracking_uri)
             process = forkserver.context().Process(target=run_forked_copy, name=copy_id, daemon=True,
                                                    args=(sock, options, str(log_path)))
             process.start()
@@ -208,6 +250,55 @@ class LocalProcessBackend:
     def pid(self, copy_id: str) -> int | None:
         proc = self._copies.get(copy_id)
         return proc.popen.pid if proc else None
+
+    def load_features(self, version: int, reader: FeatureReader, specs: list[dict[str, Any]]) -> FeatureGeneration:
+        """Start a feature holder for ``version`` (:mod:`lakescore.serving.feature_holder`): it reads
+        the feature tables once and forks the version's copies from now on.
+
+        Raises
+        ------
+        ServingError
+            The feature tables could not be read; the previous generation (if any) stays current.
+        """
+        holder = FeatureHolder(reader, specs, what=f"models:/{self.model_name}/{version}")
+        with self._lock:
+            self._generations += 1
+            generation = FeatureGeneration(self._generations, holder.record)
+            previous = self._holders.get(version)
+            self._holders[version] = (holder, generation)
+        if previous is not None:
+            self._retire_holder(*previous)
+        return generation
+
+    def features(self, version: int) -> FeatureGeneration | None:
+        current = self._holders.get(version)
+        return current[1] if current else None
+
+    def copy_features(self, copy_id: str) -> FeatureGeneration | None:
+        proc = self._copies.get(copy_id)
+        if proc is None or proc.holder is None:
+            return None
+        current = self._holders.get(proc.version)
+        if current is not None and current[0] is proc.holder:
+            return current[1]
+        return self._retired.get(proc.holder)
+
+    def release_features(self, version: int) -> None:
+        with self._lock:
+            current = self._holders.pop(version, None)
+        if current is not None:
+            self._retire_holder(*current)
+
+    def _retire_holder(self, holder: FeatureHolder, generation: FeatureGeneration) -> None:
+        """Stop a holder that is no longer current now, or once its last copy is stopped."""
+        with self._lock:
+            in_use = any(p.holder is holder for p in self._copies.values())
+            if in_use:
+                self._retired[holder] = generation
+            else:
+                self._retired.pop(holder, None)
+        if not in_use:
+            holder.stop()
 
     def status(self, copy_id: str, *, fresh: bool = False) -> CopyStatus:
         proc = self._copies.get(copy_id)
@@ -248,11 +339,15 @@ class LocalProcessBackend:
                 proc.popen.kill()
                 proc.popen.wait(timeout=10)
         Path(socket_path(proc.address)).unlink(missing_ok=True)
+        if proc.holder is not None and proc.holder in self._retired:
+            self._retire_holder(proc.holder, self._retired[proc.holder])
 
     def stop_all(self) -> None:
-        """Stop every copy this backend started and remove their socket folder."""
+        """Stop every copy this backend started, then the feature holders, and remove the socket folder."""
         for copy_id in list(self._copies):
             self.stop(copy_id)
+        for version in list(self._holders):
+            self.release_features(version)
         if self._sockets is not None:
             shutil.rmtree(self._sockets, ignore_errors=True)
             self._sockets = None

@@ -48,9 +48,21 @@ class ColdReply:
     parent_pid: int
 
 
-def cold_reply(model_uri: str, version: int, tracking_uri: str, body: bytes) -> ColdReply:
+@dataclass(frozen=True)
+class ColdFeatures:
+    """How the cold path reads a lookup model's feature tables: ``reader`` (it must pickle), the
+    version's lookup specs, and the Delta versions the warm copies hold (None: the current ones)."""
+
+    reader: Any
+    specs: tuple[dict[str, Any], ...]
+    versions: dict[str, int] | None = None
+
+
+def cold_reply(model_uri: str, version: int, tracking_uri: str, body: bytes,
+               features: ColdFeatures | None = None) -> ColdReply:
     """Load ``model_uri`` as a batch job does and score a ``dataframe_split`` body; never raises
-    (an error becomes the payload's ``error_code`` and ``message``)."""
+    (an error becomes the payload's ``error_code`` and ``message``). A lookup model's rows are joined
+    with the feature tables ``features`` reads first, as a warm copy joins them."""
     os.environ["MLFLOW_TRACKING_URI"] = tracking_uri
     os.environ["MLFLOW_REGISTRY_URI"] = tracking_uri
     from lakescore.serving.wire import dumps, parse_request, scored_rows
@@ -61,10 +73,15 @@ def cold_reply(model_uri: str, version: int, tracking_uri: str, body: bytes) -> 
         mlflow.set_tracking_uri(tracking_uri)
         mlflow.set_registry_uri(tracking_uri)
         model = mlflow.pyfunc.load_model(model_uri)
-        from lakescore.packaging import loaded_input_kinds
+        from lakescore.serving.copy_app import serving_columns
+        from lakescore.serving.features import read_features
 
-        parsed = parse_request(body, loaded_input_kinds(model), max_body_bytes=BODY_LIMIT, max_rows=10**7)
-        rows = scored_rows(model.predict(parsed.frame), model_version=version, served="cold")
+        held = None if features is None else read_features(features.reader, features.specs, features.versions)
+        columns, lookups = serving_columns(model, held, model_uri)
+        parsed = parse_request(body, columns, max_body_bytes=BODY_LIMIT, max_rows=10**7)
+        frame = held.join(parsed.frame, lookups) if lookups and held is not None else parsed.frame
+        rows = scored_rows(model.predict(frame), model_version=version, served="cold",
+                           feature_tables=held.record() if lookups and held is not None else None)
         payload = dumps({"predictions": rows})
     except LakescoreError as err:
         payload = dumps({"error_code": err.code, "message": str(err)})
@@ -91,7 +108,8 @@ def _timed_out(model_uri: str, timeout_s: float) -> ServingError:
                         "config/serving.yml); raise it or keep a copy warm")
 
 
-async def run_cold(*, model_uri: str, version: int, tracking_uri: str, body: bytes, timeout_s: float) -> ColdReply:
+async def run_cold(*, model_uri: str, version: int, tracking_uri: str, body: bytes, timeout_s: float,
+                   features: ColdFeatures | None = None) -> ColdReply:
     """:func:`cold_reply` in a child forked from this process's preloaded fork server (asyncio).
 
     Raises
@@ -101,7 +119,7 @@ async def run_cold(*, model_uri: str, version: int, tracking_uri: str, body: byt
     """
     from lakescore.serving import forkserver
 
-    child = await asyncio.to_thread(forkserver.start, cold_reply, model_uri, version, tracking_uri, body,
+    child = await asyncio.to_thread(forkserver.start, cold_reply, model_uri, version, tracking_uri, body, features,
                                     what=f"the cold path for {model_uri}")
     try:
         return await asyncio.wait_for(asyncio.to_thread(child.result, None), timeout=timeout_s)
@@ -113,7 +131,7 @@ async def run_cold(*, model_uri: str, version: int, tracking_uri: str, body: byt
 
 
 async def score_cold(*, model_uri: str, version: int, tracking_uri: str, body: bytes,
-                     timeout_s: float) -> list[dict[str, Any]]:
+                     timeout_s: float, features: ColdFeatures | None = None) -> list[dict[str, Any]]:
     """Score a ``dataframe_split`` body on the cold path: in a child of the preloaded fork server.
 
     Parameters
@@ -128,6 +146,8 @@ async def score_cold(*, model_uri: str, version: int, tracking_uri: str, body: b
         ``dataframe_split`` JSON, already validated by the endpoint.
     timeout_s : float
         Seconds before the child is killed.
+    features : ColdFeatures, optional
+        A lookup model's feature tables (read in the child, at the versions the warm copies hold).
 
     Returns
     -------
@@ -140,7 +160,7 @@ async def score_cold(*, model_uri: str, version: int, tracking_uri: str, body: b
         The child failed, sent no answer, or ran over ``timeout_s``.
     """
     reply = await run_cold(model_uri=model_uri, version=version, tracking_uri=tracking_uri, body=body,
-                           timeout_s=timeout_s)
+                           timeout_s=timeout_s, features=features)
     return _rows(reply.payload, "", model_uri)
 
 

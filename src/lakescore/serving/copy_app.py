@@ -28,16 +28,20 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from lakescore.errors import ServingError
 from lakescore.serving.channel import HEALTH, SCORE, ChannelError, frame, read_frame
+from lakescore.serving.features import Features, request_columns
 from lakescore.serving.wire import dumps, error_payload, forwarded, scored_rows
 
 
 class LoadedVersion:
     """The model of one copy, loaded in the background; ``state`` is loading, ready or failed."""
 
-    def __init__(self, model_uri: str, version: int) -> None:
+    def __init__(self, model_uri: str, version: int, features: Features | None = None) -> None:
         self.model_uri = model_uri
         self.version = version
+        self.features = features  # a lookup model's feature rows (read by the holder this copy is forked from)
+        self.lookups: tuple[Any, ...] = ()
         self.state = "loading"
         self.error = ""
         self.model: Any = None
@@ -54,10 +58,8 @@ class LoadedVersion:
             import mlflow.pyfunc  # heavy: the copy's whole reason to exist
 
             model = mlflow.pyfunc.load_model(self.model_uri)
-            from lakescore.packaging import loaded_input_kinds
-
-            self.columns = loaded_input_kinds(model)
             self.model = model.unwrap_python_model()
+            self.columns, self.lookups = serving_columns(model, self.features, self.model_uri)
             self.task = self.model.chain.task
             trim_memory()
             self.state = "ready"
@@ -68,13 +70,39 @@ class LoadedVersion:
         self.loaded_s = time.monotonic() - started
 
     def score(self, frame: Any) -> Any:
-        """The pyfunc's ``predict`` (conformance, then ``FittedChain.predict``), one request at a time."""
+        """The pyfunc's ``predict`` (conformance, then ``FittedChain.predict``), one request at a time;
+        a lookup model's feature rows are joined on first (:meth:`Features.join`)."""
         with self._score_lock:
             self.scoring_since = time.monotonic()
             try:
+                if self.lookups and self.features is not None:
+                    frame = self.features.join(frame, self.lookups)
                 return self.model.predict(None, frame)
             finally:
                 self.scoring_since = None
+
+    @property
+    def feature_tables(self) -> list[dict[str, Any]] | None:
+        """The feature table versions this copy answers with (None: the model has no lookups)."""
+        return self.features.record() if self.lookups and self.features is not None else None
+
+
+def serving_columns(model: Any, features: Features | None, model_uri: str) -> tuple[dict[str, str], tuple[Any, ...]]:
+    """What a request to a loaded pyfunc carries (:func:`lakescore.serving.features.request_columns`)
+    and the chain's lookups.
+
+    Raises
+    ------
+    ServingError
+        The model joins feature lookups and ``features`` is None (nothing read its feature tables).
+    """
+    from lakescore.packaging import loaded_input_kinds
+
+    lookups = tuple(model.unwrap_python_model().chain.lookups)
+    if lookups and features is None:
+        raise ServingError(f"{model_uri} joins feature lookups ({', '.join(s.table_name for s in lookups)}) but "
+                           "no feature tables were read for it; serve it through lakescore serve, which reads them")
+    return request_columns(loaded_input_kinds(model), [s.to_json() for s in lookups]), lookups
 
 
 def trim_memory() -> None:
@@ -102,7 +130,7 @@ def answer(loaded: LoadedVersion, code: int, payload: bytes) -> tuple[int, bytes
             return 503, dumps({"error_code": "copy_not_ready", "message": f"copy is {loaded.state}"})
         started = time.perf_counter()
         scored = loaded.score(forwarded(payload, loaded.columns).frame)
-        rows = scored_rows(scored, model_version=loaded.version, served="warm")
+        rows = scored_rows(scored, model_version=loaded.version, served="warm", feature_tables=loaded.feature_tables)
         return 200, dumps({"predictions": rows, "model_version": loaded.version, "served": "warm",
                            "score_ms": round((time.perf_counter() - started) * 1000, 3)})
     except Exception as err:  # a request never takes the copy down
@@ -150,25 +178,28 @@ class CopyOptions:
     tracking_uri: str
 
 
-def serve_copy(sock: socket.socket, options: CopyOptions, *, parent_pid: int) -> None:
+def serve_copy(sock: socket.socket, options: CopyOptions, *, parent_pid: int, features: Features | None = None) -> None:
     """Load the version in the background and answer on ``sock`` (listening) until SIGTERM or the
-    parent dies. Each connection has its own thread; scoring takes one request at a time."""
+    parent dies. Each connection has its own thread; scoring takes one request at a time.
+    ``features``: the feature rows a lookup model joins (read by the holder the copy is forked from)."""
     os.environ["MLFLOW_TRACKING_URI"] = options.tracking_uri
     os.environ["MLFLOW_REGISTRY_URI"] = options.tracking_uri
     threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
-    loaded = LoadedVersion(options.model_uri, options.version)
+    loaded = LoadedVersion(options.model_uri, options.version, features)
     threading.Thread(target=loaded.load, daemon=True, name="load-model").start()
     while True:
         conn, _ = sock.accept()
         threading.Thread(target=_converse, args=(conn, loaded), daemon=True, name="connection").start()
 
 
-def run_forked_copy(sock: socket.socket, options: CopyOptions, log_path: str) -> None:
-    """Entry point of a copy forked from the preloaded fork server (see ``backend``)."""
+def run_forked_copy(sock: socket.socket, options: CopyOptions, log_path: str, *,
+                    features: Features | None = None) -> None:
+    """Entry point of a copy forked from the preloaded fork server (see ``backend``), or from a
+    lookup model's feature holder (:mod:`lakescore.serving.feature_holder`), with its ``features``."""
     log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(log, 1)
     os.dup2(log, 2)
-    serve_copy(sock, options, parent_pid=os.getppid())
+    serve_copy(sock, options, parent_pid=os.getppid(), features=features)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -33,8 +33,8 @@ def reference_from(frame: pd.DataFrame, columns: list[str]) -> DriftReference:
     numeric, categories = {}, {}
     for name in columns:
         values = frame[name].dropna()
-        if values.empty:
-            continue
+        if values.empty or pd.api.types.is_datetime64_any_dtype(values.dtype):
+            continue  # a time (a point-in-time lookup's) is new by nature: never "unseen"
         if pd.api.types.is_numeric_dtype(values.dtype) and not pd.api.types.is_bool_dtype(values.dtype):
             numeric[name] = (float(values.min()), float(values.max()))
         elif values.nunique() <= MAX_CATEGORIES:

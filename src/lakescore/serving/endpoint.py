@@ -34,9 +34,10 @@ from lakescore.serving.backend import ReplicaBackend
 from lakescore.serving.candidates import Candidates
 from lakescore.serving.channel import ChannelError, CopyChannels
 from lakescore.serving.copy_app import trim_memory
-from lakescore.serving.cold import score_cold
+from lakescore.serving.cold import ColdFeatures, score_cold
 from lakescore.serving.drift import DriftReference, check_rows
-from lakescore.serving.plan import EndpointPlan, alias_version, certified_columns, model_task
+from lakescore.serving.features import FeatureReader
+from lakescore.serving.plan import EndpointPlan, alias_version, certified_columns, model_lookups, model_task
 from lakescore.serving.pool import Copy, CopyPool, Role
 from lakescore.serving.recorder import Answered, PredictionRecorder
 from lakescore.serving.routing import Route, Snapshot, route
@@ -74,12 +75,18 @@ class Endpoint:
     reference : callable, optional
         Called once, in the background, to build the drift reference from the training rows
         (None: rows are recorded with drift_check ``no_reference``).
+    features : FeatureReader, optional
+        Reads a lookup version's feature tables (in its feature holder, and on the cold path);
+        needed to serve a version with feature lookups.
     """
 
     def __init__(self, plan: EndpointPlan, *, backend: ReplicaBackend, state: ServingState,
-                 write: Any, reference: Callable[[], DriftReference] | None = None) -> None:
+                 write: Any, reference: Callable[[], DriftReference] | None = None,
+                 features: FeatureReader | None = None) -> None:
         self.plan, self.s, self.backend, self.state = plan, plan.settings, backend, state
         self.reference = reference
+        self.features = features
+        self.lookups: dict[int, tuple[dict[str, Any], ...]] = {plan.version: tuple(plan.lookups)}
         self.pool = CopyPool(max_queue=self.s.max_queue, retry_after_s=self.s.retry_after_s)
         self.recorder = PredictionRecorder(write=write, state=state, endpoint=plan.name, model_name=plan.model_name,
                                            flush_rows=self.s.record_flush_rows,
@@ -89,7 +96,7 @@ class Endpoint:
                                      start_copy=self._start_copy, retire=self._retire,
                                      held_elsewhere=lambda: self._cold_waiting)
         self.candidates = Candidates(plan, pool=self.pool, state=state, start_copy=self._start_copy,
-                                     retire=self._retire, ask=self._ask, columns=self.columns)
+                                     retire=self._retire, ask=self._ask, columns=self.columns, lookups=self.lookups)
         self.channels = CopyChannels(timeout_s=self.s.request_timeout_s)
         self.counts: Counter[str] = Counter()
         self.stale_reason = ""
@@ -105,7 +112,15 @@ class Endpoint:
     # --- lifecycle ---------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Start ``replicas.min`` copies and the health, scale, sampling, stale and flush loops."""
+        """Read a lookup version's feature tables, start ``replicas.min`` copies and the health,
+        scale, sampling, stale and flush loops.
+
+        Raises
+        ------
+        ServingError
+            The version joins feature lookups and its feature tables cannot be read.
+        """
+        await self._ensure_features(self.plan.version)
         n = self.s.replicas.min
         for _ in range(n):
             await self._start_copy("serve", self.plan.version)
@@ -148,6 +163,8 @@ class Endpoint:
         resident = await asyncio.to_thread(self.state.resident_copies)
         if len(resident) >= self.s.max_warm_copies:
             return None
+        if self.lookups.get(version):  # read when the version was planned, deployed or chosen
+            await self._ensure_features(version)
         self._seq += 1
         copy_id = f"{self.plan.name}-{role}-v{version}-{self._seq}"
         address = await asyncio.to_thread(self.backend.start, copy_id, version)
@@ -155,10 +172,47 @@ class Endpoint:
             await asyncio.to_thread(self.backend.stop, copy_id)
             return await self._start_copy("serve", self.plan.version)
         copy = Copy(copy_id, version, role, address, pid=self.backend.pid(copy_id))
+        if self.lookups.get(version):
+            generation = self.backend.copy_features(copy_id)
+            if generation is not None:
+                copy.feature_tables, copy.feature_generation = generation.tables, generation.generation
         self.pool.copies[copy_id] = copy
         await asyncio.to_thread(self.state.add_copy, copy_id, endpoint=self.plan.name, role=role,
                                 version=version, pid=copy.pid, address=address)
         return copy
+
+    async def _lookups_of(self, version: int) -> tuple[dict[str, Any], ...]:
+        """The feature lookup specs of ``version``'s chain (read once from the registry)."""
+        if version not in self.lookups:
+            self.lookups[version] = tuple(await asyncio.to_thread(model_lookups, self.plan.uri(version)))
+        return self.lookups[version]
+
+    async def _ensure_features(self, version: int, *, reload: bool = False) -> None:
+        """Have the backend read ``version``'s feature tables when its chain has lookups and none are
+        loaded (``reload``: read them again, a new generation for the copies started from now on).
+
+        Raises
+        ------
+        ServingError
+            No feature reader was given, or the tables cannot be read.
+        """
+        specs = await self._lookups_of(version)
+        if not specs or (not reload and self.backend.features(version) is not None):
+            return
+        if self.features is None:
+            raise ServingError(f"v{version} of {self.plan.model_name} joins feature lookups "
+                               f"({', '.join(s['table_name'] for s in specs)}) and endpoint {self.plan.name} was "
+                               "started without a feature reader; start it with lakescore serve")
+        generation = await asyncio.to_thread(self.backend.load_features, version, self.features, list(specs))
+        self.state.audit("ml.features.loaded", self.plan.name, version=version, feature_tables=generation.tables,
+                         generation=generation.generation)
+
+    def feature_tables(self, version: int) -> list[dict[str, Any]] | None:
+        """``[{"table", "version"}]`` that new copies of ``version`` join with (None: no lookups)."""
+        if not self.lookups.get(version):
+            return None
+        generation = self.backend.features(version)
+        return None if generation is None else generation.tables
 
     async def _stop_copy(self, copy: Copy) -> None:
         self.pool.copies.pop(copy.copy_id, None)
@@ -303,7 +357,7 @@ class Endpoint:
         """
         if self._deploying is not None:
             raise ServingConflictError(f"a deploy to v{self._deploying} is under way; wait for it, then deploy again")
-        if version == self.plan.version:
+        if version == self.plan.version and not self.lookups.get(version):
             raise ServingConflictError(f"endpoint {self.plan.name} already serves v{version}")
         self._deploying = version
         try:
@@ -321,8 +375,11 @@ class Endpoint:
         columns = await asyncio.to_thread(certified_columns, uri)
         task = await asyncio.to_thread(model_task, uri)
         alias = await asyncio.to_thread(alias_version, self.plan.model_name, self.plan.alias)
+        specs = await self._lookups_of(version)
+        if specs:  # the feature tables at their current versions: the new copies join those rows
+            await self._ensure_features(version, reload=True)
         old = self.autoscaler.live()
-        fresh = self.candidates.adopt(version)
+        fresh = [] if specs else self.candidates.adopt(version)  # a candidate's copy holds older rows
         adopted = len(fresh)
         try:
             await self._start_next(version, fresh, wanted=max(len(old), 1) if old else 0)
@@ -332,10 +389,12 @@ class Endpoint:
             raise
         previous = self.plan.version
         self.columns[version] = columns
-        self.plan = self.plan.deployed(version, input_columns=columns, task=task, alias_version=alias)
+        self.plan = self.plan.deployed(version, input_columns=columns, task=task, alias_version=alias, lookups=specs)
         self.candidates.plan = self.plan
         self.autoscaler.version = version
-        old = [c for c in self.pool.of("serve") if c.version != version]  # with any the scaler started meanwhile
+        generation = self.backend.features(version) if specs else None
+        old = [c for c in self.pool.of("serve")  # with any the scaler started meanwhile
+               if c.version != version or (generation is not None and c.feature_generation != generation.generation)]
         for copy in fresh:
             copy.role = "serve"
         for copy in old:
@@ -343,10 +402,13 @@ class Endpoint:
         await self.pool.changed()  # waiting requests take the new copies
         if self.candidates.candidate is not None:  # its shadow and canary compare against the old version
             await self.candidates.retire_candidate(reason=f"endpoint {self.plan.name} now serves v{version}")
+        if previous != version and self.lookups.get(previous):  # its feature rows go with its last copy
+            await asyncio.to_thread(self.backend.release_features, previous)
         self.stale_reason = ""
         report = {"version": version, "previous_version": previous, "copies_started": len(fresh) - adopted,
                   "adopted_copies": adopted, "drained_copies": len(old), "pinned_by": self.plan.selection,
-                  "switched_after_s": round(time.monotonic() - started, 3)}
+                  "switched_after_s": round(time.monotonic() - started, 3),
+                  **({"feature_tables": generation.tables} if generation is not None else {})}
         self.state.audit("ml.deploy", self.plan.name, **report)
         return {"endpoint": self.plan.name, **report}
 
@@ -563,9 +625,20 @@ class Endpoint:
         try:
             self.counts["cold"] += 1
             return await score_cold(model_uri=self.plan.uri(version), version=version,
-                                    tracking_uri=self.plan.tracking_uri, body=body, timeout_s=self.s.cold_timeout_s)
+                                    tracking_uri=self.plan.tracking_uri, body=body, timeout_s=self.s.cold_timeout_s,
+                                    features=await self._cold_features(version))
         finally:
             self._cold.release()
+
+    async def _cold_features(self, version: int) -> ColdFeatures | None:
+        """How the cold path reads ``version``'s feature tables: at the Delta versions its warm
+        copies join (the current ones when none are loaded); None without lookups."""
+        specs = await self._lookups_of(version)
+        if not specs or self.features is None:
+            return None
+        held = self.feature_tables(version)
+        pinned = None if held is None else {t["table"]: int(t["version"]) for t in held}
+        return ColdFeatures(self.features, specs, pinned)
 
     def _reply(self, rows: list[dict[str, Any]], served: str, version: int, *, by_candidate: bool = False) -> Reply:
         self.counts[f"served_{served}"] += 1
@@ -623,7 +696,19 @@ class Endpoint:
                 "counts": {k: v for k, v in counts.items() if v}, **self.candidates.summary(),
                 "loop_error": scaler.last_error or self.loop_error,
                 "recorder": self.recorder.summary(), "drift_reference": self.drift is not None,
-                "max_warm_copies": self.s.max_warm_copies}
+                "max_warm_copies": self.s.max_warm_copies, **self._feature_status()}
+
+    def _feature_status(self) -> dict[str, Any]:
+        """``feature_tables`` of the served version and ``candidate_feature_tables`` of a candidate
+        (``[{"table", "version"}]``), each only when that version joins feature lookups."""
+        out: dict[str, Any] = {}
+        served = self.feature_tables(self.plan.version)
+        if served is not None:
+            out["feature_tables"] = served
+        candidate = self.candidates.candidate
+        if candidate is not None and (tables := self.feature_tables(candidate.version)) is not None:
+            out["candidate_feature_tables"] = tables
+        return out
 
     def processes(self) -> dict[str, Any]:
         """The processes whose memory ``GET /status`` reports (:func:`lakescore.serving.memory.footprint`

@@ -36,6 +36,7 @@ class EndpointPlan:
     training_table: str
     training_filter: str | None
     alias: str = "champion"
+    lookups: tuple[dict[str, Any], ...] = ()  # the version's feature lookup specs (FeatureLookup.to_json)
 
     @property
     def model_uri(self) -> str:
@@ -48,14 +49,15 @@ class EndpointPlan:
         stale when the alias moves; a version pinned in serving.yml or by a deploy never is."""
         return self.selection == "champion"
 
-    def deployed(self, version: int, *, input_columns: dict[str, str], task: str, alias_version: int | None) -> EndpointPlan:
-        """The plan after ``POST /deploy {"version": version}``.
+    def deployed(self, version: int, *, input_columns: dict[str, str], task: str, alias_version: int | None,
+                 lookups: tuple[dict[str, Any], ...] = ()) -> EndpointPlan:
+        """The plan after ``POST /deploy {"version": version}`` (``lookups``: its feature lookup specs).
 
         It keeps following the alias when it did and ``version`` is the alias's version now
         (``alias_version``); otherwise the deployed version is pinned (``selection`` ``deploy``).
         """
         follows = self.follows_alias and version == alias_version
-        return replace(self, version=version, input_columns=input_columns, task=task,
+        return replace(self, version=version, input_columns=input_columns, task=task, lookups=tuple(lookups),
                        selection=self.selection if follows else "deploy")
 
     def uri(self, version: int) -> str:
@@ -66,12 +68,14 @@ class EndpointPlan:
         s = self.settings
         return {"endpoint": self.name, "model": self.model_uri, "pinned_by": self.selection, "task": self.task,
                 "replicas": {"min": s.replicas.min, "max": s.replicas.max}, "keep_warm": s.keep_warm,
-                "profile": s.profile, "inference_table": s.inference_table, "host": s.host, "port": s.port}
+                "profile": s.profile, "inference_table": s.inference_table, "host": s.host, "port": s.port,
+                **({"feature_lookups": [x["table_name"] for x in self.lookups]} if self.lookups else {})}
 
 
 def input_columns(model_uri: str) -> dict[str, str]:
-    """Input column name -> type (``long``, ``double``, ``string``, ...) of a registered model
-    version (:func:`lakescore.packaging.model_input_kinds`).
+    """Input column name -> type (``long``, ``double``, ``string``, ...) of a request to a registered
+    model version: its signature (:func:`lakescore.packaging.model_input_kinds`), or for a version
+    with feature lookups the row's own columns (:func:`lakescore.serving.features.request_columns`).
 
     Raises
     ------
@@ -99,8 +103,9 @@ def model_task(model_uri: str) -> str:
     return _registry(_model_task, model_uri)
 
 
-def model_lookups(model_uri: str) -> list[str]:
-    """The feature tables the version's saved chain joins (training.yml ``feature_lookups``); empty: none."""
+def model_lookups(model_uri: str) -> list[dict[str, Any]]:
+    """The feature lookup specs (``FeatureLookup.to_json``) the version's saved chain joins
+    (training.yml ``feature_lookups``), in join order; empty: none."""
     return _registry(_model_lookups, model_uri)
 
 
@@ -124,8 +129,10 @@ def _registry(read: Callable[..., Any], *args: Any) -> Any:
 
 def _input_columns(model_uri: str) -> dict[str, str]:
     from lakescore.packaging import model_input_kinds  # registry access
+    from lakescore.serving.features import request_columns
 
-    return model_input_kinds(model_uri)
+    kinds = model_input_kinds(model_uri)  # ModelNotFoundError before the chain is read
+    return request_columns(kinds, _model_lookups(model_uri))
 
 
 def _certified_columns(model_uri: str) -> dict[str, str]:
@@ -143,11 +150,11 @@ def _model_task(model_uri: str) -> str:
     return str(json.loads(Path(local).read_text())["task"])
 
 
-def _model_lookups(model_uri: str) -> list[str]:
+def _model_lookups(model_uri: str) -> list[dict[str, Any]]:
     import mlflow  # registry access
 
     local = mlflow.artifacts.download_artifacts(f"{model_uri}/artifacts/chain/chain.json")
-    return [x["spec"]["table_name"] for x in json.loads(Path(local).read_text()).get("feature_lookups", [])]
+    return [dict(x["spec"]) for x in json.loads(Path(local).read_text()).get("feature_lookups", [])]
 
 
 def _alias_version(model_name: str, alias: str) -> int | None:
@@ -173,7 +180,13 @@ def plan_endpoint(project: ProjectConfig, *, home: Path) -> EndpointPlan:
     ------
     ConfigError
         When serving.yml is missing, or the model, version or alias does not exist, or the version
-        has no certificate, or the version joins feature lookups (serving them is not built yet).
+        has no certificate.
+
+    Notes
+    -----
+    A version with feature lookups is served with requests that carry the row's own columns
+    (``input_columns`` is then :func:`lakescore.serving.features.request_columns`) and its specs in
+    ``lookups``; the endpoint reads the feature tables when it starts.
     """
     from lakescore.packaging import read_certificate, resolve_version
 
@@ -190,16 +203,12 @@ def plan_endpoint(project: ProjectConfig, *, home: Path) -> EndpointPlan:
     except LakescoreError as err:
         raise ConfigError([f"{project.config_dir.name}/serving.yml: model_selection "
                            f"{settings.model_selection!r}: {err.code}: {err}"]) from err
-    if lookups:
-        raise ConfigError([f"{project.config_dir.name}/serving.yml: model_selection {settings.model_selection!r}: "
-                           f"model {name} v{version} joins feature lookups ({', '.join(lookups)}), and serving a "
-                           "lookup model is not built yet; score it with lakescore score (batch_compute: "
-                           "single_node), or serve a version trained without feature_lookups"])
     return EndpointPlan(
         name=settings.endpoint_name, model_name=name, version=version, selection=settings.model_selection,
         input_columns=columns, task=task, settings=settings, home=home,
         tracking_uri=_tracking_uri(), training_table=project.training.data.table,
         training_filter=project.training.data.filter, alias=project.training.registry.alias,
+        lookups=tuple(lookups),
     )
 
 

@@ -53,6 +53,8 @@ class Copy:
     rss_bytes: int | None = None
     pss_bytes: int | None = None
     pid: int | None = None
+    feature_tables: list[dict[str, object]] | None = None  # a lookup copy's feature versions
+    feature_generation: int | None = None  # which read of them (a deploy of a lookup version reads again)
 
     @property
     def memory_bytes(self) -> int | None:
@@ -65,7 +67,8 @@ class Copy:
                 "idle_s": None if self.busy else round(now - self.last_done, 1), "pid": self.pid,
                 "resident_mb": None if self.rss_bytes is None else round(self.rss_bytes / 2**20, 1),
                 "proportional_mb": None if self.pss_bytes is None else round(self.pss_bytes / 2**20, 1),
-                "address": self.address}
+                "address": self.address,
+                **({"feature_tables": self.feature_tables} if self.feature_tables is not None else {})}
 
 
 def quietest(copies: Iterable[Copy]) -> Copy | None:

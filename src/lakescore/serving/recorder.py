@@ -3,7 +3,9 @@ batches (never one Delta commit per request).
 
 A record holds the request id, when it arrived, the row's input (JSON text), the answer
 (``prediction`` as text, ``probability``, ``scoring_status``, ``exclusion_reason``), the version that
-answered, the path (``warm`` | ``cold``), the request latency and the row's drift check. Each request
+answered, the path (``warm`` | ``cold``), the request latency, the row's drift check and, for a model
+with feature lookups, ``feature_tables``: the feature tables and Delta versions the row was joined
+with (JSON text ``[{"table": ..., "version": n}]``; null for a model without lookups). Each request
 also adds one ``ml.predict_query`` audit event, written to SQLite with the same flush. When the
 buffer passes ``max_buffer_rows`` (a table that cannot be written), the oldest rows are dropped and
 counted in the status.
@@ -23,7 +25,8 @@ if TYPE_CHECKING:  # pandas is imported when a flush builds a frame
     import pandas as pd
 
 COLUMNS = ["request_id", "endpoint", "received_at", "row_index", "model_name", "model_version", "served",
-           "latency_ms", "drift_check", "input", "prediction", "probability", "scoring_status", "exclusion_reason"]
+           "latency_ms", "drift_check", "input", "prediction", "probability", "scoring_status", "exclusion_reason",
+           "feature_tables"]
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,8 @@ class PredictionRecorder:
                     "prediction": None if prediction is None else str(prediction),
                     "probability": row.get("probability"), "scoring_status": row.get("scoring_status"),
                     "exclusion_reason": row.get("exclusion_reason"),
+                    "feature_tables": None if row.get("feature_tables") is None
+                    else json.dumps(row["feature_tables"], sort_keys=True),
                 })
             versions = sorted({r.get("model_version") for r in answered.rows if r.get("model_version") is not None})
             events.append(AuditEvent(answered.received_at, "ml.predict_query", self.endpoint, {
@@ -163,7 +168,7 @@ def records_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
     frame = pd.DataFrame(rows, columns=COLUMNS)
     strings = ["request_id", "endpoint", "model_name", "served", "drift_check", "input", "prediction",
-               "scoring_status", "exclusion_reason"]
+               "scoring_status", "exclusion_reason", "feature_tables"]
     for name in strings:
         frame[name] = pd.array(frame[name].tolist(), dtype="string")
     frame["received_at"] = pd.to_datetime(frame["received_at"], utc=True).astype("datetime64[us, UTC]")

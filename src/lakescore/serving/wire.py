@@ -16,7 +16,9 @@ against the model signature's column types before a row is scored; each problem 
 column and what is allowed. ``NaN`` in a numeric column is a missing value, as a NaN in a Delta
 double column is on the batch routes, and travels on as null; ``NaN`` elsewhere and ``Infinity``
 anywhere are refused. Replies carry JSON ``null`` for a missing prediction, probability or reason,
-never NaN or ``"<NA>"``.
+never NaN or ``"<NA>"``. A lookup model's requests add two types
+(:mod:`lakescore.serving.features`): ``key`` (text, a whole number or null) and ``timestamp`` (ISO
+8601 text, required, forwarded as UTC text and built into a ``datetime64[ns, UTC]`` column).
 
 pandas is imported only where a frame is built or read (a copy), never by the endpoint process.
 """
@@ -26,11 +28,13 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable
 
 import orjson
 
 from lakescore.errors import RequestError
+from lakescore.serving.features import KEY_KIND, TIMESTAMP_KIND
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -111,6 +115,8 @@ def _array(values: list[Any], kind: str) -> Any:
         return pd.array(values, dtype="Int64")
     if kind == "boolean":
         return pd.array(values, dtype="boolean")
+    if kind == TIMESTAMP_KIND:  # checked ISO 8601 text in UTC: the dtype a point-in-time join compares
+        return pd.DatetimeIndex(pd.to_datetime(values, utc=True, format="ISO8601"))
     out = np.empty(len(values), dtype=object)
     for i, value in enumerate(values):  # element by element: a list value stays one value
         out[i] = value
@@ -161,6 +167,27 @@ def _flag(value: Any) -> tuple[Any, str | None]:
     return (value, None) if value is None or type(value) is bool else (None, "true, false or null")
 
 
+def _key(value: Any) -> tuple[Any, str | None]:
+    # a lookup key: a null or unknown key finds no feature row, and the recipe imputes the features
+    if value is None or type(value) is str:
+        return value, None
+    whole, wanted = _whole(value)
+    return (whole, None) if wanted is None else (None, "text, a whole number or null")
+
+
+def _timestamp(value: Any) -> tuple[Any, str | None]:
+    # a point-in-time lookup needs the row's own time: null or text that is not a time is refused
+    wanted = "an ISO 8601 timestamp like '2013-01-01T05:00:00Z' (a point-in-time lookup needs one)"
+    if type(value) is not str:
+        return None, wanted
+    try:
+        when = datetime.fromisoformat(value.strip())
+    except ValueError:
+        return None, wanted
+    when = when.replace(tzinfo=timezone.utc) if when.tzinfo is None else when.astimezone(timezone.utc)
+    return when.isoformat(), None
+
+
 def _other(value: Any) -> tuple[Any, str | None]:
     if isinstance(value, float) and not math.isfinite(value):
         return None, "a finite value or null"
@@ -173,7 +200,7 @@ def _coercer(kind: str) -> Coerce:
         return _whole
     if kind in FLOAT_TYPES:
         return _number
-    return {"string": _text, "boolean": _flag}.get(kind, _other)
+    return {"string": _text, "boolean": _flag, KEY_KIND: _key, TIMESTAMP_KIND: _timestamp}.get(kind, _other)
 
 
 def _loads(body: bytes) -> Any:
@@ -316,8 +343,10 @@ def _or_refuse(values: dict[str, list[Any]], problems: list[str]) -> dict[str, l
     return values
 
 
-def scored_rows(scored: pd.DataFrame, *, model_version: int, served: str) -> list[dict[str, Any]]:
-    """JSON-ready rows of a ``FittedChain.predict`` frame, each with ``model_version`` and ``served``.
+def scored_rows(scored: pd.DataFrame, *, model_version: int, served: str,
+                feature_tables: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """JSON-ready rows of a ``FittedChain.predict`` frame, each with ``model_version`` and ``served``,
+    and for a lookup model ``feature_tables`` (``[{"table", "version"}]``: what the row was joined with).
 
     Missing values (``pd.NA``, NaN, None) become ``None`` so the JSON carries ``null``; numpy
     scalars become Python ones.
@@ -330,6 +359,8 @@ def scored_rows(scored: pd.DataFrame, *, model_version: int, served: str) -> lis
     for row in rows:
         row["model_version"] = model_version
         row["served"] = served
+        if feature_tables is not None:
+            row["feature_tables"] = feature_tables
     return rows
 
 

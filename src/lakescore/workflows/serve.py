@@ -13,16 +13,22 @@ plan (MLflow registry reads), the drift reference (the training rows) and each a
 inference table (delta-rs) run in children forked from the endpoint's preloaded fork server
 (:mod:`lakescore.serving.forkserver`), which has those libraries imported; whatever they load
 leaves with them. ``--dry-run`` plans in place and starts no fork server.
+
+A model with feature lookups is served with requests that carry the row's own columns and keys;
+its feature tables are read once at their current versions (:func:`read_serving_features`, in the
+feature holder its copies are forked from: :mod:`lakescore.serving.feature_holder`) and again on
+``POST /deploy``.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import functools
 from typing import TYPE_CHECKING, Any
 
 from lakescore.config import ProjectConfig
-from lakescore.errors import ConfigError, LakescoreError
+from lakescore.errors import ConfigError, LakescoreError, RuntimeUnsupportedError
 from lakescore.runtime import Runtime, serving_bind
 from lakescore.serving import forkserver
 from lakescore.serving.plan import EndpointPlan, plan_endpoint
@@ -34,6 +40,7 @@ if TYPE_CHECKING:
 
     from lakescore.runtime import Runtime
     from lakescore.serving.drift import DriftReference
+    from lakescore.workflows.lookups import FeatureTables
 
 WRITE_TIMEOUT_S = 600.0
 
@@ -100,7 +107,13 @@ def _run_endpoint(runtime: Runtime, plan: EndpointPlan) -> dict[str, Any]:
         endpoint = Endpoint(plan, backend=backend, state=state,
                             write=lambda frame: forkserver.call(append_rows, runtime, table, frame,
                                                                 timeout_s=WRITE_TIMEOUT_S, what=f"an append to {table}"),
-                            reference=lambda: forkserver.call(read_reference, runtime, plan, what="the drift reference"))
+                            reference=lambda: forkserver.call(read_reference, runtime, plan, what="the drift reference"),
+                            features=functools.partial(read_serving_features, runtime))
+    elif plan.lookups:  # the feature holder reads in a child, which this placement's runtime cannot enter
+        raise RuntimeUnsupportedError(
+            f"model {plan.model_uri} joins feature lookups ({', '.join(x['table_name'] for x in plan.lookups)}); "
+            "a warm endpoint reads its feature tables in a child process, which this placement does not do. "
+            "Serve it with --runtime local, or export it as a Databricks Model Serving endpoint.")
     else:  # the job's Spark session lives in this process
         endpoint = Endpoint(plan, backend=backend, state=state, write=lambda frame: append_rows(runtime, table, frame),
                             reference=lambda: read_reference(runtime, plan))
@@ -223,8 +236,32 @@ def _plan(project: ProjectConfig, runtime: Runtime) -> EndpointPlan:
 
 
 def append_rows(runtime: Runtime, table: str, frame: pd.DataFrame) -> None:
-    """Append prediction records to the inference table (run in a child of the fork server)."""
-    runtime.write_table(table, frame, mode="append")
+    """Append prediction records to the inference table (run in a child of the fork server); a
+    column the table lacks (``feature_tables``, added with feature lookups) is added to it."""
+    runtime.write_table(table, frame, mode="append", schema_mode="merge")
+
+
+def read_serving_features(runtime: Runtime, specs: list[dict[str, Any]],
+                          versions: dict[str, int] | None = None) -> FeatureTables:
+    """A served lookup model's feature tables (:data:`lakescore.serving.features.FeatureReader`).
+
+    Parameters
+    ----------
+    runtime : Runtime
+    specs : list of dict
+        The version's lookup specs (``FeatureLookup.to_json``).
+    versions : dict of str to int, optional
+        Table -> Delta version to read (the cold path pins the warm copies' versions); default current.
+
+    Returns
+    -------
+    FeatureTables
+        :func:`lakescore.workflows.lookups.read_feature_tables`.
+    """
+    from lakescore.lookup import FeatureLookup  # pandas: in the feature holder or a cold-path child
+    from lakescore.workflows.lookups import read_feature_tables
+
+    return read_feature_tables(runtime, [FeatureLookup.from_json(x) for x in specs], versions=versions)
 
 
 def read_reference(runtime: Runtime, plan: EndpointPlan) -> DriftReference:

@@ -1,0 +1,108 @@
+"""Serving a feature-lookup model: what a request carries, and the join a copy makes before the chain.
+
+A model trained with ``feature_lookups`` reads columns that no request sends: they are joined on from
+the feature tables, exactly as the batch routes join them (:func:`lakescore.lookup.join_all`). So a
+request carries the row's own columns: the chain's input columns minus the looked-up ones, plus every
+``lookup_key`` and ``timestamp_lookup_key`` (:func:`request_columns`). A request that sends a
+looked-up column itself is refused (400 naming the column, like any column the request may not
+carry): the endpoint never lets a client's value stand in for the feature table's.
+
+Types of the extra columns: a key or timestamp that is also a chain input keeps its signature type;
+any other key is :data:`KEY_KIND` (text or a whole number, null allowed: a null or unknown key finds
+no feature row and the recipe's imputers fill the features); any other timestamp is
+:data:`TIMESTAMP_KIND`, ISO 8601 text that every row must carry (a point-in-time lookup takes the
+latest feature row at or before it). A timestamp without an offset is read as UTC, which is how the
+join compares a naive time with a time-zone aware one.
+
+The feature tables are read once per copy generation, in the process the copies are forked from
+(:mod:`lakescore.serving.feature_holder`), so the copies share their pages; :class:`Features` is
+what a copy holds. Nothing here imports pandas at import time: the endpoint process uses
+:func:`request_columns` on specs in JSON form.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from lakescore.lookup import FeatureLookup
+
+KEY_KIND = "key"
+TIMESTAMP_KIND = "timestamp"
+
+FeatureReader = Callable[[list[dict[str, Any]], "dict[str, int] | None"], Any]
+"""``reader(specs_json, versions) -> FeatureTables``: each lookup's feature table at ``versions``
+(table -> Delta version; None: the current ones), read through the runtime
+(:func:`lakescore.workflows.serve.read_serving_features`). It must pickle: it runs in children."""
+
+
+def request_columns(signature: dict[str, str], specs: Sequence[dict[str, Any]]) -> dict[str, str]:
+    """The columns a request to a lookup model carries, with their types.
+
+    Parameters
+    ----------
+    signature : dict of str to str
+        The model's input columns -> signature types, in the model's order (the joined columns
+        included).
+    specs : sequence of dict
+        The saved lookup specs (``FeatureLookup.to_json``), in join order; empty: no lookup.
+
+    Returns
+    -------
+    dict of str to str
+        ``signature`` minus every looked-up output column, then each lookup's keys and timestamp
+        not already there (once, in lookup order): :data:`KEY_KIND` / :data:`TIMESTAMP_KIND` unless
+        the signature types it. Equal to ``signature`` when ``specs`` is empty.
+    """
+    if not specs:
+        return dict(signature)
+    joined = {(spec.get("rename_outputs") or {}).get(name, name) for spec in specs for name in spec["feature_names"]}
+    columns = {name: kind for name, kind in signature.items() if name not in joined}
+    for spec in specs:
+        keys = [spec["lookup_key"]] if isinstance(spec["lookup_key"], str) else list(spec["lookup_key"])
+        for key in keys:
+            columns.setdefault(key, signature.get(key, KEY_KIND))
+        if spec.get("timestamp_lookup_key"):
+            columns.setdefault(spec["timestamp_lookup_key"], signature.get(spec["timestamp_lookup_key"], TIMESTAMP_KIND))
+    return columns
+
+
+@dataclass(frozen=True)
+class Features:
+    """The feature tables a copy joins requests against, read once at one version each.
+
+    Attributes
+    ----------
+    frames : dict of str to DataFrame
+        Table name -> its rows (only the columns the lookups read).
+    versions : dict of str to int
+        Table name -> the Delta version read.
+    """
+
+    frames: dict[str, pd.DataFrame]
+    versions: dict[str, int]
+
+    @classmethod
+    def of(cls, tables: Any) -> Features:
+        """From a :class:`lakescore.workflows.lookups.FeatureTables` (anything with ``frames`` and
+        ``versions``)."""
+        return cls(dict(tables.frames), {name: int(v) for name, v in tables.versions.items()})
+
+    def record(self) -> list[dict[str, Any]]:
+        """``[{"table": name, "version": n}, ...]`` in lookup order: what the status and records show."""
+        return [{"table": name, "version": version} for name, version in self.versions.items()]
+
+    def join(self, frame: pd.DataFrame, specs: Sequence[FeatureLookup]) -> pd.DataFrame:
+        """``frame`` (a request's rows) with every lookup joined (:func:`lakescore.lookup.join_all`)."""
+        from lakescore.lookup import join_all  # pandas: only a copy or a cold-path child joins
+
+        return join_all(frame, self.frames, list(specs))
+
+
+def read_features(reader: FeatureReader, specs: Sequence[dict[str, Any]],
+                  versions: dict[str, int] | None = None) -> Features:
+    """``reader(specs, versions)`` as :class:`Features`."""
+    return Features.of(reader(list(specs), versions))
