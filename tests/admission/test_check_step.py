@@ -131,7 +131,7 @@ def adversarial(frame: pd.DataFrame) -> pd.DataFrame:
 
 def _first_cases():
     contract = _import_from(HERE.parent / "steps", "step_contract")
-    return [pytest.param(kind, entries[0], id=kind) for kind, entries in contract.CASES.items()]
+    return [pytest.param(kind, entries[0], id=kind, marks=contract.marks(kind)) for kind, entries in contract.CASES.items()]
 
 
 @pytest.mark.parametrize("kind, entry", _first_cases())

@@ -124,16 +124,70 @@ CASES: dict[str, list[dict[str, Any]]] = {
                 "columns": ["carrier", "dep_delay"]},
                {"name": "positive_distance", "ref": "features.preprocessing:positive_distance",
                 "columns": ["distance"]}],
+    # --- issue 14 part A: cleaning, transformations, feature generation, geography ---
+    "AliasReplacement": [{"name": "carrier_alias", "columns": ["carrier", "origin"],
+                          "aliases": {"carrier": {"UA": "United", "AA": "American"}, "origin": {"EWR": "Newark"}}},
+                         {"name": "month_alias", "columns": ["month"], "aliases": {"month": {"1": "January"}}}],
+    "InvalidValueReplacement": [{"name": "delay_range", "columns": ["dep_delay", "arr_delay"], "lower": -30,
+                                 "upper": 120},
+                                {"name": "no_zero_minute", "columns": ["minute", "distance"], "invalid": [0, 1400],
+                                 "replacement": -1}],
+    "TextCleaning": [{"name": "clean_tail", "columns": ["tailnum", "dest"]},
+                     {"name": "clean_accents", "columns": ["carrier", "flight"], "strip_accents": True,
+                      "remove": ["[0-9]+", "^N"], "lower": False}],
+    "DropMissingColumns": [{"name": "drop_sparse", "columns": ["dep_delay", "tailnum", "distance"],
+                            "threshold": 0.01},
+                           {"name": "keep_all", "columns": ["arr_delay", "air_time"]}],
+    "SimpleTransformation": [{"name": "log_distance", "columns": ["distance", "air_time"], "function": "log"},
+                             {"name": "sqrt_delay", "columns": ["dep_delay"], "function": "sqrt",
+                              "on_invalid": "exclude"},
+                             {"name": "inverse_minute", "columns": ["minute", "arr_delay"], "function": "reciprocal"},
+                             {"name": "exp_delay", "columns": ["dep_delay"], "function": "exp"},
+                             {"name": "log1p_hour", "columns": ["hour"], "function": "log1p", "on_invalid": "error"},
+                             {"name": "square_delay", "columns": ["arr_delay"], "function": "square"}],
+    "GeneralTransformation": [{"name": "log10_distance", "columns": ["distance", "dep_delay"], "function": "log10"},
+                              {"name": "abs_delay", "columns": ["arr_delay"], "function": "abs"},
+                              {"name": "arcsin_minute", "columns": ["minute"], "function": "arcsin"}],
+    "FeatureMath": [{"name": "speed", "columns": ["distance", "air_time"], "expression": "distance / (air_time / 60)",
+                     "output": "miles_per_hour"},
+                    {"name": "catch_up", "columns": ["dep_delay", "arr_delay"], "expression": "-(arr_delay - dep_delay)",
+                     "output": "caught_up", "on_zero_division": "zero"}],
+    "FeatureGeneration": [{"name": "clock", "columns": ["hour", "minute", "dep_delay", "arr_delay"],
+                           "features": {"dep_minutes": "hour * 60 + minute", "delay_ratio": "arr_delay / dep_delay",
+                                        "half_delay": "0.5 * dep_delay + 1.5"},
+                           "on_zero_division": "zero"}],
+    "GeoDistance": [{"name": "fake_km", "columns": ["month", "day", "hour", "minute"]},
+                    {"name": "odd_km", "columns": ["dep_delay", "minute", "arr_delay", "hour"], "output": "odd_km"}],
+    "H3Index": [{"name": "cell", "columns": ["month", "day"], "resolution": 5},
+                {"name": "odd_cell", "columns": ["dep_delay", "minute"], "resolution": 9, "output": "odd_cell"}],
 }
+OPTIONAL_PACKAGES = {"H3Index": "h3"}  # kinds whose optional package may be absent here
 # kinds that a dispatching kind resolves to (learned through "custom")
 RESOLVED = {"custom_column", "custom_fitted", "custom_filter"}
 
 
-def cases(*kinds: str) -> list[Any]:
-    """pytest parameters ``(raw entry)`` for the given step kinds, with readable ids."""
+def available(kind: str) -> bool:
+    """True when the kind's optional package (:data:`OPTIONAL_PACKAGES`) is installed, or it needs none."""
+    import importlib.util
+
+    return kind not in OPTIONAL_PACKAGES or importlib.util.find_spec(OPTIONAL_PACKAGES[kind]) is not None
+
+
+def marks(kind: str) -> list[Any]:
+    """A skip mark for a kind whose optional package is absent, saying which and how to install it."""
     import pytest
 
-    return [pytest.param({"step": k, **entry}, id=f"{k}-{entry['name']}") for k in kinds for entry in CASES[k]]
+    return [] if available(kind) else [pytest.mark.skip(
+        reason=f"{kind} needs the optional package {OPTIONAL_PACKAGES[kind]} (pip install 'lakescore[geo]')")]
+
+
+def cases(*kinds: str) -> list[Any]:
+    """pytest parameters ``(raw entry)`` for the given step kinds, with readable ids (skipped when
+    the kind's optional package is absent)."""
+    import pytest
+
+    return [pytest.param({"step": k, **entry}, id=f"{k}-{entry['name']}", marks=marks(k))
+            for k in kinds for entry in CASES[k]]
 
 
 def learning_frame(flights: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
