@@ -326,6 +326,18 @@ class ProbeError(LakescoreError):
                          problems=problems)
 
 
+class StepCheckError(ProbeError):
+    """:func:`lakescore.admission.check_step` found a step that fails a check: each problem names the
+    step, the check, the column to blame and one fix; ``check`` and ``column`` are the first's."""
+
+    code = "step_check_failed"
+
+    def __init__(self, step: str, problems: list[str], *, check: str, column: str = "") -> None:
+        self.problems = problems
+        LakescoreError.__init__(self, f"step '{step}' failed check_step:\n" + "\n".join(f"  - {p}" for p in problems),
+                                problems=problems, step=step, check=check, column=column)
+
+
 def spark_errors() -> tuple[type[BaseException], ...]:
     """The exception classes a Spark read or action raises: pyspark's own (classic and Spark
     Connect) and py4j's ``Py4JJavaError`` for JVM errors pyspark does not convert (Delta's

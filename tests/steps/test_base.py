@@ -8,7 +8,7 @@ import lakescore.custom  # noqa: F401  (registers the user step kinds)
 from lakescore.errors import InputError, StepError
 from lakescore.steps import STEPS, FittedStep, learn_step, parse_params
 from lakescore.steps.base import float_values, text_values
-from step_contract import CASES, RESOLVED, learning_frame
+from step_contract import CASES, RESOLVED, cases, learning_frame
 
 
 def test_every_builtin_step_has_contract_cases():
@@ -19,8 +19,7 @@ def test_every_builtin_step_has_contract_cases():
 DATA_NAMED = {"OneHotEncoder", "DummyEncoder"}  # their new columns are named after the training values: none declared
 
 
-@pytest.mark.parametrize("raw", [pytest.param({"step": k, **e}, id=f"{k}-{e['name']}")
-                                 for k, entries in CASES.items() for e in entries])
+@pytest.mark.parametrize("raw", cases(*CASES))
 def test_declared_outputs_name_every_column_a_step_adds(raw, flights_sample):
     train, label = learning_frame(flights_sample)
     added = [c for c in learn_step(raw, train, label).apply(train).columns if c not in train.columns]

@@ -18,15 +18,25 @@ from typing import TYPE_CHECKING, Callable, Iterator
 import numpy as np
 import pandas as pd
 
-from lakescore.admission.compare import compare
-from lakescore.admission.perturb import blanked, holds_null
+from lakescore.admission.compare import Difference, difference
+from lakescore.admission.perturb import blanked, holds_null, missing_column
 from lakescore.admission.result import CheckResult
 
 if TYPE_CHECKING:
     from lakescore.admission.parts import Part
 
 
-def _agreement(part: Part, frame: pd.DataFrame) -> str | None:
+Why = Difference | str | None
+
+
+def _within(label: str, why: Why) -> Why:
+    """``why`` with ``label`` before its reason (the column kept)."""
+    if isinstance(why, Difference):
+        return Difference(f"{label}: {why.reason}", why.column)
+    return f"{label}: {why}" if why else None
+
+
+def _agreement(part: Part, frame: pd.DataFrame) -> Why:
     """Why the compiled run of ``frame`` differs from the reference run, or None."""
     if part.reference is None:
         return "no_reference"
@@ -39,15 +49,17 @@ def _agreement(part: Part, frame: pd.DataFrame) -> str | None:
             return None if type(got) is type(err) else \
                 f"reference raised {type(err).__name__} but the compiled plan raised {type(got).__name__}"
         return f"reference raised {type(err).__name__} but the compiled plan did not"
-    return compare(part.run(frame), want)
+    return difference(part.run(frame), want)
 
 
-def _check(name: str, reason: Callable[[Part], str | None]) -> Callable[[Part], CheckResult]:
+def _check(name: str, reason: Callable[[Part], Why]) -> Callable[[Part], CheckResult]:
     def run(part: Part) -> CheckResult:
         try:
             why = reason(part)
         except Exception as err:  # the compiled plan raised where the reference did not
             why = f"raised {type(err).__name__}: {err}"
+        if isinstance(why, Difference):
+            return CheckResult(part.label, name, "failed", why.reason, why.column)
         return CheckResult(part.label, name, "failed" if why else "passed", why or "")
 
     run.__name__ = f"check_{name.replace(':', '_')}"
@@ -55,11 +67,11 @@ def _check(name: str, reason: Callable[[Part], str | None]) -> Callable[[Part], 
     return run
 
 
-def _rows(part: Part) -> str | None:
+def _rows(part: Part) -> Why:
     for i in range(len(part.sample)):
         why = _agreement(part, part.sample.iloc[[i]])
         if why:
-            return f"row {i}: {why}"
+            return _within(f"row {i}", why)
     return None
 
 
@@ -87,19 +99,18 @@ def _blanks(sample: pd.DataFrame) -> Iterator[tuple[str, pd.DataFrame]]:
     for column in sample.columns:
         values = sample[column]
         if holds_null(values.dtype):
-            frame = sample.copy()  # each dtype's own missing value: None (object), else NaN, NaT, pd.NA
-            frame[column] = pd.Series([None] * len(values), index=values.index, dtype=object) \
-                if values.dtype == object else values.mask(np.ones(len(values), dtype=bool))
+            frame = sample.copy()
+            frame[column] = missing_column(values)
             yield f"{column} missing", frame
     if len(sample):
         yield "row 0 missing", blanked(sample, 0)
 
 
-def _nulls(part: Part) -> str | None:
+def _nulls(part: Part) -> Why:
     for label, frame in null_patterns(part.sample):
         why = _agreement(part, frame)
         if why:
-            return f"{label}: {why}"
+            return _within(label, why)
     return None
 
 

@@ -48,11 +48,17 @@ def is_custom(step: Any) -> bool:
     return bool(getattr(step.impl, "user_code", False))
 
 
+def step_label(step: Any) -> str:
+    """How messages name a fitted step: ``Custom step 'name'`` or ``Step 'name' (Kind)``."""
+    return f"Custom step '{step.name}'" if is_custom(step) else f"Step '{step.name}' ({step.kind})"
+
+
 def _rule_run(rule: Any) -> Callable[[pd.DataFrame], pd.DataFrame]:
     return lambda frame: pd.DataFrame({"eligible": rule.eligible(frame)}, index=frame.index)
 
 
-def _step_run(step: Any) -> Callable[[pd.DataFrame], pd.DataFrame]:
+def step_run(step: Any) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    """A step as a probed part runs it: its output plus ``__flagged__``, the rows it excludes."""
     def run(frame: pd.DataFrame) -> pd.DataFrame:
         flagged = step.flags(frame)
         return step.apply(frame).assign(__flagged__=flagged)
@@ -99,11 +105,11 @@ def chain_parts(chain: FittedChain, raw: pd.DataFrame) -> list[Part]:
     scored_steps = [(f"pre_split:{i}", s) for i, s in enumerate(chain.pre_split) if chain.pre_split_role(s) != "skip"]
     scored_steps += [(f"step:{i}", s) for i, s in enumerate(chain.steps) if not s.impl.training_only]
     for key, step in scored_steps:
-        label = f"Custom step '{step.name}'" if is_custom(step) else f"Step '{step.name}' ({step.kind})"
+        label = step_label(step)
         if len(data) < MIN_ROWS:
             raise ProbeError([f"only {len(data)} probe rows reach {label} (need {MIN_ROWS}); rows were lost "
                               "before it. Give more holdout rows, or loosen the rules/outlier steps before it."])
-        parts.append(Part("custom" if is_custom(step) else "builtin", key, label, _step_run(step), data))
+        parts.append(Part("custom" if is_custom(step) else "builtin", key, label, step_run(step), data))
         flagged = step.flags(data)
         data = step.apply(data[~flagged])
     if len(data) < MIN_ROWS:

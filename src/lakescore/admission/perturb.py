@@ -48,3 +48,37 @@ def blanked(sample: pd.DataFrame, row: int) -> pd.DataFrame:
         if holds_null(out[col].dtype):
             out.iloc[row, j] = None
     return out
+
+
+def missing_column(values: pd.Series) -> pd.Series:
+    """``values`` missing in every row, in its dtype's own missing value: None in an object column,
+    else NaN, NaT or pd.NA (the dtype is kept)."""
+    if values.dtype == object:
+        return pd.Series([None] * len(values), index=values.index, dtype=object)
+    return values.mask(np.ones(len(values), dtype=bool))
+
+
+def all_missing(sample: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``sample`` with every column that can hold a missing value missing in every row
+    (plain int64 and bool columns, which cannot, keep their values)."""
+    out = sample.copy()
+    for col in out.columns:
+        if holds_null(out[col].dtype):
+            out[col] = missing_column(out[col])
+    return out
+
+
+def unseen_text(sample: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``sample`` with every text value replaced by a value no training frame holds
+    (:data:`UNSEEN_TEXT`); numbers, dates and missing values kept, and each column's dtype (a
+    categorical column becomes object, as its categories cannot hold the new value)."""
+    out = sample.copy()
+    for col in out.columns:
+        values = out[col]
+        texts = values.astype(object).to_numpy(copy=True)
+        is_text = np.array([isinstance(v, str) for v in texts], dtype=bool)
+        if is_text.any():
+            texts[is_text] = UNSEEN_TEXT
+            dtype = object if isinstance(values.dtype, pd.CategoricalDtype) else values.dtype
+            out[col] = pd.Series(texts, index=values.index, dtype=object).astype(dtype)
+    return out

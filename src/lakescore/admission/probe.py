@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from lakescore.admission.agreement import AGREEMENT_CHECKS
-from lakescore.admission.compare import compare
+from lakescore.admission.compare import Difference, difference
 from lakescore.admission.parts import Part
 from lakescore.admission.perturb import blanked, perturbed
 from lakescore.admission.result import CheckResult
@@ -27,8 +27,10 @@ from lakescore.admission.result import CheckResult
 SAMPLE_ROWS = 256
 
 
-def _result(part: Part, check: str, reason: str | None) -> CheckResult:
-    return CheckResult(part.label, check, "failed" if reason else "passed", reason or "")
+def _result(part: Part, check: str, why: str | Difference | None) -> CheckResult:
+    if isinstance(why, Difference):
+        return CheckResult(part.label, check, "failed", why.reason, why.column)
+    return CheckResult(part.label, check, "failed" if why else "passed", why or "")
 
 
 def _guarded(check: Callable[[Part], CheckResult]) -> Callable[[Part], CheckResult]:
@@ -49,7 +51,7 @@ def _guarded(check: Callable[[Part], CheckResult]) -> Callable[[Part], CheckResu
 def check_repeat(part: Part) -> CheckResult:
     """Scored twice, the answers are identical (no tolerance)."""
     first = part.run(part.sample)
-    return _result(part, "repeat", compare(part.run(part.sample), first, exact=True))
+    return _result(part, "repeat", difference(part.run(part.sample), first, exact=True))
 
 
 def make_check_chunks(size: int) -> Callable[[Part], CheckResult]:
@@ -58,8 +60,9 @@ def make_check_chunks(size: int) -> Callable[[Part], CheckResult]:
     @_guarded
     def check_chunks(part: Part) -> CheckResult:
         whole = part.run(part.sample)
-        pieces = [part.run(part.sample.iloc[i:i + size]) for i in range(0, len(part.sample), size)]
-        return _result(part, f"chunks:{size}", compare(pd.concat(pieces), whole))
+        pieces = [part.run(part.sample.iloc[i:i + size]) for i in range(0, len(part.sample), size)] \
+            or [part.run(part.sample.iloc[:0])]  # no rows: one empty chunk
+        return _result(part, f"chunks:{size}", difference(pd.concat(pieces), whole))
 
     check_chunks.__name__ = f"check_chunks_{size}"
     check_chunks.check_name = f"chunks:{size}"  # type: ignore[attr-defined]
@@ -71,7 +74,7 @@ def check_reverse(part: Part) -> CheckResult:
     """Scored in reverse row order, each row gets the same answer."""
     whole = part.run(part.sample)
     backwards = part.run(part.sample.iloc[::-1]).iloc[::-1]
-    return _result(part, "reverse", compare(backwards, whole))
+    return _result(part, "reverse", difference(backwards, whole))
 
 
 @_guarded
@@ -82,7 +85,7 @@ def check_index_shift(part: Part) -> CheckResult:
     shifted = part.run(part.sample.set_axis(shifted_index))
     if not shifted.index.equals(shifted_index):
         return _result(part, "index_shift", "index_mismatch")
-    return _result(part, "index_shift", compare(shifted.set_axis(whole.index), whole))
+    return _result(part, "index_shift", difference(shifted.set_axis(whole.index), whole))
 
 
 @_guarded
@@ -90,10 +93,10 @@ def check_empty(part: Part) -> CheckResult:
     """No rows in: no error, no rows out, the same columns and dtypes."""
     whole = part.run(part.sample)
     empty = part.run(part.sample.iloc[:0])
-    return _result(part, "empty", compare(empty, whole.iloc[:0], check_index=False))
+    return _result(part, "empty", difference(empty, whole.iloc[:0], check_index=False))
 
 
-def _blank_reason(part: Part, whole: pd.DataFrame, row: int) -> str | None:
+def _blank_reason(part: Part, whole: pd.DataFrame, row: int) -> Difference | None:
     """Why blanking ``row`` fails: other rows (values or dtypes) moved, or the blanked row gets
     another answer alone than among its neighbours (a fill from other rows). A part that refuses
     missing values outright (raises) is loud for every batch alike, so it passes here."""
@@ -103,12 +106,13 @@ def _blank_reason(part: Part, whole: pd.DataFrame, row: int) -> str | None:
     except Exception:  # refuses missing values for any batch: not batch-dependent
         return None
     others = np.arange(len(sample)) != row
-    reason = compare(moved[others], whole[others])
-    if reason:
-        return {"output_mismatch": "blank_moved_other_rows", "dtype_mismatch": "blank_changed_dtype"}.get(
-            reason, f"blank_{reason}")
-    if compare(part.run(sample.iloc[[row]]), moved.iloc[[row]]):
-        return "blanked_row_reads_neighbours"
+    found = difference(moved[others], whole[others])
+    if found:
+        return Difference({"output_mismatch": "blank_moved_other_rows", "dtype_mismatch": "blank_changed_dtype"}.get(
+            found.reason, f"blank_{found.reason}"), found.column)
+    found = difference(part.run(sample.iloc[[row]]), moved.iloc[[row]])
+    if found:
+        return Difference("blanked_row_reads_neighbours", found.column)
     return None
 
 
@@ -139,9 +143,10 @@ def check_perturb(part: Part) -> CheckResult:
         except Exception:
             moved = part.run(perturbed(part.sample, row, text=False))
         others = np.arange(len(part.sample)) != row
-        reason = compare(moved[others], whole[others])
-        if reason:
-            return _result(part, "perturb", "other_rows_moved" if reason == "output_mismatch" else reason)
+        found = difference(moved[others], whole[others])
+        if found:
+            reason = "other_rows_moved" if found.reason == "output_mismatch" else found.reason
+            return _result(part, "perturb", Difference(reason, found.column))
     for row in _perturb_rows(part.sample):
         reason = _blank_reason(part, whole, row)
         if reason:

@@ -5,10 +5,13 @@ User steps (``step: custom``) are registered by :mod:`lakescore.custom`.
 """
 
 from lakescore.steps import (  # noqa: F401  (registration)
+    arithmetic,
     binning,
     casting,
+    cleaning,
     derived,
     encoders,
+    geography,
     hashing,
     imputers,
     model_imputers,
@@ -17,6 +20,7 @@ from lakescore.steps import (  # noqa: F401  (registration)
     rows,
     scalers,
     selection,
+    transforms,
 )
 from lakescore.steps.base import STEPS, FittedStep, StepKind, learn_step, parse_params, step_kind
 
