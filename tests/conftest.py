@@ -181,3 +181,37 @@ def at_once(tmp_path: Path) -> Callable[[str, list[str]], list[tuple[int, str, s
         return [(p.returncode, out, err) for p, (out, err) in zip(procs, outputs)]
 
     return run
+
+
+MINUTES_RECIPE = [
+    {"step": "IQR", "name": "delay_outlier", "columns": ["dep_delay"], "factor": 3.0},
+    {"step": "SimpleImputer", "name": "impute", "columns": ["dep_delay", "distance"], "strategy": "median"},
+]
+
+
+@pytest.fixture(scope="session")
+def small_set(flights_sample: pd.DataFrame, small_chain):
+    """A ModelSet fitted on the 2,000-flight sample: ``delay_model`` (:func:`small_chain`: IQR
+    ``distance_outlier``, a classifier of is_late) and ``minutes_model`` (IQR ``delay_outlier`` on
+    dep_delay, LinearRegression of arr_delay), both with the ``cancelled`` rule; composed
+    ``late_risk`` (weighted_mean 0.7 / 0.3) and ``total`` (weighted_sum 2 / 0.5); combined rule
+    ``late_flag`` (:func:`model_set_rules.late_flag`)."""
+    from model_set_rules import late_flag
+
+    from lakescore.model_set import Composed, ModelSet
+    from lakescore.rules import OutputRule
+    from lakescore.training import fit_chain
+    from lakescore.usercode import FunctionRef
+
+    rows = flights_sample[flights_sample["arr_delay"].notna()]
+    minutes = fit_chain(rows, rows["arr_delay"], recipe=MINUTES_RECIPE, model_class="LinearRegression",
+                        model_params={}, feature_columns=["dep_delay", "distance"], rules=list(small_chain.rules))
+    composed = (Composed("late_risk", "weighted_mean", (("delay_model", "probability", 0.7),
+                                                         ("minutes_model", "prediction", 0.3))),
+                Composed("total", "weighted_sum", (("delay_model", "probability", 2.0),
+                                                   ("minutes_model", "prediction", 0.5))))
+    rule = OutputRule("late_flag", 1, FunctionRef.of(late_flag, what="rule"),
+                      ("delay_model_probability", "minutes_model_prediction"), (("late_flag", "boolean"),),
+                      {"p": 0.5, "minutes": 30})
+    return ModelSet((("delay_model", small_chain), ("minutes_model", minutes)), composed=composed,
+                    combined_rules=(rule,))
