@@ -181,3 +181,93 @@ def at_once(tmp_path: Path) -> Callable[[str, list[str]], list[tuple[int, str, s
         return [(p.returncode, out, err) for p, (out, err) in zip(procs, outputs)]
 
     return run
+
+
+MINUTES_RECIPE = [
+    {"step": "IQR", "name": "delay_outlier", "columns": ["dep_delay"], "factor": 3.0},
+    {"step": "SimpleImputer", "name": "impute", "columns": ["dep_delay", "distance"], "strategy": "median"},
+]
+
+
+@pytest.fixture(scope="session")
+def small_set(flights_sample: pd.DataFrame, small_chain):
+    """A ModelSet fitted on the 2,000-flight sample: ``delay_model`` (:func:`small_chain`: IQR
+    ``distance_outlier``, a classifier of is_late) and ``minutes_model`` (IQR ``delay_outlier`` on
+    dep_delay, LinearRegression of arr_delay), both with the ``cancelled`` rule; composed
+    ``late_risk`` (weighted_mean 0.7 / 0.3) and ``total`` (weighted_sum 2 / 0.5); combined rule
+    ``late_flag`` (:func:`features.scoring.late_flag`)."""
+    from features.scoring import late_flag
+
+    from lakescore.model_set import Composed, ModelSet
+    from lakescore.rules import OutputRule
+    from lakescore.training import fit_chain
+    from lakescore.usercode import FunctionRef
+
+    rows = flights_sample[flights_sample["arr_delay"].notna()]
+    minutes = fit_chain(rows, rows["arr_delay"], recipe=MINUTES_RECIPE, model_class="LinearRegression",
+                        model_params={}, feature_columns=["dep_delay", "distance"], rules=list(small_chain.rules))
+    composed = (Composed("late_risk", "weighted_mean", (("delay_model", "probability", 0.7),
+                                                         ("minutes_model", "prediction", 0.3))),
+                Composed("total", "weighted_sum", (("delay_model", "probability", 2.0),
+                                                   ("minutes_model", "prediction", 0.5))))
+    rule = OutputRule("late_flag", 1, FunctionRef.of(late_flag, what="rule"),
+                      ("delay_model_probability", "minutes_model_prediction"), (("late_flag", "boolean"),),
+                      {"p": 0.5, "minutes": 30})
+    return ModelSet((("delay_model", small_chain), ("minutes_model", minutes)), composed=composed,
+                    combined_rules=(rule,))
+
+
+SET_TRAINING = {
+    "components": {
+        "delay_model": {"preprocessing": DEMO_RECIPE,
+                        "model": {"class": "LogisticRegression", "params": {"max_iter": 300}, "threshold": 0.4}},
+        "minutes_model": {"preprocessing": MINUTES_RECIPE, "model": {"class": "LinearRegression"},
+                          "label_column": "arr_delay", "feature_columns": ["dep_delay", "distance"]}},
+    "composed": [{"name": "late_risk", "weighted_mean": {"delay_model.probability": 0.7,
+                                                          "minutes_model.prediction": 0.3}}]}
+SET_COMBINED_RULES = [{"name": "late_flag", "function": "late_flag", "outputs": {"late_flag": "boolean"},
+                       "columns": ["delay_model_probability", "minutes_model_prediction"],
+                       "params": {"p": 0.5, "minutes": 30}}]
+
+
+def set_project_dir(target: Path) -> Path:
+    """A copy of config/ whose training.yml declares the two-component model set (:data:`SET_TRAINING`,
+    the demo recipe's features) and whose scoring.yml has the ``late_flag`` combined rule instead of
+    the demo's output rule; single-node scoring."""
+    import yaml
+
+    shutil.copytree(REPO / "config", target)
+    training = yaml.safe_load((target / "training.yml").read_text())
+    training.pop("model"), training.pop("preprocessing")
+    training["data"]["feature_columns"] = ["dep_delay", "distance", "hour", "carrier", "origin"]
+    training["model_set"] = SET_TRAINING
+    (target / "training.yml").write_text(yaml.safe_dump(training, sort_keys=False))
+    scoring = yaml.safe_load((target / "scoring.yml").read_text())
+    scoring.update(output=[], combined_rules=SET_COMBINED_RULES)
+    (target / "scoring.yml").write_text(yaml.safe_dump(scoring, sort_keys=False))
+    inference = yaml.safe_load((target / "inference.yml").read_text())
+    inference["batch_compute"] = "single_node"
+    (target / "inference.yml").write_text(yaml.safe_dump(inference, sort_keys=False))
+    return target
+
+
+@pytest.fixture(scope="session")
+def trained_set(tmp_path_factory: pytest.TempPathFactory, flights_sample: pd.DataFrame):
+    """The two-component model set trained once per session by ``lakescore train`` on the 2,000-flight
+    sample, and 60 incoming flights: ``(config dir, runtime, TrainResult)``. Tests that publish
+    write prediction tables of their own names."""
+    import warnings
+
+    from lakescore.config import load_project
+    from lakescore.demo_data import INCOMING
+    from lakescore.workflows.train import train
+
+    home = tmp_path_factory.mktemp("trained-set")
+    config = set_project_dir(home / "config")
+    runtime = LocalRuntime(home / ".lakescore")
+    runtime.write_table("main.flights.flights", flights_sample)
+    runtime.write_table(INCOMING, flights_sample.iloc[1900:1960].reset_index(drop=True))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=UserWarning, module="mlflow")  # the local store's notices
+        result = train(load_project(config), runtime)
+    return config, runtime, result

@@ -226,3 +226,59 @@ def test_a_lookup_rename_of_an_unlisted_feature_and_a_repeated_output_are_refuse
     with pytest.raises(ConfigError, match=r"output column 'year' comes from both main\.flights\.weather and "
                                           r"main\.flights\.planes; rename one with rename_outputs"):
         load_project(project_dir)
+
+
+SET = {"components": {
+    "delay_model": {"preprocessing": [{"step": "SimpleImputer", "name": "impute", "columns": ["dep_delay"]}],
+                    "model": {"class": "LogisticRegression", "params": {"max_iter": 300}, "threshold": 0.4}},
+    "minutes_model": {"model": {"class": "LinearRegression"}, "label_column": "arr_delay", "label_expression": None,
+                      "feature_columns": ["dep_delay", "distance"]}},
+    "composed": [{"name": "late_risk", "weighted_mean": {"delay_model.probability": 0.7,
+                                                          "minutes_model.prediction": 0.3}}]}
+
+
+def test_a_model_set_is_read_in_declared_order(project_dir):
+    _edit(project_dir, "training.yml", model=None, preprocessing=None, model_set=SET)
+    training = load_project(project_dir).training
+    assert training.is_set and training.model is None
+    assert list(training.model_set.components) == ["delay_model", "minutes_model"]
+    assert training.model_set.components["delay_model"].model.threshold.value == 0.4
+    (composed,) = training.model_set.composed
+    assert (composed.kind, composed.weights) == ("weighted_mean", {"delay_model.probability": 0.7,
+                                                                    "minutes_model.prediction": 0.3})
+
+
+def test_model_set_beside_model_and_preprocessing_is_one_problem_naming_the_keys(project_dir):
+    _edit(project_dir, "training.yml", model_set=SET)
+    with pytest.raises(ConfigError) as err:
+        load_project(project_dir)
+    assert err.value.problems == [
+        "config/training.yml: model_set holds each component's own preprocessing and model, so top-level model and "
+        "preprocessing must not be given beside it; move them into model_set.components.<name> or delete model_set"]
+
+
+def test_neither_model_nor_model_set_is_listed_with_the_other_problems(project_dir):
+    _edit(project_dir, "training.yml", model=None)
+    _edit(project_dir, "inference.yml", spark_udf_prediction_batch_rows=0)
+    with pytest.raises(ConfigError) as err:
+        load_project(project_dir)
+    text = str(err.value)
+    assert "config/training.yml: missing required key 'model' (or 'model_set'" in text
+    assert "config/inference.yml: spark_udf_prediction_batch_rows must be between 1 and 100000" in text
+
+
+@pytest.mark.parametrize("composed, problem", [
+    ({"name": "x", "weighted_sum": {"delay_model.probability": "0.7"}}, "each weight must be a fixed number"),
+    ({"name": "x", "weighted_sum": {"delay_model": 1}}, "each term is <component>.<output column>"),
+    ({"name": "x", "weighted_sum": {"late_model.probability": 1}}, "names 'late_model.probability', but the set's "
+                                                                   "components are delay_model, minutes_model"),
+    ({"name": "x", "weighted_sum": {"delay_model.probability": 1}, "weighted_mean": {"delay_model.probability": 1}},
+     "needs exactly one of weighted_sum or weighted_mean"),
+    ({"name": "x", "weighted_mean": {"delay_model.probability": 1, "minutes_model.prediction": -1}},
+     "weighted_mean weights sum to 0"),
+])
+def test_a_bad_composed_column_names_the_term_and_the_fix(project_dir, composed, problem):
+    _edit(project_dir, "training.yml", model=None, preprocessing=None, model_set={**SET, "composed": [composed]})
+    with pytest.raises(ConfigError) as err:
+        load_project(project_dir)
+    assert problem in str(err.value)

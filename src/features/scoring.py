@@ -20,3 +20,12 @@ def risk_band(frame: pd.DataFrame, params: dict) -> pd.Series:
     band = np.where(probability >= params["high"], "high",
                     np.where(probability >= params["medium"], "medium", "low"))
     return pd.Series(band, index=frame.index, dtype="string")
+
+
+def late_flag(frame: pd.DataFrame, params: dict) -> pd.Series:
+    """Combined rule of a model set (scoring.yml ``combined_rules``): late when the delay model's
+    probability reaches ``params["p"]`` or the minutes model predicts at least ``params["minutes"]``
+    minutes. Reads one row's own component predictions only."""
+    late = (frame["delay_model_probability"].astype("float64") >= params["p"]) | \
+        (frame["minutes_model_prediction"].astype("float64") >= params["minutes"])
+    return pd.Series(late.to_numpy(), index=frame.index, dtype="boolean")

@@ -65,6 +65,9 @@ def _table_name(value: str, info: ValidationInfo) -> str:
 TableName = Annotated[str, AfterValidator(_table_name)]
 
 
+FIXED_OUTPUTS = ("prediction", "probability", "scoring_status", "exclusion_reason")
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -194,6 +197,85 @@ def _lookup_outputs(lookups: list[FeatureLookupConfig]) -> list[FeatureLookupCon
     return lookups
 
 
+COMPONENT_NAME = r"^[a-z][a-z0-9_]*$"
+
+
+class ComponentConfig(_Strict):
+    """training.yml ``model_set.components.<name>``: a full recipe and model, trained on the set's rows.
+    ``label_column`` / ``label_expression`` / ``feature_columns`` default to ``data``'s (a set may hold a
+    classifier and a regressor of different labels)."""
+
+    preprocessing: list[dict[str, Any]] = Field(default_factory=list)
+    model: ModelConfig
+    label_column: str | None = None
+    label_expression: str | None = None
+    feature_columns: list[str] | None = Field(default=None, min_length=1)
+
+
+def _weights(value: Any) -> Any:
+    """``{<component>.<column>: <number>, ...}``: at least one term, each weight a fixed number."""
+    if not isinstance(value, dict) or not value:
+        raise ValueError("must map <component>.<column> to a fixed number, e.g. {delay_model.probability: 0.7}")
+    bad = [f"{k}: {w!r}" for k, w in value.items() if isinstance(w, bool) or not isinstance(w, (int, float))]
+    if bad:
+        raise ValueError(f"has {', '.join(bad)}; each weight must be a fixed number")
+    shapes = [k for k in value if not re.match(r"^[a-z][a-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*$", str(k))]
+    if shapes:
+        raise ValueError(f"names {shapes[0]!r}; each term is <component>.<output column>, e.g. delay_model.probability")
+    return {str(k): float(w) for k, w in value.items()}
+
+
+Weights = Annotated[dict[str, float], BeforeValidator(_weights)]
+
+
+class ComposedConfig(_Strict):
+    """training.yml ``model_set.composed[i]``: a column that is a ``weighted_sum`` (sum of w * x) or a
+    ``weighted_mean`` (sum of w * x / sum of w) of component outputs, with fixed weights."""
+
+    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    weighted_sum: Weights | None = None
+    weighted_mean: Weights | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> ComposedConfig:
+        if (self.weighted_sum is None) == (self.weighted_mean is None):
+            raise ValueError(f"composed column {self.name!r} needs exactly one of weighted_sum or weighted_mean")
+        if self.weighted_mean is not None and sum(self.weighted_mean.values()) == 0:
+            raise ValueError(f"composed column {self.name!r}: weighted_mean weights sum to 0; give weights whose "
+                             "sum is not 0, or use weighted_sum")
+        return self
+
+    @property
+    def kind(self) -> str:
+        return "weighted_sum" if self.weighted_sum is not None else "weighted_mean"
+
+    @property
+    def weights(self) -> dict[str, float]:
+        return dict(self.weighted_sum if self.weighted_sum is not None else self.weighted_mean or {})
+
+
+class ModelSetConfig(_Strict):
+    """training.yml ``model_set``: named components trained on the same rows, registered as one version
+    (see :mod:`lakescore.model_set`)."""
+
+    components: dict[Annotated[str, Field(pattern=COMPONENT_NAME)], ComponentConfig] = Field(min_length=1)
+    composed: list[ComposedConfig] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _terms_name_components(self) -> ModelSetConfig:
+        for entry in self.composed:
+            unknown = [t for t in entry.weights if t.split(".")[0] not in self.components]
+            if unknown:
+                raise ValueError(f"composed column {entry.name!r} names {unknown[0]!r}, but the set's components are "
+                                 f"{', '.join(self.components)}; name a component")
+        names = [entry.name for entry in self.composed]
+        clash = [n for n in names if names.count(n) > 1 or n in FIXED_OUTPUTS]
+        if clash:
+            raise ValueError(f"composed column {clash[0]!r} must be a new name, not repeated and not one of "
+                             f"{', '.join(FIXED_OUTPUTS)}")
+        return self
+
+
 class TrainingConfig(_Strict):
     defaults: TrainingDefaults = TrainingDefaults()
     data: TrainingData
@@ -203,8 +285,26 @@ class TrainingConfig(_Strict):
     # feature tables joined onto the rows by key before the split (lakescore.lookup)
     feature_lookups: Annotated[list[FeatureLookupConfig], AfterValidator(_lookup_outputs)] = Field(default_factory=list)
     preprocessing: list[dict[str, Any]] = Field(default_factory=list)
-    model: ModelConfig
+    model: ModelConfig | None = None  # exactly one of model and model_set
+    model_set: ModelSetConfig | None = None
     registry: RegistryConfig
+
+    @model_validator(mode="after")
+    def _model_or_set(self) -> TrainingConfig:
+        if self.model_set is None and self.model is None:
+            raise ValueError("missing required key 'model' (or 'model_set' for several models trained on the same "
+                             "rows); add one of them")
+        clash = [k for k, v in (("model", self.model), ("preprocessing", self.preprocessing)) if v]
+        if self.model_set is not None and clash:
+            raise ValueError(f"model_set holds each component's own preprocessing and model, so top-level "
+                             f"{' and '.join(clash)} must not be given beside it; move them into "
+                             "model_set.components.<name> or delete model_set")
+        return self
+
+    @property
+    def is_set(self) -> bool:
+        """True when training.yml declares a ``model_set``."""
+        return self.model_set is not None
 
 
 # --- inference.yml --------------------------------------------------------------------------
@@ -242,7 +342,6 @@ class RuleConfig(_Strict):
 
 
 OutputType = Literal["string", "double", "long", "boolean"]
-FIXED_OUTPUTS = ("prediction", "probability", "scoring_status", "exclusion_reason")
 
 
 class OutputRuleConfig(_Strict):
@@ -280,6 +379,8 @@ class ScoringConfig(_Strict):
     mode: Annotated[Literal["rules", "pre_split", "combined"], AfterValidator(_mode_allows)] = "combined"
     skip_target_pre_split_steps: bool = True
     output: Annotated[list[OutputRuleConfig], AfterValidator(_output_names)] = Field(default_factory=list)
+    # a model set's rules over one row's component outputs (<component>_<column>) and inputs
+    combined_rules: Annotated[list[OutputRuleConfig], AfterValidator(_output_names)] = Field(default_factory=list)
 
 
 # --- monitoring.yml -------------------------------------------------------------------------
@@ -436,6 +537,8 @@ REMOVED_KEYS: dict[tuple[type[BaseModel], tuple[str, ...]], str] = {
 def _describe(err: dict[str, Any], model: type[BaseModel]) -> str:
     loc = ".".join(str(p) for p in err["loc"])
     kind = err["type"]
+    if not loc and kind == "value_error":  # a whole-file rule (e.g. model or model_set): its message says it all
+        return str(err["msg"]).removeprefix("Value error, ")
     removed = REMOVED_KEYS.get((model, tuple(str(p) for p in err["loc"])))
     if kind == "extra_forbidden" and removed:
         return f"key '{loc}' was removed: {removed}; got {err.get('input')!r}"

@@ -31,6 +31,7 @@ from lakescore.chain import STATUS_EXCLUDED, FittedChain
 from lakescore.errors import ModelNotFoundError, UncertifiedModelError
 from lakescore.conform import conform_inputs
 from lakescore.frames import to_transport
+from lakescore.model_set import ModelSet, load_saved
 from lakescore.scoring.codes import code_tables, encode
 
 DEFAULT_BATCH_ROWS = 10000
@@ -47,7 +48,7 @@ def batch_slices(n_rows: int, batch_rows: int) -> list[slice]:
     return [slice(start, min(start + batch_rows, n_rows)) for start in range(0, n_rows, batch_rows)]
 
 
-def predict_in_batches(chain: FittedChain, frame: pd.DataFrame, batch_rows: int) -> pd.DataFrame:
+def predict_in_batches(chain: FittedChain | ModelSet, frame: pd.DataFrame, batch_rows: int) -> pd.DataFrame:
     """``chain.predict`` on consecutive slices of at most ``batch_rows`` rows, concatenated."""
     if len(frame) <= batch_rows:  # one batch (every warm request): no slicing, no concatenation
         return chain.predict(frame)
@@ -56,7 +57,8 @@ def predict_in_batches(chain: FittedChain, frame: pd.DataFrame, batch_rows: int)
 
 
 class LakescoreModel(mlflow.pyfunc.PythonModel):
-    """The pyfunc every route loads: a certified ``FittedChain``.
+    """The pyfunc every route loads: a certified ``FittedChain``, or a certified ``ModelSet``
+    (:mod:`lakescore.model_set`, the same scoring surface) when the saved folder holds one.
 
     Params (per call): ``batch_rows`` (int, rows per model call, default 10000) and
     ``null_transport`` (bool, default False): the Spark route's transport form, which it decodes:
@@ -65,14 +67,14 @@ class LakescoreModel(mlflow.pyfunc.PythonModel):
     (:func:`lakescore.frames.to_transport`). Without it, strings, as ``FittedChain.predict`` gives.
     """
 
-    chain: FittedChain
+    chain: FittedChain | ModelSet
     certificate: Certificate
     input_kinds: dict[str, str]
     code_tables: dict[str, tuple[str, ...]] | None = None
 
     def load_context(self, context: Any) -> None:
         chain_dir = Path(context.artifacts["chain"])
-        self.chain = FittedChain.load(chain_dir)
+        self.chain = load_saved(chain_dir)
         cert_path = Path(context.artifacts["certificate"])
         if not cert_path.exists():
             raise UncertifiedModelError(f"model artifact {chain_dir.parent} has no certificate; retrain it")
@@ -126,14 +128,14 @@ def with_excluded_rows(scored: pd.DataFrame, index: pd.Index, reasons: Any, dtyp
     return merged.astype(dict(dtypes)).set_axis(index)
 
 
-def typed_inputs(chain: FittedChain, example: pd.DataFrame) -> Any:
+def typed_inputs(chain: FittedChain | ModelSet, example: pd.DataFrame) -> Any:
     """The MLflow input schema of the chain's raw input columns, typed from ``example``."""
     from mlflow.models import infer_signature
 
     return infer_signature(example[list(chain.input_columns)]).inputs
 
 
-def signature_for(chain: FittedChain, example: pd.DataFrame) -> Any:
+def signature_for(chain: FittedChain | ModelSet, example: pd.DataFrame) -> Any:
     """Model signature: the raw input columns, the scored output columns, and the call params.
 
     Outputs, from ``chain.output_dtypes``: ``prediction`` (long for integer classes, string for
@@ -203,7 +205,7 @@ def _kinds_or_signature(config: dict[str, Any] | None, inputs: Any) -> dict[str,
     return dict(kinds) if kinds else input_kinds(inputs)
 
 
-def null_outcomes(chain: FittedChain, example: pd.DataFrame, kinds: dict[str, str]) -> dict[str, str | None]:
+def null_outcomes(chain: FittedChain | ModelSet, example: pd.DataFrame, kinds: dict[str, str]) -> dict[str, str | None]:
     """What a null in each input column does to a row, found by scoring: input column -> the
     ``exclusion_reason`` a scorable row of ``example`` gets once that column is null, or None when
     the row is still predicted (the recipe imputes it, or the model takes it).
@@ -242,16 +244,28 @@ def null_counts(frame: pd.DataFrame, columns: tuple[str, ...] | list[str]) -> di
 
 @dataclass(frozen=True)
 class RegisteredModel:
-    """Where a logged model lives: registered name and version, run, artifact URI, certificate."""
+    """Where a logged model lives: registered name and version, run, artifact URI, certificate, and
+    for a model set its components (:func:`component_record`)."""
 
     name: str
     version: int
     run_id: str
     model_uri: str
     certificate: Certificate
+    components: tuple[dict[str, str], ...] = ()
 
 
-def log_and_register(chain: FittedChain, *, example: pd.DataFrame, name: str, alias: str | None,
+def component_record(model_set: ModelSet, folder: Path) -> list[dict[str, str]]:
+    """Each component of the set saved in ``folder``, in declared order: ``name``, ``model_class``,
+    ``decision_threshold`` and ``digest``, the SHA-256 of its saved chain folder
+    (``components/<name>/``): the component's version inside the registered version."""
+    from lakescore.admission.certificate import folder_digest
+
+    return [{"name": name, "model_class": chain.model_class, "decision_threshold": chain.decision_rule,
+             "digest": folder_digest(folder / "components" / name)} for name, chain in model_set.components]
+
+
+def log_and_register(chain: FittedChain | ModelSet, *, example: pd.DataFrame, name: str, alias: str | None,
                      evidence: dict[str, Any], training_nulls: dict[str, int] | None = None) -> RegisteredModel:
     """Save the chain, seal its certificate with the admission ``evidence``, log the pyfunc (with
     ``partition_probe.json``) in the active MLflow run, register it under ``name`` (the version's
@@ -285,8 +299,10 @@ def log_and_register(chain: FittedChain, *, example: pd.DataFrame, name: str, al
         evidence_path.write_text(evidence_text(evidence))
         signature = signature_for(chain, example)
         kinds = input_kinds(typed_inputs(chain, example))
+        components = component_record(chain, chain_dir) if isinstance(chain, ModelSet) else []
         config = {"input_kinds": kinds, "null_outcomes": null_outcomes(chain, example, kinds),
-                  **({"training_nulls": dict(training_nulls)} if training_nulls is not None else {})}
+                  **({"training_nulls": dict(training_nulls)} if training_nulls is not None else {}),
+                  **({"components": components} if components else {})}
         info = mlflow.pyfunc.log_model(
             name="model", python_model=str(Path(__file__).with_name("pyfunc_entry.py")),  # code, not a pickle
             model_config=config,
@@ -295,17 +311,23 @@ def log_and_register(chain: FittedChain, *, example: pd.DataFrame, name: str, al
             input_example=example[list(chain.input_columns)].head(3),
         )
     version = int(info.registered_model_version)
-    mlflow.MlflowClient().update_model_version(name, str(version), description=version_description(chain))
+    description = version_description(chain, components)
+    mlflow.MlflowClient().update_model_version(name, str(version), description=description)
     if alias:
         mlflow.MlflowClient().set_registered_model_alias(name, alias, str(version))
-    return RegisteredModel(name, version, info.run_id, f"models:/{name}/{version}", certificate)
+    return RegisteredModel(name, version, info.run_id, f"models:/{name}/{version}", certificate, tuple(components))
 
 
-def version_description(chain: FittedChain) -> str:
+def version_description(chain: FittedChain | ModelSet, components: list[dict[str, str]] | None = None) -> str:
     """The registered version's description: which decision threshold the sealed chain applies, e.g.
     ``Decision threshold in force: threshold 0.37 (optimize: f1 on 1,204 holdout rows; positive when
-    p >= 0.37).``"""
-    return f"Decision threshold in force: {chain.decision_rule}."
+    p >= 0.37).``; for a model set one line per component (``components``: :func:`component_record`),
+    ``Model set of 2 components: delay_model: LogisticRegression, decision threshold ..., digest 1f2e...``."""
+    if not isinstance(chain, ModelSet):
+        return f"Decision threshold in force: {chain.decision_rule}."
+    lines = [f"- {c['name']}: {c['model_class']}, decision threshold {c['decision_threshold']}, digest {c['digest']}"
+             for c in components or []]
+    return "\n".join([f"Model set of {len(chain.components)} components:", *lines])
 
 
 def resolve_version(name: str, *, selection: str, version: int | None, alias: str = "champion") -> int:

@@ -161,12 +161,15 @@ class OutputRule:
                    tuple(data["columns"]), tuple((n, t) for n, t in data["outputs"]), data["params"])
 
 
-def load_output_rules(scoring: Any) -> list[OutputRule]:
-    """Build the output rules named in config/scoring.yml ``output:`` (a :class:`ScoringConfig`)."""
+def load_output_rules(scoring: Any, *, key: str = "output") -> list[OutputRule]:
+    """Build the output rules named in config/scoring.yml ``output:`` (a :class:`ScoringConfig`), or
+    with ``key="combined_rules"`` a model set's combined rules (output rules whose columns name the
+    set's component columns: :mod:`lakescore.model_set`)."""
+    what = "combined rule" if key == "combined_rules" else "output rule"
     rules = []
-    for rule in getattr(scoring, "output", []):
+    for rule in getattr(scoring, key, []):
         dotted = rule.function if ":" in rule.function else f"{scoring.module}:{rule.function}"
-        ref = FunctionRef.resolve_name(dotted, what=f"output rule '{rule.name}'")
+        ref = FunctionRef.resolve_name(dotted, what=f"{what} '{rule.name}'")
         rules.append(OutputRule(rule.name, rule.version, ref, tuple(rule.columns),
                                 tuple(rule.outputs.items()), dict(rule.params)))
     return rules

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from lakescore.chain import FittedChain, pre_split_role
-from lakescore.config import ProjectConfig, ThresholdSetting
+from lakescore.config import ModelConfig, ProjectConfig, ThresholdSetting
 from lakescore.errors import ConfigError, LakescoreError, StepError
 from lakescore.frames import derive_label, expression_columns, to_pandas
 from lakescore.models import build_model, task_of
@@ -155,8 +155,9 @@ def recipe_problems(project: ProjectConfig, available: set[str] | list[str], *, 
     Each entry must parse, and each column it reads must exist when it runs: a ``pre_split`` step
     reads the source's columns or an earlier pre-split step's outputs; a ``preprocessing`` step reads
     ``feature_columns`` or the outputs of any earlier step (built-in steps' declared outputs, e.g.
-    FeatureInteraction's ``a_x_b``, and a user step's ``output=[...]``). Training's preflight and the
-    smoke probe both use it, so they accept the same recipes.
+    FeatureInteraction's ``a_x_b``, and a user step's ``output=[...]``). A model set's components
+    are each checked so, against their own ``feature_columns``. Training's preflight and the smoke
+    probe both use it, so they accept the same recipes.
 
     Parameters
     ----------
@@ -174,11 +175,17 @@ def recipe_problems(project: ProjectConfig, available: set[str] | list[str], *, 
     cfg = project.training
     shown = project.shown("training")
     problems: list[str] = []
-    known = set(available)
     made: set[str] = set()
-    for key, recipe in (("pre_split", cfg.pre_split), ("preprocessing", cfg.preprocessing)):
-        if key == "preprocessing":
-            known = set(cfg.data.feature_columns) | made
+    recipes = [("pre_split", cfg.pre_split, None)]
+    if cfg.model_set is None:
+        recipes.append(("preprocessing", cfg.preprocessing, cfg.data.feature_columns))
+    else:
+        recipes += [(f"model_set.components.{name}.preprocessing", c.preprocessing,
+                     c.feature_columns or cfg.data.feature_columns) for name, c in cfg.model_set.components.items()]
+    pre_made: set[str] = set()
+    for key, recipe, features in recipes:
+        known = set(available) if features is None else set(features) | pre_made
+        made = set(pre_made)
         for i, raw in enumerate(recipe):
             try:
                 p, outputs = _declared(raw)
@@ -192,19 +199,40 @@ def recipe_problems(project: ProjectConfig, available: set[str] | list[str], *, 
                 if key == "pre_split":
                     problems.append(f"{shown}: pre_split[{i}] ({p.name}) names unknown column {column!r} of {source}")
                 else:
-                    problems.append(f"{shown}: preprocessing[{i}] ({p.name}) names unknown column {column!r}: no "
+                    problems.append(f"{shown}: {key}[{i}] ({p.name}) names unknown column {column!r}: no "
                                     f"earlier step outputs it and feature_columns are "
-                                    f"{', '.join(cfg.data.feature_columns)}; fix the name or add the step that "
+                                    f"{', '.join(features or [])}; fix the name or add the step that "
                                     "makes it before this one")
             known.update(outputs)
             made.update(outputs)
+        if key == "pre_split":
+            pre_made = made
+    return problems
+
+
+def model_problems(model: ModelConfig, *, key: str, shown: str, random_state: int) -> list[str]:
+    """The problems of one ``model:`` entry (training.yml ``model`` or a set component's, at ``key``):
+    an unknown class, parameters the class refuses, a threshold on a regressor."""
+    from lakescore.models import MODEL_CLASSES
+
+    if model.class_name not in MODEL_CLASSES:
+        return [f"{shown}: {key}.class must be one of {', '.join(sorted(MODEL_CLASSES))}; got {model.class_name!r}"]
+    problems = []
+    try:
+        build_model(model.class_name, model.params, random_state=random_state)
+    except ConfigError as err:
+        problems += err.problems
+    if model.threshold is not None and task_of(model.class_name) == "regression":
+        problems.append(f"{shown}: {key}.threshold applies to classifiers only; {model.class_name} is a "
+                        f"regressor; got {_shown_setting(model.threshold)} (delete {key}.threshold)")
     return problems
 
 
 def training_problems(project: ProjectConfig, empty: pd.DataFrame) -> list[str]:
     """Everything training can check without reading rows, against the training table's columns:
     the feature, key and rule columns, the recipe's steps and columns, the row filter and label
-    expression (evaluated on ``empty``) and the model class and parameters.
+    expression (evaluated on ``empty``) and the model class and parameters (of each component and
+    the composed columns and combined rules of a model set: :func:`lakescore.training_set.set_problems`).
 
     Parameters
     ----------
@@ -217,8 +245,6 @@ def training_problems(project: ProjectConfig, empty: pd.DataFrame) -> list[str]:
     list of str
         Every problem, each naming the file, the key, the bad value and what is allowed (empty: none).
     """
-    from lakescore.models import MODEL_CLASSES
-
     cfg = project.training
     shown = project.shown("training")
     problems = []
@@ -239,17 +265,16 @@ def training_problems(project: ProjectConfig, empty: pd.DataFrame) -> list[str]:
                 problems.append(f"{shown}: data.{key} {text!r} cannot be evaluated on {cfg.data.table} "
                                 f"({type(err).__name__}: {err}); write a pandas expression over its columns")
     problems += recipe_problems(project, available, source=cfg.data.table)
-    if cfg.model.class_name not in MODEL_CLASSES:
-        problems.append(f"{shown}: model.class must be one of {', '.join(sorted(MODEL_CLASSES))}; "
-                        f"got {cfg.model.class_name!r}")
-    else:
-        try:
-            build_model(cfg.model.class_name, cfg.model.params, random_state=cfg.defaults.random_state)
-        except ConfigError as err:
-            problems += err.problems
-        if cfg.model.threshold is not None and task_of(cfg.model.class_name) == "regression":
-            problems.append(f"{shown}: model.threshold applies to classifiers only; {cfg.model.class_name} is a "
-                            f"regressor; got {_shown_setting(cfg.model.threshold)} (delete model.threshold)")
+    if cfg.model_set is not None:
+        from lakescore.training_set import set_problems
+
+        return problems + set_problems(project, empty)
+    if cfg.model is not None:
+        problems += model_problems(cfg.model, key="model", shown=shown, random_state=cfg.defaults.random_state)
+    if project.scoring.combined_rules:
+        problems.append(f"{project.shown('scoring')}: combined_rules apply to a model set only; got "
+                        f"{[r.name for r in project.scoring.combined_rules]} (declare model_set in "
+                        f"{shown}, or write them as output rules)")
     return problems
 
 
@@ -362,7 +387,11 @@ def prepare_rows(project: ProjectConfig, frame: pd.DataFrame) -> tuple[pd.DataFr
         frame = pl.from_pandas(frame)
     frame_pd = to_pandas(frame)
     y.index = frame_pd.index
-    pre = learn_pre_split(frame_pd, recipe=list(cfg.pre_split), target_columns=_target_columns(cfg.data),
+    targets = _target_columns(cfg.data)
+    for component in (cfg.model_set.components.values() if cfg.model_set else []):  # each component's label
+        expression = expression_columns(component.label_expression) if component.label_expression else []
+        targets += [c for c in (component.label_column, *expression) if c]
+    pre = learn_pre_split(frame_pd, recipe=list(cfg.pre_split), target_columns=targets,
                           skip_target=project.scoring.skip_target_pre_split_steps)
     return frame_pd.loc[pre.kept], y.loc[pre.kept], pre
 
@@ -372,6 +401,9 @@ def fit_project_chain(project: ProjectConfig, frame: pd.DataFrame, y: pd.Series,
     output rules, pre-split steps and mode, engine. Training and the smoke probe both use it, so
     the probe checks the chain training would admit."""
     cfg = project.training
+    if cfg.model is None:
+        raise ConfigError([f"{project.shown('training')}: declares model_set; fit it with "
+                           "lakescore.training_set.fit_project_set"])
     return fit_chain(frame, y, recipe=list(cfg.preprocessing), model_class=cfg.model.class_name,
                      model_params=cfg.model.params, feature_columns=list(cfg.data.feature_columns),
                      rules=load_rules(project.scoring), random_state=cfg.defaults.random_state,

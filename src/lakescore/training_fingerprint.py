@@ -55,7 +55,9 @@ def user_packages(project: ProjectConfig) -> list[str]:
     """Top-level packages of the project's own code: the scoring rules' module and every custom
     step's ``ref`` (``features.preprocessing:dep_clock_step`` -> ``features``)."""
     names = {project.scoring.module}
-    for raw in (*project.training.pre_split, *project.training.preprocessing):
+    components = project.training.model_set.components.values() if project.training.model_set else []
+    for raw in (*project.training.pre_split, *project.training.preprocessing,
+                *[raw for component in components for raw in component.preprocessing]):
         if isinstance(raw.get("ref"), str):
             names.add(raw["ref"].split(":")[0])
     return sorted({n.split(".")[0] for n in names if n})
@@ -132,6 +134,10 @@ def training_fingerprint(project: ProjectConfig, source_version: int, *,
     """
     config = {"training": project.training.model_dump(mode="json", by_alias=True),
               "scoring": project.scoring.model_dump(mode="json", by_alias=True)}
+    if config["training"].get("model_set") is None:  # a single-model project digests as before model sets
+        config["training"].pop("model_set", None)
+    if not config["scoring"].get("combined_rules"):
+        config["scoring"].pop("combined_rules", None)
     libraries = {}
     for name in LIBRARIES:
         try:

@@ -150,3 +150,65 @@ def test_the_spark_route_joins_the_feature_tables_in_spark_and_scores_as_the_sin
     publish(on_spark, runtime, run)
     receipt = list_receipts(runtime, project.inference.prediction_table)["receipts"][0]
     assert receipt["feature_lookups"] == [{"table": WEATHER, "version": 0}, {"table": PLANES, "version": 1}]
+
+
+def _set_project(trained_set, table: str, batch_compute: str):
+    config, runtime, result = trained_set
+    project = load_project(config)
+    update = {"prediction_table": table, "batch_compute": batch_compute}
+    return dataclasses.replace(project, inference=project.inference.model_copy(update=update)), runtime, result
+
+
+def _by_hand(runtime, result, incoming):
+    """Independent of the set's own predict: each registered component chain on its own, composed by hand."""
+    from lakescore.chain import FittedChain
+
+    folder = mlflow.artifacts.download_artifacts(f"models:/{result.model_name}/{result.version}/artifacts/chain")
+    delay = FittedChain.load(f"{folder}/components/delay_model").predict(incoming)
+    minutes = FittedChain.load(f"{folder}/components/minutes_model").predict(incoming)
+    both = ((delay["scoring_status"] == "predicted") & (minutes["scoring_status"] == "predicted")).to_numpy()
+    p, m = delay["probability"].to_numpy(dtype="float64"), minutes["prediction"].to_numpy(dtype="float64")
+    return both, p, m
+
+
+def test_a_model_set_scores_on_one_node_and_publishes_every_output_in_one_commit(trained_set, flights_sample):
+    from lakescore.workflows.publish import list_receipts
+
+    project, runtime, result = _set_project(trained_set, "main.flights.set_predictions", "single_node")
+    run = score(project, runtime)
+    got = run.predictions.set_index("flight_id")
+    incoming = flights_sample.iloc[1900:1960]
+    both, p, m = _by_hand(runtime, result, incoming)
+    got = got.loc[incoming["flight_id"]]
+    assert len(got) == 60 and 0 < (~both).sum() and got["scoring_status"].eq("predicted").to_numpy().tolist() == both.tolist()
+    assert got["late_risk"][both].to_numpy(dtype="float64") == pytest.approx(0.7 * p[both] + 0.3 * m[both], abs=1e-12)
+    assert got["late_flag"][both].tolist() == ((p[both] >= 0.5) | (m[both] >= 30)).tolist()
+    assert run.summary()["components"] == ["delay_model", "minutes_model"]
+    published = publish(project, runtime, run)
+    table = project.inference.prediction_table
+    version = published.table_version
+    assert published.action == "append" and runtime.table_version(table) == version
+    assert len(runtime.read_table(table, version=version - 1)) == 0  # every output arrived in this one commit
+    stored = runtime.read_table(table, version=version)
+    assert len(stored) == 60 and {"delay_model_probability", "minutes_model_prediction", "late_risk", "late_flag",
+                                  "scoring_status", "exclusion_reason"} <= set(stored.columns)
+    receipt = list_receipts(runtime, table)["receipts"][0]
+    assert (receipt["model_version"], receipt["table_version"]) == (result.version, version)
+    assert receipt["components"] == result.components  # each component's version (digest) inside the set's
+    assert receipt["decision_threshold"].startswith("delay_model: threshold 0.4")
+
+
+def test_a_model_set_scores_on_spark_as_on_one_node(trained_set, flights_sample, spark):
+    project, runtime, result = _set_project(trained_set, "main.flights.set_predictions_spark", "spark")
+    runtime._spark = spark
+    run = score(project, runtime)
+    got = as_pandas(run.predictions).set_index("flight_id").loc[flights_sample.iloc[1900:1960]["flight_id"]]
+    both, p, m = _by_hand(runtime, result, flights_sample.iloc[1900:1960])
+    assert got["scoring_status"].eq("predicted").to_numpy().tolist() == both.tolist()
+    assert got["late_risk"][both].to_numpy(dtype="float64") == pytest.approx(0.7 * p[both] + 0.3 * m[both], abs=1e-12)
+    assert got["late_flag"][both].tolist() == ((p[both] >= 0.5) | (m[both] >= 30)).tolist()
+    assert got["exclusion_reason"][~both].str.contains("delay_model/|minutes_model/|ineligible:").all()
+    published = publish(project, runtime, run)
+    assert published.engine == "spark-delta" and runtime.table_version(project.inference.prediction_table) == \
+        published.table_version
+    assert published.receipt["components"] == result.components

@@ -275,3 +275,36 @@ def test_train_joins_the_lookups_before_the_split_and_seals_the_spec(project_dir
     chain_json.write_text(json.dumps(meta, indent=1, sort_keys=True))
     with pytest.raises(CertificateError, match="does not match its certificate.*recipe_sha256: sealed"):
         mlflow.pyfunc.load_model(f"models:/{result.model_name}/{result.version}")
+
+
+def test_a_model_set_is_registered_as_one_version_that_lists_its_components(trained_set, flights_sample):
+    import mlflow
+
+    from lakescore.admission.certificate import folder_digest
+    from lakescore.model_set import ModelSet
+
+    config, runtime, result = trained_set
+    runtime.mlflow()
+    client = mlflow.MlflowClient()
+    (only,) = client.search_model_versions(f"name = '{result.model_name}'")  # one version holds the whole set
+    assert int(only.version) == result.version == 1
+    assert [c["name"] for c in result.components] == ["delay_model", "minutes_model"]
+    assert [c["model_class"] for c in result.components] == ["LogisticRegression", "LinearRegression"]
+    assert result.components[0]["decision_threshold"].startswith("threshold 0.4")
+    assert result.components[1]["decision_threshold"] == "no decision threshold (regressor)"
+    folder = mlflow.artifacts.download_artifacts(f"models:/{result.model_name}/1/artifacts/chain")
+    for component in result.components:  # independent: the digest of the registered component folder
+        assert component["digest"] == folder_digest(f"{folder}/components/{component['name']}")
+        assert f"- {component['name']}: {component['model_class']}" in only.description
+        assert component["digest"] in only.description
+    assert result.summary()["components"] == result.components
+    assert {"delay_model.accuracy", "delay_model.roc_auc", "minutes_model.rmse", "minutes_model.mae"} <= set(result.metrics)
+    assert [s["name"] for s in result.steps][:2] == ["delay_model/distance_outlier", "delay_model/impute_numeric"]
+    model = mlflow.pyfunc.load_model(f"models:/{result.model_name}/1")
+    assert isinstance(model.unwrap_python_model().chain, ModelSet)
+    rows = flights_sample.iloc[1900:1910]
+    scored = model.predict(rows[list(model.unwrap_python_model().chain.input_columns)])
+    assert list(scored.columns) == ["delay_model_prediction", "delay_model_probability", "minutes_model_prediction",
+                                    "late_risk", "scoring_status", "exclusion_reason", "late_flag"]
+    profile = mlflow.artifacts.load_dict(f"runs:/{result.run_id}/drift_profile.json")
+    assert profile["prediction"]["column"] == "delay_model_probability"

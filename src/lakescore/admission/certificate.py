@@ -90,20 +90,37 @@ class Certificate:
         return hashlib.sha256(self.to_json().encode()).hexdigest()
 
 
+def _recipe(chain_dir: Path) -> dict[str, Any]:
+    """The saved recipe and rules of a chain folder: its ``chain.json`` without the column lists."""
+    meta = json.loads((chain_dir / "chain.json").read_text())
+    return {k: v for k, v in meta.items() if k not in ("input_columns", "feature_columns")}
+
+
 def _observed(chain_dir: Path, chain: Any) -> dict[str, Any]:
+    """The sealed values of the chain (or model set: :mod:`lakescore.model_set`) saved in ``chain_dir``.
+
+    A set's recipe is its ``set.json`` with every component's recipe, its model fingerprint the
+    SHA-256 of the components' fingerprints in order, its libraries those of every component."""
+    from lakescore.model_set import SET_FILE, is_set_folder
     from lakescore.models import fingerprint, runtime_versions
 
-    meta = json.loads((chain_dir / "chain.json").read_text())
-    recipe = json.dumps({k: v for k, v in meta.items() if k not in ("input_columns", "feature_columns")},
-                        sort_keys=True)
+    if is_set_folder(chain_dir):
+        recipe: dict[str, Any] = {"set": json.loads((chain_dir / SET_FILE).read_text()),
+                                  "components": {name: _recipe(chain_dir / "components" / name)
+                                                 for name, _ in chain.components}}
+        prints = "\0".join(f"{name}:{fingerprint(c.model)}" for name, c in chain.components)
+        model_print = hashlib.sha256(prints.encode()).hexdigest()
+        libraries = {k: v for _, c in chain.components for k, v in runtime_versions(c.model).items()}
+    else:
+        recipe, model_print, libraries = _recipe(chain_dir), fingerprint(chain.model), runtime_versions(chain.model)
     return {
         "artifact_sha256": folder_digest(chain_dir),
-        "recipe_sha256": hashlib.sha256(recipe.encode()).hexdigest(),
-        "model_fingerprint": fingerprint(chain.model),
+        "recipe_sha256": hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest(),
+        "model_fingerprint": model_print,
         "project_source_sha256": project_source_digest(),
         "lakescore": lakescore.__version__,
         "python": python_version(),
-        "libraries": runtime_versions(chain.model),
+        "libraries": libraries,
     }
 
 

@@ -31,18 +31,21 @@ EVIDENCE_VERSION = 2
 ROW_CONTEXT = "row"
 
 
-def _lint_ref(ref: FunctionRef, part: str) -> list[LintFinding]:
+def lint_ref(ref: FunctionRef, part: str) -> list[LintFinding]:
+    """Lint the user function ``ref`` (its saved source when it cannot be imported here)."""
     try:
         return lint_function(ref.load(), part=part)
     except UserCodeError:  # not importable here: lint the source saved with the model
         return lint_source(ref.source, ref.qualname.split(".")[-1], part=part, file=f"{ref.module}.py")
 
 
-def _lint_json(findings: list[LintFinding]) -> dict[str, Any]:
+def lint_json(findings: list[LintFinding]) -> dict[str, Any]:
+    """A lint result as the evidence records it."""
     return {"status": "failed" if findings else "passed", "findings": [f.message for f in findings]}
 
 
-def _checks_json(results: list[CheckResult]) -> list[dict[str, str]]:
+def checks_json(results: list[CheckResult]) -> list[dict[str, str]]:
+    """Check results as the evidence records them."""
     return [r.to_json() for r in results]
 
 
@@ -96,18 +99,18 @@ def examine(chain: FittedChain, holdout: pd.DataFrame) -> tuple[dict[str, Any], 
                 problems.append(f"Custom step '{step.name}' is declared inference_context={context!r}; only "
                                 "row-local steps can be scored in pieces. Make it row-local or score single-node.")
             ref = custom_apply_ref(step)
-            findings = _lint_ref(ref, f"Custom step '{step.name}'") if ref else []
-            lint[step.name] = _lint_json(findings)
+            findings = lint_ref(ref, f"Custom step '{step.name}'") if ref else []
+            lint[step.name] = lint_json(findings)
             problems += [f.message for f in findings]
     for rule in (*chain.rules, *chain.output_rules):
-        findings = _lint_ref(rule.function, f"Scoring rule '{rule.name}'")
-        lint[f"rule:{rule.name}"] = _lint_json(findings)
+        findings = lint_ref(rule.function, f"Scoring rule '{rule.name}'")
+        lint[f"rule:{rule.name}"] = lint_json(findings)
         problems += [f.message for f in findings]
     for step in chain.pre_split:
         if is_custom(step) and chain.pre_split_role(step) != "skip":
             ref = custom_apply_ref(step)
-            findings = _lint_ref(ref, f"Custom step '{step.name}'") if ref else []
-            lint[step.name] = _lint_json(findings)
+            findings = lint_ref(ref, f"Custom step '{step.name}'") if ref else []
+            lint[step.name] = lint_json(findings)
             problems += [f.message for f in findings]
     parts = chain_parts(chain, sample)
     results = probe_parts(parts)
@@ -128,7 +131,7 @@ def _evidence(chain: FittedChain, parts: list, results: dict[str, list[CheckResu
             continue
         entry = {"name": step.name, "kind": step.kind, "rows": len(by_key[key].sample),
                  "state_sha256": hashlib.sha256(encode_state(step.state).encode()).hexdigest(),
-                 "checks": _checks_json(results[key])}
+                 "checks": checks_json(results[key])}
         if is_custom(step):
             ref = custom_apply_ref(step)
             custom.append({**entry, "source_sha256": ref.source_sha256 if ref else None, "lint": lint[step.name]})
@@ -136,19 +139,19 @@ def _evidence(chain: FittedChain, parts: list, results: dict[str, list[CheckResu
             builtins.append({**entry, "recipe": {k: v for k, v in step.state.items() if k == "columns"}})
     rules = [{"name": r.name, "version": r.version, "kind": "eligibility",
               "source_sha256": r.function.source_sha256,
-              "lint": lint[f"rule:{r.name}"], "checks": _checks_json(results[f"rule:{i}"])}
+              "lint": lint[f"rule:{r.name}"], "checks": checks_json(results[f"rule:{i}"])}
              for i, r in enumerate(chain.rules)]
     rules += [{"name": r.name, "version": r.version, "kind": "output", "source_sha256": r.function.source_sha256,
-               "lint": lint[f"rule:{r.name}"], "checks": _checks_json(results[f"output_rule:{i}"])}
+               "lint": lint[f"rule:{r.name}"], "checks": checks_json(results[f"output_rule:{i}"])}
               for i, r in enumerate(chain.output_rules)]
     return {
         "evidence_version": EVIDENCE_VERSION, "sample_rows": sample_rows,
         "builtins": builtins, "custom": custom, "rules": rules,
         "model": {"class": type(chain.model).__name__, "fingerprint": fingerprint(chain.model),
                   "needs_probe": needs_model_probe(chain.model), "decision_rule": chain.decision_rule,
-                  "checks": _checks_json(results["model"])},
-        "chain": {"checks": _checks_json(results["chain"])},
-        "compiled": {"kernels": chain.plan.kernels, "checks": _checks_json(results["compiled"])},
+                  "checks": checks_json(results["model"])},
+        "chain": {"checks": checks_json(results["chain"])},
+        "compiled": {"kernels": chain.plan.kernels, "checks": checks_json(results["compiled"])},
     }
 
 
@@ -157,7 +160,14 @@ def _all_passed(entries: list[dict[str, Any]]) -> bool:
 
 
 def part_flags(evidence: dict[str, Any]) -> dict[str, bool]:
-    """The certificate's per-part flags: every check of that part passed."""
+    """The certificate's per-part flags: every check of that part passed. For a model set
+    (:func:`lakescore.admission.combined.admit_set`) each flag holds for every component, and
+    ``combined_probed`` says every combined rule and the whole set passed."""
+    if "model_set" in evidence:
+        found = [part_flags(e) for e in evidence["model_set"]["components"].values()]
+        flags = {key: all(f.get(key, False) for f in found) for key in found[0]} if found else {}
+        combined = evidence["model_set"]
+        return {**flags, "combined_probed": _all_passed(combined["combined_rules"]) and _all_passed([combined["set"]])}
     return {
         "apply_probed_builtin": _all_passed(evidence["builtins"]),
         "apply_probed": _all_passed(evidence["custom"]),

@@ -22,16 +22,21 @@ from pathlib import Path
 from typing import Any
 
 from lakescore.admission.compare import compare
-from lakescore.admission.parts import Part, chain_parts
+from lakescore.admission.parts import Part, chain_parts, set_parts
 from lakescore.admission.result import CheckResult
 from lakescore.chain import FittedChain
+from lakescore.model_set import ModelSet, load_saved
 
 TIMEOUT_S = 300
 SHOWN_CHARS = 60
 
 
-def _modules(chain: FittedChain) -> list[str]:
-    """Modules the chain's code lives in: step kinds, user functions of custom steps, rule functions."""
+def _modules(chain: FittedChain | ModelSet) -> list[str]:
+    """Modules the chain's code lives in: step kinds, user functions of custom steps, rule functions
+    (for a model set: its components', and its combined rules')."""
+    if isinstance(chain, ModelSet):
+        names = {m for _, component in chain.components for m in _modules(component)}
+        return sorted(names | {rule.function.module for rule in chain.combined_rules})
     names = {step.impl.__module__ for step in (*chain.pre_split, *chain.steps)}
     for step in (*chain.pre_split, *chain.steps):
         names.update(ref["module"] for role in ("apply", "learn")
@@ -68,7 +73,7 @@ def _changed(here: dict[str, tuple[str, str]], fresh: dict[str, tuple[str, str]]
     return "; module variable " + "; ".join(diffs) if diffs else ""
 
 
-def check_fresh_module(chain: FittedChain, parts: list[Part]) -> dict[str, CheckResult]:
+def check_fresh_module(chain: FittedChain | ModelSet, parts: list[Part]) -> dict[str, CheckResult]:
     """Score every part's sample in a fresh process and compare with this one.
 
     Returns
@@ -106,8 +111,9 @@ def _child(folder: Path) -> None:
     for module in job["modules"]:
         importlib.import_module(module)
     outputs: dict[str, Any] = {"__module_variables__": module_variables(job["modules"])}
-    chain = FittedChain.load(folder / "chain")
-    for part in chain_parts(chain, job["raw"]):
+    model = load_saved(folder / "chain")
+    parts = set_parts(model, job["raw"]) if isinstance(model, ModelSet) else chain_parts(model, job["raw"])
+    for part in parts:
         try:
             outputs[part.key] = part.run(job["samples"][part.key])
         except Exception as err:  # reported as the part's failure reason

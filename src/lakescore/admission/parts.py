@@ -129,6 +129,42 @@ def chain_parts(chain: FittedChain, raw: pd.DataFrame) -> list[Part]:
     return parts
 
 
+def set_parts(model_set: Any, raw: pd.DataFrame) -> list[Part]:
+    """The parts a model set adds to its components' (each admitted as a chain of its own): each
+    combined rule on the rows the whole set predicts, its sample the rule's declared columns (the
+    rows' inputs and component predictions, so the probe's ``perturb`` moves both), then the whole
+    set on the raw rows (kind ``chain``: repeat, chunks).
+
+    Raises
+    ------
+    lakescore.errors.ProbeError
+        When fewer than 16 rows of ``raw`` get a prediction from every component.
+    """
+    parts = []
+    if model_set.combined_rules:
+        scored = model_set.predict(raw)
+        predicted = (scored["scoring_status"] == "predicted").to_numpy()
+        if predicted.sum() < MIN_ROWS:
+            raise ProbeError([f"only {int(predicted.sum())} probe rows get a prediction from every component of the "
+                              f"model set (need {MIN_ROWS}); rows were lost in the rules and steps. Give more "
+                              "holdout rows, or loosen them."])
+        reached = model_set.rule_frame(raw, scored)[predicted]
+        for i, rule in enumerate(model_set.combined_rules):
+            parts.append(Part("rule", f"combined_rule:{i}", f"Combined rule '{rule.name}'", _combined_rule_run(rule),
+                              reached[list(rule.columns)]))
+    parts.append(Part("chain", "set", "Model set", model_set.predict, raw, runs_chain=True))
+    return parts
+
+
+def _combined_rule_run(rule: Any) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    """A combined rule on rows of its declared columns (inputs and component predictions)."""
+
+    def run(frame: pd.DataFrame) -> pd.DataFrame:
+        return rule.compute(frame, frame.iloc[:, :0])
+
+    return run
+
+
 def _output_rule_run(chain: FittedChain, rule: Any) -> Callable[[pd.DataFrame], pd.DataFrame]:
     """An output rule on predicted raw rows, fed the model's predictions for those rows."""
     columns = [c for c in ("prediction", "probability") if c in chain.output_columns]

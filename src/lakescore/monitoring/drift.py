@@ -110,7 +110,7 @@ def psi(expected: Any, actual: Any, *, epsilon: float = EPSILON) -> float:
 
 def training_profile(frame: pd.DataFrame, *, feature_columns: list[str] | tuple[str, ...],
                      predictions: pd.DataFrame | None = None, bins: int = 10,
-                     max_categories: int = 20) -> dict[str, Any]:
+                     max_categories: int = 20, prediction_column: str | None = None) -> dict[str, Any]:
     """JSON-able bins and expected shares of the training sample, for PSI at monitoring time.
 
     Parameters
@@ -127,6 +127,9 @@ def training_profile(frame: pd.DataFrame, *, feature_columns: list[str] | tuple[
         Quantile bins per numeric column (fewer when values repeat).
     max_categories : int, default 20
         Categories kept per text column; the rest share the ``__other__`` bin.
+    prediction_column : str, optional
+        The column of ``predictions`` to profile as ``prediction`` (a model set's, e.g.
+        ``delay_model_probability``); default ``probability``, else ``prediction``.
 
     Returns
     -------
@@ -142,7 +145,7 @@ def training_profile(frame: pd.DataFrame, *, feature_columns: list[str] | tuple[
     prediction = None
     if predictions is not None and len(predictions):
         scored = predictions[predictions["scoring_status"] == "predicted"]
-        column = "probability" if "probability" in scored.columns else "prediction"
+        column = prediction_column or ("probability" if "probability" in scored.columns else "prediction")
         if pd.api.types.is_numeric_dtype(scored[column].dtype):
             prediction = {**_numeric_bins(scored[column], bins), "column": column}
     return {"format": PROFILE_FORMAT, "rows": int(len(frame)), "features": features, "prediction": prediction}

@@ -597,8 +597,10 @@ def build_receipt(request: PublishRequest, decision: Decision, target: TargetSta
 
     ``extra`` adds run facts: certificate_sha256, decision_threshold (which threshold the model
     applied: ``FittedChain.decision_rule``), rows_in, predicted,
-    excluded, batch_compute, env_manager, batch_rows, and feature_lookups (``[{table, version}]``
-    the run joined, only for a model with feature lookups).
+    excluded, batch_compute, env_manager, batch_rows, feature_lookups (``[{table, version}]``
+    the run joined, only for a model with feature lookups) and components (a model set's
+    ``[{name, model_class, decision_threshold, digest}]``: each component's version inside
+    ``model_version``, only for a model set).
     """
     return {
         RECEIPT_MARKER: RECEIPT_FORMAT, "run_id": request.run_id, "request_digest": request.digest,

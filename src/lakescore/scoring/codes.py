@@ -23,6 +23,7 @@ import pandas as pd
 
 from lakescore.chain import STATUS_EXCLUDED, STATUS_PREDICTED, FittedChain
 from lakescore.errors import TransportCodeError
+from lakescore.model_set import ModelSet, component_reason, load_saved
 
 STATUSES = (STATUS_PREDICTED, STATUS_EXCLUDED)
 """Code table of ``scoring_status``: 0 predicted, 1 excluded."""
@@ -58,10 +59,22 @@ def reason_table(chain: FittedChain) -> tuple[str, ...]:
     return tuple(dict.fromkeys(reasons))
 
 
-def code_tables(chain: FittedChain) -> dict[str, tuple[str, ...]]:
+def code_tables(chain: FittedChain | ModelSet) -> dict[str, tuple[str, ...]]:
     """Output column -> its code table: ``scoring_status`` (:data:`STATUSES`), ``exclusion_reason``
     (:func:`reason_table`) and, for text classes, ``prediction`` (``chain.classes`` as str, the
-    text ``FittedChain.predict`` gives them)."""
+    text ``FittedChain.predict`` gives them).
+
+    For a model set: every component's reasons as the set gives them
+    (:func:`lakescore.model_set.component_reason`, declared order), then ``invalid:<column>`` for
+    the set's input columns; and ``<component>_prediction`` for each component of text classes."""
+    if isinstance(chain, ModelSet):
+        reasons = [component_reason(name, r) for name, c in chain.components for r in reason_table(c)]
+        reasons += [f"invalid:{column}" for column in chain.input_columns]
+        tables = {"scoring_status": STATUSES, "exclusion_reason": tuple(dict.fromkeys(reasons))}
+        for name, component in chain.components:
+            tables.update({f"{name}_{column}": table for column, table in code_tables(component).items()
+                           if column == "prediction"})
+        return tables
     tables = {"scoring_status": STATUSES, "exclusion_reason": reason_table(chain)}
     if chain.task == "classification" and chain.label_dtype == "string":
         tables["prediction"] = tuple(dict.fromkeys(str(c) for c in chain.classes or ()))
@@ -75,7 +88,7 @@ def saved_code_tables(model_path: str | Path) -> dict[str, tuple[str, ...]]:
 
     folder = Path(model_path)
     artifacts = Model.load(str(folder)).flavors["python_function"]["artifacts"]
-    return code_tables(FittedChain.load(folder / artifacts["chain"]["path"]))
+    return code_tables(load_saved(folder / artifacts["chain"]["path"]))
 
 
 def encode(scored: pd.DataFrame, tables: dict[str, tuple[str, ...]]) -> pd.DataFrame:

@@ -30,6 +30,7 @@ class ScorePlan:
     decision_threshold: str = ""  # which threshold the model's sealed chain applies (FittedChain.decision_rule)
     feature_lookups: tuple[dict[str, Any], ...] = ()  # the sealed chain's lookup specs (FeatureLookup.to_json)
     feature_tables: dict[str, int] = field(default_factory=dict)  # feature table -> version pinned for this run
+    components: tuple[dict[str, str], ...] = ()  # a model set's components (lakescore.packaging.component_record)
 
     @property
     def lookups(self) -> tuple[Any, ...]:
@@ -107,7 +108,7 @@ def preflight(project: ProjectConfig, tables: Tables) -> ScorePlan:
         require_admitted(cert)
         check_environment(cert)  # the driver refuses at once what every worker would refuse later
         meta = _chain_meta(uri)
-        rule = saved_decision_rule(meta)
+        rule = meta.get("decision_rule") or saved_decision_rule(meta)  # a model set's set.json says it
         lookups = tuple(x["spec"] for x in meta.get("feature_lookups", []))
         if inf.batch_compute == "spark" and meta.get("engine", "pandas") == "polars":
             raise SparkPolarsUnsupportedError(
@@ -153,7 +154,8 @@ def preflight(project: ProjectConfig, tables: Tables) -> ScorePlan:
                              model=f"model {name} v{version}")
     return ScorePlan(inf.score_source_table, source_version, name, version, uri, inputs, keys,
                      cert.digest, cert.artifact_sha256, tuple(warnings), decision_threshold=rule,
-                     feature_lookups=lookups, feature_tables=feature_tables)
+                     feature_lookups=lookups, feature_tables=feature_tables,
+                     components=tuple(config.get("components", ())))
 
 
 def null_warnings(tables: Tables, source: str, version: int, config: dict[str, Any], *, where: str,
@@ -220,14 +222,20 @@ def _check_readable(project: ProjectConfig, tables: Tables, version: int) -> Non
 
 
 def _chain_meta(model_uri: str) -> dict[str, Any]:
-    """The logged model's ``chain.json`` (engine, task, classes, threshold, ...), without loading the model."""
+    """The logged model's ``chain.json`` (engine, task, classes, threshold, ...), or a model set's
+    ``set.json`` (engine, decision_rule, feature_lookups, components), without loading the model."""
     import json
     from pathlib import Path
 
     import mlflow
 
-    chain_json = mlflow.artifacts.download_artifacts(f"{model_uri}/artifacts/chain/chain.json")
-    return dict(json.loads(Path(chain_json).read_text()))
+    from lakescore.model_set import SET_FILE
+
+    try:
+        saved = mlflow.artifacts.download_artifacts(f"{model_uri}/artifacts/chain/chain.json")
+    except Exception:  # mlflow raises several types for a missing artifact: a model set has set.json
+        saved = mlflow.artifacts.download_artifacts(f"{model_uri}/artifacts/chain/{SET_FILE}")
+    return dict(json.loads(Path(saved).read_text()))
 
 
 def _signature_kinds(model_uri: str) -> tuple[dict[str, str], dict[str, Any]]:

@@ -65,4 +65,5 @@ class ScoredRun:
                 **self.counts, "exclusions": self.tally.exclusions,
                 "scope": self.scope.get("reason"),
                 **({"feature_lookups": self.plan.lookup_record} if self.plan.feature_tables else {}),
+                **({"components": [c["name"] for c in self.plan.components]} if self.plan.components else {}),
                 **({"warnings": list(self.plan.warnings)} if self.plan.warnings else {})}

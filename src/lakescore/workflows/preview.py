@@ -42,8 +42,18 @@ def preview(project: ProjectConfig, runtime: Runtime, *, action: Literal["train"
     return preview_train(project) if action == "train" else preview_score(project, runtime)
 
 
+def _single_model(project: ProjectConfig) -> None:
+    """Refuse a model set: the preview and the smoke probe describe and fit one model."""
+    if project.training.model_set is not None:
+        from lakescore.errors import ConfigError
+
+        raise ConfigError([f"{project.shown('training')}: declares model_set; the preview and the smoke probe "
+                           "handle a single model for now. Run `lakescore train` (it admits every component)"])
+
+
 def preview_train(project: ProjectConfig) -> list[str]:
     """Lines describing the lint result of every user function and the checks the probe would run."""
+    _single_model(project)
     part_checks = _check_names(PART_CHECKS) + ", fresh_module"
     lines = [f"Recipe ({len(project.training.preprocessing)} steps), model {project.training.model.class_name}:"]
     for raw in project.training.preprocessing:
@@ -133,6 +143,7 @@ def smoke_probe(project: ProjectConfig, sample_path: str | Path) -> tuple[list[s
     LakescoreError
         For a bad sample, or a recipe and model that cannot be fitted on it.
     """
+    _single_model(project)
     sample = read_sample(sample_path)
     problems = recipe_problems(project, set(sample.columns), source=str(sample_path))
     if problems:  # the same recipe check as training's preflight, so both accept the same recipes

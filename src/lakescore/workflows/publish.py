@@ -70,7 +70,8 @@ def publish(project: ProjectConfig, runtime: Runtime, run: ScoredRun, *, migrate
         certificate_sha256=plan.certificate_sha256, decision_threshold=plan.decision_threshold or None,
         **run.counts, batch_compute=run.batch_compute,
         env_manager=run.env_manager, batch_rows=run.batch_rows,
-        **({"feature_lookups": plan.lookup_record} if plan.feature_tables else {}))
+        **({"feature_lookups": plan.lookup_record} if plan.feature_tables else {}),
+        **({"components": [dict(c) for c in plan.components]} if plan.components else {}))
     if on_spark:
         from lakescore.publish import spark_delta  # pyspark: only on the Spark route
 

@@ -284,7 +284,8 @@ def load_scored(runtime: Runtime, run_id: str | None = None) -> ScoredRun:
     plan = meta["plan"]
     plan = ScorePlan(**{**plan, "input_columns": tuple(plan["input_columns"]),
                         "record_keys": tuple(plan["record_keys"]), "warnings": tuple(plan.get("warnings", ())),
-                        "feature_lookups": tuple(plan.get("feature_lookups", ()))})
+                        "feature_lookups": tuple(plan.get("feature_lookups", ())),
+                        "components": tuple(plan.get("components", ()))})
     staged = runs[-1].parent / SPARK_STAGED
     frame = (runtime.spark().read.parquet(str(staged)) if staged.is_dir() else
              pd.read_parquet(runs[-1].parent / "predictions.parquet", dtype_backend="numpy_nullable"))

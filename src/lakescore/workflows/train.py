@@ -12,15 +12,21 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
+import pandas as pd
 
 from lakescore import progress
+
+from lakescore.admission.combined import admit_set
 from lakescore.admission.evidence import admit
+from lakescore.chain import FittedChain
 from lakescore.config import ProjectConfig
 from lakescore.errors import ConfigError, LakescoreError
+from lakescore.model_set import ModelSet
 from lakescore.monitoring.drift import training_profile
 from lakescore.packaging import log_and_register, null_counts
 from lakescore.runtime import Runtime
 from lakescore.training import fit_project_chain, holdout_metrics, prepare_rows, training_problems, with_threshold
+from lakescore.training_set import component_labels, fit_project_set, set_metrics, with_set_thresholds
 from lakescore.workflows.lookups import lookup_problems, read_feature_tables
 from lakescore.training_fingerprint import (TrainingFingerprint, record_fingerprint, recorded_fingerprint,
                                             training_fingerprint)
@@ -41,11 +47,13 @@ class TrainResult:
     note: str = ""
     decision_threshold: str = ""  # FittedChain.decision_rule: which threshold is in force
     feature_lookups: list[dict[str, Any]] = field(default_factory=list)  # [{table, version}] training joined
+    components: list[dict[str, str]] = field(default_factory=list)  # a model set's: packaging.component_record
 
     def summary(self) -> dict[str, Any]:
         return {"model": f"{self.model_name} v{self.version}", "run_id": self.run_id,
                 "metrics": self.metrics, "rows": self.rows, "steps": self.steps,
                 **({"feature_lookups": self.feature_lookups} if self.feature_lookups else {}),
+                **({"components": self.components} if self.components else {}),
                 "decision_threshold": self.decision_threshold,
                 "certificate": self.certificate, "reused": self.reused, "note": self.note}
 
@@ -136,39 +144,99 @@ def train(project: ProjectConfig, runtime: Runtime, *,
         shown.total_rows(len(frame_pd))
     train_idx, hold_idx = train_test_split(np.arange(len(frame_pd)), test_size=cfg.split.holdout_fraction,
                                            random_state=cfg.split.random_state)
-    with progress.step("train: fit recipe and model", total=len(train_idx)) as shown:
-        chain = replace(fit_project_chain(project, frame_pd.iloc[train_idx], y.iloc[train_idx], pre), lookups=specs,
-                        lookup_versions=tuple(features.versions[spec.table_name] for spec in specs))
-        shown.total_rows(len(train_idx))
     holdout = frame_pd.iloc[hold_idx]
-    chain = with_threshold(chain, cfg.model.threshold, holdout, y.iloc[hold_idx], shown=project.shown("training"))
-    metrics = holdout_metrics(chain, holdout, y.iloc[hold_idx])
+    versions = tuple(features.versions[spec.table_name] for spec in specs)
+    with progress.step("train: fit recipe and model", total=len(train_idx)) as shown:
+        if cfg.model_set is not None:
+            model, metrics = _fit_set(project, frame_pd, pre, train_idx, hold_idx, specs, versions)
+        else:
+            model, metrics = _fit_chain(project, frame_pd, y, pre, train_idx, hold_idx, specs, versions)
+        shown.total_rows(len(train_idx))
     with progress.step("admission: identity, lint, probe, fresh-process check", total=len(holdout)) as shown:
-        evidence = admit(chain, holdout)  # raises ProbeError before anything is logged
+        # raises ProbeError before anything is logged
+        evidence = admit_set(model, holdout) if isinstance(model, ModelSet) else admit(model, holdout)
         shown.total_rows(len(holdout))
     with progress.step("train: log and register"), mlflow.start_run(run_name="train") as run:
-        mlflow.log_params({"model_class": cfg.model.class_name, "training_table": cfg.data.table,
+        models = [(f"{name}.", c) for name, c in model.components] if isinstance(model, ModelSet) else [("", model)]
+        mlflow.log_params({**{f"{prefix}model_class": c.model_class for prefix, c in models},
+                           "training_table": cfg.data.table,
                            "training_version": fingerprint.source_version,
                            **{f"feature_table.{name}": v for name, v in features.versions.items()},
                            "training_rows": len(train_idx), "holdout_rows": len(hold_idx),
-                           "decision_threshold": chain.decision_rule,
-                           **{f"model.{k}": v for k, v in cfg.model.params.items()}})
+                           "decision_threshold": model.decision_rule,
+                           **{f"{prefix}model.{k}": v for prefix, c in models
+                              for k, v in _model_params(project, prefix).items()}})
         mlflow.log_metrics({k: v for k, v in metrics.items()})
-        profile = training_profile(frame_pd.iloc[train_idx], feature_columns=list(cfg.data.feature_columns),
-                                   predictions=chain.predict(holdout))
+        predictions = model.predict(holdout)
+        profile = training_profile(frame_pd.iloc[train_idx], feature_columns=_profiled(project),
+                                   predictions=predictions, prediction_column=_profiled_prediction(model))
         mlflow.log_dict(profile, "drift_profile.json")  # PSI bins for lakescore monitor
-        registered = log_and_register(chain, example=holdout.head(5), name=cfg.registry.model_name,
+        registered = log_and_register(model, example=holdout.head(5), name=cfg.registry.model_name,
                                       alias=cfg.registry.alias, evidence=evidence,
-                                      training_nulls=null_counts(frame_pd.iloc[train_idx], chain.input_columns))
+                                      training_nulls=null_counts(frame_pd.iloc[train_idx], model.input_columns))
         result = TrainResult(
             model_name=registered.name, version=registered.version, run_id=run.info.run_id, metrics=metrics,
             rows={"training": len(train_idx), "holdout": len(hold_idx)},
-            steps=[{"name": s.name, "step": s.kind, "rows_in": s.rows_in, "rows_out": s.rows_out}
-                   for s in (*chain.pre_split, *chain.steps)],
+            steps=[{"name": f"{prefix.replace('.', '/')}{s.name}", "step": s.kind, "rows_in": s.rows_in,
+                    "rows_out": s.rows_out}
+                   for i, (prefix, c) in enumerate(models) for s in (*(c.pre_split if i == 0 else ()), *c.steps)],
             certificate={"artifact_sha256": registered.certificate.artifact_sha256,
                          "digest": registered.certificate.digest},
-            note=f"trained: {note}", decision_threshold=chain.decision_rule, feature_lookups=features.record(),
+            note=f"trained: {note}", decision_threshold=model.decision_rule, feature_lookups=features.record(),
+            components=list(registered.components),
         )
         mlflow.log_dict({k: v for k, v in asdict(result).items() if k not in ("reused", "note")}, SUMMARY_ARTIFACT)
     record_fingerprint(mlflow.MlflowClient(), registered.name, registered.version, fingerprint)
     return result
+
+
+def _fit_chain(project: ProjectConfig, frame: pd.DataFrame, y: pd.Series, pre: Any, train_idx: np.ndarray,
+               hold_idx: np.ndarray, specs: tuple[Any, ...],
+               versions: tuple[int, ...]) -> tuple[FittedChain, dict[str, float]]:
+    """The project's one model: fitted on the training rows, its threshold and metrics on the holdout."""
+    chain = replace(fit_project_chain(project, frame.iloc[train_idx], y.iloc[train_idx], pre), lookups=specs,
+                    lookup_versions=versions)
+    holdout, truth = frame.iloc[hold_idx], y.iloc[hold_idx]
+    threshold = project.training.model.threshold if project.training.model else None
+    chain = with_threshold(chain, threshold, holdout, truth, shown=project.shown("training"))
+    return chain, holdout_metrics(chain, holdout, truth)
+
+
+def _fit_set(project: ProjectConfig, frame: pd.DataFrame, pre: Any, train_idx: np.ndarray, hold_idx: np.ndarray,
+             specs: tuple[Any, ...], versions: tuple[int, ...]) -> tuple[ModelSet, dict[str, float]]:
+    """The project's model set: every component fitted on the same training rows, each with its own
+    label, threshold and holdout metrics (``<component>.<metric>``)."""
+    labels = component_labels(project, frame)
+    fitted = fit_project_set(project, frame.iloc[train_idx], {n: y.iloc[train_idx] for n, y in labels.items()}, pre)
+    fitted = replace(fitted, components=tuple((name, replace(chain, lookups=specs, lookup_versions=versions))
+                                              for name, chain in fitted.components))
+    holdout = frame.iloc[hold_idx]
+    truth = {name: y.iloc[hold_idx] for name, y in labels.items()}
+    fitted = with_set_thresholds(fitted, project, holdout, truth)
+    return fitted, set_metrics(fitted, holdout, truth)
+
+
+def _model_params(project: ProjectConfig, prefix: str) -> dict[str, Any]:
+    """training.yml's model params (of component ``prefix`` = ``<name>.``, for a model set)."""
+    cfg = project.training
+    if cfg.model_set is not None:
+        return dict(cfg.model_set.components[prefix.rstrip(".")].model.params)
+    return dict(cfg.model.params) if cfg.model else {}
+
+
+def _profiled(project: ProjectConfig) -> list[str]:
+    """The columns the drift profile bins: data.feature_columns, and every component's own."""
+    cfg = project.training
+    columns = list(cfg.data.feature_columns)
+    for component in (cfg.model_set.components.values() if cfg.model_set else []):
+        columns += [c for c in component.feature_columns or [] if c not in columns]
+    return columns
+
+
+def _profiled_prediction(model: FittedChain | ModelSet) -> str | None:
+    """The scored column the drift profile bins: None (a chain's own choice), or for a model set its
+    first component's probability (classifier) or prediction (regressor), as the set names it."""
+    if isinstance(model, FittedChain):
+        return None
+    name, chain = model.components[0]
+    return f"{name}_probability" if chain.task == "classification" else f"{name}_prediction"
