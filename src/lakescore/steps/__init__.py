@@ -17,6 +17,7 @@ from lakescore.steps import (  # noqa: F401  (registration)
     rows,
     scalers,
     selection,
+    text,
 )
 from lakescore.steps.base import STEPS, FittedStep, StepKind, learn_step, parse_params, step_kind
 
