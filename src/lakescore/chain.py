@@ -36,6 +36,7 @@ from lakescore.frames import require_columns, to_pandas
 from lakescore.lookup import FeatureLookup
 from lakescore.models import Task
 from lakescore import custom  # noqa: F401  (registers the user step kinds: step: custom)
+from lakescore import model_input as containers
 from lakescore.rules import EligibilityRule, OutputRule, add_outputs
 from lakescore.steps import FittedStep
 from lakescore.thresholds import Threshold, default_rule
@@ -88,6 +89,9 @@ class FittedChain:
         (:func:`lakescore.lookup.join_all`); ``predict`` reads the joined rows.
     lookup_versions : tuple of int
         The Delta version of each lookup's feature table that training read, in ``lookups`` order.
+    model_input : {"dense", "sparse"}
+        The container the model was fitted on and receives at every call (float64 array, or
+        canonical scipy CSR), chosen at training (:mod:`lakescore.model_input`).
     """
 
     input_columns: tuple[str, ...]
@@ -106,6 +110,7 @@ class FittedChain:
     threshold: Threshold | None = None
     lookups: tuple[FeatureLookup, ...] = ()
     lookup_versions: tuple[int, ...] = ()
+    model_input: str = "dense"
 
     @property
     def decision_rule(self) -> str:
@@ -191,7 +196,8 @@ class FittedChain:
     @cached_property
     def plan(self) -> CompiledPlan:
         """The chain compiled once (per loaded chain) into a plan over arrays (see :mod:`lakescore.compiled`)."""
-        return CompiledPlan(self.input_columns, self.rules, self.scoring_steps(), self.feature_columns)
+        return CompiledPlan(self.input_columns, self.rules, self.scoring_steps(), self.feature_columns,
+                            model_input=self.model_input)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -225,7 +231,7 @@ class FittedChain:
         data = frame.iloc[rows][list(self.input_columns)]
         for step, prefix in self.scoring_steps():
             rows, data = _run_step(step, data, rows, reasons, prefix)
-        matrix = self._model_matrix(data) if len(rows) else np.empty((0, len(self.feature_columns)))
+        matrix = self.model_matrix(data)
         rows, matrix = self._exclude_unusable(rows, matrix, reasons)
         return self._assemble(frame, rows, *self._model_call(matrix), reasons)
 
@@ -236,12 +242,17 @@ class FittedChain:
         tags = getattr(self.model, "__sklearn_tags__", None)
         return bool(tags().input_tags.allow_nan) if tags is not None else False
 
-    def _model_matrix(self, data: pd.DataFrame) -> np.ndarray:
+    def model_matrix(self, data: pd.DataFrame) -> Any:
+        """What the model receives for the preprocessed rows ``data`` (n_rows, >= n_features): the
+        ``feature_columns`` in order, in the sealed ``model_input`` container (float64 array or
+        scipy CSR, :func:`lakescore.model_input.build`)."""
         missing = [c for c in self.feature_columns if c not in data.columns]
-        if missing:
+        if missing and len(data):
             raise InputError(f"after preprocessing, model feature(s) {missing} are missing; "
                              "check the recipe's column names")
-        return data[list(self.feature_columns)].astype("float64").to_numpy()
+        if not len(data):
+            return containers.build([np.empty(0)] * len(self.feature_columns), 0, self.model_input)
+        return containers.from_frame(data, self.feature_columns, self.model_input)
 
     def _exclude_unusable(self, rows: np.ndarray, matrix: np.ndarray,
                           reasons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -249,11 +260,9 @@ class FittedChain:
         the row's first NaN feature); return the remaining rows and their matrix."""
         if not len(rows) or self.model_takes_nan:
             return rows, matrix
-        nan = np.isnan(matrix)
-        bad = nan.any(axis=1)
+        bad, first = containers.nan_features(matrix)
         if not bad.any():
             return rows, matrix
-        first = nan[bad].argmax(axis=1)
         reasons[rows[bad]] = [f"invalid:{self.feature_columns[i]}" for i in first]
         return rows[~bad], matrix[~bad]
 
@@ -261,8 +270,9 @@ class FittedChain:
         """The model on a float64 matrix (n_kept, n_features): labels (None when there are no rows)
         and, for a classifier, the probability of the positive class (binary) or of the class with
         the highest probability, float64 of shape (n_kept,); NaN for a regressor."""
-        if not len(matrix):
+        if not containers.n_rows(matrix):
             return None, np.empty(0)
+        containers.require(matrix, self.model_input, model=self.model_class or type(self.model).__name__)
         if self.task != "classification":
             return self.model.predict(matrix), np.full(len(matrix), np.nan)
         p = self.model.predict_proba(matrix)
@@ -316,6 +326,7 @@ class FittedChain:
             "threshold": self.threshold.to_json() if self.threshold else None,
             "feature_lookups": [{"spec": spec.to_json(), "trained_version": version}
                                 for spec, version in zip(self.lookups, self.lookup_versions, strict=True)],
+            "model_input": self.model_input,
         }
         (folder / "chain.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
         return folder
@@ -327,6 +338,10 @@ class FittedChain:
 
         folder = Path(path)
         meta = json.loads((folder / "chain.json").read_text())
+        sealed = meta.get("model_input", "dense")  # chains saved before the setting fed dense arrays
+        if sealed not in containers.MODEL_INPUTS:
+            raise InputError(f"{folder / 'chain.json'}: model_input must be one of {list(containers.MODEL_INPUTS)}; "
+                             f"got {sealed!r}. Train the model again", model_input=sealed)
         return cls(
             input_columns=tuple(meta["input_columns"]), feature_columns=tuple(meta["feature_columns"]),
             steps=tuple(FittedStep.from_json(s) for s in meta["steps"]),
@@ -340,6 +355,7 @@ class FittedChain:
             threshold=Threshold.from_json(meta["threshold"]) if meta.get("threshold") else None,
             lookups=tuple(FeatureLookup.from_json(x["spec"]) for x in meta.get("feature_lookups", [])),
             lookup_versions=tuple(int(x["trained_version"]) for x in meta.get("feature_lookups", [])),
+            model_input=sealed,
         )
 
 

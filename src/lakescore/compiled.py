@@ -23,6 +23,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from lakescore import model_input as containers
 from lakescore.columns import Columns, Kernel
 from lakescore.errors import InputError
 from lakescore.steps import FittedStep
@@ -77,10 +78,14 @@ class CompiledPlan:
         The scoring steps in order, each with its exclusion reason prefix.
     feature_columns : sequence of str
         The model matrix's columns, in order.
+    model_input : {"dense", "sparse"}, default "dense"
+        The chain's sealed model container (:mod:`lakescore.model_input`).
     """
 
     def __init__(self, input_columns: Sequence[str], rules: Sequence[Any],
-                 steps: Sequence[tuple[FittedStep, str | None]], feature_columns: Sequence[str]) -> None:
+                 steps: Sequence[tuple[FittedStep, str | None]], feature_columns: Sequence[str], *,
+                 model_input: str = "dense") -> None:
+        self.model_input = model_input
         self.input_columns = tuple(input_columns)
         self.rules = tuple(rules)
         self.stages = tuple(stage_of(step, prefix) for step, prefix in steps)
@@ -98,7 +103,8 @@ class CompiledPlan:
         -------
         rows : int array (n_kept,)
             Positions in ``frame`` of the rows that reach the model, in order.
-        matrix : float64 array (n_kept, n_features)
+        matrix : float64 array or scipy CSR (n_kept, n_features)
+            In the chain's ``model_input`` container.
         reasons : object array (n_rows,)
             The first exclusion reason of each excluded row; None for kept rows.
 
@@ -125,14 +131,19 @@ class CompiledPlan:
             stage.kernel.apply(batch)
         return rows, self._matrix(batch, len(rows)), reasons
 
-    def _matrix(self, batch: Columns, n_rows: int) -> np.ndarray:
+    def _matrix(self, batch: Columns, n_rows: int) -> Any:
         if not n_rows:
-            return np.empty((0, len(self.feature_columns)))
+            return containers.build([np.empty(0)] * len(self.feature_columns), 0, self.model_input)
         missing = [c for c in self.feature_columns if c not in batch]
         if missing:
             raise InputError(f"after preprocessing, model feature(s) {missing} are missing; "
                              "check the recipe's column names")
-        return batch.float_matrix(list(self.feature_columns), step="model")
+        if self.model_input == "dense" and not any(isinstance(batch.array(c), pd.arrays.SparseArray)
+                                                  for c in self.feature_columns):
+            return batch.float_matrix(list(self.feature_columns), step="model")
+        columns = [batch.array(c) if isinstance(batch.array(c), pd.arrays.SparseArray)
+                   else batch.floats(c, step="model") for c in self.feature_columns]
+        return containers.build(columns, n_rows, self.model_input)
 
 
 def _exclude(batch: Columns, rows: np.ndarray, reasons: np.ndarray, excluded: np.ndarray,

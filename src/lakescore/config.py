@@ -137,6 +137,9 @@ class ModelConfig(_Strict):
     params: dict[str, Any] = Field(default_factory=dict)
     # a classifier's decision threshold (lakescore.thresholds); None: the model's own predict
     threshold: Annotated[ThresholdSetting | None, BeforeValidator(_threshold)] = None
+    # the model's input container, sealed in the chain (lakescore.model_input): auto = sparse after a
+    # text vectorizer when the model takes sparse input, else dense
+    input: Literal["auto", "dense", "sparse"] = "auto"
 
 
 class RegistryConfig(_Strict):

@@ -18,6 +18,7 @@ import pandas as pd
 from lakescore.chain import FittedChain, pre_split_role
 from lakescore.config import ModelConfig, ProjectConfig, ThresholdSetting
 from lakescore.errors import ConfigError, LakescoreError, StepError
+from lakescore import model_input as containers
 from lakescore.frames import derive_label, expression_columns, to_pandas
 from lakescore.models import build_model, task_of
 from lakescore.rules import EligibilityRule, OutputRule, load_output_rules, load_rules
@@ -44,7 +45,7 @@ def fit_chain(frame: Any, y: pd.Series, *, recipe: list[dict[str, Any]], model_c
               rules: list[EligibilityRule] | None = None, random_state: int = 42,
               engine: str | None = None, pre_split: tuple[FittedStep, ...] = (),
               pre_split_skipped: tuple[str, ...] = (), eligibility_mode: str = "combined",
-              output_rules: list[OutputRule] | None = None) -> FittedChain:
+              output_rules: list[OutputRule] | None = None, model_input: str = "auto") -> FittedChain:
     """Learn the recipe and fit the model.
 
     Parameters
@@ -62,6 +63,10 @@ def fit_chain(frame: Any, y: pd.Series, *, recipe: list[dict[str, Any]], model_c
         scoring.yml ``mode``: whether pre-split row filters become eligibility at scoring.
     output_rules : list of OutputRule, optional
         Typed output columns added after the model.
+    model_input : {"auto", "dense", "sparse"}, default "auto"
+        training.yml ``model.input``: the container the model is fitted on and sealed with
+        (:func:`lakescore.model_input.choose`; auto: sparse after a text vectorizer when the model
+        takes it).
 
     Raises
     ------
@@ -104,13 +109,14 @@ def fit_chain(frame: Any, y: pd.Series, *, recipe: list[dict[str, Any]], model_c
     if task == "classification":
         y = y.astype("int64") if pd.api.types.is_integer_dtype(y.dtype) else y.astype(str)
     model = build_model(model_class, model_params, random_state=random_state)
-    model.fit(data.astype("float64").to_numpy(), y.to_numpy())
+    sealed = containers.choose(model_input, steps, model)
+    model.fit(containers.from_frame(data, list(data.columns), sealed), y.to_numpy())
     classes = [c.item() if hasattr(c, "item") else c for c in getattr(model, "classes_", [])] or None
     return FittedChain(
         input_columns=tuple(inputs), feature_columns=tuple(data.columns), steps=tuple(steps),
         model=model, task=task, classes=classes, rules=tuple(rules), engine=engine,
         model_class=model_class, pre_split=tuple(pre_split), eligibility_mode=eligibility_mode,
-        pre_split_skipped=tuple(pre_split_skipped), output_rules=tuple(output_rules),
+        pre_split_skipped=tuple(pre_split_skipped), output_rules=tuple(output_rules), model_input=sealed,
     )
 
 
@@ -408,4 +414,5 @@ def fit_project_chain(project: ProjectConfig, frame: pd.DataFrame, y: pd.Series,
                      model_params=cfg.model.params, feature_columns=list(cfg.data.feature_columns),
                      rules=load_rules(project.scoring), random_state=cfg.defaults.random_state,
                      engine=cfg.defaults.engine, pre_split=pre.steps, pre_split_skipped=pre.skipped,
-                     eligibility_mode=project.scoring.mode, output_rules=load_output_rules(project.scoring))
+                     eligibility_mode=project.scoring.mode, output_rules=load_output_rules(project.scoring),
+                     model_input=cfg.model.input)

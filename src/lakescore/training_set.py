@@ -76,7 +76,8 @@ def fit_project_set(project: ProjectConfig, frame: pd.DataFrame, labels: dict[st
                           model_class=component.model.class_name, model_params=component.model.params,
                           feature_columns=list(component.feature_columns or cfg.data.feature_columns), rules=rules,
                           random_state=cfg.defaults.random_state, engine=cfg.defaults.engine, pre_split=pre.steps,
-                          pre_split_skipped=pre.skipped, eligibility_mode=project.scoring.mode)
+                          pre_split_skipped=pre.skipped, eligibility_mode=project.scoring.mode,
+                          model_input=component.model.input)
         fitted.append((name, chain))
     return ModelSet(tuple(fitted), composed=composed_of(project),
                     combined_rules=tuple(load_output_rules(project.scoring, key="combined_rules")))

@@ -74,7 +74,7 @@ def _model_run(chain: FittedChain) -> Callable[[pd.DataFrame], pd.DataFrame]:
             if chain.task == "classification":
                 out[[f"p{i}" for i in range(len(chain.classes or []))]] = 0.0
             return out
-        matrix = frame.to_numpy(dtype="float64")
+        matrix = chain.model_matrix(frame)  # the sealed container, as every route gives it
         if chain.task != "classification":
             out["prediction"] = pd.array(chain.model.predict(matrix)).astype(chain.label_dtype)
         else:

@@ -20,6 +20,7 @@ from lakescore.steps import (  # noqa: F401  (registration)
     rows,
     scalers,
     selection,
+    text,
     transforms,
 )
 from lakescore.steps.base import STEPS, FittedStep, StepKind, learn_step, parse_params, step_kind
