@@ -448,6 +448,15 @@ class DatabricksRuntime:
         mlflow.set_experiment(self.experiment_path())
         return mlflow
 
+    def feature_engineering(self) -> Any:
+        """The workspace's Feature Engineering seam
+        (:class:`~lakescore.runtime.feature_engineering.FeatureEngineering`): models with feature
+        lookups train, log and score through ``databricks-feature-engineering`` here. Its package
+        is imported only when a call needs it."""
+        from lakescore.runtime.feature_engineering import FeatureEngineering
+
+        return FeatureEngineering(self.table_version)
+
     # --- run store ---------------------------------------------------------------------------
 
     def runs_dir(self) -> Path:

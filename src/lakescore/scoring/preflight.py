@@ -226,7 +226,9 @@ def _chain_meta(model_uri: str) -> dict[str, Any]:
 
     import mlflow
 
-    chain_json = mlflow.artifacts.download_artifacts(f"{model_uri}/artifacts/chain/chain.json")
+    from lakescore.model_uri import pyfunc_uri
+
+    chain_json = mlflow.artifacts.download_artifacts(f"{pyfunc_uri(model_uri)}/artifacts/chain/chain.json")
     return dict(json.loads(Path(chain_json).read_text()))
 
 
