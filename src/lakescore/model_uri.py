@@ -12,6 +12,8 @@ Everything that reads the certificate, the chain or the model config goes throug
 
 from __future__ import annotations
 
+from typing import Any
+
 FE_LOADER_MODULE = "databricks.feature_store.mlflow_model"  # Feature Engineering's wrapper (0.x)
 FE_RAW_MODEL = "data/feature_store/raw_model"
 
@@ -32,12 +34,32 @@ def pyfunc_uri(model_uri: str) -> str:
         gives ``model_uri`` unchanged: the caller's own read then reports it with its fix.
     """
     import mlflow  # heavy: only where models are read
-    from mlflow.models import Model
 
     try:
-        flavor = Model.load(model_uri).flavors.get("python_function") or {}
+        flavor = mlmodel(model_uri).flavors.get("python_function") or {}
     except (mlflow.exceptions.MlflowException, OSError):
         return model_uri
     if flavor.get("loader_module") == FE_LOADER_MODULE:
         return f"{model_uri.rstrip('/')}/{FE_RAW_MODEL}"
     return model_uri
+
+
+def mlmodel(model_uri: str) -> Any:
+    """The ``MLmodel`` (``mlflow.models.Model``: flavors, signature) of the model at ``model_uri``,
+    which may be a sub-path of a registered model (``models:/<name>/<version>/data/...``, which
+    ``mlflow.models.get_model_info`` refuses).
+
+    Raises
+    ------
+    mlflow.exceptions.MlflowException
+        Nothing is logged there.
+    """
+    import mlflow  # heavy: only where models are read
+    from mlflow.models import Model
+
+    return Model.load(mlflow.artifacts.download_artifacts(f"{model_uri.rstrip('/')}/MLmodel"))
+
+
+def pyfunc_mlmodel(model_uri: str) -> Any:
+    """:func:`mlmodel` of lakescore's pyfunc in the model at ``model_uri`` (:func:`pyfunc_uri`)."""
+    return mlmodel(pyfunc_uri(model_uri))

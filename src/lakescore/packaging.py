@@ -182,12 +182,10 @@ def logged_model_config(model_uri: str) -> tuple[dict[str, str], dict[str, Any]]
     ModelNotFoundError
         When ``model_uri`` does not resolve to a logged model.
     """
-    from mlflow.models import Model
-
-    from lakescore.model_uri import pyfunc_uri
+    from lakescore.model_uri import pyfunc_mlmodel
 
     try:
-        info = Model.load(pyfunc_uri(model_uri))  # a Feature Engineering model: its raw model (a sub-path)
+        info = pyfunc_mlmodel(model_uri)  # a Feature Engineering model: its raw model (a sub-path)
     except mlflow.exceptions.MlflowException as err:
         raise ModelNotFoundError(f"{model_uri} does not exist ({err.message.splitlines()[0]}); "
                                  "ask for a registered version (`lakescore train` registers one)") from err

@@ -20,6 +20,7 @@ from fake_feature_engineering import CALLS, install
 
 from lakescore.config import load_project
 from lakescore.errors import FeatureLookupError, RuntimeUnsupportedError
+from lakescore.frames import null_mask_name
 from lakescore.model_uri import FE_RAW_MODEL, pyfunc_uri
 from lakescore.packaging import read_certificate
 from lakescore.runtime import DatabricksRuntime, LocalRuntime
@@ -146,20 +147,23 @@ def test_score_batch_scores_as_the_spark_route_and_records_the_versions(dbx, loo
     (call,) = _calls("score_batch")
     assert call["model_uri"] == f"models:/{project.training.registry.model_name}/1"
     assert call["params"] == {"batch_rows": project.inference.spark_udf_prediction_batch_rows, "null_transport": True}
-    assert call["result_type"].startswith("prediction bigint, prediction__null boolean") or \
-        "probability double" in call["result_type"]
+    # the UDF's own transport: each output in its type, then its null mask (decoded as on the local Spark route)
+    assert f"probability double, {null_mask_name('probability')} boolean" in call["result_type"]
     assert "origin_temp" not in call["df"].columns and "prediction" not in call["df"].columns
     assert run.plan.feature_tables == {f"{prefix}.weather": 0, f"{prefix}.planes": 0}
     assert run.summary()["feature_lookups"] == [{"table": f"{prefix}.weather", "version": 0},
                                                 {"table": f"{prefix}.planes", "version": 0}]
 
     got = as_pandas(run.predictions).set_index("flight_id").sort_index()
-    assert len(got) == len(incoming) and got["scoring_status"].eq("predicted").all()  # tailnums without planes too
     expected_run = score(project, _runtime(WithoutFeatureStore, spark, tmp_path))  # same registry, joins in Spark
     expected = as_pandas(expected_run.predictions).set_index("flight_id").loc[got.index]
+    assert len(got) == len(incoming) and got["scoring_status"].tolist() == expected["scoring_status"].tolist()
+    assert got["exclusion_reason"].tolist() == expected["exclusion_reason"].tolist()
     assert got["prediction"].tolist() == expected["prediction"].tolist()
-    assert got["probability"].to_numpy() == pytest.approx(expected["probability"].to_numpy(dtype="float64"),
-                                                          abs=1e-12)
+    no_plane = incoming.loc[~incoming["tailnum"].isin(dbx.read_table(f"{prefix}.planes")["tailnum"]), "flight_id"]
+    assert got.loc[no_plane, "scoring_status"].eq("predicted").sum() > 10  # null plane_year: imputed, scored
+    assert got["probability"].to_numpy(dtype="float64", na_value=float("nan")) == pytest.approx(
+        expected["probability"].to_numpy(dtype="float64", na_value=float("nan")), abs=1e-12, nan_ok=True)
 
 
 def test_a_feature_table_that_moves_while_feature_engineering_reads_it_is_refused(dbx, lookup_project) -> None:

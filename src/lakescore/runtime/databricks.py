@@ -11,6 +11,9 @@
   set), never the source or prediction rows of the Spark route.
 - Models: MLflow on the workspace (tracking URI ``databricks``) and the Unity Catalog registry
   (``databricks-uc``), in the workspace experiment the bundle names (``--experiment``).
+- Feature lookups: through Databricks Feature Engineering (:meth:`DatabricksRuntime.feature_engineering`,
+  :mod:`lakescore.runtime.feature_engineering`): ``create_training_set``, ``log_model`` with the
+  training set, ``score_batch``; the package is imported only there.
 - Run store: staged runs under a Unity Catalog volume (``/Volumes/<catalog>/<schema>/lakescore``,
   a real folder on a cluster through its FUSE mount).
 

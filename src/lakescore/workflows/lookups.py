@@ -9,6 +9,7 @@ summary and the receipt. The join itself is :func:`lakescore.lookup.join_all` (p
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -16,6 +17,7 @@ import pandas as pd
 from lakescore.errors import LakescoreError
 from lakescore.lookup import FeatureLookup, join_all, lookup_inputs
 from lakescore.runtime import Runtime
+from lakescore.scoring.preflight import ScorePlan
 
 
 @dataclass(frozen=True)
@@ -209,8 +211,8 @@ def lookup_problems(runtime: Runtime, specs: tuple[FeatureLookup, ...] | list[Fe
     return empty, problems
 
 
-def score_spark_route(runtime: Runtime, rows: Any, plan: Any, *, batch_rows: int, env_manager: str,
-                      model_dir: Any, carry: tuple[str, ...]) -> Any:
+def score_spark_route(runtime: Runtime, rows: Any, plan: ScorePlan, *, batch_rows: int, env_manager: str,
+                      model_dir: Path, carry: tuple[str, ...]) -> Any:
     """The Spark route's scoring of ``rows`` (:func:`lakescore.scoring.spark.score_spark`), lazily,
     with the model's feature lookups joined where this placement joins them.
 
