@@ -184,10 +184,10 @@ def logged_model_config(model_uri: str) -> tuple[dict[str, str], dict[str, Any]]
     ModelNotFoundError
         When ``model_uri`` does not resolve to a logged model.
     """
-    from mlflow.models import get_model_info
+    from lakescore.model_uri import pyfunc_mlmodel
 
     try:
-        info = get_model_info(model_uri)
+        info = pyfunc_mlmodel(model_uri)  # a Feature Engineering model: its raw model (a sub-path)
     except mlflow.exceptions.MlflowException as err:
         raise ModelNotFoundError(f"{model_uri} does not exist ({err.message.splitlines()[0]}); "
                                  "ask for a registered version (`lakescore train` registers one)") from err
@@ -266,7 +266,8 @@ def component_record(model_set: ModelSet, folder: Path) -> list[dict[str, str]]:
 
 
 def log_and_register(chain: FittedChain | ModelSet, *, example: pd.DataFrame, name: str, alias: str | None,
-                     evidence: dict[str, Any], training_nulls: dict[str, int] | None = None) -> RegisteredModel:
+                     evidence: dict[str, Any], training_nulls: dict[str, int] | None = None,
+                     log_model: Any = None) -> RegisteredModel:
     """Save the chain, seal its certificate with the admission ``evidence``, log the pyfunc (with
     ``partition_probe.json``) in the active MLflow run, register it under ``name`` (the version's
     description says which decision threshold is in force: :func:`version_description`) and point
@@ -287,6 +288,10 @@ def log_and_register(chain: FittedChain | ModelSet, *, example: pd.DataFrame, na
         A few raw rows for the signature and input example.
     training_nulls : dict of str to int, optional
         Null rows per input column in the training rows (:func:`null_counts`); None when unknown.
+    log_model : callable, optional
+        What logs and registers the pyfunc, called like ``mlflow.pyfunc.log_model`` (the default);
+        a lookup model on Databricks passes Feature Engineering's
+        (:meth:`lakescore.runtime.feature_engineering.FeatureEngineering.model_logger`).
     """
     with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
         # mlflow hints that integer inputs cannot hold nulls; the chain validates its own inputs
@@ -303,7 +308,7 @@ def log_and_register(chain: FittedChain | ModelSet, *, example: pd.DataFrame, na
         config = {"input_kinds": kinds, "null_outcomes": null_outcomes(chain, example, kinds),
                   **({"training_nulls": dict(training_nulls)} if training_nulls is not None else {}),
                   **({"components": components} if components else {})}
-        info = mlflow.pyfunc.log_model(
+        info = (log_model or mlflow.pyfunc.log_model)(
             name="model", python_model=str(Path(__file__).with_name("pyfunc_entry.py")),  # code, not a pickle
             model_config=config,
             artifacts={"chain": str(chain_dir), "certificate": str(cert_path), "evidence": str(evidence_path)},
@@ -364,7 +369,9 @@ def read_certificate(model_uri: str) -> Certificate:
         When the model carries none.
     """
     try:
-        local = mlflow.artifacts.download_artifacts(f"{model_uri}/artifacts/certificate.json")
+        from lakescore.model_uri import pyfunc_uri
+
+        local = mlflow.artifacts.download_artifacts(f"{pyfunc_uri(model_uri)}/artifacts/certificate.json")
     except Exception as err:  # mlflow raises several types for a missing artifact
         raise UncertifiedModelError(
             f"model {model_uri} has no certificate (artifacts/certificate.json); it cannot be scored "

@@ -102,7 +102,9 @@ PLACEMENTS: dict[str, Placement] = {
                       "location allows path reads, else unknown"),
         mlflow=("workspace tracking (databricks) and the Unity Catalog registry (databricks-uc, three-part model "
                 "names), in the bundle's experiment (--experiment)"),
-        feature_lookup="Feature Engineering score_batch (not built yet: no placement has feature lookups)",
+        feature_lookup=("Databricks Feature Engineering: create_training_set / log_model with the training set "
+                        "(Unity Catalog lineage, feature_spec.yaml) / score_batch on the Spark route; each feature "
+                        "table's version checked before and after it reads the current one"),
         run_store=("staged runs under the Unity Catalog volume /Volumes/<catalog>/<schema>/lakescore/runs; "
                    "no first-use locks (MLflow and Unity Catalog serialise their own creations)"),
         publication=(("spark", DeltaEngine.SPARK_DELTA), ("single_node", DeltaEngine.SPARK_DELTA)),
@@ -234,6 +236,12 @@ class Models(Protocol):
 
     def mlflow(self) -> Any:
         """The ``mlflow`` module, ready (experiment and registry created on first use)."""
+        ...
+
+    def feature_engineering(self) -> Any:
+        """The placement's feature store for models with feature lookups: None where lakescore joins
+        the feature tables itself (``local``), else the seam that trains, logs and scores through
+        Databricks Feature Engineering (:class:`lakescore.runtime.feature_engineering.FeatureEngineering`)."""
         ...
 
 

@@ -11,6 +11,9 @@
   set), never the source or prediction rows of the Spark route.
 - Models: MLflow on the workspace (tracking URI ``databricks``) and the Unity Catalog registry
   (``databricks-uc``), in the workspace experiment the bundle names (``--experiment``).
+- Feature lookups: through Databricks Feature Engineering (:meth:`DatabricksRuntime.feature_engineering`,
+  :mod:`lakescore.runtime.feature_engineering`): ``create_training_set``, ``log_model`` with the
+  training set, ``score_batch``; the package is imported only there.
 - Run store: staged runs under a Unity Catalog volume (``/Volumes/<catalog>/<schema>/lakescore``,
   a real folder on a cluster through its FUSE mount).
 
@@ -447,6 +450,15 @@ class DatabricksRuntime:
         mlflow.set_registry_uri(self.uris.registry)
         mlflow.set_experiment(self.experiment_path())
         return mlflow
+
+    def feature_engineering(self) -> Any:
+        """The workspace's Feature Engineering seam
+        (:class:`~lakescore.runtime.feature_engineering.FeatureEngineering`): models with feature
+        lookups train, log and score through ``databricks-feature-engineering`` here. Its package
+        is imported only when a call needs it."""
+        from lakescore.runtime.feature_engineering import FeatureEngineering
+
+        return FeatureEngineering(self.table_version)
 
     # --- run store ---------------------------------------------------------------------------
 

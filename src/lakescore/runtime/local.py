@@ -334,6 +334,11 @@ class LocalRuntime:
         """
         return exclusive(self.home / "locks" / f"{store}.lock")
 
+    def feature_engineering(self) -> None:
+        """None: here lakescore joins the local Delta feature tables itself (pandas, or Spark on the
+        Spark route; :mod:`lakescore.workflows.lookups`)."""
+        return None
+
     def mlflow(self) -> Any:
         """The ``mlflow`` module, pointed at SQLite tracking and registry under ``home``.
 

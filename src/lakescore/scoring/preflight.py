@@ -230,11 +230,13 @@ def _chain_meta(model_uri: str) -> dict[str, Any]:
     import mlflow
 
     from lakescore.model_set import SET_FILE
+    from lakescore.model_uri import pyfunc_uri
 
+    chain_dir = f"{pyfunc_uri(model_uri)}/artifacts/chain"
     try:
-        saved = mlflow.artifacts.download_artifacts(f"{model_uri}/artifacts/chain/chain.json")
+        saved = mlflow.artifacts.download_artifacts(f"{chain_dir}/chain.json")
     except Exception:  # mlflow raises several types for a missing artifact: a model set has set.json
-        saved = mlflow.artifacts.download_artifacts(f"{model_uri}/artifacts/chain/{SET_FILE}")
+        saved = mlflow.artifacts.download_artifacts(f"{chain_dir}/{SET_FILE}")
     return dict(json.loads(Path(saved).read_text()))
 
 

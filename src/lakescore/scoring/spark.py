@@ -25,7 +25,7 @@ import logging
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from lakescore.frames import TRANSPORT_TYPES, null_mask_name
 from lakescore.rules import OUTPUT_TYPES
@@ -106,7 +106,8 @@ def _env_notice_answered(env_manager: str) -> Iterator[None]:
 
 
 def score_spark(source: Any, plan: ScorePlan, *, batch_rows: int, env_manager: str,
-                model_dir: Path | None = None, carry: tuple[str, ...] = ()) -> Any:
+                model_dir: Path | None = None, carry: tuple[str, ...] = (),
+                batch_scorer: Callable[..., Any] | None = None) -> Any:
     """Score ``source`` (the pinned snapshot, or a window's inserted rows) on Spark workers, lazily.
 
     Nothing runs here: the UDF runs when the returned frame is computed (the score workflow writes
@@ -131,6 +132,12 @@ def score_spark(source: Any, plan: ScorePlan, *, batch_rows: int, env_manager: s
     carry : tuple of str, default ()
         Source columns passed through after the outputs (the period column), so that nothing
         joins the source back to the predictions.
+    batch_scorer : callable, optional
+        What applies the model instead of this function's own ``spark_udf``: called as
+        ``batch_scorer(source, result_type=<struct DDL>, params=<the UDF params>)`` and returning
+        ``plan.record_keys``, the UDF's struct as ``_r``, then ``carry`` (Feature Engineering's
+        ``score_batch`` on Databricks, which joins the model's lookups itself). The result is
+        decoded the same way.
 
     Returns
     -------
@@ -140,22 +147,26 @@ def score_spark(source: Any, plan: ScorePlan, *, batch_rows: int, env_manager: s
         row order.
     """
     import mlflow  # heavy: only on the scoring path
-    from mlflow.models import get_model_info
+    from mlflow.models import Model
     from pyspark.sql import functions as F
 
     spark = source.sparkSession
     if has_int_extension(spark):  # Spark 4.1 has no such conf (and serverless refuses unknown ones)
         spark.conf.set(INT_EXTENSION_CONF, "true")  # integer inputs reach the worker as Int64, not float64
     spread_reads(source)
-    fields = result_fields(get_model_info(plan.model_uri).signature.outputs)
     model_path = local_model(plan.model_uri, model_dir)  # workers never open the registry (Spark Connect)
+    fields = result_fields(Model.load(model_path).signature.outputs)  # the pyfunc's own (also inside an FE model)
     tables = saved_code_tables(model_path)
     wire = {name: "bigint" if name in tables else kind for name, kind in fields.items()}
-    with _env_notice_answered(env_manager):
-        udf = mlflow.pyfunc.spark_udf(spark, model_path, result_type=transport_ddl(wire),
-                                      env_manager=env_manager, params={"batch_rows": batch_rows, "null_transport": True})
-    inputs = F.struct(*exact_inputs(source, plan.input_columns))
-    scored = source.select(*plan.record_keys, udf(inputs).alias("_r"), *carry)
+    params = {"batch_rows": batch_rows, "null_transport": True}
+    if batch_scorer is not None:
+        scored = batch_scorer(source, result_type=transport_ddl(wire), params=params)
+    else:
+        with _env_notice_answered(env_manager):
+            udf = mlflow.pyfunc.spark_udf(spark, model_path, result_type=transport_ddl(wire), env_manager=env_manager,
+                                          params=params)
+        inputs = F.struct(*exact_inputs(source, plan.input_columns))
+        scored = source.select(*plan.record_keys, udf(inputs).alias("_r"), *carry)
     columns = [F.when(F.col(f"_r.{null_mask_name(name)}"), F.lit(None).cast(kind))
                .otherwise(decode_column(F.col(f"_r.{name}"), tables[name]) if name in tables else F.col(f"_r.{name}"))
                .alias(name) for name, kind in fields.items()]

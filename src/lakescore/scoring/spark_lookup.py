@@ -62,11 +62,11 @@ def spark_join_features(rows: Any, features: Any, spec: FeatureLookup) -> Any:
     on = list(spec.row_columns)
     joined = rows.join(found, on=on, how="left")  # ``on`` is unique in ``found``: each row once
     kinds = dict(found.dtypes)
-    added = [F.col(out).cast("double").alias(out) if kinds[out] in _INTEGER_TYPES else F.col(out) for out in outputs]
+    added = [F.col(out).cast("double").alias(out) if kinds[out] in INTEGER_TYPES else F.col(out) for out in outputs]
     return joined.select(*(F.col(c) for c in rows.columns), *added)
 
 
-_INTEGER_TYPES = frozenset({"tinyint", "smallint", "int", "bigint"})
+INTEGER_TYPES = frozenset({"tinyint", "smallint", "int", "bigint"})
 
 
 def _latest(rows: Any, values: Any, spec: FeatureLookup) -> Any:
@@ -96,7 +96,7 @@ def _check_times(rows: Any, values: Any, spec: FeatureLookup) -> None:
 def _time_kind(spark_type: str) -> str:
     if spark_type in {"date", "timestamp", "timestamp_ntz"}:
         return "time"
-    if spark_type in _INTEGER_TYPES | {"float", "double"} or spark_type.startswith("decimal"):
+    if spark_type in INTEGER_TYPES | {"float", "double"} or spark_type.startswith("decimal"):
         return "number"
     return "other"
 

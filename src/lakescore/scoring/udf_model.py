@@ -48,7 +48,9 @@ def local_model(model_uri: str, folder: Path | None = None) -> str:
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", model_uri.split(":", 1)[-1]).strip("_.") or "model"
     target = base / f"{name}-{uuid.uuid4().hex[:12]}"
     target.mkdir(parents=True)
-    path = Path(mlflow.artifacts.download_artifacts(artifact_uri=model_uri, dst_path=str(target))).resolve()
+    from lakescore.model_uri import pyfunc_uri
+
+    path = Path(mlflow.artifacts.download_artifacts(artifact_uri=pyfunc_uri(model_uri), dst_path=str(target))).resolve()
     model = Model.load(str(path))
     if model.signature is not None:
         model.signature = ModelSignature(inputs=None, outputs=model.signature.outputs, params=model.signature.params)

@@ -9,13 +9,15 @@ summary and the receipt. The join itself is :func:`lakescore.lookup.join_all` (p
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from lakescore.errors import LakescoreError
-from lakescore.lookup import FeatureLookup, join_all
+from lakescore.lookup import FeatureLookup, join_all, lookup_inputs
 from lakescore.runtime import Runtime
+from lakescore.scoring.preflight import ScorePlan
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,109 @@ class FeatureTables:
     def record(self) -> list[dict[str, object]]:
         """``[{"table": name, "version": n}, ...]`` in lookup order: what the summary and receipt show."""
         return [{"table": name, "version": version} for name, version in self.versions.items()]
+
+    def training_rows(self, runtime: Runtime, table: str, *, version: int,
+                      specs: tuple[FeatureLookup, ...] | list[FeatureLookup], label: str | None) -> pd.DataFrame:
+        """Table ``table`` at ``version`` (pandas) with every lookup joined (:meth:`join`); ``label``
+        is not needed here (the joins keep every column)."""
+        return self.join(runtime.read_table(table, version=version), specs)
+
+    def model_logger(self, input_columns: tuple[str, ...] | list[str]) -> None:
+        """None: the model is logged by ``mlflow.pyfunc.log_model`` (this placement has no feature store)."""
+        return None
+
+
+def training_features(runtime: Runtime, specs: tuple[FeatureLookup, ...] | list[FeatureLookup]
+                      ) -> FeatureTables | EngineeredFeatures:
+    """The feature tables training joins, each version pinned now: read here and joined in pandas
+    (:func:`read_feature_tables`), or, on a placement with a feature store (Databricks Feature
+    Engineering, ``runtime.feature_engineering()``), joined by it (:class:`EngineeredFeatures`).
+
+    Both give ``versions``, ``record()``, ``training_rows(...)`` and ``model_logger(...)``.
+    """
+    store = runtime.feature_engineering() if specs else None
+    if store is None:
+        return read_feature_tables(runtime, specs)
+    names = dict.fromkeys(spec.table_name for spec in specs)
+    return EngineeredFeatures(store, tuple(specs), {name: runtime.table_version(name) for name in names})
+
+
+@dataclass
+class EngineeredFeatures:
+    """Training's feature lookups through Databricks Feature Engineering
+    (:class:`lakescore.runtime.feature_engineering.FeatureEngineering`): the same interface as
+    :class:`FeatureTables`, the join done by ``create_training_set``.
+
+    Attributes
+    ----------
+    versions : dict of str to int
+        Table -> version pinned when training started (the fingerprint's); checked again once the
+        joined rows are read (Feature Engineering reads the current version).
+    """
+
+    store: Any
+    specs: tuple[FeatureLookup, ...]
+    versions: dict[str, int]
+    rows: Any = None  # the Spark rows the training set joined onto (set by training_rows)
+    label: str | None = None
+
+    def record(self) -> list[dict[str, object]]:
+        """As :meth:`FeatureTables.record`."""
+        return [{"table": name, "version": version} for name, version in self.versions.items()]
+
+    def training_rows(self, runtime: Runtime, table: str, *, version: int,
+                      specs: tuple[FeatureLookup, ...] | list[FeatureLookup], label: str | None) -> pd.DataFrame:
+        """Table ``table`` at ``version`` with every lookup joined by ``create_training_set(...).load_df()``,
+        on the driver as pandas, in the table's read order (integers as ``Int64``).
+
+        As the local joins give them, integer feature columns come out as float64, and a row that finds
+        no feature row is kept with nulls. Every column of the table is kept: the row filter, the
+        label expression and the pre-split recipe may read any of them.
+
+        Parameters
+        ----------
+        label : str or None
+            ``data.label_column``; handed to Feature Engineering as the label when it is a column of
+            the table (a derived label is not).
+
+        Raises
+        ------
+        FeatureLookupError
+            A feature table moved from its pinned version before the join read it.
+        """
+        from pyspark.sql import functions as F  # Spark: only on this placement
+
+        from lakescore.frames import nullable_pandas_type
+        from lakescore.scoring.spark_lookup import INTEGER_TYPES
+
+        order = "__lakescore_read_order__"
+        self.rows = runtime.spark_source(table, version=version)
+        self.label = label if label in self.rows.columns else None
+        joined = self.store.training_set(self.rows.withColumn(order, F.monotonically_increasing_id()), specs,
+                                         label=self.label).load_df()
+        kinds = dict(joined.dtypes)
+        outputs = {c for spec in specs for c in spec.output_columns}
+        joined = joined.orderBy(order).select(*(F.col(c).cast("double").alias(c)
+                                                if c in outputs and kinds[c] in INTEGER_TYPES else F.col(c)
+                                                for c in joined.columns if c != order))
+        frame = joined.toArrow().to_pandas(types_mapper=nullable_pandas_type)
+        self.store.check_versions(self.versions, what="training")
+        return frame
+
+    def model_logger(self, input_columns: tuple[str, ...] | list[str]) -> Any:
+        """Feature Engineering's ``log_model`` with a training set that describes exactly what the model
+        reads at scoring: the rows' columns the chain takes (and the lookups' keys and timestamps),
+        the lookups and the label; every other column is in ``exclude_columns``.
+
+        Parameters
+        ----------
+        input_columns : sequence of str
+            ``FittedChain.input_columns`` (lookup outputs included).
+        """
+        keep = set(lookup_inputs(self.specs, input_columns))
+        exclude = [c for c in self.rows.columns if c not in keep and c != self.label]
+        training_set = self.store.training_set(self.rows, self.specs, label=self.label, exclude_columns=exclude)
+        return self.store.model_logger(training_set)
 
 
 def read_feature_tables(runtime: Runtime, specs: tuple[FeatureLookup, ...] | list[FeatureLookup], *,
@@ -104,3 +209,54 @@ def lookup_problems(runtime: Runtime, specs: tuple[FeatureLookup, ...] | list[Fe
         except LakescoreError as err:  # TableNotFoundError and FeatureLookupError carry the fix
             problems.append(f"{shown}: feature_lookups[{i}] ({spec.table_name}): {err}")
     return empty, problems
+
+
+def score_spark_route(runtime: Runtime, rows: Any, plan: ScorePlan, *, batch_rows: int, env_manager: str,
+                      model_dir: Path, carry: tuple[str, ...]) -> Any:
+    """The Spark route's scoring of ``rows`` (:func:`lakescore.scoring.spark.score_spark`), lazily,
+    with the model's feature lookups joined where this placement joins them.
+
+    - No lookups, or a placement without a feature store (``local``): the lookups joined in Spark
+      (:func:`spark_join_lookups`, each table at the version preflight pinned), then the UDF.
+    - Databricks Feature Engineering: ``score_batch`` on the rows (record keys, the source columns
+      the model reads, the lookups' keys and ``carry``), with the same struct ``result_type`` and
+      ``params`` as the UDF (so the same null-mask transport, decoded the same way). It joins each
+      feature table at its current version; the versions preflight pinned are checked again once
+      ``score_batch`` has resolved its reads (a commit after that, before the executors run, is not
+      seen: the race accepted).
+
+    Parameters
+    ----------
+    rows : pyspark.sql.DataFrame
+        The rows to score (the pinned snapshot, or a window's inserted rows).
+    plan : ScorePlan
+    batch_rows, env_manager, model_dir, carry
+        As :func:`lakescore.scoring.spark.score_spark`.
+
+    Raises
+    ------
+    FeatureLookupError
+        A duplicate feature key (local join), or a feature table that moved from its pinned version.
+    """
+    from lakescore.scoring.spark import exact_inputs, score_spark  # pyspark: only on the Spark route
+
+    store = runtime.feature_engineering() if plan.feature_lookups else None
+    if store is None:
+        if plan.feature_lookups:
+            rows = spark_join_lookups(runtime, rows, plan.lookups, versions=plan.feature_tables)
+        return score_spark(rows, plan, batch_rows=batch_rows, env_manager=env_manager, model_dir=model_dir,
+                           carry=carry)
+
+    def score_batch(source: Any, *, result_type: str, params: dict[str, Any]) -> Any:
+        from pyspark.sql import functions as F
+
+        keys = list(dict.fromkeys([*plan.record_keys, *(c for spec in plan.lookups for c in spec.row_columns)]))
+        inputs = [c for c in plan.source_columns if c not in keys]
+        wanted = [*(F.col(c) for c in keys), *exact_inputs(source, inputs), *(F.col(c) for c in carry if c not in keys)]
+        scored = store.score_batch(plan.model_uri, source.select(*wanted), result_type=result_type, params=params,
+                                   env_manager=env_manager)
+        store.check_versions(plan.feature_tables, what="scoring")
+        return scored.select(*plan.record_keys, F.col("prediction").alias("_r"), *carry)
+
+    return score_spark(rows, plan, batch_rows=batch_rows, env_manager=env_manager, model_dir=model_dir, carry=carry,
+                       batch_scorer=score_batch)

@@ -97,7 +97,10 @@ def preview_score(project: ProjectConfig, runtime: Runtime) -> list[str]:
         lines.append(f"Admission: admitted for batch_compute={inf.batch_compute} ({parts})")
     except LakescoreError as err:
         lines.append(f"Admission: refused ({err.code}: {err})")
-    chain = json.loads(Path(mlflow.artifacts.download_artifacts(f"{uri}/artifacts/chain/chain.json")).read_text())
+    from lakescore.model_uri import pyfunc_uri  # a Feature Engineering model: its raw model
+
+    chain = json.loads(Path(mlflow.artifacts.download_artifacts(f"{pyfunc_uri(uri)}/artifacts/chain/chain.json"))
+                       .read_text())
     rules = chain.get("rules", [])
     lines.append("Project scoring rules: disabled" if not rules else
                  "Project scoring rules: " + ", ".join(f"{r['name']} v{r['version']}" for r in rules))

@@ -35,7 +35,7 @@ from lakescore.publish.state import read_source, spark_change_kinds, split_chang
 from lakescore.runtime import Runtime
 from lakescore.scoring.preflight import ScorePlan, preflight
 from lakescore.scoring.run import ScoredRun
-from lakescore.workflows.lookups import read_feature_tables, spark_join_lookups
+from lakescore.workflows.lookups import read_feature_tables, score_spark_route
 from lakescore.workflows.placement import prediction_target
 
 SPARK_STAGED = "predictions"  # <runs_dir>/<run_id>/predictions/: a Spark run's Parquet folder
@@ -98,15 +98,12 @@ def _score_route(project: ProjectConfig, runtime: Runtime, plan: ScorePlan, prep
     model copied under ``model_dir``."""
     inf = project.inference
     if inf.batch_compute == "spark":
-        from lakescore.scoring.spark import score_spark  # pyspark: only on the Spark route
-
         column = inf.publication.period_column  # carried through the UDF's select: no join back to the source
         rows = _spark_rows(runtime, plan, prepared)
-        if plan.feature_lookups:  # joined in Spark, each feature table at the version preflight pinned
-            rows = spark_join_lookups(runtime, rows, plan.lookups, versions=plan.feature_tables)
-        return score_spark(rows, plan, batch_rows=inf.spark_udf_prediction_batch_rows,
-                           env_manager=inf.spark_udf_env_manager, model_dir=model_dir,
-                           carry=(column,) if column and column not in plan.record_keys else ())
+        # lookups joined in Spark at the pinned versions, or by Feature Engineering's score_batch (Databricks)
+        return score_spark_route(runtime, rows, plan, batch_rows=inf.spark_udf_prediction_batch_rows,
+                                 env_manager=inf.spark_udf_env_manager, model_dir=model_dir,
+                                 carry=(column,) if column and column not in plan.record_keys else ())
     from lakescore.scoring.local import score_single_node
 
     rows = source_rows(runtime, plan, prepared, list(dict.fromkeys([*plan.record_keys, *plan.source_columns])))

@@ -27,7 +27,7 @@ from lakescore.packaging import log_and_register, null_counts
 from lakescore.runtime import Runtime
 from lakescore.training import fit_project_chain, holdout_metrics, prepare_rows, training_problems, with_threshold
 from lakescore.training_set import component_labels, fit_project_set, set_metrics, with_set_thresholds
-from lakescore.workflows.lookups import lookup_problems, read_feature_tables
+from lakescore.workflows.lookups import lookup_problems, training_features
 from lakescore.training_fingerprint import (TrainingFingerprint, record_fingerprint, recorded_fingerprint,
                                             training_fingerprint)
 
@@ -130,7 +130,7 @@ def train(project: ProjectConfig, runtime: Runtime, *,
     cfg = project.training
     preflight(project, runtime)
     specs = tuple(lookup.spec() for lookup in cfg.feature_lookups)
-    features = read_feature_tables(runtime, specs)  # each at its current version, recorded in the chain
+    features = training_features(runtime, specs)  # each at its current version, recorded in the chain
     fingerprint = training_fingerprint(project, runtime.table_version(cfg.data.table),
                                        feature_tables=features.versions)
     mlflow = runtime.mlflow()
@@ -139,7 +139,8 @@ def train(project: ProjectConfig, runtime: Runtime, *,
         return found
     note = "retrain: always" if isinstance(found, TrainResult) else found
     with progress.step(f"train: read {cfg.data.table}@v{fingerprint.source_version}") as shown:
-        rows = features.join(runtime.read_table(cfg.data.table, version=fingerprint.source_version), specs)
+        rows = features.training_rows(runtime, cfg.data.table, version=fingerprint.source_version, specs=specs,
+                                      label=cfg.data.label_column)  # pandas join, or Feature Engineering's
         frame_pd, y, pre = prepare_rows(project, rows)  # joined before the split: the recipe sees the features
         shown.total_rows(len(frame_pd))
     train_idx, hold_idx = train_test_split(np.arange(len(frame_pd)), test_size=cfg.split.holdout_fraction,
@@ -173,7 +174,8 @@ def train(project: ProjectConfig, runtime: Runtime, *,
         mlflow.log_dict(profile, "drift_profile.json")  # PSI bins for lakescore monitor
         registered = log_and_register(model, example=holdout.head(5), name=cfg.registry.model_name,
                                       alias=cfg.registry.alias, evidence=evidence,
-                                      training_nulls=null_counts(frame_pd.iloc[train_idx], model.input_columns))
+                                      training_nulls=null_counts(frame_pd.iloc[train_idx], model.input_columns),
+                                      log_model=features.model_logger(model.input_columns))
         result = TrainResult(
             model_name=registered.name, version=registered.version, run_id=run.info.run_id, metrics=metrics,
             rows={"training": len(train_idx), "holdout": len(hold_idx)},

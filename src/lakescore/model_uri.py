@@ -1,0 +1,65 @@
+"""Where lakescore's pyfunc sits inside a logged model.
+
+A model logged with ``mlflow.pyfunc.log_model`` is the pyfunc itself: its ``MLmodel``, then
+``artifacts/chain``, ``artifacts/certificate.json``, ... at the model's root. A model logged
+through Databricks Feature Engineering (the databricks placement's feature lookups,
+:mod:`lakescore.runtime.feature_engineering`) is Feature Engineering's wrapper, whose loader
+module joins the features and then calls the raw model it saved under
+``data/feature_store/raw_model``: that raw model is lakescore's pyfunc, with the same artifacts.
+Everything that reads the certificate, the chain or the model config goes through
+:func:`pyfunc_uri`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+FE_LOADER_MODULE = "databricks.feature_store.mlflow_model"  # Feature Engineering's wrapper (0.x)
+FE_RAW_MODEL = "data/feature_store/raw_model"
+
+
+def pyfunc_uri(model_uri: str) -> str:
+    """The URI of lakescore's pyfunc in the model at ``model_uri``.
+
+    Parameters
+    ----------
+    model_uri : str
+        ``models:/<name>/<version>``, ``runs:/...`` or a folder.
+
+    Returns
+    -------
+    str
+        ``model_uri`` itself, or ``<model_uri>/data/feature_store/raw_model`` when its ``MLmodel``
+        says Feature Engineering's loader module wraps it. A model whose ``MLmodel`` cannot be read
+        gives ``model_uri`` unchanged: the caller's own read then reports it with its fix.
+    """
+    import mlflow  # heavy: only where models are read
+
+    try:
+        flavor = mlmodel(model_uri).flavors.get("python_function") or {}
+    except (mlflow.exceptions.MlflowException, OSError):
+        return model_uri
+    if flavor.get("loader_module") == FE_LOADER_MODULE:
+        return f"{model_uri.rstrip('/')}/{FE_RAW_MODEL}"
+    return model_uri
+
+
+def mlmodel(model_uri: str) -> Any:
+    """The ``MLmodel`` (``mlflow.models.Model``: flavors, signature) of the model at ``model_uri``,
+    which may be a sub-path of a registered model (``models:/<name>/<version>/data/...``, which
+    ``mlflow.models.get_model_info`` refuses).
+
+    Raises
+    ------
+    mlflow.exceptions.MlflowException
+        Nothing is logged there.
+    """
+    import mlflow  # heavy: only where models are read
+    from mlflow.models import Model
+
+    return Model.load(mlflow.artifacts.download_artifacts(f"{model_uri.rstrip('/')}/MLmodel"))
+
+
+def pyfunc_mlmodel(model_uri: str) -> Any:
+    """:func:`mlmodel` of lakescore's pyfunc in the model at ``model_uri`` (:func:`pyfunc_uri`)."""
+    return mlmodel(pyfunc_uri(model_uri))
