@@ -42,7 +42,10 @@ def check_comparable(task: str, version: int) -> None:
 
 
 def _prediction_kind(task: str) -> dict[str, Kind]:
-    return {"classification": {"prediction": "label"}, "regression": {"prediction": "value"}}.get(task, {})  # type: ignore[return-value]
+    """A chain's compared column of ``task``: ``prediction``, a label or a value (none for other tasks)."""
+    kinds: dict[str, dict[str, Kind]] = {"classification": {"prediction": "label"},
+                                         "regression": {"prediction": "value"}}
+    return dict(kinds.get(task, {}))
 
 
 def compared_columns(saved: dict[str, Any]) -> dict[str, Kind]:
