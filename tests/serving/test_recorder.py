@@ -71,3 +71,25 @@ def test_a_failed_write_keeps_the_rows_for_the_next_flush(runtime) -> None:
     assert rec.flush() == 3 and [len(f) for f in written] == [3]
     assert rec.summary()["last_error"] == ""
     state.close()
+
+
+def test_a_model_set_answer_is_recorded_whole_in_outputs(recorder, runtime) -> None:
+    rec, _ = recorder
+    rows = [{"delay_model_prediction": 1, "delay_model_probability": 0.625, "minutes_model_prediction": 41.5,
+             "late_risk": 12.8875, "late_flag": True, "scoring_status": "predicted", "exclusion_reason": None,
+             "model_version": 4, "served": "warm"},
+            {"delay_model_prediction": None, "delay_model_probability": None, "minutes_model_prediction": None,
+             "late_risk": None, "late_flag": None, "scoring_status": "excluded",
+             "exclusion_reason": "outlier:delay_model/distance_outlier", "model_version": 4, "served": "warm"}]
+    rec.add(Answered("s1", time.time(), [{"distance": 100}, {"distance": 4983}], rows, 3.0))
+    rec.add(answered("c1", 1))  # a chain's row: nothing beyond its own columns
+    assert rec.flush() == 3
+    table = runtime.read_table(TABLE).sort_values(["request_id", "row_index"], ignore_index=True)
+    assert table["outputs"].tolist() == [
+        None,
+        '{"delay_model_prediction": 1, "delay_model_probability": 0.625, "late_flag": true, "late_risk": 12.8875, '
+        '"minutes_model_prediction": 41.5}',
+        '{"delay_model_prediction": null, "delay_model_probability": null, "late_flag": null, "late_risk": null, '
+        '"minutes_model_prediction": null}']
+    assert table["prediction"].isna().tolist() == [True, True, True]  # c1's one row is excluded; a set has none
+    assert table["exclusion_reason"].tolist() == ["ineligible:x", None, "outlier:delay_model/distance_outlier"]

@@ -6,7 +6,7 @@ import pytest
 
 from lakescore.errors import ServingConflictError
 from lakescore.runtime import LocalRuntime
-from lakescore.serving.shadow import ShadowTally, check_comparable, rows_agree
+from lakescore.serving.shadow import ShadowTally, check_comparable, compared_columns, rows_agree
 from serving_helpers import Trained, chain_of, expected_rows, ready_copies, records
 
 
@@ -40,8 +40,47 @@ def test_a_disagreement_names_its_request_and_row() -> None:
     tally.add([row(1), row(0), row(1)], [row(1), row(1), row(1)], request_id="a" * 32)
     tally.add([row(0), row(0)], [row(0), row(None)], request_id="b" * 32)
     assert tally.summary()["disagreement_examples"] == [
-        {"request_id": "a" * 32, "row": 1, "served": 0, "candidate": 1},
-        {"request_id": "b" * 32, "row": 1, "served": 0, "candidate": None}]
+        {"request_id": "a" * 32, "row": 1, "column": "prediction", "served": 0, "candidate": 1},
+        {"request_id": "b" * 32, "row": 1, "column": "prediction", "served": 0, "candidate": None}]
+
+
+SET_JSON = {"task": "model_set",
+            "components": [{"name": "delay_model", "task": "classification"},
+                           {"name": "minutes_model", "task": "regression"}],
+            "composed": [{"name": "late_risk", "kind": "weighted_mean", "terms": []}],
+            "combined_rules": [{"name": "late_flag", "outputs": [["late_flag", "boolean"], ["band", "string"],
+                                                                 ["score", "double"]]}]}
+
+
+def test_a_model_set_compares_each_component_column_composed_and_combined_rule_column() -> None:
+    assert compared_columns(SET_JSON) == {
+        "delay_model_prediction": "label", "delay_model_probability": "value", "minutes_model_prediction": "value",
+        "late_risk": "value", "late_flag": "label", "band": "label", "score": "value"}
+    assert compared_columns({"task": "classification"}) == {"prediction": "label"}
+    check_comparable("model_set", 3)  # no refusal
+
+
+def set_row(label: object, p: object, minutes: object) -> dict[str, object]:
+    return {"a_prediction": label, "a_probability": p, "b_prediction": minutes, "prediction": None}
+
+
+def test_a_set_tally_counts_rows_and_each_column_within_its_tolerance() -> None:
+    tally = ShadowTally(3, 2, "model_set", 0.0, 0.5,
+                        columns={"a_prediction": "label", "a_probability": "value", "b_prediction": "value"})
+    served = [set_row(1, 0.9, 10.0), set_row(0, 0.1, 20.0), set_row(None, None, None)] * 40
+    cand = [set_row(1, 1.3, 10.4), set_row(1, 0.7, 25.0), set_row(None, None, None)] * 40
+    tally.add(served, cand, request_id="r")
+    summary = tally.summary()
+    assert summary["compared_rows"] == 120 and summary["agreed_rows"] == 80  # rows 0 and 2 of each three
+    assert {c: f["agreed_rows"] for c, f in summary["columns"].items()} == {
+        "a_prediction": 80, "a_probability": 80, "b_prediction": 80}  # |0.7-0.1| and |25-20| are over 0.5
+    assert summary["columns"]["b_prediction"] == {"kind": "value", "agreed_rows": 80, "agreement_percent": 66.667}
+    assert summary["disagreement_examples"][:3] == [
+        {"request_id": "r", "row": 1, "column": "a_prediction", "served": 0, "candidate": 1},
+        {"request_id": "r", "row": 1, "column": "a_probability", "served": 0.1, "candidate": 0.7},
+        {"request_id": "r", "row": 1, "column": "b_prediction", "served": 20.0, "candidate": 25.0}]
+    assert tally.sentence() == ("candidate v3 agreed with v2 on 66.7% of 120 compared rows; "
+                                "lowest column: a_prediction 66.7%")
 
 
 @pytest.mark.parametrize("task", ["clustering", "anomaly_detection", "recommendation"])

@@ -197,3 +197,71 @@ def test_spark_engine_matches_single_node(runtime, spark, project_dir, flights_s
     for metric in ("accuracy", "roc_auc", "log_loss"):
         assert again.row[metric] == pytest.approx(again_single.row[metric], rel=1e-9), metric
     assert monitor(on_spark, runtime).action == NOOP
+
+
+
+def _set_monitoring(trained_set, predictions: str, quality: str, batch_compute: str):
+    """The trained set's project publishing to ``main.flights.<predictions>`` with quality rows in
+    ``main.flights.<quality>`` (``batch_compute`` decides the monitoring engine too)."""
+    import dataclasses
+
+    config, runtime, _ = trained_set
+    project = load_project(config)
+    inference = project.inference.model_copy(update={"prediction_table": f"main.flights.{predictions}",
+                                                      "batch_compute": batch_compute})
+    monitoring = project.monitoring.model_copy(update={"quality_table": f"main.flights.{quality}"})
+    return dataclasses.replace(project, inference=inference, monitoring=monitoring), runtime
+
+
+def test_a_model_set_is_monitored_per_output_and_says_what_it_does_not_measure(trained_set, tmp_path):
+    project, runtime = _set_monitoring(trained_set, "set_monitored", "set_quality", "single_node")
+    publish(project, runtime, score(project, runtime))
+    row = monitor(project, runtime, report=str(tmp_path / "set.html")).row
+    table = runtime.read_table(project.inference.prediction_table)
+    scored = table[table["scoring_status"] == "predicted"]
+    assert row["rows"] == len(table) == 60 and row["predicted"] == len(scored) < 60
+    reasons = json.loads(row["exclusions_by_reason"])
+    assert reasons == table[table["scoring_status"] == "excluded"]["exclusion_reason"].value_counts().to_dict()
+    assert all(r == "ineligible:cancelled" or r.split(":")[1].split("/")[0] in ("delay_model", "minutes_model")
+               for r in reasons)
+
+    per = json.loads(row["output_distribution"])
+    assert set(per) == {"delay_model", "minutes_model", "late_risk", "late_flag"}
+    late = scored["delay_model_prediction"].astype(int)
+    assert per["delay_model"]["classes"] == {str(k): v / len(scored) for k, v in late.value_counts().items()}
+    assert per["delay_model"]["mean_probability"] == pytest.approx(scored["delay_model_probability"].mean(), rel=1e-12)
+    for name, column in (("minutes_model", "minutes_model_prediction"), ("late_risk", "late_risk")):
+        values = scored[column].to_numpy(dtype="float64")
+        assert per[name]["prediction_quantiles"] == pytest.approx(
+            {f"p{q}": float(np.percentile(values, q)) for q in (5, 25, 50, 75, 95)}, rel=1e-12), name
+    flags = scored["late_flag"].astype(bool)
+    assert per["late_flag"] == {"classes": {str(k): v / len(scored) for k, v in flags.value_counts().items()}}
+    assert row["prediction_distribution"] == "{}" and np.isnan(row["mean_probability"])
+    assert np.isfinite(row["prediction_psi"])  # the profiled delay_model_probability
+    assert row["labelled_rows"] == 0 and np.isnan(row["rmse"])
+    assert json.loads(row["not_monitored"])[0].startswith("performance (accuracy, roc_auc, log_loss, rmse, mae) "
+                                                          "and calibration: monitoring.yml names one label_column")
+    shown = re.findall(r'<img alt="([^"]+)" src="data:image/png;base64,', (tmp_path / "set.html").read_text())
+    assert "Prediction histogram" in shown and "Calibration" not in shown
+
+
+@pytest.mark.spark
+def test_a_model_set_is_monitored_alike_by_the_spark_engine(trained_set, spark):
+    single, runtime = _set_monitoring(trained_set, "set_both", "set_both_quality", "single_node")
+    on_spark, _ = _set_monitoring(trained_set, "set_both", "set_both_quality_spark", "spark")
+    runtime._spark = spark
+    publish(single, runtime, score(single, runtime))
+    found, expected = monitor(on_spark, runtime).row, monitor(single, runtime).row
+    for name in ("rows", "predicted", "exclusions_by_reason", "null_share", "not_monitored", "labelled_rows"):
+        assert found[name] == expected[name], name
+    assert found["prediction_psi"] == pytest.approx(expected["prediction_psi"], rel=1e-9)
+    spark_per, pandas_per = json.loads(found["output_distribution"]), json.loads(expected["output_distribution"])
+    assert set(spark_per) == set(pandas_per) == {"delay_model", "minutes_model", "late_risk", "late_flag"}
+    for name in ("delay_model", "late_flag"):
+        assert spark_per[name]["classes"] == pandas_per[name]["classes"], name
+    assert spark_per["delay_model"]["mean_probability"] == pytest.approx(pandas_per["delay_model"]["mean_probability"],
+                                                                          rel=1e-12)
+    table = runtime.read_table(single.inference.prediction_table)
+    values = np.sort(table[table["scoring_status"] == "predicted"]["late_risk"].to_numpy(dtype="float64"))
+    for q, value in spark_per["late_risk"]["prediction_quantiles"].items():  # percentile_approx: a value of the data
+        assert value in values and abs(np.searchsorted(values, value) - int(q[1:]) / 100 * (len(values) - 1)) <= 1, q

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from lakescore.monitoring.drift import profile_counts
+from lakescore.monitoring.outputs import Output, chain_output
 
 QUANTILES = (5, 25, 50, 75, 95)  # per cent
 NA_TEXT = "<NA>"  # a missing key or label in the label hash
@@ -76,6 +77,18 @@ class LabelHash:
 
 
 @dataclass(frozen=True)
+class Distribution:
+    """One output's predicted rows: class counts (None: not a label), and the sum, count and
+    :data:`QUANTILES` of its values (``value_column``: ``probability`` or ``prediction``)."""
+
+    classes: dict[Any, int] | None = None
+    value_column: str = "prediction"
+    value_sum: float = 0.0
+    value_count: int = 0
+    quantiles: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class RunAggregates:
     """Aggregates of one run's rows scored by one model version.
 
@@ -83,7 +96,9 @@ class RunAggregates:
     ``null_counts`` maps each model input column to its missing rows (None: inputs not read);
     ``bins`` maps each profiled column (``prediction`` too) to counts per bin; ``classes`` maps
     each predicted class value to rows (None for a regressor); ``value_column`` is
-    ``probability`` or ``prediction``, with its sum, count and :data:`QUANTILES`.
+    ``probability`` or ``prediction``, with its sum, count and :data:`QUANTILES`. A model set's rows
+    have none of these (classes None, no values); ``outputs`` holds each of its outputs'
+    (:func:`lakescore.monitoring.outputs.set_outputs`), by output name.
     """
 
     outcomes: dict[tuple[str | None, str | None], int]
@@ -96,6 +111,7 @@ class RunAggregates:
     quantiles: dict[str, float] = field(default_factory=dict)
     performance: PerformanceCounts = PerformanceCounts(classifier=False)
     label_hash: LabelHash | None = None
+    outputs: dict[str, Distribution] = field(default_factory=dict)
 
     @property
     def rows(self) -> int:
@@ -161,7 +177,7 @@ def performance_counts(predictions: pd.DataFrame, labels: pd.Series | None) -> P
     as scikit-learn's ``log_loss`` does; ``roc`` is exact (one entry per distinct probability).
     """
     classifier = "probability" in predictions.columns
-    if labels is None:
+    if labels is None or "prediction" not in predictions.columns:  # a model set: see monitoring.outputs
         return PerformanceCounts(classifier=classifier)
     labels = pd.Series(labels).reset_index(drop=True)
     predicted = (predictions["scoring_status"] == "predicted").to_numpy()
@@ -193,16 +209,33 @@ def performance_counts(predictions: pd.DataFrame, labels: pd.Series | None) -> P
                              other_labels=int((~binary).sum()), log_loss_sum=loss, roc=roc)
 
 
+def pandas_distribution(scored: pd.DataFrame, output: Output) -> Distribution:
+    """:class:`Distribution` of ``output`` over the predicted rows ``scored`` (pandas engine)."""
+    classes = None
+    if output.label:
+        counted = scored[output.prediction].dropna().value_counts()
+        classes = {k: int(v) for k, v in counted.items()}
+        if pd.api.types.is_float_dtype(counted.index.dtype):
+            classes = {float(k): v for k, v in classes.items()}
+    if output.value_column is None:
+        return Distribution(classes=classes, value_column=output.value_role)
+    every = scored[output.value_column].astype("float64")
+    values = every.dropna()
+    return Distribution(
+        classes=classes, value_column=output.value_role, value_sum=float(every.sum()), value_count=int(len(values)),
+        quantiles={f"p{q}": float(np.quantile(values, q / 100)) for q in QUANTILES} if len(values) else {})
+
+
 def pandas_aggregates(predictions: pd.DataFrame, *, inputs: pd.DataFrame | None = None,
                       labels: pd.Series | None = None, profile: dict[str, Any] | None = None,
-                      keys: list[str] | None = None) -> RunAggregates:
+                      keys: list[str] | None = None, outputs: tuple[Output, ...] = ()) -> RunAggregates:
     """:class:`RunAggregates` of one run and model version, computed with pandas.
 
     Parameters
     ----------
     predictions : DataFrame of shape (n_rows, ...)
         The stored outcomes (``scoring_status``, ``exclusion_reason``, ``prediction``,
-        ``probability`` for a classifier).
+        ``probability`` for a classifier; a model set's output columns instead).
     inputs : DataFrame of shape (n_rows, n_inputs) or None
         The model's input columns of the same rows, for null counts and feature bins.
     labels : Series of shape (n_rows,) or None
@@ -211,28 +244,23 @@ def pandas_aggregates(predictions: pd.DataFrame, *, inputs: pd.DataFrame | None 
         The training drift profile: its bins are counted.
     keys : list of str or None
         Record keys: with ``labels``, the label hash is computed.
+    outputs : tuple of Output, default ()
+        A model set's outputs (:func:`lakescore.monitoring.outputs.set_outputs`), each summarised
+        on its own; empty: a chain's ``prediction``.
     """
     outcomes = predictions.groupby(["scoring_status", "exclusion_reason"], dropna=False).size() \
         if len(predictions) else pd.Series([], dtype="int64")
-    status = predictions["scoring_status"]
-    column = "probability" if "probability" in predictions.columns else "prediction"
-    scored = predictions[status == "predicted"]
-    every = scored[column].astype("float64")
-    values = every.dropna()
-    classes = None
-    if column == "probability":
-        counted = scored["prediction"].dropna().value_counts()
-        classes = {k: int(v) for k, v in counted.items()}
-        if pd.api.types.is_float_dtype(counted.index.dtype):
-            classes = {float(k): v for k, v in classes.items()}
+    scored = predictions[predictions["scoring_status"] == "predicted"]
+    main = Distribution() if outputs else pandas_distribution(scored, chain_output(predictions.columns))
     return RunAggregates(
         outcomes={(_none(s), _none(r)): int(n) for (s, r), n in outcomes.items()},
         null_counts={c: int(inputs[c].isna().sum()) for c in inputs.columns} if inputs is not None else None,
         bins=profile_counts(profile, inputs if inputs is not None else pd.DataFrame(), predictions) if profile else {},
-        classes=classes, value_column=column, value_sum=float(every.sum()), value_count=int(len(values)),
-        quantiles={f"p{q}": float(np.quantile(values, q / 100)) for q in QUANTILES} if len(values) else {},
+        classes=main.classes, value_column=main.value_column, value_sum=main.value_sum, value_count=main.value_count,
+        quantiles=main.quantiles,
         performance=performance_counts(predictions, labels),
         label_hash=label_hash(predictions, keys, labels) if keys is not None else None,
+        outputs={o.name: pandas_distribution(scored, o) for o in outputs},
     )
 
 

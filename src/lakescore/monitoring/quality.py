@@ -21,9 +21,10 @@ import numpy as np
 import pandas as pd
 
 from lakescore.config import MonitoringConfig
-from lakescore.monitoring.aggregates import NA_TEXT, RunAggregates, pandas_aggregates
+from lakescore.monitoring.aggregates import NA_TEXT, Distribution, RunAggregates, pandas_aggregates
 from lakescore.monitoring.drift import drift_from_counts
 from lakescore.monitoring.labels import PERFORMANCE_COLUMNS, LabelSnapshot, digest, labels_changed
+from lakescore.monitoring.outputs import SET_NOT_MONITORED
 from lakescore.monitoring.performance import performance_figures
 
 
@@ -35,7 +36,7 @@ def _nan_to_none(value: Any) -> Any:
     return None if isinstance(value, float) and math.isnan(value) else value
 
 
-def prediction_distribution(aggregates: RunAggregates) -> dict[str, Any]:
+def prediction_distribution(aggregates: RunAggregates | Distribution) -> dict[str, Any]:
     """Class shares (or value quantiles) of the predicted rows, and probability quantiles.
 
     Integer classes read back as float are written as integers (``1``, not ``1.0``).
@@ -96,7 +97,8 @@ def figures(aggregates: RunAggregates, profile: dict[str, Any] | None) -> dict[s
         rows, predicted, excluded, exclusion_rate, invalid_exclusion_rate, exclusions_by_reason,
         null_share, prediction_distribution, mean_probability, psi (JSON texts for the mappings),
         max_feature_psi, prediction_psi, and the performance figures
-        (:func:`~lakescore.monitoring.performance.performance_figures`).
+        (:func:`~lakescore.monitoring.performance.performance_figures`); for a model set also
+        :func:`set_figures` (its ``prediction_distribution`` is empty, ``mean_probability`` NaN).
     """
     rows = aggregates.rows
     predicted = sum(n for (status, _), n in aggregates.outcomes.items() if status == "predicted")
@@ -120,7 +122,27 @@ def figures(aggregates: RunAggregates, profile: dict[str, Any] | None) -> dict[s
         "max_feature_psi": float(max(features)) if features else float("nan"),
         "prediction_psi": float(psi.get("prediction", float("nan"))),
         **performance_figures(aggregates.performance),
+        **(set_figures(aggregates) if aggregates.outputs else {}),
     }
+
+
+def set_figures(aggregates: RunAggregates) -> dict[str, Any]:
+    """A model set's figures per output (:mod:`lakescore.monitoring.outputs`), as JSON texts.
+
+    Returns
+    -------
+    dict
+        ``output_distribution``: output name -> :func:`prediction_distribution` of its predicted
+        rows, with ``mean_probability`` for a classifier component; ``not_monitored``: the list of
+        what a set's row does not measure (:data:`~lakescore.monitoring.outputs.SET_NOT_MONITORED`).
+    """
+    per = {}
+    for name, dist in aggregates.outputs.items():
+        mean = {"mean_probability": dist.value_sum / dist.value_count} \
+            if dist.value_column == "probability" and dist.value_count else {}
+        per[name] = {**prediction_distribution(dist), **mean}
+    return {"output_distribution": json.dumps(per, sort_keys=True),
+            "not_monitored": json.dumps([SET_NOT_MONITORED])}
 
 
 def alerts(row: dict[str, Any], monitoring: MonitoringConfig) -> list[str]:

@@ -140,9 +140,27 @@ def histogram_edges(low: float, high: float, *, bins: int = HISTOGRAM_BINS) -> l
     return np.linspace(low, high, bins + 1).tolist()
 
 
+def histogram_column(columns: Any) -> str:
+    """The column the prediction histogram shows: ``probability``, else ``prediction``; for a model
+    set its first component's (the first ``<component>_probability``, else ``<component>_prediction``).
+
+    >>> histogram_column(["flight_id", "minutes_model_prediction", "delay_model_probability", "scoring_status"])
+    'delay_model_probability'
+    """
+    names = list(columns)
+    for suffix in ("probability", "prediction"):
+        if suffix in names:
+            return suffix
+    for suffix in ("_probability", "_prediction"):
+        found = [c for c in names if c.endswith(suffix)]
+        if found:
+            return found[0]
+    return "prediction"
+
+
 def histogram_bins(predictions: pd.DataFrame) -> ReportBins:
     """Edges and counts per model version of ``probability`` (or ``prediction``) of the predicted rows."""
-    column = "probability" if "probability" in predictions.columns else "prediction"
+    column = histogram_column(predictions.columns)
     scored = predictions[predictions["scoring_status"] == "predicted"]
     out = {}
     for version, part in scored.groupby("model_version"):

@@ -23,9 +23,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lakescore.monitoring.aggregates import (HASH_HEX, NA_TEXT, QUANTILES, SEPARATOR, LabelHash, PerformanceCounts,
-                                             RunAggregates)
-from lakescore.monitoring.report import histogram_edges
+from lakescore.monitoring.aggregates import (HASH_HEX, NA_TEXT, QUANTILES, SEPARATOR, Distribution, LabelHash,
+                                             PerformanceCounts, RunAggregates)
+from lakescore.monitoring.outputs import Output, chain_output
+from lakescore.monitoring.report import histogram_column, histogram_edges
 
 PERCENTILE_ACCURACY = 10_000  # Spark's default: relative rank error 1e-4
 EXACT_ROC_LIMIT = 100_000  # distinct probabilities counted exactly for ROC AUC
@@ -129,14 +130,15 @@ def roc_counts(frame: Any, label: str, *, exact: bool) -> tuple[tuple[float, int
 
 def spark_aggregates(frame: Any, *, inputs: dict[str, str] | None = None, label: str | None = None,
                      keys: list[str] | None = None, profile: dict[str, Any] | None = None,
-                     exact_roc_limit: int = EXACT_ROC_LIMIT) -> RunAggregates:
+                     exact_roc_limit: int = EXACT_ROC_LIMIT, outputs: tuple[Output, ...] = ()) -> RunAggregates:
     """:class:`RunAggregates` of one run and model version, computed by Spark on the executors.
 
     Parameters
     ----------
     frame : pyspark.sql.DataFrame
         The run's stored outcomes (``scoring_status``, ``exclusion_reason``, ``prediction``,
-        ``probability`` for a classifier), joined with its inputs and its label.
+        ``probability`` for a classifier; a model set's output columns instead), joined with its
+        inputs and its label.
     inputs : dict of str to str or None
         Model input column -> its column in ``frame`` (null counts and feature bins); None: not read.
     label : str or None
@@ -147,6 +149,9 @@ def spark_aggregates(frame: Any, *, inputs: dict[str, str] | None = None, label:
         The training drift profile whose bins are counted.
     exact_roc_limit : int, default 100,000
         Most distinct probabilities counted exactly for ROC AUC (buckets of 1e-5 past it).
+    outputs : tuple of Output, default ()
+        A model set's outputs (:func:`lakescore.monitoring.outputs.set_outputs`), each summarised
+        on its own; empty: a chain's ``prediction``.
 
     Returns
     -------
@@ -155,13 +160,11 @@ def spark_aggregates(frame: Any, *, inputs: dict[str, str] | None = None, label:
     """
     from pyspark.sql import functions as F  # noqa: N812
 
-    columns = frame.columns
-    classifier = "probability" in columns
-    value_column = "probability" if classifier else "prediction"
-    predicted = F.col("scoring_status") == "predicted"
-    value = F.when(predicted & ~_missing(frame, value_column), F.col(value_column).cast("double"))
-    exprs: dict[str, Any] = {"value_sum": F.sum(value), "value_count": F.count(value),
-                             "quantiles": F.percentile_approx(value, [q / 100 for q in QUANTILES], PERCENTILE_ACCURACY)}
+    classifier = "probability" in frame.columns
+    summarised = outputs or (chain_output(frame.columns),)
+    exprs: dict[str, Any] = {}
+    for i, output in enumerate(summarised):
+        exprs.update(_value_exprs(frame, output, f"o{i}_"))
     names = dict(inputs or {})
     for i, (name, column) in enumerate(names.items()):
         exprs[f"null_{i}"] = F.count(F.when(_missing(frame, column), 1))
@@ -169,28 +172,56 @@ def spark_aggregates(frame: Any, *, inputs: dict[str, str] | None = None, label:
     for i, (_, index, size, only) in enumerate(binned):
         for b in range(size):
             exprs[f"bin_{i}_{b}"] = F.count(F.when(only & (index == b), 1))
-    if label is not None:
+    measured = label is not None and "prediction" in frame.columns  # a model set's rows: see monitoring.outputs
+    if measured:
         exprs.update(_performance_exprs(frame, label, classifier))
-        if keys is not None:
-            exprs.update(_label_hash_exprs(frame, keys, label))
+    if label is not None and keys is not None:
+        exprs.update(_label_hash_exprs(frame, keys, label))
     row = frame.agg(*[e.alias(n) for n, e in exprs.items()]).collect()[0].asDict()
     outcomes = frame.groupBy("scoring_status", "exclusion_reason").count().collect()
-    classes = None
-    if classifier:
-        known = frame.where(predicted & ~_missing(frame, "prediction"))
-        classes = {r["prediction"]: int(r["count"]) for r in known.groupBy("prediction").count().collect()}
-    quantiles = row["quantiles"] if row["value_count"] else None
+    found = {o.name: _distribution(frame, o, row, f"o{i}_") for i, o in enumerate(summarised)}
+    main = Distribution() if outputs else found[""]
     return RunAggregates(
         outcomes={(r["scoring_status"], r["exclusion_reason"]): int(r["count"]) for r in outcomes},
         null_counts={name: int(row[f"null_{i}"]) for i, name in enumerate(names)} if inputs is not None else None,
         bins={name: [float(row[f"bin_{i}_{b}"]) for b in range(size)] for i, (name, _, size, _) in enumerate(binned)},
-        classes=classes, value_column=value_column, value_sum=float(row["value_sum"] or 0.0),
-        value_count=int(row["value_count"]),
-        quantiles={f"p{q}": float(v) for q, v in zip(QUANTILES, quantiles)} if quantiles else {},
-        performance=_performance(frame, row, label, classifier, exact_roc_limit),
+        classes=main.classes, value_column=main.value_column, value_sum=main.value_sum,
+        value_count=main.value_count, quantiles=main.quantiles,
+        performance=_performance(frame, row, label if measured else None, classifier, exact_roc_limit),
         label_hash=LabelHash(int(row["hash_rows"]), int(row["hash_total"] or 0))
         if label is not None and keys is not None else None,
+        outputs={o.name: found[o.name] for o in outputs},
     )
+
+
+def _value_exprs(frame: Any, output: Output, prefix: str) -> dict[str, Any]:
+    """Sum, count and quantiles of ``output``'s values over the predicted rows (none for a label alone)."""
+    from pyspark.sql import functions as F  # noqa: N812
+
+    column = output.value_column
+    if column is None:
+        return {}
+    value = F.when((F.col("scoring_status") == "predicted") & ~_missing(frame, column), F.col(column).cast("double"))
+    return {f"{prefix}sum": F.sum(value), f"{prefix}count": F.count(value),
+            f"{prefix}quantiles": F.percentile_approx(value, [q / 100 for q in QUANTILES], PERCENTILE_ACCURACY)}
+
+
+def _distribution(frame: Any, output: Output, row: dict[str, Any], prefix: str) -> Distribution:
+    """:class:`Distribution` of ``output`` from the aggregate ``row`` (:func:`_value_exprs`), with
+    its class counts grouped on the executors when it is a label."""
+    from pyspark.sql import functions as F  # noqa: N812
+
+    classes = None
+    if output.label:
+        known = frame.where((F.col("scoring_status") == "predicted") & ~_missing(frame, output.prediction))
+        classes = {r[output.prediction]: int(r["count"]) for r in known.groupBy(output.prediction).count().collect()}
+    if output.value_column is None:
+        return Distribution(classes=classes, value_column=output.value_role)
+    count = int(row[f"{prefix}count"])
+    quantiles = row[f"{prefix}quantiles"] if count else None
+    return Distribution(classes=classes, value_column=output.value_role, value_sum=float(row[f"{prefix}sum"] or 0.0),
+                        value_count=count,
+                        quantiles={f"p{q}": float(v) for q, v in zip(QUANTILES, quantiles)} if quantiles else {})
 
 
 def _profile_bins(frame: Any, inputs: dict[str, str], profile: dict[str, Any] | None) -> list[tuple[str, Any, int, Any]]:
@@ -282,7 +313,7 @@ def spark_histogram_bins(frame: Any, *, bins: int = 30) -> tuple[str, dict[int, 
     of each version, then the counts)."""
     from pyspark.sql import functions as F  # noqa: N812
 
-    column = "probability" if "probability" in frame.columns else "prediction"
+    column = histogram_column(frame.columns)
     value = F.col(column).cast("double")
     scored = frame.where((F.col("scoring_status") == "predicted") & ~_missing(frame, column))
     ranges = scored.groupBy("model_version").agg(F.min(value).alias("low"), F.max(value).alias("high")).collect()

@@ -18,10 +18,10 @@ from typing import Any, Awaitable, Callable
 
 from lakescore.errors import ServingConflictError
 from lakescore.serving.canary import CanaryWindow
-from lakescore.serving.plan import EndpointPlan, input_columns, model_lookups, model_task
+from lakescore.serving.plan import EndpointPlan, compared_output_columns, input_columns, model_lookups, model_task
 from lakescore.serving.pool import Copy, CopyPool, Role
 from lakescore.serving.routing import CandidateCopy
-from lakescore.serving.shadow import ShadowTally, check_comparable
+from lakescore.serving.shadow import Kind, ShadowTally, check_comparable
 from lakescore.serving.state import ServingState
 
 Ask = Callable[[Copy, bytes], Awaitable[tuple[str, Any]]]
@@ -91,6 +91,7 @@ class Candidates:
         columns = await asyncio.to_thread(input_columns, uri)
         task = await asyncio.to_thread(model_task, uri)
         check_comparable(task, version)
+        compared = await self._compared(version)
         if version not in self.lookups:
             self.lookups[version] = tuple(await asyncio.to_thread(model_lookups, uri))
         await self.retire_candidate(reason=f"replaced by candidate v{version}")
@@ -99,10 +100,24 @@ class Candidates:
                                        "copies are resident across endpoints; stop one or raise the limit")
         self.candidate = Candidate(version, task, columns)
         self.columns[version] = columns
-        self.shadow = ShadowTally(version, self.plan.version, task, self.s.shadow.rtol, self.s.shadow.atol)
+        self.shadow = ShadowTally(version, self.plan.version, task, self.s.shadow.rtol, self.s.shadow.atol,
+                                  columns=compared)
         self.note = ""
         self.state.audit("ml.shadow.start", self.plan.name, candidate_version=version, served_version=self.plan.version)
         return self.summary()
+
+    async def _compared(self, version: int) -> dict[str, Kind]:
+        """The columns a shadow of ``version`` compares: those of its answer that the served version's
+        answer has too (:func:`lakescore.serving.shadow.compared_columns`; the candidate's kind)."""
+        candidate = await asyncio.to_thread(compared_output_columns, self.plan.uri(version))
+        served = await asyncio.to_thread(compared_output_columns, self.plan.model_uri)
+        compared = {c: kind for c, kind in candidate.items() if c in served}
+        if not compared:
+            raise ServingConflictError(
+                f"candidate v{version} answers {', '.join(candidate) or 'no comparable column'} and the served "
+                f"v{self.plan.version} answers {', '.join(served) or 'no comparable column'}: no column in common, "
+                "so a shadow has nothing to compare. Evaluate this candidate offline, then redeploy.")
+        return compared
 
     async def retire_candidate(self, *, reason: str) -> None:
         """Stop the candidate's copy and forget it (audited ``ml.shadow.stop``; shadowing never promotes)."""

@@ -99,8 +99,16 @@ def certified_columns(model_uri: str) -> dict[str, str]:
 
 
 def model_task(model_uri: str) -> str:
-    """The task (``classification`` | ``regression``) recorded in the version's saved chain."""
+    """The task (``classification`` | ``regression``) recorded in the version's saved chain;
+    ``model_set`` for a model set (each component has its own)."""
     return _registry(_model_task, model_uri)
+
+
+def compared_output_columns(model_uri: str) -> dict[str, str]:
+    """The version's answer columns a shadow compares, each ``label`` (exact) or ``value`` (within
+    the shadow's tolerances): :func:`lakescore.serving.shadow.compared_columns` of its saved chain
+    or model set."""
+    return _registry(_compared_columns, model_uri)
 
 
 def model_lookups(model_uri: str) -> list[dict[str, Any]]:
@@ -143,18 +151,36 @@ def _certified_columns(model_uri: str) -> dict[str, str]:
     return columns
 
 
-def _model_task(model_uri: str) -> str:
+def _saved_model(model_uri: str) -> dict[str, Any]:
+    """The version's saved chain description: ``chain.json``, or for a model set its ``set.json``
+    (:mod:`lakescore.model_set`) with ``task`` ``model_set``."""
     import mlflow  # registry access
 
-    local = mlflow.artifacts.download_artifacts(f"{model_uri}/artifacts/chain/chain.json")
-    return str(json.loads(Path(local).read_text())["task"])
+    from lakescore.model_set import SET_FILE
+
+    try:
+        local = mlflow.artifacts.download_artifacts(f"{model_uri}/artifacts/chain/chain.json")
+    except mlflow.exceptions.MlflowException as err:  # a model set saves set.json instead
+        try:
+            local = mlflow.artifacts.download_artifacts(f"{model_uri}/artifacts/chain/{SET_FILE}")
+        except mlflow.exceptions.MlflowException:
+            raise err from None
+        return {**json.loads(Path(local).read_text()), "task": "model_set"}
+    return dict(json.loads(Path(local).read_text()))
+
+
+def _model_task(model_uri: str) -> str:
+    return str(_saved_model(model_uri)["task"])
 
 
 def _model_lookups(model_uri: str) -> list[dict[str, Any]]:
-    import mlflow  # registry access
+    return [dict(x["spec"]) for x in _saved_model(model_uri).get("feature_lookups", [])]
 
-    local = mlflow.artifacts.download_artifacts(f"{model_uri}/artifacts/chain/chain.json")
-    return [dict(x["spec"]) for x in json.loads(Path(local).read_text()).get("feature_lookups", [])]
+
+def _compared_columns(model_uri: str) -> dict[str, str]:
+    from lakescore.serving.shadow import compared_columns
+
+    return compared_columns(_saved_model(model_uri))
 
 
 def _alias_version(model_name: str, alias: str) -> int | None:

@@ -5,7 +5,10 @@ A record holds the request id, when it arrived, the row's input (JSON text), the
 (``prediction`` as text, ``probability``, ``scoring_status``, ``exclusion_reason``), the version that
 answered, the path (``warm`` | ``cold``), the request latency, the row's drift check and, for a model
 with feature lookups, ``feature_tables``: the feature tables and Delta versions the row was joined
-with (JSON text ``[{"table": ..., "version": n}]``; null for a model without lookups). Each request
+with (JSON text ``[{"table": ..., "version": n}]``; null for a model without lookups), and
+``outputs``: the answer's other columns as JSON text (sorted keys), null when it has none — a model
+set's whole answer (``<component>_prediction``, ``<component>_probability``, composed and combined-rule
+columns; its ``prediction`` and ``probability`` are null), a chain's output-rule columns. Each request
 also adds one ``ml.predict_query`` audit event, written to SQLite with the same flush. When the
 buffer passes ``max_buffer_rows`` (a table that cannot be written), the oldest rows are dropped and
 counted in the status.
@@ -26,7 +29,10 @@ if TYPE_CHECKING:  # pandas is imported when a flush builds a frame
 
 COLUMNS = ["request_id", "endpoint", "received_at", "row_index", "model_name", "model_version", "served",
            "latency_ms", "drift_check", "input", "prediction", "probability", "scoring_status", "exclusion_reason",
-           "feature_tables"]
+           "feature_tables", "outputs"]
+STANDARD = frozenset(("prediction", "probability", "scoring_status", "exclusion_reason", "model_version", "served",
+                      "feature_tables"))
+"""The answer keys recorded in columns of their own; every other key goes to ``outputs``."""
 
 
 @dataclass(frozen=True)
@@ -116,6 +122,7 @@ class PredictionRecorder:
                     "exclusion_reason": row.get("exclusion_reason"),
                     "feature_tables": None if row.get("feature_tables") is None
                     else json.dumps(row["feature_tables"], sort_keys=True),
+                    "outputs": other_outputs(row),
                 })
             versions = sorted({r.get("model_version") for r in answered.rows if r.get("model_version") is not None})
             events.append(AuditEvent(answered.received_at, "ml.predict_query", self.endpoint, {
@@ -168,7 +175,7 @@ def records_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
     frame = pd.DataFrame(rows, columns=COLUMNS)
     strings = ["request_id", "endpoint", "model_name", "served", "drift_check", "input", "prediction",
-               "scoring_status", "exclusion_reason", "feature_tables"]
+               "scoring_status", "exclusion_reason", "feature_tables", "outputs"]
     for name in strings:
         frame[name] = pd.array(frame[name].tolist(), dtype="string")
     frame["received_at"] = pd.to_datetime(frame["received_at"], utc=True).astype("datetime64[us, UTC]")
@@ -178,3 +185,13 @@ def records_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     frame["probability"] = pd.array(frame["probability"].tolist(), dtype="Float64")
     return frame
 
+
+
+def other_outputs(row: dict[str, Any]) -> str | None:
+    """JSON text (sorted keys) of an answered row's columns outside :data:`STANDARD`, or None.
+
+    >>> other_outputs({"prediction": None, "a_prediction": 1, "late_risk": 0.5, "served": "warm"})
+    '{"a_prediction": 1, "late_risk": 0.5}'
+    """
+    other = {k: v for k, v in row.items() if k not in STANDARD}
+    return json.dumps(other, sort_keys=True, allow_nan=False) if other else None

@@ -13,6 +13,7 @@ import pandas as pd
 from lakescore.config import ProjectConfig
 from lakescore.monitoring.aggregates import RunAggregates, pandas_aggregates
 from lakescore.monitoring.labels import LabelSnapshot, label_snapshot
+from lakescore.monitoring.outputs import Kind, set_outputs
 from lakescore.monitoring.quality import model_rows, model_versions
 from lakescore.monitoring.report import ReportBins, pandas_report_bins
 from lakescore.monitoring.spark_aggregates import (spark_aggregates, spark_calibration_bins, spark_histogram_bins,
@@ -77,6 +78,12 @@ def run_inputs(runtime: Runtime, receipt: dict[str, Any], keys: list[str], frame
     return frame[keys].merge(data, on=keys, how="left")[columns]
 
 
+def pandas_kinds(frame: pd.DataFrame) -> dict[str, Kind]:
+    """Column -> ``numeric`` | ``label`` (boolean and text columns) of a prediction frame."""
+    return {c: "numeric" if pd.api.types.is_numeric_dtype(t) and not pd.api.types.is_bool_dtype(t) else "label"
+            for c, t in frame.dtypes.items()}
+
+
 class PandasRuns:
     """The single-node engine: a run's rows, inputs and labels read into pandas on this process."""
 
@@ -90,13 +97,14 @@ class PandasRuns:
         """See :meth:`Runs.aggregates`."""
         frame = run_rows(self.runtime, self.project.inference.prediction_table, receipt)
         labels = self.snapshot.for_rows(frame, self.keys)
+        outputs = set_outputs(pandas_kinds(frame), receipt, self.keys)
         out = {}
         for version in versions or model_versions(frame, receipt):
             mask, part = model_rows(frame, version)
             columns, profile = facts(int(version)) if facts else (None, None)
             inputs = run_inputs(self.runtime, receipt, self.keys, part, columns) if columns and len(part) else None
             out[int(version)] = pandas_aggregates(
-                part, inputs=inputs, profile=profile, keys=self.keys,
+                part, inputs=inputs, profile=profile, keys=self.keys, outputs=outputs,
                 labels=None if labels is None else labels[mask].reset_index(drop=True))
         return out
 
@@ -105,6 +113,13 @@ class PandasRuns:
         table = self.runtime.read_table(self.project.inference.prediction_table)
         latest = table[table["run_id"] == run_id].reset_index(drop=True)
         return pandas_report_bins(table, run_id, self.snapshot.for_rows(latest, self.keys))
+
+
+def spark_kinds(frame: Any) -> dict[str, Kind]:
+    """Column -> ``numeric`` | ``label`` (boolean and text columns) of a Spark prediction frame."""
+    from pyspark.sql import types as T  # noqa: N812  (Spark engine only)
+
+    return {f.name: "numeric" if isinstance(f.dataType, T.NumericType) else "label" for f in frame.schema.fields}
 
 
 class SparkRuns:
@@ -158,6 +173,7 @@ class SparkRuns:
         from pyspark.sql import functions as F  # noqa: N812  (Spark engine only)
 
         frame = self.rows(receipt)
+        outputs = set_outputs(spark_kinds(frame), receipt, self.keys)
         counted = {int(r["model_version"]): int(r["count"])
                    for r in frame.groupBy("model_version").count().collect() if r["model_version"] is not None}
         labels = self.labels()
@@ -172,7 +188,7 @@ class SparkRuns:
                 part, inputs = self.inputs(part, receipt, columns)
             out[int(version)] = spark_aggregates(part, inputs=inputs, profile=profile,
                                                  label=LABEL if labels is not None else None,
-                                                 keys=self.keys if labels is not None else None)
+                                                 keys=self.keys if labels is not None else None, outputs=outputs)
         return out
 
     def report_bins(self, run_id: str) -> ReportBins:
