@@ -106,6 +106,23 @@ def lookup_problems(runtime: Runtime, specs: tuple[FeatureLookup, ...] | list[Fe
     return empty, problems
 
 
+def run_lookups(runtime: Runtime, receipt: dict[str, Any], model_version: int
+                ) -> tuple[tuple[FeatureLookup, ...], dict[str, int]]:
+    """The feature lookups of a published run's model version (its saved chain's specs) and the
+    feature table versions the run joined (the receipt's ``feature_lookups``; a table it does not
+    name: its current version), for monitoring the joined inputs. ``((), {})`` for a run without.
+    """
+    if not receipt.get("feature_lookups"):
+        return (), {}
+    from lakescore.scoring.preflight import chain_meta  # mlflow: read the chain.json only
+
+    meta = chain_meta(f"models:/{receipt['model_name']}/{int(model_version)}")
+    specs = tuple(FeatureLookup.from_json(x["spec"]) for x in meta.get("feature_lookups", []))
+    read = {entry["table"]: int(entry["version"]) for entry in receipt["feature_lookups"]}
+    return specs, {spec.table_name: read.get(spec.table_name, runtime.table_version(spec.table_name))
+                   for spec in specs}
+
+
 def unmatched_rows(runtime: Runtime, source: str, specs: tuple[FeatureLookup, ...] | list[FeatureLookup], *,
                    version: int, versions: dict[str, int], spark: bool) -> dict[str, int]:
     """Per lookup, how many rows of ``source`` find no feature row (and so get nulls that the
