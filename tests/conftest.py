@@ -15,8 +15,8 @@ from typing import Callable
 import pandas as pd
 import pytest
 
-from lakescore.demo_data import demo_frames
-from lakescore.runtime import LocalRuntime
+from lakescore.demo_data import PLANES, WEATHER, demo_frames
+from lakescore.runtime import LocalRuntime, Runtime
 from lakescore.runtime.local_spark import CONNECT_MODE_ENV, classic_session
 
 REPO = Path(__file__).resolve().parents[1]
@@ -99,6 +99,19 @@ def route_runtime(runtime: LocalRuntime, route_spark) -> LocalRuntime:
     """A fresh local runtime on :func:`route_spark`: each Spark route test using it runs twice."""
     runtime._spark = route_spark
     return runtime
+
+
+@pytest.fixture(scope="session")
+def lookup_tables(demo_tables: dict[str, pd.DataFrame]) -> Callable[..., None]:
+    """``lookup_tables(runtime)`` writes the demo's two feature tables (``weather`` and ``planes``,
+    whole) into ``runtime`` under ``main.flights`` (or ``catalog``/``schema``): config/training.yml's
+    ``feature_lookups`` read them, so a test that trains the repository's config writes them too."""
+
+    def write(runtime: Runtime, *, catalog: str = "main", schema: str = "flights") -> None:
+        for name in (WEATHER, PLANES):
+            runtime.write_table(f"{catalog}.{schema}.{name.split('.')[-1]}", demo_tables[name], mode="error")
+
+    return write
 
 
 @pytest.fixture

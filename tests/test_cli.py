@@ -54,7 +54,7 @@ def has_departed(frame, params):
 
 
 def test_an_unexpected_failure_prints_one_line_without_row_values(project_dir, tmp_path, monkeypatch, capsys,
-                                                                   flights_sample):
+                                                                   flights_sample, lookup_tables):
     import yaml
 
     from lakescore.cli import main
@@ -70,6 +70,7 @@ def test_an_unexpected_failure_prints_one_line_without_row_values(project_dir, t
     home = tmp_path / "home"
     flights = flights_sample.assign(dep_time=flights_sample["dep_time"] + 0.123456)  # values no message invents
     LocalRuntime(home).write_table("main.flights.flights", flights)
+    lookup_tables(LocalRuntime(home))  # config/training.yml's feature tables
     monkeypatch.delenv("LAKESCORE_DEBUG", raising=False)
     argv = ["train", "--config-dir", str(project_dir), "--home", str(home)]
 

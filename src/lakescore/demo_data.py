@@ -4,7 +4,13 @@ Tables written (three-part names, local runtime):
 
 - ``main.flights.flights``: all 336,776 flights of 2013, with a stable integer key ``flight_id``
   (1-based position in the package's own table order);
-- ``main.flights.weather`` and ``main.flights.planes``: as shipped;
+- ``main.flights.weather`` and ``main.flights.planes``: as shipped, the two feature tables of the
+  demo's lookups (config/training.yml ``feature_lookups``), each with one row per lookup key:
+  weather one per (``origin``, ``time_hour``), planes one per ``tailnum``. ``time_hour`` is the UTC
+  instant of the package's ISO-8601 ``...Z`` text, never the local year/month/day/hour, which
+  repeats 01:00 on 3 Nov 2013 when daylight saving time ends (05:00Z and 06:00Z at each origin);
+  721 of the flights' 4,043 tailnums have no plane row (with the 2,512 flights that have no
+  tailnum, 52,606 flights: 16%);
 - ``main.flights.flights_incoming``: the score source, every flight of months 10-12 (84,292 rows),
   cancelled ones included (their ``dep_time`` and ``arr_delay`` are null), with change data feed
   enabled (incremental publication reads it).
@@ -35,6 +41,7 @@ def demo_frames() -> dict[str, pd.DataFrame]:
     flights.insert(0, "flight_id", pd.RangeIndex(1, len(flights) + 1, dtype="int64"))
     flights["time_hour"] = pd.to_datetime(flights["time_hour"], utc=True)
     weather = weather.copy()
+    # the UTC instant: unique per origin, the DST fall-back hour included (see the module docstring)
     weather["time_hour"] = pd.to_datetime(weather["time_hour"], utc=True)
     incoming = flights[flights["month"] >= 10].reset_index(drop=True)
     return {FLIGHTS: flights, WEATHER: weather, PLANES: planes.copy(), INCOMING: incoming}

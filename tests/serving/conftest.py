@@ -13,6 +13,7 @@ import yaml
 
 from lakescore.config import load_project
 from lakescore.runtime import LocalRuntime
+from fixtures.configs import without_feature_lookups
 from serving_helpers import MODEL, REPO, Trained, chain_of
 
 
@@ -27,8 +28,9 @@ def trained(tmp_path_factory: pytest.TempPathFactory, demo_tables: dict[str, pd.
     runtime.write_table("main.flights.flights_v2", flights.iloc[31::97].head(800).reset_index(drop=True))
     config = root / "config"
     shutil.copytree(REPO / "config", config)
+    without_feature_lookups(config)  # the serving mechanics on the plain model; lookups: test_serving_lookup.py
     config_v2 = root / "config_v2"
-    shutil.copytree(REPO / "config", config_v2)
+    shutil.copytree(config, config_v2)
     training = yaml.safe_load((config_v2 / "training.yml").read_text())
     training["data"]["table"] = "main.flights.flights_v2"
     training["model"]["params"] = {"max_iter": 500, "C": 0.05}

@@ -22,10 +22,11 @@ pytestmark = pytest.mark.spark
 
 
 @pytest.fixture
-def slice_project(spark_runtime, project_dir, demo_tables):
+def slice_project(spark_runtime, project_dir, demo_tables, lookup_tables):
     flights = demo_tables[FLIGHTS].sample(20000, random_state=7).sort_values("flight_id", ignore_index=True)
     spark_runtime.write_table(FLIGHTS, flights)
     spark_runtime.write_table(INCOMING, flights[flights["month"] >= 10].reset_index(drop=True))
+    lookup_tables(spark_runtime)  # config/training.yml's feature tables
     return load_project(project_dir), spark_runtime, flights
 
 

@@ -16,6 +16,8 @@ import yaml
 from deltalake import DeltaTable, write_deltalake
 from sklearn.metrics import accuracy_score, log_loss, roc_auc_score
 
+from fixtures.configs import without_feature_lookups
+
 from lakescore.admission.evidence import admit
 from lakescore.config import load_project
 from lakescore.monitoring.drift import training_profile
@@ -37,6 +39,7 @@ def publish_project(runtime, project_dir: Path, flights_sample: pd.DataFrame, la
     with its drift profile, and 300 flights of months 10-12 scored and published."""
     path = project_dir / "inference.yml"
     path.write_text(yaml.safe_dump({**yaml.safe_load(path.read_text()), "batch_compute": "single_node"}))
+    without_feature_lookups(project_dir)  # the chain is fitted here on FEATURES, with the demo recipe's other steps
     project = load_project(project_dir)
     runtime.write_table(FLIGHTS, lake)
     incoming = flights_sample[flights_sample["month"] >= 10]

@@ -65,6 +65,9 @@ def test_score_publish_monitor_on_spark_bring_no_rows_to_the_driver(tmp_path: Pa
     assert f"{incoming:,} in" in demo.stdout and "written by Spark Delta" in demo.stdout
     assert runtime.table_version(PREDICTIONS) == 1 and runtime.row_count(PREDICTIONS) == incoming
     assert "late_arrival_quality" in demo.stdout and "appended 1 row(s)" in demo.stdout
+    # the demo's lookups, counted in Spark too: 12,656 incoming flights have no plane row (tests/test_demo_data.py)
+    assert "main.flights.planes by tailnum: 12,656 of 84,292 source rows; the recipe imputes" in demo.stdout
+    assert "feature_lookups=main.flights.weather v0, main.flights.planes v0" in demo.stdout
 
     collect = subprocess.run([sys.executable, "-c", COLLECT, str(home), PREDICTIONS], env=_small_results_env(),
                              capture_output=True, text=True, timeout=600)

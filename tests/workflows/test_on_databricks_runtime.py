@@ -55,13 +55,14 @@ def dbx(spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ByNameOnly:
 
 
 @pytest.fixture
-def project(dbx: ByNameOnly, spark, project_dir: Path, flights_sample: pd.DataFrame):
+def project(dbx: ByNameOnly, spark, project_dir: Path, flights_sample: pd.DataFrame, lookup_tables):
     """The repository's config on catalog ``spark_catalog`` and a fresh schema; the 2,000-flight
     sample as the flights (label) table, its months 10-12 as the CDF-enabled score source."""
     schema = f"dbw_{uuid.uuid4().hex[:8]}"
     spark.sql(f"CREATE SCHEMA spark_catalog.{schema}")
     project = load_project(project_dir, catalog="spark_catalog", schema=schema)
     dbx.write_table(project.training.data.table, flights_sample, mode="error")
+    lookup_tables(dbx, catalog="spark_catalog", schema=schema)  # config/training.yml's feature tables
     incoming = flights_sample[flights_sample["month"] >= 10].reset_index(drop=True)
     dbx.write_table(project.inference.score_source_table, incoming.iloc[:200], mode="error",
                     configuration={"delta.enableChangeDataFeed": "true"})

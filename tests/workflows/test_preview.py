@@ -12,6 +12,7 @@ from lakescore.workflows.preview import preview_score, preview_train, smoke_prob
 from lakescore.chain import FittedChain
 from lakescore.config import load_project
 from lakescore.errors import LakescoreError
+from lakescore.lookup import join_all
 from lakescore.packaging import log_and_register
 
 
@@ -37,17 +38,23 @@ def test_preview_train_shows_a_custom_step_that_fails_the_lint(project_dir, monk
     assert "frame['dep_delay'].mean()" in text
 
 
-def test_smoke_probe_runs_every_check_on_a_csv_sample(tmp_path, flights_sample):
+def _with_lookups(config, rows, demo_tables):
+    """``rows`` with the config's feature lookups joined: a smoke sample carries the joined columns."""
+    return join_all(rows, demo_tables, [lookup.spec() for lookup in config.training.feature_lookups])
+
+
+def test_smoke_probe_runs_every_check_on_a_csv_sample(tmp_path, flights_sample, demo_tables):
     sample = tmp_path / "sample.csv"
-    flights_sample.head(300).to_csv(sample, index=False)
-    lines, admitted = smoke_probe(load_project(Path(__file__).resolve().parents[2] / "config"), sample)
+    config = load_project(Path(__file__).resolve().parents[2] / "config")
+    _with_lookups(config, flights_sample.head(300), demo_tables).to_csv(sample, index=False)
+    lines, admitted = smoke_probe(config, sample)
     assert admitted and lines[-1] == "Admitted."
-    assert lines.count("    fresh_module  passed") == 8  # eligibility rule, 4 steps, model, risk_band, chain
+    assert lines.count("    fresh_module  passed") == 10  # eligibility rule, 6 steps, model, risk_band, chain
     assert "  rule risk_band" in lines  # the output rule is probed, as training would
     assert "  model LogisticRegression" in lines
 
 
-def test_smoke_probe_names_the_problem_with_a_bad_sample(tmp_path, flights_sample):
+def test_smoke_probe_names_the_problem_with_a_bad_sample(tmp_path, flights_sample, demo_tables):
     config = load_project(Path(__file__).resolve().parents[2] / "config")
     with pytest.raises(LakescoreError, match="does not exist"):
         smoke_probe(config, tmp_path / "nope.csv")
@@ -55,6 +62,7 @@ def test_smoke_probe_names_the_problem_with_a_bad_sample(tmp_path, flights_sampl
     with pytest.raises(LakescoreError, match="cannot be read"):
         smoke_probe(config, tmp_path / "empty.csv")
     on_time = flights_sample[(flights_sample["arr_delay"] <= 15) & (flights_sample["month"] <= 9)].head(100)
+    on_time = _with_lookups(config, on_time, demo_tables)
     on_time.to_csv(tmp_path / "one_class.csv", index=False)
     with pytest.raises(LakescoreError, match="cannot fit the recipe and model on .*one_class.csv"):
         smoke_probe(config, tmp_path / "one_class.csv")

@@ -7,9 +7,12 @@ import numpy as np
 import pytest
 import yaml
 
+from fixtures.configs import without_feature_lookups
+
 from lakescore.config import load_project
 from lakescore.errors import ConfigError
 from lakescore.workflows.preview import smoke_probe
+from lakescore.workflows.lookups import read_feature_tables
 from lakescore.workflows.train import preflight, train
 
 
@@ -21,8 +24,9 @@ def _project(project_dir: Path, **training):
     return load_project(project_dir)
 
 
-def test_preflight_checks_pre_split_entries_against_the_table(project_dir, runtime, flights_sample):
+def test_preflight_checks_pre_split_entries_against_the_table(project_dir, runtime, flights_sample, lookup_tables):
     runtime.write_table("main.flights.flights", flights_sample)
+    lookup_tables(runtime)  # config/training.yml's feature tables
     project = _project(project_dir, pre_split=[
         {"step": "DropMissingRows", "name": "has_delay", "columns": ["dep_delya"]},
         {"step": "ManualBounds", "name": "bounds", "columns": ["dep_delay"]}])
@@ -34,8 +38,9 @@ def test_preflight_checks_pre_split_entries_against_the_table(project_dir, runti
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning:mlflow")  # mlflow's own notices about the local store
-def test_train_runs_the_pre_split_recipe_first(project_dir, runtime, flights_sample):
+def test_train_runs_the_pre_split_recipe_first(project_dir, runtime, flights_sample, lookup_tables):
     runtime.write_table("main.flights.flights", flights_sample)
+    lookup_tables(runtime)  # config/training.yml's feature tables
     project = _project(project_dir, pre_split=[
         {"step": "DropMissingRows", "name": "has_delay", "columns": ["dep_delay"]},
         {"step": "ManualBounds", "name": "plausible_delay", "columns": ["dep_delay"], "upper": 300}])
@@ -51,12 +56,14 @@ def test_train_runs_the_pre_split_recipe_first(project_dir, runtime, flights_sam
     chain: FittedChain = model.unwrap_python_model().chain
     assert [s.name for s in chain.pre_split] == ["has_delay", "plausible_delay"]
     request = flights_sample.head(3).assign(dep_delay=[np.nan, 400.0, 5.0], dep_time=[1.0, 1.0, np.nan])
+    request = read_feature_tables(runtime, chain.lookups).join(request, chain.lookups)  # the model reads joined rows
     reasons = model.predict(request[list(chain.input_columns)])["exclusion_reason"].tolist()
     assert reasons == ["ineligible:has_delay", "ineligible:plausible_delay", "ineligible:cancelled"]
 
 
-def test_an_unknown_recipe_column_and_feature_fail_before_any_work(project_dir, runtime, flights_sample):
+def test_an_unknown_recipe_column_and_feature_fail_before_any_work(project_dir, runtime, flights_sample, lookup_tables):
     runtime.write_table("main.flights.flights", flights_sample)
+    lookup_tables(runtime)  # config/training.yml's feature tables
     path = project_dir / "training.yml"
     data = yaml.safe_load(path.read_text())
     data["preprocessing"][1]["columns"].append("dep_dely")
@@ -70,8 +77,9 @@ def test_an_unknown_recipe_column_and_feature_fail_before_any_work(project_dir, 
     assert not (runtime.home / "mlflow.db").exists()  # nothing was logged or registered
 
 
-def test_model_filter_label_and_rule_problems_are_all_found_before_any_work(project_dir, runtime, flights_sample):
+def test_model_filter_label_and_rule_problems_are_all_found_before_any_work(project_dir, runtime, flights_sample, lookup_tables):
     runtime.write_table("main.flights.flights", flights_sample)
+    lookup_tables(runtime)  # config/training.yml's feature tables
     for name, edit in (("training.yml", lambda d: d.update(model={"class": "LogisticRegresion", "params": {}}) or
                         d["data"].update(filter="mnth <= 9", label_expression="arr_dely > 15")),
                        ("scoring.yml", lambda d: d["eligibility"][0].update(columns=["dep_tme"]))):
@@ -94,45 +102,55 @@ def _carrier_lc_recipe(project_dir: Path, monkeypatch, one_hot_columns: list[str
     monkeypatch.syspath_prepend(str(Path(__file__).parents[1] / "admission"))  # broken_user_code.lower_carrier_step
     path = project_dir / "training.yml"
     data = yaml.safe_load(path.read_text())
-    data["preprocessing"].insert(3, {"step": "custom", "name": "carrier_lc", "columns": ["carrier"],
-                                     "ref": "broken_user_code:lower_carrier_step"})
-    data["preprocessing"][4]["columns"] = one_hot_columns
+    at = [step["name"] for step in data["preprocessing"]].index("one_hot")
+    data["preprocessing"].insert(at, {"step": "custom", "name": "carrier_lc", "columns": ["carrier"],
+                                      "ref": "broken_user_code:lower_carrier_step"})
+    data["preprocessing"][at + 1]["columns"] = one_hot_columns
     path.write_text(yaml.safe_dump(data))
     return load_project(project_dir)
 
 
+def _joined(runtime, project, rows):
+    """``rows`` with the project's feature lookups joined (a smoke sample carries the joined columns)."""
+    specs = [lookup.spec() for lookup in project.training.feature_lookups]
+    return read_feature_tables(runtime, specs).join(rows, specs)
+
+
 def test_a_later_step_reads_a_custom_steps_output_in_preflight_and_smoke_probe(
-        project_dir, runtime, flights_sample, monkeypatch, tmp_path):
+        project_dir, runtime, flights_sample, monkeypatch, tmp_path, lookup_tables):
     runtime.write_table("main.flights.flights", flights_sample)
+    lookup_tables(runtime)  # config/training.yml's feature tables
     project = _carrier_lc_recipe(project_dir, monkeypatch, ["carrier", "carrier_lc", "origin", "dest"])
     preflight(project, runtime)  # no ConfigError
     sample = tmp_path / "sample.csv"
-    flights_sample.head(300).to_csv(sample, index=False)
+    _joined(runtime, project, flights_sample.head(300)).to_csv(sample, index=False)
     lines, admitted = smoke_probe(project, sample)
     assert admitted and "  custom step carrier_lc" in lines
 
 
 def test_a_column_no_step_makes_is_refused_by_preflight_and_smoke_probe_alike(
-        project_dir, runtime, flights_sample, monkeypatch, tmp_path):
+        project_dir, runtime, flights_sample, monkeypatch, tmp_path, lookup_tables):
     runtime.write_table("main.flights.flights", flights_sample)
+    lookup_tables(runtime)  # config/training.yml's feature tables
     project = _carrier_lc_recipe(project_dir, monkeypatch, ["carrier", "carrier_lx", "origin", "dest"])
-    expected = ("config/training.yml: preprocessing[4] (one_hot) names unknown column 'carrier_lx': no earlier step "
-                "outputs it and feature_columns are hour, dep_delay, distance, carrier, origin, dest; fix the name "
-                "or add the step that makes it before this one")
+    expected = ("config/training.yml: preprocessing[6] (one_hot) names unknown column 'carrier_lx': no earlier step "
+                "outputs it and feature_columns are hour, dep_delay, distance, carrier, origin, dest, temp, wind_speed, "
+                "precip, visib, plane_year, seats, engines; fix the name or add the step that makes it before this one")
     with pytest.raises(ConfigError) as refused:
         preflight(project, runtime)
     sample = tmp_path / "sample.csv"
-    flights_sample.head(300).to_csv(sample, index=False)
+    _joined(runtime, project, flights_sample.head(300)).to_csv(sample, index=False)
     with pytest.raises(ConfigError) as smoke:
         smoke_probe(project, sample)
     assert refused.value.problems == smoke.value.problems == [expected]
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning:mlflow")  # mlflow's own notices about the local store
-def test_an_unchanged_project_is_not_trained_again(project_dir, runtime, flights_sample):
+def test_an_unchanged_project_is_not_trained_again(project_dir, runtime, flights_sample, lookup_tables):
     import mlflow
 
     runtime.write_table("main.flights.flights", flights_sample.iloc[:1500])
+    lookup_tables(runtime)  # config/training.yml's feature tables
     project = load_project(project_dir)
     first = train(project, runtime)
     assert (first.version, first.reused, first.note) == (1, False, "trained: no version under alias champion yet")
@@ -154,10 +172,11 @@ def test_an_unchanged_project_is_not_trained_again(project_dir, runtime, flights
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning:mlflow")  # mlflow's own notices about the local store
-def test_train_chooses_the_threshold_on_the_holdout_and_says_so_everywhere(project_dir, runtime, flights_sample):
+def test_train_chooses_the_threshold_on_the_holdout_and_says_so_everywhere(project_dir, runtime, flights_sample, lookup_tables):
     import mlflow
 
     runtime.write_table("main.flights.flights", flights_sample)
+    lookup_tables(runtime)  # config/training.yml's feature tables
     training = yaml.safe_load((project_dir / "training.yml").read_text())
     project = _project(project_dir, model={**training["model"], "threshold": {"optimize": "youden"}})
     result = train(project, runtime)
@@ -173,6 +192,7 @@ def test_train_chooses_the_threshold_on_the_holdout_and_says_so_everywhere(proje
         f"Decision threshold in force: {chain.decision_rule}.")
     assert client.get_run(result.run_id).data.params["decision_threshold"] == chain.decision_rule
     rows = flights_sample.query(project.training.data.filter, engine="python")
+    rows = read_feature_tables(runtime, chain.lookups).join(rows, chain.lookups)  # the model reads joined rows
     scored = model.predict(rows[list(chain.input_columns)])  # the registered pyfunc labels with the threshold
     keep = (scored["scoring_status"] == "predicted").to_numpy()
     p = scored["probability"].to_numpy(dtype="float64")[keep]
@@ -199,6 +219,7 @@ def _lookup_tables(runtime, demo_tables, flights_sample):
 
 
 def _lookup_project(project_dir):
+    without_feature_lookups(project_dir)  # the demo recipe without its own lookups: these tests set theirs
     training = yaml.safe_load((project_dir / "training.yml").read_text())
     data = {**training["data"], "feature_columns": [*training["data"]["feature_columns"], "origin_temp", "visib",
                                                     "plane_year"]}
@@ -210,6 +231,7 @@ def _lookup_project(project_dir):
 
 def test_preflight_lists_every_lookup_problem_before_any_work(project_dir, runtime, demo_tables, flights_sample):
     _lookup_tables(runtime, demo_tables, flights_sample)
+    without_feature_lookups(project_dir)  # the demo recipe without its own lookups: this test sets its own
     training = yaml.safe_load((project_dir / "training.yml").read_text())
     project = _project(project_dir, feature_lookups=[
         {**LOOKUPS[0], "feature_names": ["temp", "wind"]},

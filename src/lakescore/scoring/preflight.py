@@ -107,7 +107,7 @@ def preflight(project: ProjectConfig, tables: Tables) -> ScorePlan:
         cert = read_certificate(uri)
         require_admitted(cert)
         check_environment(cert)  # the driver refuses at once what every worker would refuse later
-        meta = _chain_meta(uri)
+        meta = chain_meta(uri)
         rule = meta.get("decision_rule") or saved_decision_rule(meta)  # a model set's set.json says it
         lookups = tuple(x["spec"] for x in meta.get("feature_lookups", []))
         if inf.batch_compute == "spark" and meta.get("engine", "pandas") == "polars":
@@ -221,7 +221,7 @@ def _check_readable(project: ProjectConfig, tables: Tables, version: int) -> Non
             table=inf.score_source_table, features=sorted(unreadable))
 
 
-def _chain_meta(model_uri: str) -> dict[str, Any]:
+def chain_meta(model_uri: str) -> dict[str, Any]:
     """The logged model's ``chain.json`` (engine, task, classes, threshold, ...), or a model set's
     ``set.json`` (engine, decision_rule, feature_lookups, components), without loading the model."""
     import json

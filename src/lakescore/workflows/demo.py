@@ -18,6 +18,8 @@ from lakescore.config import ProjectConfig
 from lakescore.demo_data import INCOMING, demo_frames
 from lakescore.publish.run import PublishResult
 from lakescore.runtime import Runtime
+from lakescore.scoring.preflight import ScorePlan
+from lakescore.workflows.lookups import unmatched_rows
 from lakescore.workflows.monitor import monitor
 from lakescore.workflows.publish import publish
 from lakescore.workflows.score import score
@@ -48,6 +50,8 @@ def demo(project: ProjectConfig, runtime: Runtime) -> dict[str, Any]:
     _line("rows", f"{trained.rows['training']:,} training, {trained.rows['holdout']:,} holdout")
     _line("holdout", ", ".join(f"{k} {trained.metrics[k]:.4f}" for k in ("accuracy", "roc_auc", "log_loss")
                                if k in trained.metrics))
+    if trained.feature_lookups:
+        _line("feature lookups", f"joined before the split: {tables_read(trained.feature_lookups)}")
     _line("certificate", f"artifact sha256 {trained.certificate['artifact_sha256'][:16]}…")
 
     print(f"3. score ({project.inference.batch_compute})")
@@ -58,6 +62,8 @@ def demo(project: ProjectConfig, runtime: Runtime) -> dict[str, Any]:
     _line("rows", f"{counts['rows_in']:,} in, {counts['predicted']:,} predicted, {counts['excluded']:,} excluded")
     for reason, n in counts["exclusions"].items():
         _line("  excluded", f"{reason}: {n:,}")
+    if scored.plan.feature_tables:
+        _lookup_lines(project, runtime, scored.plan)
 
     print("4. publish")
     published = publish(project, runtime, scored)
@@ -67,7 +73,9 @@ def demo(project: ProjectConfig, runtime: Runtime) -> dict[str, Any]:
     if published.receipt:
         _line("receipt", ", ".join(f"{k}={published.receipt[k]}" for k in
                                    ("source_version_to", "model_version", "rows_in", "predicted", "excluded",
-                                    "batch_compute", "watermark_after")))
+                                    "batch_compute", "watermark_after"))
+              + (f", feature_lookups={tables_read(published.receipt['feature_lookups'])}"
+                 if published.receipt.get("feature_lookups") else ""))
 
     print("5. monitor")
     monitored = monitor(project, runtime, report=str(runtime.home / "report.html"))
@@ -80,6 +88,24 @@ def demo(project: ProjectConfig, runtime: Runtime) -> dict[str, Any]:
     print(f"done in {time.perf_counter() - started:.1f} s")
     return {"train": trained.summary(), "score": counts, "publish": published.summary(),
             "monitor": monitored.summary()}
+
+
+def _lookup_lines(project: ProjectConfig, runtime: Runtime, plan: ScorePlan) -> None:
+    """The score step's feature lookup lines: the tables and versions joined, and per lookup how
+    many source rows found no feature row (counted where the rows are: in Spark on the Spark route)."""
+    _line("feature lookups", f"joined at their current versions: {tables_read(plan.lookup_record)}")
+    rows = runtime.row_count(plan.source_table, version=plan.source_version)
+    missed = unmatched_rows(runtime, plan.source_table, plan.lookups, version=plan.source_version,
+                            versions=plan.feature_tables, spark=project.inference.batch_compute == "spark")
+    for lookup, n in missed.items():
+        _line("  no feature row", f"{lookup}: {n:,} of {rows:,} source rows"
+                                  + ("; the recipe imputes their features" if n else ""))
+
+
+def tables_read(record: list[dict[str, Any]]) -> str:
+    """``[{table, version}, ...]`` (a train result's, a score summary's or a receipt's
+    ``feature_lookups``) as "main.flights.weather v3, main.flights.planes v0"."""
+    return ", ".join(f"{entry['table']} v{entry['version']}" for entry in record)
 
 
 def written_by(published: PublishResult) -> str:

@@ -260,3 +260,88 @@ def score_spark_route(runtime: Runtime, rows: Any, plan: ScorePlan, *, batch_row
 
     return score_spark(rows, plan, batch_rows=batch_rows, env_manager=env_manager, model_dir=model_dir, carry=carry,
                        batch_scorer=score_batch)
+
+
+def run_lookups(runtime: Runtime, receipt: dict[str, Any], model_version: int
+                ) -> tuple[tuple[FeatureLookup, ...], dict[str, int]]:
+    """The feature lookups of a published run's model version (its saved chain's specs) and the
+    feature table versions the run joined (the receipt's ``feature_lookups``; a table it does not
+    name: its current version), for monitoring the joined inputs. ``((), {})`` for a run without.
+    """
+    if not receipt.get("feature_lookups"):
+        return (), {}
+    from lakescore.scoring.preflight import chain_meta  # mlflow: read the chain.json only
+
+    meta = chain_meta(f"models:/{receipt['model_name']}/{int(model_version)}")
+    specs = tuple(FeatureLookup.from_json(x["spec"]) for x in meta.get("feature_lookups", []))
+    read = {entry["table"]: int(entry["version"]) for entry in receipt["feature_lookups"]}
+    return specs, {spec.table_name: read.get(spec.table_name, runtime.table_version(spec.table_name))
+                   for spec in specs}
+
+
+def unmatched_rows(runtime: Runtime, source: str, specs: tuple[FeatureLookup, ...] | list[FeatureLookup], *,
+                   version: int, versions: dict[str, int], spark: bool) -> dict[str, int]:
+    """Per lookup, how many rows of ``source`` find no feature row (and so get nulls that the
+    recipe imputes), counted where the rows are.
+
+    Parameters
+    ----------
+    runtime : Runtime
+    source : str
+        The rows' table (three-part name), read at ``version``.
+    specs : sequence of FeatureLookup
+    version : int
+        Delta version of ``source``.
+    versions : dict of str to int
+        Feature table name -> Delta version (a score run's ``ScorePlan.feature_tables``).
+    spark : bool
+        Count in Spark (one number reaches the driver) or, for the single-node route, in pandas.
+
+    Returns
+    -------
+    dict of str to int
+        ``"<table> by <keys>"`` -> rows without a feature row, in lookup order. A row misses when
+        a key (or its timestamp) is null, no feature row has its key, or, point in time, the
+        earliest feature row of its key is after the row's timestamp: the rows that
+        :func:`lakescore.lookup.join_features` gives nulls.
+    """
+    count = _spark_unmatched if spark else _pandas_unmatched
+    return {f"{spec.table_name} by {', '.join(spec.row_columns)}":
+            count(runtime, source, spec, version=version, feature_version=int(versions[spec.table_name]))
+            for spec in specs}
+
+
+_FIRST = "__lakescore_first_feature_time__"
+
+
+def _pandas_unmatched(runtime: Runtime, source: str, spec: FeatureLookup, *, version: int,
+                      feature_version: int) -> int:
+    keys = list(spec.lookup_key)
+    rows = runtime.read_table(source, version=version, columns=list(spec.row_columns))
+    table = runtime.read_table(spec.table_name, version=feature_version, columns=spec.table_key).dropna()
+    firsts = (table.groupby(keys, as_index=False)[spec.feature_timestamp_key].min() if spec.point_in_time
+              else table.drop_duplicates().assign(**{_FIRST: True}))
+    if spec.point_in_time:
+        firsts = firsts.rename(columns={spec.feature_timestamp_key: _FIRST})
+    joined = rows.dropna().merge(firsts, how="left", on=keys)
+    matched = joined[_FIRST].notna()
+    if spec.point_in_time:
+        matched &= joined[spec.timestamp_lookup_key] >= joined[_FIRST]
+    return int(len(rows) - matched.sum())
+
+
+def _spark_unmatched(runtime: Runtime, source: str, spec: FeatureLookup, *, version: int,
+                     feature_version: int) -> int:
+    from pyspark.sql import functions as F  # pyspark: only on the Spark route
+
+    keys = list(spec.lookup_key)
+    rows = runtime.spark_source(source, version=version).select(*spec.row_columns)
+    table = runtime.spark_source(spec.table_name, version=feature_version).select(*spec.table_key).dropna()
+    if spec.point_in_time:
+        firsts = table.groupBy(*keys).agg(F.min(spec.feature_timestamp_key).alias(_FIRST))
+        matched = F.col(spec.timestamp_lookup_key) >= F.col(_FIRST)
+    else:
+        firsts = table.distinct().withColumn(_FIRST, F.lit(True))
+        matched = F.col(_FIRST)
+    joined = rows.join(firsts, on=keys, how="left")  # a null key matches nothing: _FIRST stays null
+    return int(joined.where(F.coalesce(matched, F.lit(False)) == F.lit(False)).count())

@@ -18,7 +18,9 @@ from lakescore.monitoring.quality import model_rows, model_versions
 from lakescore.monitoring.report import ReportBins, pandas_report_bins
 from lakescore.monitoring.spark_aggregates import (spark_aggregates, spark_calibration_bins, spark_histogram_bins,
                                                    spark_labels)
+from lakescore.lookup import lookup_inputs
 from lakescore.runtime import Runtime
+from lakescore.workflows.lookups import read_feature_tables, run_lookups, spark_join_lookups
 
 Facts = Callable[[int], tuple[list[str] | None, dict[str, Any] | None]]
 LABEL = "_label"  # the label's column in a Spark run frame
@@ -66,14 +68,19 @@ def run_rows(runtime: Runtime, table: str, receipt: dict[str, Any]) -> pd.DataFr
 
 
 def run_inputs(runtime: Runtime, receipt: dict[str, Any], keys: list[str], frame: pd.DataFrame,
-               columns: list[str]) -> pd.DataFrame:
+               columns: list[str], *, model_version: int) -> pd.DataFrame:
     """The model's input ``columns`` of ``frame``'s rows, from the source at the version the run
-    pinned (joined on ``keys``, row order kept)."""
+    pinned (joined on ``keys``, row order kept); a lookup model's joined inputs from its feature
+    tables at the versions the run joined (:func:`lakescore.workflows.lookups.run_lookups`)."""
     source = receipt["source_table"]
+    specs, versions = run_lookups(runtime, receipt, model_version)
+    read = list(dict.fromkeys([*keys, *lookup_inputs(specs, columns)]))
     try:
-        data = runtime.read_table(source, version=int(receipt["source_version_to"]), columns=[*keys, *columns])
+        data = runtime.read_table(source, version=int(receipt["source_version_to"]), columns=read)
     except Exception:  # the pinned version is gone: the rows as they are now
-        data = runtime.read_table(source, columns=[*keys, *columns])
+        data = runtime.read_table(source, columns=read)
+    if specs:  # the joined inputs: each feature table at the version the run joined
+        data = read_feature_tables(runtime, specs, versions=versions).join(data, specs)
     data = data.astype({k: frame[k].dtype for k in keys}, errors="ignore")
     return frame[keys].merge(data, on=keys, how="left")[columns]
 
@@ -102,7 +109,8 @@ class PandasRuns:
         for version in versions or model_versions(frame, receipt):
             mask, part = model_rows(frame, version)
             columns, profile = facts(int(version)) if facts else (None, None)
-            inputs = run_inputs(self.runtime, receipt, self.keys, part, columns) if columns and len(part) else None
+            inputs = (run_inputs(self.runtime, receipt, self.keys, part, columns, model_version=int(version))
+                      if columns and len(part) else None)
             out[int(version)] = pandas_aggregates(
                 part, inputs=inputs, profile=profile, keys=self.keys, outputs=outputs,
                 labels=None if labels is None else labels[mask].reset_index(drop=True))
@@ -153,9 +161,11 @@ class SparkRuns:
             frame = self.runtime.spark_source(table, version=self.runtime.table_version(table))
         return frame.where(F.col("run_id") == receipt["run_id"])
 
-    def inputs(self, frame: Any, receipt: dict[str, Any], columns: list[str]) -> tuple[Any, dict[str, str]]:
+    def inputs(self, frame: Any, receipt: dict[str, Any], columns: list[str], *,
+               model_version: int) -> tuple[Any, dict[str, str]]:
         """``frame`` left-joined on the keys with the model's input ``columns`` from the source at
-        the version the run pinned (each renamed ``_in_<i>``), and column -> its new name."""
+        the version the run pinned (a lookup model's joined inputs from its feature tables, as
+        :func:`run_inputs`), each renamed ``_in_<i>``, and column -> its new name."""
         from pyspark.sql import functions as F  # noqa: N812  (Spark engine only)
 
         source = receipt["source_table"]
@@ -163,6 +173,9 @@ class SparkRuns:
             data = self.runtime.spark_source(source, version=int(receipt["source_version_to"]))
         except Exception:  # the pinned version is gone: the rows as they are now
             data = self.runtime.spark_source(source, version=self.runtime.table_version(source))
+        specs, versions = run_lookups(self.runtime, receipt, model_version)
+        if specs:  # the joined inputs, joined in Spark at the versions the run joined
+            data = spark_join_lookups(self.runtime, data, specs, versions=versions)
         names = {c: f"_in_{i}" for i, c in enumerate(columns)}
         data = data.select(*self.keys, *[F.col(c).alias(n) for c, n in names.items()])
         return frame.join(data, on=self.keys, how="left"), names
@@ -185,7 +198,7 @@ class SparkRuns:
             columns, profile = facts(int(version)) if facts else (None, None)
             inputs = None
             if columns and counted.get(int(version)):
-                part, inputs = self.inputs(part, receipt, columns)
+                part, inputs = self.inputs(part, receipt, columns, model_version=int(version))
             out[int(version)] = spark_aggregates(part, inputs=inputs, profile=profile,
                                                  label=LABEL if labels is not None else None,
                                                  keys=self.keys if labels is not None else None, outputs=outputs)
