@@ -22,6 +22,7 @@ from pydantic import Field, field_validator, model_validator
 from lakescore.columns import Columns, Kernel, float_values, text_values
 from lakescore.errors import StepError
 from lakescore.steps.base import StepKind, StepParams, is_numeric, register
+from lakescore.steps.selection import ColumnSelection
 
 
 def _map_texts(texts: np.ndarray, fn: Any) -> np.ndarray:
@@ -251,7 +252,7 @@ class DropMissingColumnsParams(StepParams):
 
 
 @register
-class DropMissingColumns(StepKind):
+class DropMissingColumns(ColumnSelection):
     """Drop each of ``columns`` whose share of missing values in the TRAINING rows is above
     ``threshold`` (default 0.5; 0.0 drops any column with a gap). The kept list is saved; at
     scoring the same columns are dropped whatever the batch holds.
@@ -269,17 +270,3 @@ class DropMissingColumns(StepKind):
         dropped = [c for c in params.columns if shares[c] > params.threshold]
         return {"threshold": params.threshold, "missing_share": shares, "dropped": dropped,
                 "kept": [c for c in params.columns if c not in dropped]}
-
-    @staticmethod
-    def apply(frame: pd.DataFrame, state: dict[str, Any]) -> pd.DataFrame:
-        return frame.drop(columns=state["dropped"])
-
-    @staticmethod
-    def kernel(state: dict[str, Any]) -> Kernel:
-        """The dropped columns removed from the batch."""
-        dropped = list(state["dropped"])
-
-        def apply(batch: Columns) -> None:
-            batch.drop(dropped)
-
-        return Kernel(apply)

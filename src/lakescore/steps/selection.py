@@ -19,8 +19,8 @@ from lakescore.errors import StepError
 from lakescore.steps.base import StepKind, StepParams, float_matrix, register
 
 
-class _Selection(StepKind):
-    """A selection step: ``learn`` gives the kept columns, ``apply`` drops ``state["dropped"]``."""
+class ColumnSelection(StepKind):
+    """A selection step (here, and DropMissingColumns in cleaning.py): ``learn`` gives the kept columns, ``apply`` drops ``state["dropped"]``."""
 
     @staticmethod
     def apply(frame: pd.DataFrame, state: dict[str, Any]) -> pd.DataFrame:
@@ -48,7 +48,7 @@ class VarianceParams(StepParams):
 
 
 @register
-class VarianceThreshold(_Selection):
+class VarianceThreshold(ColumnSelection):
     """Keep the columns whose training variance is above ``threshold`` (sklearn
     ``VarianceThreshold``, missing values ignored); the others are dropped from every frame.
 
@@ -78,7 +78,7 @@ class CorrelationParams(StepParams):
 
 
 @register
-class CorrelationThreshold(_Selection):
+class CorrelationThreshold(ColumnSelection):
     """Drop one column of each pair whose training correlation is above ``threshold`` in absolute
     value (``method`` pearson or spearman, pandas ``DataFrame.corr``: each pair over the rows where
     both are present; an undefined correlation, e.g. of a constant column, counts as none).
@@ -137,7 +137,7 @@ class UnivariateParams(StepParams):
 
 
 @register
-class UnivariateSelection(_Selection):
+class UnivariateSelection(ColumnSelection):
     """Keep the ``k`` columns that score best against the label, one at a time (sklearn
     ``SelectKBest`` with ``score``: ``f_classif``, ``f_regression``, ``mutual_info_classif`` or
     ``mutual_info_regression``, the last two seeded by ``random_state``), scored on the training
@@ -175,7 +175,7 @@ class ModelBasedParams(StepParams):
 
 
 @register
-class ModelBasedSelection(_Selection):
+class ModelBasedSelection(ColumnSelection):
     """Keep the columns a declared model finds important (sklearn ``SelectFromModel``): the model
     ``estimator`` (a model class name of lakescore's models, e.g. RandomForestClassifier, Lasso,
     LogisticRegression, with ``estimator_params``, seeded by ``random_state``) is fitted once on the
