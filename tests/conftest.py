@@ -249,7 +249,10 @@ def set_project_dir(target: Path) -> Path:
     the demo's output rule; single-node scoring."""
     import yaml
 
+    from fixtures.configs import without_feature_lookups
+
     shutil.copytree(REPO / "config", target)
+    without_feature_lookups(target)  # the set reads the flights' own columns
     training = yaml.safe_load((target / "training.yml").read_text())
     training.pop("model"), training.pop("preprocessing")
     training["data"]["feature_columns"] = ["dep_delay", "distance", "hour", "carrier", "origin"]
@@ -262,6 +265,12 @@ def set_project_dir(target: Path) -> Path:
     inference["batch_compute"] = "single_node"
     (target / "inference.yml").write_text(yaml.safe_dump(inference, sort_keys=False))
     return target
+
+
+@pytest.fixture
+def set_config(tmp_path: Path) -> Path:
+    """:func:`set_project_dir` in this test's temporary folder: a config a test may edit."""
+    return set_project_dir(tmp_path / "config")
 
 
 @pytest.fixture(scope="session")

@@ -231,7 +231,7 @@ def _asof_positions(frame: pd.DataFrame, table: pd.DataFrame, spec: FeatureLooku
     rows = frame[[*keys, ts]].reset_index(drop=True).assign(**{_ROW: np.arange(len(frame))})
     rows = rows.dropna(subset=[*keys, ts])
     right = _keys_like(rows, table[[*keys, fts]], keys).assign(**{_POS: np.arange(len(table))})
-    left_ts, right_ts = _same_time_type(rows[ts], right[fts], spec)
+    left_ts, right_ts = same_time_type(rows[ts], right[fts], spec)
     left = rows.assign(**{ts: left_ts}).sort_values(ts, kind="stable")
     right = right.assign(**{fts: right_ts}).sort_values(fts, kind="stable")
     matched = pd.merge_asof(left, right.rename(columns={fts: f"{_POS}_ts"}), left_on=ts, right_on=f"{_POS}_ts",
@@ -242,7 +242,7 @@ def _asof_positions(frame: pd.DataFrame, table: pd.DataFrame, spec: FeatureLooku
     return positions
 
 
-def _same_time_type(left: pd.Series, right: pd.Series, spec: FeatureLookup) -> tuple[pd.Series, pd.Series]:
+def same_time_type(left: pd.Series, right: pd.Series, spec: FeatureLookup) -> tuple[pd.Series, pd.Series]:
     """Both timestamp columns as datetime64[ns] (UTC when either is time-zone aware), or unchanged
     when both are numbers."""
     if pd.api.types.is_numeric_dtype(left.dtype) and pd.api.types.is_numeric_dtype(right.dtype):
@@ -253,6 +253,7 @@ def _same_time_type(left: pd.Series, right: pd.Series, spec: FeatureLookup) -> t
                 pd.to_datetime(right, utc=aware).astype("datetime64[ns, UTC]" if aware else "datetime64[ns]"))
     except (TypeError, ValueError) as err:
         raise time_type_error(spec, left.dtype, right.dtype) from err
+
 
 def join_all(frame: pd.DataFrame, tables: dict[str, pd.DataFrame], specs: tuple[FeatureLookup, ...] | list[FeatureLookup]
              ) -> pd.DataFrame:

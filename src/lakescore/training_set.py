@@ -162,7 +162,13 @@ def set_problems(project: ProjectConfig, empty: pd.DataFrame) -> list[str]:
         problems.append(f"{scoring}: output rules {[r.name for r in project.scoring.output]} apply to a single "
                         f"model; {shown} declares model_set: write them under combined_rules, reading "
                         "<component>_probability / <component>_prediction")
+    problems += [f"{shown}: model_set.composed {entry.name!r} is the name of a component's own output column; give "
+                 f"the composed column a new name (e.g. {entry.name}_composed)"
+                 for entry in model_set.composed if entry.name in outputs]
     outputs.update(entry.name for entry in model_set.composed)
+    problems += [f"{scoring}: combined rule {rule.name!r} outputs {name!r}, which the set already gives (a component "
+                 "or composed column); give the rule's output a new name"
+                 for rule in project.scoring.combined_rules for name in rule.outputs if name in outputs]
     for rule in project.scoring.combined_rules:
         problems += [f"{scoring}: combined rule {rule.name!r} reads unknown column {c!r}: neither an output of the "
                      f"set ({', '.join(sorted(outputs))}) nor a column of {cfg.data.table}"

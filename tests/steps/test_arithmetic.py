@@ -20,11 +20,12 @@ def speed(**extra):
 
 
 def test_feature_math_by_hand_with_a_zero_denominator():
-    frame = pd.DataFrame({"distance": [300.0, 100.0, None, 50.0], "air_time": [45.0, 0.0, 30.0, -60.0]})
+    frame = pd.DataFrame({"distance": [300.0, 100.0, None, 50.0, None],
+                          "air_time": [45.0, 0.0, 30.0, -60.0, 0.0]})
     out = learn_step(speed(), frame, None).apply(frame)["mph"].to_numpy()
-    np.testing.assert_allclose(out, [400.0, np.nan, np.nan, -50.0])  # 300 / 0.75; 100 / 0: null
+    np.testing.assert_allclose(out, [400.0, np.nan, np.nan, -50.0, np.nan])  # 300 / 0.75; 100 / 0: null
     zero = learn_step(speed(on_zero_division="zero"), frame, None).apply(frame)["mph"].to_numpy()
-    np.testing.assert_allclose(zero, [400.0, 0.0, np.nan, -50.0])
+    np.testing.assert_allclose(zero, [400.0, 0.0, np.nan, -50.0, np.nan])  # missing / 0 stays missing
     assert STEPS["FeatureMath"].outputs(parse_params(speed())) == ["mph"]
 
 

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fixtures.configs import without_feature_lookups
 from fixtures.runs import as_pandas
 
 from lakescore.config import load_project
@@ -129,6 +130,8 @@ def test_a_random_forest_trains_scores_on_both_routes_and_serves_the_same_answer
     runtime.write_table(FLIGHTS, flights)
     incoming = flights[flights["month"] >= 10].head(300).reset_index(drop=True)
     runtime.write_table(INCOMING, incoming)
+    # requests carry the plain recipe's columns (serving a lookup model: tests/serving/test_serving_lookup.py)
+    without_feature_lookups(project_dir)
     training = yaml.safe_load((project_dir / "training.yml").read_text())
     training["model"] = {"class": "RandomForestClassifier", "params": {"n_estimators": 8, "max_depth": 6}}
     (project_dir / "training.yml").write_text(yaml.safe_dump(training))

@@ -330,3 +330,25 @@ def test_a_model_set_is_registered_as_one_version_that_lists_its_components(trai
                                     "late_risk", "scoring_status", "exclusion_reason", "late_flag"]
     profile = mlflow.artifacts.load_dict(f"runs:/{result.run_id}/drift_profile.json")
     assert profile["prediction"]["column"] == "delay_model_probability"
+
+
+def test_a_set_output_that_reuses_a_component_column_name_is_refused(set_config, flights_sample):
+    """A composed column or a combined rule's output named like a component's own column would
+    overwrite it in the set's answer: both are config problems naming the column."""
+    import yaml
+
+    from lakescore.config import load_project
+    from lakescore.training_set import set_problems
+
+    config = set_config
+    training = yaml.safe_load((config / "training.yml").read_text())
+    training["model_set"]["composed"].append({"name": "delay_model_probability",
+                                              "weighted_sum": {"delay_model.probability": 2}})
+    (config / "training.yml").write_text(yaml.safe_dump(training, sort_keys=False))
+    scoring = yaml.safe_load((config / "scoring.yml").read_text())
+    scoring["combined_rules"][0]["outputs"] = {"minutes_model_prediction": "double"}
+    (config / "scoring.yml").write_text(yaml.safe_dump(scoring, sort_keys=False))
+    problems = set_problems(load_project(config), flights_sample.head(0))
+    assert any("composed 'delay_model_probability' is the name of a component's own output column" in p
+               for p in problems), problems
+    assert any("combined rule 'late_flag' outputs 'minutes_model_prediction'" in p for p in problems), problems

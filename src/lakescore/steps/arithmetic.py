@@ -90,7 +90,9 @@ def _eval(node: ast.expr, values: dict[str, np.ndarray], on_zero: str, rows: int
     if isinstance(node.op, ast.Mult):
         return left * right
     quotient = left / right
-    return np.where(right == 0, np.nan if on_zero == "null" else 0.0, quotient)
+    if on_zero == "null":
+        return np.where(right == 0, np.nan, quotient)
+    return np.where((right == 0) & ~np.isnan(left), 0.0, quotient)  # a missing numerator stays missing
 
 
 class MathParams(StepParams):

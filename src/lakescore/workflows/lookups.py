@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from lakescore.errors import LakescoreError
-from lakescore.lookup import FeatureLookup, join_all, lookup_inputs
+from lakescore.lookup import FeatureLookup, join_all, lookup_inputs, same_time_type
 from lakescore.runtime import Runtime
 from lakescore.scoring.preflight import ScorePlan
 
@@ -325,8 +325,9 @@ def _pandas_unmatched(runtime: Runtime, source: str, spec: FeatureLookup, *, ver
         firsts = firsts.rename(columns={spec.feature_timestamp_key: _FIRST})
     joined = rows.dropna().merge(firsts, how="left", on=keys)
     matched = joined[_FIRST].notna()
-    if spec.point_in_time:
-        matched &= joined[spec.timestamp_lookup_key] >= joined[_FIRST]
+    if spec.point_in_time:  # compared as the join compares them (naive against aware: both UTC)
+        when, first = same_time_type(joined[spec.timestamp_lookup_key], joined[_FIRST], spec)
+        matched &= when >= first
     return int(len(rows) - matched.sum())
 
 
