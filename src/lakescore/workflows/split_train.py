@@ -3,6 +3,8 @@
 ``lakescore train`` comes here when the training table holds more than training.yml ``max_rows``
 rows. The rows stay in Spark; the driver holds at most ``max_rows`` training rows and ``max_rows``
 holdout rows. Each row's fate comes from a stable hash of its record keys (:mod:`lakescore.slices`).
+Every row count here (training rows, sample, slices, left out) counts table rows before
+``data.filter``, which is a pandas expression applied on the driver's sample and each worker's slice.
 
 1. **search** (driver): the holdout is set aside from the whole table; the configuration is fitted
    on a sample of ``max_rows`` training rows, its threshold chosen and its metrics measured on the
@@ -63,6 +65,7 @@ class Search:
     holdout: pd.DataFrame
     truth: pd.Series
     metrics: dict[str, float]
+    sampled_rows: int  # table rows in the sample, before data.filter (as every split count is)
     seconds: dict[str, float] = field(default_factory=dict)
 
 
@@ -148,7 +151,7 @@ def train_above_max_rows(project: ProjectConfig, runtime: Runtime, *, fingerprin
                           workers=_workers(spark, cfg.split_training.max_workers))
         _claim(store, job, "search", None)
         search = _search(project, coded, plan)
-        store.finish(job, "search", {"training_rows": plan.training_rows, "sampled_rows": len(search.training),
+        store.finish(job, "search", {"training_rows": plan.training_rows, "sampled_rows": search.sampled_rows,
                                      "holdout_rows": len(search.holdout), "metrics": search.metrics})
         model, evidence, record = _split_or_sampled(project, coded, plan, search, store, job, fault)
     finally:
@@ -184,12 +187,14 @@ def _search(project: ProjectConfig, coded: Any, plan: SplitPlan) -> Search:
     frame, y, pre = prepare_rows(project, rows.drop(columns=list(CODE_COLUMNS)))
     held = frame.pop(HOLDOUT_COLUMN).to_numpy(dtype=bool)
     training, holdout, truth = frame[~held], frame[held], y[held]
-    with progress.step("train: search (fit recipe and model on the sample)", total=len(training)):
+    with progress.step("train: search (fit recipe and model on the sample)", total=len(training)) as shown:
         chain = fit_project_chain(project, training, y[~held], pre)
+        shown.total_rows(len(training))
         chain = with_threshold(chain, cfg.model.threshold if cfg.model else None, holdout, truth,
                                shown=project.shown("training"))
     return Search(chain, PreSplit(pre.steps, pre.skipped, pd.Index([])), training, holdout, truth,
-                  holdout_metrics(chain, holdout, truth), {"search_s": round(time.perf_counter() - started, 3)})
+                  holdout_metrics(chain, holdout, truth), len(taken[0]),
+                  {"search_s": round(time.perf_counter() - started, 3)})
 
 
 def _split_or_sampled(project: ProjectConfig, coded: Any, plan: SplitPlan, search: Search, store: Any, job: str,
@@ -228,10 +233,10 @@ def _split_or_sampled(project: ProjectConfig, coded: Any, plan: SplitPlan, searc
 
 def _sampled(search: Search, record: dict[str, Any], why: str) -> tuple[FittedChain, dict[str, Any], dict[str, Any]]:
     """The search's model, admitted, with the note saying it is the sampled fit and why."""
-    note = SAMPLED_NOTE.format(fitted=len(search.training), rows=record["training_rows"], why=why)
+    note = SAMPLED_NOTE.format(fitted=search.sampled_rows, rows=record["training_rows"], why=why)
     evidence = admit(search.chain, search.holdout)
-    return search.chain, evidence, {**record, "fit": "sampled", "rows": len(search.training), "slices": 0,
-                                    "left_out": record["training_rows"] - len(search.training), "note": note}
+    return search.chain, evidence, {**record, "fit": "sampled", "rows": search.sampled_rows, "slices": 0,
+                                    "left_out": record["training_rows"] - search.sampled_rows, "note": note}
 
 
 def _refit(project: ProjectConfig, coded: Any, plan: SplitPlan, pre: PreSplit,
@@ -251,8 +256,9 @@ def _refit(project: ProjectConfig, coded: Any, plan: SplitPlan, pre: PreSplit,
     def fit(table: pa.Table) -> pa.Table:
         return fit_slice(project, pre, table, max_rows=max_rows, fault=fault).cast(RESULT_SCHEMA)
 
-    with progress.step(f"train: refit {plan.slices} slices on the workers", total=plan.training_rows):
+    with progress.step(f"train: refit {plan.slices} slices on the workers", total=plan.training_rows) as shown:
         results = training.groupBy(SLICE_COLUMN).applyInArrow(fit, schema).toArrow().to_pylist()
+        shown.total_rows(sum(r["rows"] for r in results))
     members = [(f"slice_{r['slice']:02d}", pickle.loads(r["chain"])) for r in sorted(results, key=lambda r: r["slice"])
                if r["chain"] is not None]
     slices = [{k: r[k] for k in ("slice", "rows", "fitted", "error")} for r in sorted(results, key=lambda r: r["slice"])]
@@ -279,8 +285,9 @@ def _assemble(members: list[tuple[str, FittedChain]], slices: list[dict[str, Any
         note += f"; the workers could not hold every row: {left_out:,} training rows were left out"
     coverage = {"rows": fitted, "slices": len(members), "left_out": left_out, "note": note + "."}
     ensemble = paste(members, threshold=search.chain.threshold, coverage=coverage)
-    with progress.step("admission: every slice chain, then the paste", total=len(search.holdout)):
+    with progress.step("admission: every slice chain, then the paste", total=len(search.holdout)) as shown:
         evidence = admit_set(ensemble, search.holdout)
+        shown.total_rows(len(search.holdout))
     compared = holdout_metrics(ensemble, search.holdout, search.truth)  # type: ignore[arg-type]
     key = "log_loss" if "log_loss" in compared else "rmse" if "rmse" in compared else None
     if key and compared[key] > search.metrics[key]:
