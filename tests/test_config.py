@@ -282,3 +282,26 @@ def test_a_bad_composed_column_names_the_term_and_the_fix(project_dir, composed,
     with pytest.raises(ConfigError) as err:
         load_project(project_dir)
     assert problem in str(err.value)
+
+
+def test_max_rows_and_split_training_are_read_with_their_defaults(project_dir):
+    _edit(project_dir, "training.yml", max_rows=200000, split_training={"enabled": True})
+    training = load_project(project_dir).training
+    assert training.max_rows == 200000
+    assert (training.split_training.enabled, training.split_training.min_rows_per_worker,
+            training.split_training.max_workers) == (True, 25000, None)
+
+
+def test_split_training_without_max_rows_says_what_to_set(project_dir):
+    _edit(project_dir, "training.yml", split_training={"enabled": True, "min_rows_per_worker": 0, "max_workers": 1})
+    with pytest.raises(ConfigError) as err:
+        load_project(project_dir)
+    problems = err.value.problems
+    assert "config/training.yml: split_training.min_rows_per_worker must be between 1 and 1000000000; got 0" in problems
+    assert "config/training.yml: split_training.max_workers must be between 2 and 10000; got 1" in problems
+    _edit(project_dir, "training.yml", split_training={"enabled": True})
+    with pytest.raises(ConfigError) as err:
+        load_project(project_dir)
+    assert err.value.problems == ["config/training.yml: split_training.enabled needs max_rows (the single-process "
+                                  "ceiling: the search's sample and each slice's size); set max_rows, e.g. max_rows: "
+                                  "200000, or set split_training.enabled: false"]

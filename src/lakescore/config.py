@@ -279,10 +279,25 @@ class ModelSetConfig(_Strict):
         return self
 
 
+class SplitTrainingConfig(_Strict):
+    """training.yml ``split_training``: above ``max_rows``, refit the searched configuration on disjoint
+    slices of every training row on Spark workers and paste the slice chains into one ensemble
+    (see :mod:`lakescore.workflows.split_train`). Below ``min_rows_per_worker`` rows per slice it
+    refuses and the sampled fit is registered, saying why."""
+
+    enabled: bool = False
+    min_rows_per_worker: Annotated[int, _between(1, 10**9)] = 25000
+    max_workers: Annotated[int, _between(2, 10000)] | None = None  # None: as many slices as max_rows asks for
+
+
 class TrainingConfig(_Strict):
     defaults: TrainingDefaults = TrainingDefaults()
     data: TrainingData
     split: SplitConfig = SplitConfig()
+    # the single-process ceiling: above it one process fits a sample of max_rows training rows
+    # (or, with split_training, the search on that sample and a refit over every row on the workers)
+    max_rows: Annotated[int, _between(1000, 10**10)] | None = None
+    split_training: SplitTrainingConfig = SplitTrainingConfig()
     # fixed steps (edits, row filters) run on the whole table before the train/holdout split
     pre_split: list[dict[str, Any]] = Field(default_factory=list)
     # feature tables joined onto the rows by key before the split (lakescore.lookup)
@@ -302,7 +317,21 @@ class TrainingConfig(_Strict):
             raise ValueError(f"model_set holds each component's own preprocessing and model, so top-level "
                              f"{' and '.join(clash)} must not be given beside it; move them into "
                              "model_set.components.<name> or delete model_set")
+        if self.split_training.enabled:
+            self._split_problems()
         return self
+
+    def _split_problems(self) -> None:
+        """``split_training.enabled`` needs ``max_rows``, and refits one model without feature lookups."""
+        if self.max_rows is None:
+            raise ValueError("split_training.enabled needs max_rows (the single-process ceiling: the search's "
+                             "sample and each slice's size); set max_rows, e.g. max_rows: 200000, or set "
+                             "split_training.enabled: false")
+        unsupported = [k for k, v in (("model_set", self.model_set), ("feature_lookups", self.feature_lookups)) if v]
+        if unsupported:
+            raise ValueError(f"split_training refits one model on rows read by Spark; it does not take "
+                             f"{' or '.join(unsupported)} yet; delete {unsupported[0]} or set "
+                             "split_training.enabled: false")
 
     @property
     def is_set(self) -> bool:

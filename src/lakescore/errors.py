@@ -52,6 +52,14 @@ class InputError(LakescoreError):
     http_status = 400
 
 
+class SplitTrainingError(LakescoreError):
+    """A phase of split training could not finish (no worker started, every slice failed, the
+    slice chains could not be pasted, or a phase was claimed by another runner). Training keeps
+    the search's sampled fit and says why (:mod:`lakescore.workflows.split_train`)."""
+
+    code = "split_training_failed"
+
+
 class StepError(LakescoreError):
     """A preprocessing step refused its configuration or its training data."""
 

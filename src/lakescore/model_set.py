@@ -271,5 +271,11 @@ def is_set_folder(path: str | Path) -> bool:
 
 
 def load_saved(path: str | Path) -> FittedChain | ModelSet:
-    """The chain or model set saved in the folder ``path`` (the logged model's ``chain`` artifact)."""
-    return ModelSet.load(path) if is_set_folder(path) else FittedChain.load(path)
+    """The chain, model set or pasting ensemble (:mod:`lakescore.pasting`) saved in the folder ``path``
+    (the logged model's ``chain`` artifact)."""
+    if not is_set_folder(path):
+        return FittedChain.load(path)
+    from lakescore.pasting import PastingEnsemble, is_pasting  # a set of slice chains, averaged
+
+    return PastingEnsemble.load(path) if is_pasting(json.loads((Path(path) / SET_FILE).read_text())) \
+        else ModelSet.load(path)

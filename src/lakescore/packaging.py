@@ -32,6 +32,7 @@ from lakescore.errors import ModelNotFoundError, UncertifiedModelError
 from lakescore.conform import conform_inputs
 from lakescore.frames import to_transport
 from lakescore.model_set import ModelSet, load_saved
+from lakescore.pasting import PastingEnsemble
 from lakescore.scoring.codes import code_tables, encode
 
 DEFAULT_BATCH_ROWS = 10000
@@ -267,7 +268,8 @@ def component_record(model_set: ModelSet, folder: Path) -> list[dict[str, str]]:
 
 def log_and_register(chain: FittedChain | ModelSet, *, example: pd.DataFrame, name: str, alias: str | None,
                      evidence: dict[str, Any], training_nulls: dict[str, int] | None = None,
-                     log_model: Any = None) -> RegisteredModel:
+                     log_model: Any = None, note: str = "", extra_config: dict[str, Any] | None = None
+                     ) -> RegisteredModel:
     """Save the chain, seal its certificate with the admission ``evidence``, log the pyfunc (with
     ``partition_probe.json``) in the active MLflow run, register it under ``name`` (the version's
     description says which decision threshold is in force: :func:`version_description`) and point
@@ -292,6 +294,10 @@ def log_and_register(chain: FittedChain | ModelSet, *, example: pd.DataFrame, na
         What logs and registers the pyfunc, called like ``mlflow.pyfunc.log_model`` (the default);
         a lookup model on Databricks passes Feature Engineering's
         (:meth:`lakescore.runtime.feature_engineering.FeatureEngineering.model_logger`).
+    note : str, default ""
+        A paragraph appended to the version's description (split training: what the version covers).
+    extra_config : dict, optional
+        More model config keys (split training: ``split_training``, what the version covers).
     """
     with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
         # mlflow hints that integer inputs cannot hold nulls; the chain validates its own inputs
@@ -307,7 +313,7 @@ def log_and_register(chain: FittedChain | ModelSet, *, example: pd.DataFrame, na
         components = component_record(chain, chain_dir) if isinstance(chain, ModelSet) else []
         config = {"input_kinds": kinds, "null_outcomes": null_outcomes(chain, example, kinds),
                   **({"training_nulls": dict(training_nulls)} if training_nulls is not None else {}),
-                  **({"components": components} if components else {})}
+                  **({"components": components} if components else {}), **(extra_config or {})}
         info = (log_model or mlflow.pyfunc.log_model)(
             name="model", python_model=str(Path(__file__).with_name("pyfunc_entry.py")),  # code, not a pickle
             model_config=config,
@@ -316,7 +322,7 @@ def log_and_register(chain: FittedChain | ModelSet, *, example: pd.DataFrame, na
             input_example=example[list(chain.input_columns)].head(3),
         )
     version = int(info.registered_model_version)
-    description = version_description(chain, components)
+    description = "\n\n".join(filter(None, [version_description(chain, components), note]))
     mlflow.MlflowClient().update_model_version(name, str(version), description=description)
     if alias:
         mlflow.MlflowClient().set_registered_model_alias(name, alias, str(version))
@@ -328,7 +334,7 @@ def version_description(chain: FittedChain | ModelSet, components: list[dict[str
     ``Decision threshold in force: threshold 0.37 (optimize: f1 on 1,204 holdout rows; positive when
     p >= 0.37).``; for a model set one line per component (``components``: :func:`component_record`),
     ``Model set of 2 components: delay_model: LogisticRegression, decision threshold ..., digest 1f2e...``."""
-    if not isinstance(chain, ModelSet):
+    if not isinstance(chain, ModelSet) or isinstance(chain, PastingEnsemble):
         return f"Decision threshold in force: {chain.decision_rule}."
     lines = [f"- {c['name']}: {c['model_class']}, decision threshold {c['decision_threshold']}, digest {c['digest']}"
              for c in components or []]

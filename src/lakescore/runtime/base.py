@@ -258,6 +258,11 @@ class RunStore(Protocol):
         """A lock that serialises the first use of the shared ``store`` across processes."""
         ...
 
+    def phase_store(self) -> Any:
+        """The :class:`lakescore.runtime.phases.PhaseStore` where a job's phases are claimed and
+        recorded finished (split training hands search, refit and assemble over through it)."""
+        ...
+
 
 @runtime_checkable
 class Runtime(Tables, Engines, Models, RunStore, Protocol):

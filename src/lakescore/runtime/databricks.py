@@ -481,6 +481,25 @@ class DatabricksRuntime:
         path.mkdir(parents=True, exist_ok=True)
         return path
 
+    def phase_store(self) -> Any:
+        """Phase claims in the Delta table ``<catalog>.<schema>.lakescore_phases`` of the run store's
+        volume (:class:`lakescore.runtime.phases.DeltaPhaseStore`).
+
+        Raises
+        ------
+        RuntimeUnsupportedError
+            ``home`` is not on a Unity Catalog volume (no catalog and schema to hold the table).
+        """
+        from lakescore.runtime.phases import DeltaPhaseStore
+
+        match = VOLUME_PATH.match(str(self.home))
+        if not match:
+            raise RuntimeUnsupportedError(f"phase claims live in a Delta table beside the run store's volume; home "
+                                          f"{str(self.home)!r} is not /Volumes/<catalog>/<schema>/<volume>. Pass such "
+                                          "a --home (the bundle's jobs do)")
+        catalog, schema = match.groups()[:2]
+        return DeltaPhaseStore(self.spark(), f"{catalog}.{schema}.lakescore_phases")
+
     def first_use(self, store: str) -> AbstractContextManager[None]:
         """Nothing to hold: on a workspace the shared stores are servers that serialise their own
         first uses. The MLflow tracking server and Unity Catalog create an experiment, a

@@ -366,6 +366,12 @@ class LocalRuntime:
         mlflow.set_experiment(EXPERIMENT)
         return mlflow
 
+    def phase_store(self) -> Any:
+        """Phase claims in SQLite: ``<home>/phases.db`` (:class:`lakescore.runtime.phases.SqlitePhaseStore`)."""
+        from lakescore.runtime.phases import SqlitePhaseStore
+
+        return SqlitePhaseStore(self.home / "phases.db")
+
     def runs_dir(self) -> Path:
         """Folder for scored runs waiting to be published."""
         path = self.home / "runs"

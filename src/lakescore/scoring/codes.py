@@ -24,6 +24,7 @@ import pandas as pd
 from lakescore.chain import STATUS_EXCLUDED, STATUS_PREDICTED, FittedChain
 from lakescore.errors import TransportCodeError
 from lakescore.model_set import ModelSet, component_reason, load_saved
+from lakescore.pasting import PastingEnsemble
 
 STATUSES = (STATUS_PREDICTED, STATUS_EXCLUDED)
 """Code table of ``scoring_status``: 0 predicted, 1 excluded."""
@@ -67,6 +68,10 @@ def code_tables(chain: FittedChain | ModelSet) -> dict[str, tuple[str, ...]]:
     For a model set: every component's reasons as the set gives them
     (:func:`lakescore.model_set.component_reason`, declared order), then ``invalid:<column>`` for
     the set's input columns; and ``<component>_prediction`` for each component of text classes."""
+    if isinstance(chain, PastingEnsemble):  # a single chain's columns; every member's reasons, as they are
+        tables = code_tables(chain.first)
+        tables["exclusion_reason"] = tuple(dict.fromkeys(r for _, c in chain.components for r in reason_table(c)))
+        return tables
     if isinstance(chain, ModelSet):
         reasons = [component_reason(name, r) for name, c in chain.components for r in reason_table(c)]
         reasons += [f"invalid:{column}" for column in chain.input_columns]

@@ -48,12 +48,14 @@ class TrainResult:
     decision_threshold: str = ""  # FittedChain.decision_rule: which threshold is in force
     feature_lookups: list[dict[str, Any]] = field(default_factory=list)  # [{table, version}] training joined
     components: list[dict[str, str]] = field(default_factory=list)  # a model set's: packaging.component_record
+    split: dict[str, Any] = field(default_factory=dict)  # split training's record (workflows.split_train)
 
     def summary(self) -> dict[str, Any]:
         return {"model": f"{self.model_name} v{self.version}", "run_id": self.run_id,
                 "metrics": self.metrics, "rows": self.rows, "steps": self.steps,
                 **({"feature_lookups": self.feature_lookups} if self.feature_lookups else {}),
                 **({"components": self.components} if self.components else {}),
+                **({"split": self.split} if self.split else {}),
                 "decision_threshold": self.decision_threshold,
                 "certificate": self.certificate, "reused": self.reused, "note": self.note}
 
@@ -138,6 +140,10 @@ def train(project: ProjectConfig, runtime: Runtime, *,
     if isinstance(found, TrainResult) and retrain == "if_changed":
         return found
     note = "retrain: always" if isinstance(found, TrainResult) else found
+    if cfg.max_rows is not None and runtime.row_count(cfg.data.table, version=fingerprint.source_version) > cfg.max_rows:
+        from lakescore.workflows.split_train import train_above_max_rows  # more rows than one process fits
+
+        return train_above_max_rows(project, runtime, fingerprint=fingerprint, features=features, note=note)
     with progress.step(f"train: read {cfg.data.table}@v{fingerprint.source_version}") as shown:
         rows = features.training_rows(runtime, cfg.data.table, version=fingerprint.source_version, specs=specs,
                                       label=cfg.data.label_column)  # pandas join, or Feature Engineering's
@@ -157,35 +163,60 @@ def train(project: ProjectConfig, runtime: Runtime, *,
         # raises ProbeError before anything is logged
         evidence = admit_set(model, holdout) if isinstance(model, ModelSet) else admit(model, holdout)
         shown.total_rows(len(holdout))
+    return register(project, mlflow, model, evidence=evidence, metrics=metrics, training=frame_pd.iloc[train_idx],
+                    holdout=holdout, fingerprint=fingerprint, features=features, note=f"trained: {note}")
+
+
+def register(project: ProjectConfig, mlflow: Any, model: FittedChain | ModelSet, *, evidence: dict[str, Any],
+             metrics: dict[str, float], training: pd.DataFrame, holdout: pd.DataFrame,
+             fingerprint: TrainingFingerprint, features: Any, note: str, split: dict[str, Any] | None = None,
+             description: str = "") -> TrainResult:
+    """Log the admitted ``model`` in one MLflow run (params, ``metrics``, drift profile, summary),
+    register it with its certificate, point the alias at it and record the training fingerprint.
+
+    Parameters
+    ----------
+    training, holdout : DataFrame
+        The rows the model was trained on (counted, profiled, null-counted) and measured on.
+    features : FeatureTables
+        The feature tables read (:func:`lakescore.workflows.lookups.read_feature_tables`).
+    note : str
+        The summary's note (why training ran).
+    split : dict, optional
+        Split training's record (:mod:`lakescore.workflows.split_train`): in the summary, the model
+        config (``split_training``) and, with ``description``, the version's description.
+    """
+    cfg = project.training
     with progress.step("train: log and register"), mlflow.start_run(run_name="train") as run:
         models = [(f"{name}.", c) for name, c in model.components] if isinstance(model, ModelSet) else [("", model)]
         mlflow.log_params({**{f"{prefix}model_class": c.model_class for prefix, c in models},
                            "training_table": cfg.data.table,
                            "training_version": fingerprint.source_version,
                            **{f"feature_table.{name}": v for name, v in features.versions.items()},
-                           "training_rows": len(train_idx), "holdout_rows": len(hold_idx),
+                           "training_rows": len(training), "holdout_rows": len(holdout),
                            "decision_threshold": model.decision_rule,
                            **{f"{prefix}model.{k}": v for prefix, c in models
                               for k, v in _model_params(project, prefix).items()}})
         mlflow.log_metrics({k: v for k, v in metrics.items()})
         predictions = model.predict(holdout)
-        profile = training_profile(frame_pd.iloc[train_idx], feature_columns=_profiled(project),
+        profile = training_profile(training, feature_columns=_profiled(project),
                                    predictions=predictions, prediction_column=_profiled_prediction(model))
         mlflow.log_dict(profile, "drift_profile.json")  # PSI bins for lakescore monitor
         registered = log_and_register(model, example=holdout.head(5), name=cfg.registry.model_name,
                                       alias=cfg.registry.alias, evidence=evidence,
-                                      training_nulls=null_counts(frame_pd.iloc[train_idx], model.input_columns),
-                                      log_model=features.model_logger(model.input_columns))
+                                      training_nulls=null_counts(training, model.input_columns),
+                                      log_model=features.model_logger(model.input_columns),
+                                      note=description, extra_config={"split_training": split} if split else None)
         result = TrainResult(
             model_name=registered.name, version=registered.version, run_id=run.info.run_id, metrics=metrics,
-            rows={"training": len(train_idx), "holdout": len(hold_idx)},
+            rows={"training": len(training), "holdout": len(holdout)},
             steps=[{"name": f"{prefix.replace('.', '/')}{s.name}", "step": s.kind, "rows_in": s.rows_in,
                     "rows_out": s.rows_out}
                    for i, (prefix, c) in enumerate(models) for s in (*(c.pre_split if i == 0 else ()), *c.steps)],
             certificate={"artifact_sha256": registered.certificate.artifact_sha256,
                          "digest": registered.certificate.digest},
-            note=f"trained: {note}", decision_threshold=model.decision_rule, feature_lookups=features.record(),
-            components=list(registered.components),
+            note=note, decision_threshold=model.decision_rule, feature_lookups=features.record(),
+            components=list(registered.components), split=dict(split or {}),
         )
         mlflow.log_dict({k: v for k, v in asdict(result).items() if k not in ("reused", "note")}, SUMMARY_ARTIFACT)
     record_fingerprint(mlflow.MlflowClient(), registered.name, registered.version, fingerprint)
@@ -238,7 +269,7 @@ def _profiled(project: ProjectConfig) -> list[str]:
 def _profiled_prediction(model: FittedChain | ModelSet) -> str | None:
     """The scored column the drift profile bins: None (a chain's own choice), or for a model set its
     first component's probability (classifier) or prediction (regressor), as the set names it."""
-    if isinstance(model, FittedChain):
+    if model.task != "model_set":  # a chain, or a pasting ensemble (a chain's columns)
         return None
     name, chain = model.components[0]
     return f"{name}_probability" if chain.task == "classification" else f"{name}_prediction"
