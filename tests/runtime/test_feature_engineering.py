@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 import yaml
 from fake_feature_engineering import CALLS, install
+from fixtures.configs import without_feature_lookups
 
 from lakescore.config import load_project
 from lakescore.errors import FeatureLookupError, RuntimeUnsupportedError
@@ -53,7 +54,9 @@ def _lookups(prefix: str) -> list[dict]:
 
 
 def _configure(project_dir: Path, prefix: str) -> None:
-    """training.yml with the two lookups; the joined columns imputed and scaled with the rest."""
+    """training.yml with the two lookups of this test (instead of the demo's); the joined columns
+    imputed and scaled with the rest."""
+    without_feature_lookups(project_dir)
     path = project_dir / "training.yml"
     training = yaml.safe_load(path.read_text())
     joined = ["origin_temp", "visib", "plane_year"]
