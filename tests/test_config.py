@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from fixtures.configs import without_feature_lookups
 
 from lakescore.cli import main
 from lakescore.config import load_project
@@ -285,6 +286,7 @@ def test_a_bad_composed_column_names_the_term_and_the_fix(project_dir, composed,
 
 
 def test_max_rows_and_split_training_are_read_with_their_defaults(project_dir):
+    without_feature_lookups(project_dir)  # split training does not take feature_lookups yet
     _edit(project_dir, "training.yml", max_rows=200000, split_training={"enabled": True})
     training = load_project(project_dir).training
     assert training.max_rows == 200000

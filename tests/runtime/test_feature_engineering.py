@@ -1,7 +1,7 @@
 """Feature lookups on the databricks placement go through Databricks Feature Engineering.
 
 Only the workspace is replaced: ``databricks.feature_engineering`` is the fake of
-fake_feature_engineering.py (the real package's signatures and model layout, its own joins, on the
+tests/fixtures/fake_feature_engineering.py (the real package's signatures and model layout, its own joins, on the
 real Delta tables of the local session), MLflow is SQLite in a temporary folder, tables are
 ``spark_catalog.<schema>.<table>``. Expected values come from the local placement's own route
 (pandas and Spark joins) on the same tables and model, or are written out by hand.
@@ -16,8 +16,8 @@ import mlflow
 import pandas as pd
 import pytest
 import yaml
-from fake_feature_engineering import CALLS, install
 from fixtures.configs import without_feature_lookups
+from fixtures.fake_feature_engineering import CALLS, install
 
 from lakescore.config import load_project
 from lakescore.errors import FeatureLookupError, RuntimeUnsupportedError

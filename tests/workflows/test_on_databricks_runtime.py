@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from deltalake import DeltaTable
+from fixtures.fake_feature_engineering import install as install_feature_engineering
 
 from lakescore.config import load_project
 from lakescore.runtime import DatabricksRuntime
@@ -55,9 +56,12 @@ def dbx(spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ByNameOnly:
 
 
 @pytest.fixture
-def project(dbx: ByNameOnly, spark, project_dir: Path, flights_sample: pd.DataFrame, lookup_tables):
+def project(dbx: ByNameOnly, spark, project_dir: Path, flights_sample: pd.DataFrame, lookup_tables,
+            monkeypatch: pytest.MonkeyPatch):
     """The repository's config on catalog ``spark_catalog`` and a fresh schema; the 2,000-flight
-    sample as the flights (label) table, its months 10-12 as the CDF-enabled score source."""
+    sample as the flights (label) table, its months 10-12 as the CDF-enabled score source. The demo's
+    lookups go through Feature Engineering here: its stand-in (tests/fixtures/fake_feature_engineering.py)."""
+    install_feature_engineering(monkeypatch)
     schema = f"dbw_{uuid.uuid4().hex[:8]}"
     spark.sql(f"CREATE SCHEMA spark_catalog.{schema}")
     project = load_project(project_dir, catalog="spark_catalog", schema=schema)

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from fixtures.configs import without_feature_lookups
 from fixtures.runs import as_pandas
 
 from lakescore.config import load_project
@@ -36,6 +37,7 @@ def flights_24k(demo_tables):
 
 def _project(folder: Path, **split_training):
     shutil.copytree(REPO / "config", folder, dirs_exist_ok=True)
+    without_feature_lookups(folder)  # split training does not take feature_lookups yet
     path = folder / "training.yml"
     data = yaml.safe_load(path.read_text())
     data["max_rows"] = 8000
