@@ -55,7 +55,7 @@ class FakeBackend:
         self.on_status: Callable[[str], None] | None = None
         self.fail_start: set[int] = set()  # 1-based start calls that raise OSError
 
-    def start(self, copy_id: str, version: int) -> str:
+    def start(self, copy_id: str, version: int, *, features: object = None) -> str:
         if len(self.started) + 1 in self.fail_start:
             self.started.append("")
             raise OSError(f"no room to start {copy_id}")

@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
+import signal
 from functools import partial
 from pathlib import Path
 
 import mlflow
 import numpy as np
 import pandas as pd
+import psutil
 import pytest
 
 from lakescore.chain import FittedChain
@@ -194,3 +197,56 @@ def test_the_cold_path_joins_the_feature_tables_at_the_pinned_versions(lookup_mo
                                                          {"table": PLANES, "version": 0}]
     without = json.loads(cold_reply(f"models:/{MODEL}/1", 1, mlflow.get_tracking_uri(), body).payload)
     assert without["error_code"] == "serving_failed" and "joins feature lookups" in without["message"]
+
+
+def fork_server_children(status: dict) -> set[int]:  # type: ignore[type-arg]
+    """The processes forked from the endpoint's fork server: its feature holders (and, for a moment,
+    a registry read or a cold-path child)."""
+    return {p.pid for p in psutil.Process(status["memory"]["fork_server"]["pid"]).children()}
+
+
+def test_a_redeploy_whose_copy_fails_leaves_the_served_feature_rows_in_charge_and_no_holder_behind(
+        lookup_model: LookupModel) -> None:
+    model = lookup_model
+    ep = launch(model.home, model.config_dir, endpoint_name="lookup_redeploy", replicas={"min": 1, "max": 1})
+    try:
+        status = ep.wait_for(lambda s: bool(ready_copies(s)), what="a ready copy")
+        served, first = status["feature_tables"], ready_copies(status)[0]
+        holder = psutil.Process(first["pid"]).ppid()
+        assert first["feature_tables"] == served and holder in fork_server_children(status)
+        elsewhere = model.weather.head(1).assign(origin="ZZZ")  # a new Delta version no request joins
+        LocalRuntime(model.home).write_table(WEATHER, elsewhere.reset_index(drop=True), mode="append")
+        # the new copy cannot load: its model file is broken while the deploy runs (the served copy loaded it)
+        saved = {path: path.read_bytes() for path in model.home.glob("mlartifacts/**/chain/model.joblib")}
+        assert saved
+        try:
+            for path in saved:
+                path.write_bytes(b"not a model")
+            failed = ep.client.post("/deploy", json={"version": 1})
+        finally:
+            for path, data in saved.items():
+                path.write_bytes(data)
+        assert failed.status_code == 502, failed.text
+        assert "no copy of v1 became ready" in failed.json()["message"]
+        assert [e.detail["version"] for e in ep.events("ml.deploy.failed") if e.endpoint == "lookup_redeploy"] == [1]
+
+        status = ep.status()
+        assert status["feature_tables"] == served and [c["copy_id"] for c in status["copies"]] == [first["copy_id"]]
+        answer = ep.score(request_rows(model.requests.head(3)))
+        assert answer.status_code == 200 and all(r["feature_tables"] == served for r in answer.json()["predictions"])
+        # the deploy's holder is gone: the fork server holds the served copy's holder only (a registry read
+        # may come and go meanwhile)
+        status = ep.wait_for(lambda s: fork_server_children(s) == {holder}, what="one feature holder", timeout_s=30)
+
+        # a copy started later (the served one was killed) joins the served rows, from the same holder
+        os.kill(first["pid"], signal.SIGKILL)
+        status = ep.wait_for(lambda s: any(c["copy_id"] != first["copy_id"] for c in ready_copies(s)),
+                             what="the replacement copy")
+        (later,) = ready_copies(status)
+        assert later["feature_tables"] == served and status["feature_tables"] == served
+        assert psutil.Process(later["pid"]).ppid() == holder
+        ep.wait_for(lambda s: fork_server_children(s) == {holder}, what="still one feature holder", timeout_s=30)
+        answer = ep.score(request_rows(model.requests.head(3)))
+        assert answer.status_code == 200 and all(r["feature_tables"] == served for r in answer.json()["predictions"])
+    finally:
+        ep.stop()

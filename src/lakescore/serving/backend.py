@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from lakescore.errors import ServingError
 from lakescore.serving import forkserver
 from lakescore.serving.channel import PREFIX, ChannelError, health, socket_path
 from lakescore.serving.copy_app import CopyOptions, run_forked_copy
@@ -68,8 +69,10 @@ class CopyStatus:
 class ReplicaBackend(Protocol):
     """Starts, watches and stops copies of one endpoint's model."""
 
-    def start(self, copy_id: str, version: int) -> str:
-        """Start a copy holding ``version``; return its address (``unix:<socket path>`` locally)."""
+    def start(self, copy_id: str, version: int, *, features: FeatureGeneration | None = None) -> str:
+        """Start a copy holding ``version``; return its address (``unix:<socket path>`` locally).
+        ``features``: the feature generation it joins (one :meth:`load_features` returned, installed
+        or not); default the version's current one."""
         ...
 
     def status(self, copy_id: str, *, fresh: bool = False) -> CopyStatus:
@@ -93,9 +96,19 @@ class ReplicaBackend(Protocol):
         ...
 
     def load_features(self, version: int, reader: FeatureReader, specs: list[dict[str, Any]]) -> FeatureGeneration:
-        """Read a lookup version's feature tables once (a new generation); copies of ``version``
-        started from now on join against them. The previous generation of ``version`` stays until its
-        last copy is stopped. Only called for a version whose chain has feature lookups."""
+        """Read a lookup version's feature tables once: a new generation, not installed yet (only
+        copies started with ``features=`` it join it) until :meth:`install_features`, or gone with
+        :meth:`discard_features`. Only called for a version whose chain has feature lookups."""
+        ...
+
+    def install_features(self, version: int, generation: FeatureGeneration) -> None:
+        """Make a loaded ``generation`` the one new copies of ``version`` get; the previous one stays
+        until its last copy is stopped."""
+        ...
+
+    def discard_features(self, generation: FeatureGeneration) -> None:
+        """Drop a loaded generation that was never installed (a failed deploy): it goes once its
+        copies are stopped (idempotent)."""
         ...
 
     def features(self, version: int) -> FeatureGeneration | None:
@@ -151,6 +164,7 @@ class _Process:
     log_path: Path
     ready: bool = False
     holder: FeatureHolder | None = None
+    generation: FeatureGeneration | None = None  # the feature rows it joins (forked from ``holder``)
 
 
 class LocalProcessBackend:
@@ -200,9 +214,11 @@ class LocalProcessBackend:
         self._started = 0
         self._holders: dict[int, tuple[FeatureHolder, FeatureGeneration]] = {}  # version -> its current generation
         self._retired: dict[FeatureHolder, FeatureGeneration] = {}  # older generations with copies left
+        self._loaded: dict[int, tuple[FeatureHolder, FeatureGeneration]] = {}  # generation -> not installed yet
         self._generations = 0
 
-    def start(self, copy_id: str, version: int) -> str:
+    def start(self, copy_id: str, version: int, *, features: FeatureGeneration | None = None) -> str:
+        held = self._holder_of(version, features)
         with self._lock:
             if self._sockets is None:
                 remove_orphan_socket_folders()
@@ -214,7 +230,7 @@ class LocalProcessBackend:
         try:
             sock.bind(str(path))
             sock.listen(64)
-            popen = self._spawn(sock, version, copy_id, log_path)
+            popen = self._spawn(sock, version, copy_id, log_path, held[0] if held else None)
         except BaseException:
             path.unlink(missing_ok=True)  # nothing listens on it
             raise
@@ -222,18 +238,33 @@ class LocalProcessBackend:
             sock.close()  # the copy holds its own descriptor
         address = f"{PREFIX}{path}"
         with self._lock:
-            self._copies[copy_id] = _Process(popen, address, version, log_path,
-                                             holder=popen.holder if isinstance(popen, HeldCopy) else None)
+            self._copies[copy_id] = _Process(popen, address, version, log_path, holder=held[0] if held else None,
+                                             generation=held[1] if held else None)
         return address
 
-    def _spawn(self, sock: socket.socket, version: int, copy_id: str,
-               log_path: Path) -> subprocess.Popen[bytes] | _Forked | HeldCopy:
-        """Start the copy's process on the listening socket ``sock``: forked from the version's
-        feature holder when it has one (whatever ``copy_start`` says: the rows are shared that way)."""
+    def _holder_of(self, version: int, features: FeatureGeneration | None) -> tuple[FeatureHolder,
+                                                                                     FeatureGeneration] | None:
+        """The holder a copy of ``version`` is forked from: that of ``features``, else the current one."""
+        with self._lock:
+            current = self._holders.get(version)
+            if features is None:
+                return current
+            if current is not None and current[1] == features:
+                return current
+            loaded = self._loaded.get(features.generation)
+        if loaded is None:
+            raise ServingError(f"models:/{self.model_name}/{version}: feature generation {features.generation} is "
+                               "not loaded (discarded, or never read by this backend); deploy the version again")
+        return loaded
+
+    def _spawn(self, sock: socket.socket, version: int, copy_id: str, log_path: Path,
+               holder: FeatureHolder | None) -> subprocess.Popen[bytes] | _Forked | HeldCopy:
+        """Start the copy's process on the listening socket ``sock``: forked from ``holder`` (the
+        version's feature holder) when it has one (whatever ``copy_start`` says: the rows are shared
+        that way)."""
         options = CopyOptions(f"models:/{self.model_name}/{version}", version, self.tracking_uri)
-        current = self._holders.get(version)
-        if current is not None:
-            return HeldCopy(current[0], current[0].fork_copy(sock, options, str(log_path)))
+        if holder is not None:
+            return HeldCopy(holder, holder.fork_copy(sock, options, str(log_path)))
         if self.start_method == "preloaded_fork":
             process = forkserver.context().Process(target=run_forked_copy, name=copy_id, daemon=True,
                                                    args=(sock, options, str(log_path)))
@@ -253,22 +284,62 @@ class LocalProcessBackend:
 
     def load_features(self, version: int, reader: FeatureReader, specs: list[dict[str, Any]]) -> FeatureGeneration:
         """Start a feature holder for ``version`` (:mod:`lakescore.serving.feature_holder`): it reads
-        the feature tables once and forks the version's copies from now on.
+        the feature tables once. It is not installed: copies started with ``features=`` the returned
+        generation are forked from it; :meth:`install_features` makes it the version's current one,
+        :meth:`discard_features` stops it.
+
+        Parameters
+        ----------
+        version : int
+        reader : FeatureReader
+            Reads the feature tables (in the holder).
+        specs : list of dict
+            The version's lookup specs (``FeatureLookup.to_json``).
+
+        Returns
+        -------
+        FeatureGeneration
+            The new generation (its number and the Delta versions read).
 
         Raises
         ------
         ServingError
-            The feature tables could not be read; the previous generation (if any) stays current.
+            The feature tables could not be read (no holder is left running).
         """
         holder = FeatureHolder(reader, specs, what=f"models:/{self.model_name}/{version}")
         with self._lock:
             self._generations += 1
             generation = FeatureGeneration(self._generations, holder.record)
-            previous = self._holders.get(version)
-            self._holders[version] = (holder, generation)
+            self._loaded[generation.generation] = (holder, generation)
+        return generation
+
+    def install_features(self, version: int, generation: FeatureGeneration) -> None:
+        """Make a generation from :meth:`load_features` the one new copies of ``version`` are forked
+        from; the previous one is stopped once its last copy is.
+
+        Raises
+        ------
+        ServingError
+            ``generation`` is not loaded (discarded, or installed already).
+        """
+        with self._lock:
+            loaded = self._loaded.pop(generation.generation, None)
+            if loaded is not None:
+                previous = self._holders.get(version)
+                self._holders[version] = loaded
+        if loaded is None:
+            raise ServingError(f"models:/{self.model_name}/{version}: feature generation {generation.generation} "
+                               "is not loaded (discarded or installed already); deploy the version again")
         if previous is not None:
             self._retire_holder(*previous)
-        return generation
+
+    def discard_features(self, generation: FeatureGeneration) -> None:
+        """Stop the holder of a generation that was never installed, now or once its last copy is
+        stopped (idempotent)."""
+        with self._lock:
+            loaded = self._loaded.pop(generation.generation, None)
+        if loaded is not None:
+            self._retire_holder(*loaded)
 
     def features(self, version: int) -> FeatureGeneration | None:
         current = self._holders.get(version)
@@ -276,12 +347,7 @@ class LocalProcessBackend:
 
     def copy_features(self, copy_id: str) -> FeatureGeneration | None:
         proc = self._copies.get(copy_id)
-        if proc is None or proc.holder is None:
-            return None
-        current = self._holders.get(proc.version)
-        if current is not None and current[0] is proc.holder:
-            return current[1]
-        return self._retired.get(proc.holder)
+        return None if proc is None else proc.generation
 
     def release_features(self, version: int) -> None:
         with self._lock:
@@ -348,6 +414,8 @@ class LocalProcessBackend:
             self.stop(copy_id)
         for version in list(self._holders):
             self.release_features(version)
+        for _, generation in list(self._loaded.values()):
+            self.discard_features(generation)
         if self._sockets is not None:
             shutil.rmtree(self._sockets, ignore_errors=True)
             self._sockets = None

@@ -22,6 +22,7 @@ import os
 import time
 import uuid
 from collections import Counter
+from functools import partial
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -30,7 +31,7 @@ import orjson
 from lakescore.errors import EndpointUnavailableError, RequestError, ServingConflictError, ServingError
 from lakescore.serving import forkserver
 from lakescore.serving.autoscaler import Autoscaler
-from lakescore.serving.backend import ReplicaBackend
+from lakescore.serving.backend import FeatureGeneration, ReplicaBackend
 from lakescore.serving.candidates import Candidates
 from lakescore.serving.channel import ChannelError, CopyChannels
 from lakescore.serving.copy_app import trim_memory
@@ -158,16 +159,18 @@ class Endpoint:
 
     # --- copies ------------------------------------------------------------------------------
 
-    async def _start_copy(self, role: Role, version: int) -> Copy | None:
-        """Start a copy (None when ``max_warm_copies`` copies are resident across endpoints)."""
+    async def _start_copy(self, role: Role, version: int, *, features: FeatureGeneration | None = None) -> Copy | None:
+        """Start a copy (None when ``max_warm_copies`` copies are resident across endpoints);
+        ``features``: the feature generation it joins (a deploy's, not installed yet), default the
+        version's current one."""
         resident = await asyncio.to_thread(self.state.resident_copies)
         if len(resident) >= self.s.max_warm_copies:
             return None
-        if self.lookups.get(version):  # read when the version was planned, deployed or chosen
+        if features is None and self.lookups.get(version):  # read when the version was planned, deployed or chosen
             await self._ensure_features(version)
         self._seq += 1
         copy_id = f"{self.plan.name}-{role}-v{version}-{self._seq}"
-        address = await asyncio.to_thread(self.backend.start, copy_id, version)
+        address = await asyncio.to_thread(partial(self.backend.start, copy_id, version, features=features))
         if role == "serve" and version != self.plan.version:  # a deploy switched while it started
             await asyncio.to_thread(self.backend.stop, copy_id)
             return await self._start_copy("serve", self.plan.version)
@@ -187,9 +190,9 @@ class Endpoint:
             self.lookups[version] = tuple(await asyncio.to_thread(model_lookups, self.plan.uri(version)))
         return self.lookups[version]
 
-    async def _ensure_features(self, version: int, *, reload: bool = False) -> None:
-        """Have the backend read ``version``'s feature tables when its chain has lookups and none are
-        loaded (``reload``: read them again, a new generation for the copies started from now on).
+    async def _ensure_features(self, version: int) -> None:
+        """Have the backend read ``version``'s feature tables and install them when its chain has
+        lookups and none are installed.
 
         Raises
         ------
@@ -197,13 +200,27 @@ class Endpoint:
             No feature reader was given, or the tables cannot be read.
         """
         specs = await self._lookups_of(version)
-        if not specs or (not reload and self.backend.features(version) is not None):
+        if not specs or self.backend.features(version) is not None:
             return
+        await self._install_features(version, await self._load_features(version, specs))
+
+    async def _load_features(self, version: int, specs: tuple[dict[str, Any], ...]) -> FeatureGeneration:
+        """Read ``version``'s feature tables in a new generation, not installed yet.
+
+        Raises
+        ------
+        ServingError
+            No feature reader was given, or the tables cannot be read.
+        """
         if self.features is None:
             raise ServingError(f"v{version} of {self.plan.model_name} joins feature lookups "
                                f"({', '.join(s['table_name'] for s in specs)}) and endpoint {self.plan.name} was "
                                "started without a feature reader; start it with lakescore serve")
-        generation = await asyncio.to_thread(self.backend.load_features, version, self.features, list(specs))
+        return await asyncio.to_thread(self.backend.load_features, version, self.features, list(specs))
+
+    async def _install_features(self, version: int, generation: FeatureGeneration) -> None:
+        """Copies of ``version`` started from now on join ``generation`` (audited ``ml.features.loaded``)."""
+        await asyncio.to_thread(self.backend.install_features, version, generation)
         self.state.audit("ml.features.loaded", self.plan.name, version=version, feature_tables=generation.tables,
                          generation=generation.generation)
 
@@ -376,17 +393,22 @@ class Endpoint:
         task = await asyncio.to_thread(model_task, uri)
         alias = await asyncio.to_thread(alias_version, self.plan.model_name, self.plan.alias)
         specs = await self._lookups_of(version)
-        if specs:  # the feature tables at their current versions: the new copies join those rows
-            await self._ensure_features(version, reload=True)
+        # the feature tables at their current versions, read in a new generation that only this deploy's
+        # copies join until it succeeds (a failed deploy leaves the served rows, and later copies, as they were)
+        loaded = await self._load_features(version, specs) if specs else None
         old = self.autoscaler.live()
         fresh = [] if specs else self.candidates.adopt(version)  # a candidate's copy holds older rows
         adopted = len(fresh)
         try:
-            await self._start_next(version, fresh, wanted=max(len(old), 1) if old else 0)
+            await self._start_next(version, fresh, wanted=max(len(old), 1) if old else 0, features=loaded)
         except BaseException:  # failed, refused or cancelled: no copy is left with role "next"
             for copy in self.pool.of("next"):  # one deploy at a time: every "next" copy is this one's
                 await self._retire(copy)
+            if loaded is not None:  # its holder goes (with its last copy)
+                await asyncio.to_thread(self.backend.discard_features, loaded)
             raise
+        if loaded is not None:
+            await self._install_features(version, loaded)
         previous = self.plan.version
         self.columns[version] = columns
         self.plan = self.plan.deployed(version, input_columns=columns, task=task, alias_version=alias, lookups=specs)
@@ -412,9 +434,10 @@ class Endpoint:
         self.state.audit("ml.deploy", self.plan.name, **report)
         return {"endpoint": self.plan.name, **report}
 
-    async def _start_next(self, version: int, fresh: list[Copy], *, wanted: int) -> None:
-        """Start copies of ``version`` (role ``next``) until ``fresh`` holds ``wanted``, then wait
-        until one is ready.
+    async def _start_next(self, version: int, fresh: list[Copy], *, wanted: int,
+                          features: FeatureGeneration | None = None) -> None:
+        """Start copies of ``version`` (role ``next``, joining ``features`` when given) until ``fresh``
+        holds ``wanted``, then wait until one is ready.
 
         Raises
         ------
@@ -424,7 +447,7 @@ class Endpoint:
             No copy of ``version`` became ready.
         """
         while len(fresh) < wanted:
-            copy = await self._start_copy("next", version)
+            copy = await self._start_copy("next", version, features=features)
             if copy is None:
                 break
             fresh.append(copy)

@@ -14,8 +14,12 @@ the old holder stays until its last copy is stopped. A holder exits when its par
 server) is gone, and its copies exit when it is gone.
 
 The endpoint talks to a holder over a pipe: ``copy`` (the listening socket goes across as a file
-descriptor, ``multiprocessing.reduction.send_handle``) -> the copy's process id; ``exit_code`` of a
-copy that is gone; ``exit``. A thread of the holder reaps its copies and keeps their exit codes.
+descriptor, ``multiprocessing.reduction.send_handle``) -> the copy's process id; ``poll`` of a copy
+-> None while it runs, else its exit code; ``signal`` a copy; ``exit``. The copies are the holder's
+children, not the endpoint's, so only the holder knows for sure whether one still runs: a thread of
+the holder reaps each copy and records its exit code in the same step (under one lock), and the holder
+signals a copy only while it has not reaped it. A reaped copy's process id can be reused by any
+process, so the endpoint never probes or signals a copy's pid itself.
 """
 
 from __future__ import annotations
@@ -76,6 +80,7 @@ class FeatureHolder:
 
     @property
     def pid(self) -> int:
+        """The holder's process id (a child of the endpoint's fork server; the copies are its children)."""
         return int(self.process.pid)
 
     def _receive(self, timeout_s: float) -> tuple[str, Any]:
@@ -101,14 +106,33 @@ class FeatureHolder:
         self.copies.add(int(value))
         return int(value)
 
-    def exit_code(self, pid: int) -> int | None:
-        """The exit code of a copy that is gone (None when the holder does not know it)."""
+    def _ask(self, *message: Any) -> Any:
+        """Send one command and return the value of the holder's reply (one exchange at a time)."""
         with self._lock:
-            try:
-                self.conn.send(("exit_code", pid))
-                return self._receive(REPLY_TIMEOUT_S)[1]
-            except (ServingError, OSError):
-                return None
+            self.conn.send(message)
+            return self._receive(REPLY_TIMEOUT_S)[1]
+
+    def poll_copy(self, pid: int) -> int | None:
+        """None while copy ``pid`` runs; its exit code once the holder reaped it (negative: the
+        signal that ended it; -1: the holder never forked ``pid``).
+
+        Raises
+        ------
+        ServingError
+            The holder is gone or did not answer within ``REPLY_TIMEOUT_S`` seconds.
+        """
+        try:
+            return self._ask("poll", pid)
+        except OSError as err:  # the pipe is closed: the holder was stopped
+            raise ServingError(f"{self.what}: the feature holder (process {self.pid}) is stopped") from err
+
+    def signal_copy(self, pid: int, sig: int) -> None:
+        """Send ``sig`` to copy ``pid`` when it still runs (a reaped copy's pid is never signalled);
+        nothing when the holder is gone (its copies exit with it)."""
+        try:
+            self._ask("signal", pid, int(sig))
+        except (ServingError, OSError):
+            pass
 
     def stop(self) -> None:
         """Ask the holder to exit (its copies exit with it), then make sure it is gone (idempotent)."""
@@ -125,45 +149,92 @@ class FeatureHolder:
 
 
 class HeldCopy:
-    """A copy forked by a holder, with the ``Popen`` methods the backend uses (it is not this
-    process's child: liveness is read with signal 0, the exit code from the holder)."""
+    """A copy forked by a holder, with the ``Popen`` methods the backend uses.
+
+    It is the holder's child, not this process's: whether it runs, its exit code and its signals all
+    go through the holder (:meth:`FeatureHolder.poll_copy`, :meth:`FeatureHolder.signal_copy`), never
+    through its process id here, which another process may hold once the copy is reaped.
+    """
 
     def __init__(self, holder: FeatureHolder, pid: int) -> None:
         self.holder, self.pid = holder, pid
         self._code: int | None = None
 
-    def _alive(self) -> bool:
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
-
     def poll(self) -> int | None:
-        if self._code is None and not self._alive():
-            code = self.holder.exit_code(self.pid)
-            self._code = -1 if code is None else code
+        """None while the copy runs, else its exit code, as the holder that reaped it recorded it
+        (negative: the signal that ended it). -1 when the holder is gone or does not answer: its
+        copies exit with it (they watch their parent), so the copy counts as exited."""
+        if self._code is None:
+            try:
+                self._code = self.holder.poll_copy(self.pid)
+            except ServingError:
+                self._code = -1
         return self._code
 
     def terminate(self) -> None:
-        self._signal(signal.SIGTERM)
+        """Ask the copy to stop (SIGTERM, sent by its holder while the copy runs)."""
+        self.holder.signal_copy(self.pid, signal.SIGTERM)
 
     def kill(self) -> None:
-        self._signal(signal.SIGKILL)
-
-    def _signal(self, sig: int) -> None:
-        try:
-            os.kill(self.pid, sig)
-        except ProcessLookupError:
-            pass
+        """Kill the copy (SIGKILL, sent by its holder while the copy runs)."""
+        self.holder.signal_copy(self.pid, signal.SIGKILL)
 
     def wait(self, timeout: float) -> int | None:
+        """Wait until the copy has exited; its exit code (see :meth:`poll`).
+
+        Parameters
+        ----------
+        timeout : float
+            Seconds to wait at most (polled every 0.05 s).
+
+        Raises
+        ------
+        subprocess.TimeoutExpired
+            The copy still runs after ``timeout`` seconds.
+        """
         deadline = time.monotonic() + timeout
         while self.poll() is None:
             if time.monotonic() > deadline:
                 raise subprocess.TimeoutExpired("copy", timeout)
             time.sleep(0.05)
         return self._code
+
+
+class _Copies:
+    """The holder's side: its copies that run, and the exit codes of those it reaped. Forking,
+    reaping and signalling hold one lock, so a pid is either running here (not reaped: no other
+    process can hold it) or has its exit code recorded, never neither."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.running: set[int] = set()
+        self.codes: dict[int, int] = {}
+
+    def poll(self, pid: int) -> int | None:
+        with self.lock:
+            return None if pid in self.running else self.codes.get(pid, -1)
+
+    def signal(self, pid: int, sig: int) -> bool:
+        with self.lock:
+            if pid not in self.running:
+                return False
+            os.kill(pid, sig)  # not reaped yet: still our child (or its zombie)
+            return True
+
+    def reap(self) -> None:
+        """Reap the copies as they exit, forever (a thread of the holder)."""
+        while True:
+            try:  # wait for an exited child but leave it a zombie: its pid stays ours until recorded
+                exited = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOWAIT)
+            except ChildProcessError:  # no copy yet
+                time.sleep(0.2)
+                continue
+            if exited is None:
+                continue
+            with self.lock:
+                pid, status = os.waitpid(exited.si_pid, 0)
+                self.running.discard(pid)
+                self.codes[pid] = os.waitstatus_to_exitcode(status)
 
 
 def run_holder(conn: Any, reader: FeatureReader, specs: list[dict[str, Any]], env: dict[str, str]) -> None:
@@ -181,14 +252,14 @@ def run_holder(conn: Any, reader: FeatureReader, specs: list[dict[str, Any]], en
         return
     trim_memory()
     gc.freeze()  # the copies never write to the shared objects (the rows' included)
-    codes: dict[int, int] = {}
-    threading.Thread(target=_reap, args=(codes,), daemon=True, name="reap-copies").start()
+    copies = _Copies()
+    threading.Thread(target=copies.reap, daemon=True, name="reap-copies").start()
     threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True, name="watch-parent").start()
     conn.send(("ready", features.record()))
-    _serve(conn, features, codes)
+    _serve(conn, features, copies)
 
 
-def _serve(conn: Any, features: Any, codes: dict[int, int]) -> None:
+def _serve(conn: Any, features: Any, copies: _Copies) -> None:
     from multiprocessing.reduction import recv_handle
 
     from lakescore.serving.copy_app import run_forked_copy
@@ -200,12 +271,18 @@ def _serve(conn: Any, features: Any, codes: dict[int, int]) -> None:
             break
         if command == "exit":
             break
-        if command == "exit_code":
-            conn.send(("code", codes.get(int(args[0]))))
+        if command == "poll":
+            conn.send(("code", copies.poll(int(args[0]))))
+            continue
+        if command == "signal":
+            conn.send(("signalled", copies.signal(int(args[0]), int(args[1]))))
             continue
         options, log_path = args
         fd = recv_handle(conn)
-        pid = os.fork()
+        with copies.lock:  # recorded as running before the reaper can see it exit
+            pid = os.fork()
+            if pid != 0:
+                copies.running.add(pid)
         if pid == 0:  # the copy
             code = 0
             try:
@@ -218,16 +295,6 @@ def _serve(conn: Any, features: Any, codes: dict[int, int]) -> None:
         os.close(fd)
         conn.send(("pid", pid))
     os._exit(0)  # the copies see their parent gone and exit
-
-
-def _reap(codes: dict[int, int]) -> None:
-    while True:
-        try:
-            pid, status = os.waitpid(-1, 0)
-        except ChildProcessError:
-            time.sleep(0.2)
-            continue
-        codes[pid] = os.waitstatus_to_exitcode(status)
 
 
 def _watch_parent(parent_pid: int) -> None:
