@@ -5,6 +5,7 @@ starting and stopping ``lakescore serve``. Not a test: imported by the scripts b
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import os
@@ -55,10 +56,19 @@ def request_bodies(home: Path, version: int, n: int) -> list[bytes]:
     frame = runtime.read_table("main.flights.flights_incoming", columns=columns).head(n)
     bodies = []
     for record in frame.to_dict("records"):
-        row = {k: (None if isinstance(v, float) and math.isnan(v) else (v.item() if hasattr(v, "item") else v))
-               for k, v in record.items()}
+        row = {k: _json_value(v) for k, v in record.items()}
         bodies.append(json.dumps({"dataframe_records": [row]}).encode())
     return bodies
+
+
+def _json_value(value: object) -> object:
+    """A frame value as JSON: NaN -> null, a timestamp -> ISO 8601 text (a lookup's point-in-time key),
+    a numpy scalar -> its Python value."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, datetime.datetime):
+        return value.isoformat()
+    return value.item() if hasattr(value, "item") else value
 
 
 def run_load(url: str, headers: dict[str, str], bodies: list[bytes], *, concurrency: int, requests: int,
