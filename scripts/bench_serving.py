@@ -31,7 +31,7 @@ import httpx
 import psutil
 import yaml
 
-from serving_bench import MODEL, champion, request_bodies, run_load, start_endpoint, stop, wait_until
+from serving_bench import MODEL, bench_config, champion, request_bodies, run_load, start_endpoint, stop, wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -131,12 +131,9 @@ def main(argv: list[str] | None = None) -> int:
 
     scratch = Path(tempfile.mkdtemp(prefix="bench-serving-"))
     home = Path(args.home).resolve() if args.home else scratch / ".lakescore"
-    config = scratch / "config"
-    shutil.copytree(REPO / "config", config)
-    serving = yaml.safe_load((config / "serving.yml").read_text())
-    serving.update({"endpoint_name": "bench", "port": 0, "replicas": {"min": 1, "max": 2}, "keep_warm": True,
-                    "max_queue": 256, "record_flush_interval_s": 30, "scale_interval_s": 5})
-    (config / "serving.yml").write_text(yaml.safe_dump(serving))
+    config = bench_config(REPO, scratch, {"endpoint_name": "bench", "port": 0, "replicas": {"min": 1, "max": 2},
+                                          "keep_warm": True, "max_queue": 256, "record_flush_interval_s": 30,
+                                          "scale_interval_s": 5})
     started = time.perf_counter()
     version = champion(home, config)
     setup_s = time.perf_counter() - started

@@ -33,9 +33,8 @@ from typing import Any
 
 import httpx
 import psutil
-import yaml
 
-from serving_bench import MODEL, champion, request_bodies, run_load, start_endpoint, stop, wait_until
+from serving_bench import MODEL, bench_config, champion, request_bodies, run_load, start_endpoint, stop, wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 CHECKPOINT = 1_000
@@ -108,12 +107,9 @@ def main(argv: list[str] | None = None) -> int:
         home = scratch / ".lakescore"
         if args.home:
             shutil.copytree(Path(args.home), home, ignore=shutil.ignore_patterns("serving"))
-        config = scratch / "config"
-        shutil.copytree(REPO / "config", config)
-        serving = yaml.safe_load((config / "serving.yml").read_text())
-        serving.update({"endpoint_name": "bench", "port": 0, "replicas": {"min": 1, "max": 1}, "keep_warm": True,
-                        "max_queue": 256, "record_flush_interval_s": 30, "copy_start": "preloaded_fork"})
-        (config / "serving.yml").write_text(yaml.safe_dump(serving))
+        config = bench_config(REPO, scratch, {"endpoint_name": "bench", "port": 0, "replicas": {"min": 1, "max": 1},
+                                              "keep_warm": True, "max_queue": 256, "record_flush_interval_s": 30,
+                                              "copy_start": "preloaded_fork"})
         version, other = prepare(home, config)
         tracking = f"sqlite:///{home / 'mlflow.db'}"
         env = {**os.environ, "MLFLOW_TRACKING_URI": tracking, "MLFLOW_REGISTRY_URI": tracking,

@@ -94,25 +94,14 @@ def replicated(rows: int) -> pd.DataFrame:
     return frame.assign(flight_id=np.arange(rows, dtype="int64"))
 
 
-def _without_lookups(training: dict[str, Any]) -> dict[str, Any]:
-    """training.yml without the demo's feature lookups and the columns they add (split training does
-    not take feature_lookups yet); a recipe step left with no column goes."""
-    joined = {(lookup.get("rename_outputs") or {}).get(name, name)
-              for lookup in training.pop("feature_lookups", []) for name in lookup["feature_names"]}
-    training["data"]["feature_columns"] = [c for c in training["data"]["feature_columns"] if c not in joined]
-    steps = [{**step, "columns": [c for c in step.get("columns", []) if c not in joined]}
-             for step in training.get("preprocessing", [])]
-    training["preprocessing"] = [step for step in steps if step["columns"]]
-    return training
-
-
 def project_at(home: Path, *, max_rows: int, split: bool, floor: int) -> Any:
     from lakescore.config import load_project
+    from lakescore.demo_data import without_feature_lookups
 
     folder = home / ("config-split" if split else "config-sampled")
     shutil.copytree(REPO / "config", folder, dirs_exist_ok=True)
     path = folder / "training.yml"
-    data = _without_lookups(yaml.safe_load(path.read_text()))
+    data = without_feature_lookups(yaml.safe_load(path.read_text()))
     data["max_rows"] = max_rows
     data["split_training"] = {"enabled": split, "min_rows_per_worker": floor}
     data["registry"]["model_name"] = "main.flights." + ("split" if split else "sampled")

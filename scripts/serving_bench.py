@@ -25,8 +25,27 @@ MODEL = "main.flights.late_arrival"
 READY_TIMEOUT_S = 300.0
 
 
+def bench_config(repo: Path, scratch: Path, serving: dict[str, Any]) -> Path:
+    """``scratch/config``: the repo's config with ``serving`` merged into serving.yml and the demo
+    recipe without its feature lookups (:func:`lakescore.demo_data.without_feature_lookups`): the
+    peer, ``mlflow models serve``, cannot join feature tables, so both serve the same plain chain."""
+    import shutil
+
+    import yaml
+
+    from lakescore.demo_data import without_feature_lookups
+
+    config = scratch / "config"
+    shutil.copytree(repo / "config", config)
+    for name, edit in (("serving.yml", lambda d: {**d, **serving}), ("training.yml", without_feature_lookups)):
+        path = config / name
+        path.write_text(yaml.safe_dump(edit(yaml.safe_load(path.read_text())), sort_keys=False))
+    return config
+
+
 def champion(home: Path, config: Path) -> int:
-    """The demo tables and the champion version of the demo model in ``home`` (trained when missing)."""
+    """The demo tables and the champion version of the demo model in ``home`` (trained from
+    ``config`` when missing)."""
     from lakescore.config import load_project
     from lakescore.runtime import LocalRuntime
     from lakescore.workflows.demo import load_data

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
-import pandas as pd
+import copy
+from pathlib import Path
 
-from lakescore.demo_data import FLIGHTS, INCOMING, PLANES, WEATHER
+import pandas as pd
+import yaml
+
+from lakescore.demo_data import FLIGHTS, INCOMING, PLANES, WEATHER, without_feature_lookups
 from lakescore.lookup import FeatureLookup, join_features
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def test_weather_has_one_row_per_origin_and_utc_hour_across_the_dst_fall_back(demo_tables) -> None:
@@ -37,3 +43,19 @@ def test_both_demo_lookups_join_every_flight_once(demo_tables) -> None:
     assert (first["tailnum"], first["temp"], first["plane_year"], first["seats"]) == ("N14228", 39.02, 1999.0, 149.0)
     no_plane = ~flights["tailnum"].isin(set(demo_tables[PLANES]["tailnum"]))
     assert joined.loc[no_plane, "seats"].isna().all() and joined.loc[~no_plane, "seats"].notna().all()
+
+
+def test_the_demo_recipe_without_its_lookups_drops_their_columns_and_emptied_steps() -> None:
+    training = yaml.safe_load((REPO / "config" / "training.yml").read_text())
+    joined = {"temp", "wind_speed", "precip", "visib", "plane_year", "seats", "engines"}
+    training["preprocessing"].append({"step": "custom", "name": "no_columns", "ref": "x:y"})
+    before = copy.deepcopy(training)
+    plain = without_feature_lookups(training)
+    assert training == before  # the input is not changed
+    assert "feature_lookups" not in plain and joined <= set(before["data"]["feature_columns"])
+    assert not joined & set(plain["data"]["feature_columns"])
+    names = [step["name"] for step in plain["preprocessing"]]
+    assert "impute_weather" not in names and "impute_plane" not in names  # left with no column
+    assert "no_columns" in names  # a step that names no columns stays
+    scale = next(step for step in plain["preprocessing"] if step["name"] == "scale_numeric")
+    assert scale["columns"] == ["hour", "dep_delay", "distance"]

@@ -21,7 +21,9 @@ already exists as it is.
 
 from __future__ import annotations
 
+import copy
 import warnings
+from typing import Any
 
 import pandas as pd
 
@@ -45,3 +47,37 @@ def demo_frames() -> dict[str, pd.DataFrame]:
     weather["time_hour"] = pd.to_datetime(weather["time_hour"], utc=True)
     incoming = flights[flights["month"] >= 10].reset_index(drop=True)
     return {FLIGHTS: flights, WEATHER: weather, PLANES: planes.copy(), INCOMING: incoming}
+
+
+def without_feature_lookups(training: dict[str, Any]) -> dict[str, Any]:
+    """A training.yml mapping without its ``feature_lookups`` and the columns they add: dropped from
+    ``data.feature_columns`` and from every preprocessing step's ``columns``; a step left with no
+    column goes (a step that names no columns stays). For the demo that is its recipe as it was before the weather and planes lookups.
+
+    For comparisons with what cannot join feature tables (``mlflow models serve``, split training)
+    and for tests of parts that do not take lookups.
+
+    Parameters
+    ----------
+    training : dict
+        A parsed training.yml (not changed).
+
+    Returns
+    -------
+    dict
+        A new mapping.
+    """
+    out = copy.deepcopy(training)
+    joined = {(lookup.get("rename_outputs") or {}).get(name, name)
+              for lookup in out.pop("feature_lookups", None) or [] for name in lookup["feature_names"]}
+    data = out["data"]
+    data["feature_columns"] = [c for c in data["feature_columns"] if c not in joined]
+    steps = []
+    for step in out.get("preprocessing", []):
+        if "columns" in step:
+            step = {**step, "columns": [c for c in step["columns"] if c not in joined]}
+            if not step["columns"]:
+                continue
+        steps.append(step)
+    out["preprocessing"] = steps
+    return out

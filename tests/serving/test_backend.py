@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from lakescore.serving import backend as backend_module
+from lakescore.serving import forkserver
 from lakescore.serving.backend import LocalProcessBackend, pod_status, remove_orphan_socket_folders
 from lakescore.serving.channel import socket_path
 from lakescore.serving.memory import ProcessMemory, process_memory
@@ -101,6 +102,28 @@ def test_a_ready_copy_reads_its_memory_once_per_status(module_home, tmp_path, mo
     finally:
         backend.stop_all()
     assert not Path(socket_path(address)).parent.exists()
+
+
+def test_copies_and_the_fork_server_hold_no_registry_client(module_home, tmp_path, monkeypatch) -> None:
+    """A copy loads the version's files from its artifact location, read once in a child of the fork
+    server, so neither the copy nor the fork server maps MLflow's SQL store (SQLAlchemy, ~45 MB of
+    pages a copy would otherwise share or copy)."""
+    home, _ = module_home
+    tracking = f"sqlite:///{home / 'mlflow.db'}"
+    monkeypatch.setitem(forkserver.child_env, "MLFLOW_TRACKING_URI", tracking)
+    monkeypatch.setitem(forkserver.child_env, "MLFLOW_REGISTRY_URI", tracking)
+    backend = LocalProcessBackend(model_name="main.flights.late_arrival", tracking_uri=tracking, log_dir=tmp_path)
+    try:
+        backend.start("c-v1", 1)
+        deadline = time.monotonic() + 120
+        while backend.status("c-v1").state == "starting" and time.monotonic() < deadline:
+            time.sleep(0.25)
+        assert backend.status("c-v1").state == "ready"
+        for pid in (backend.pid("c-v1"), forkserver.server_pid()):
+            maps = Path(f"/proc/{pid}/maps").read_text()
+            assert "sqlalchemy" not in maps, f"process {pid} maps SQLAlchemy"
+    finally:
+        backend.stop_all()
 
 
 def test_socket_folders_of_killed_endpoints_are_removed(tmp_path) -> None:

@@ -38,6 +38,7 @@ from lakescore.serving.copy_app import CopyOptions, run_forked_copy
 from lakescore.serving.feature_holder import FeatureHolder, HeldCopy
 from lakescore.serving.features import FeatureReader
 from lakescore.serving.memory import process_memory
+from lakescore.serving.plan import artifact_location
 
 CopyState = Literal["starting", "ready", "failed", "stopped"]
 SOCKETS_PREFIX = "lakescore-copies-"  # then the endpoint's process id: lakescore-copies-<pid>-<random>
@@ -190,10 +191,14 @@ class LocalProcessBackend:
     (:meth:`load_features`, :mod:`lakescore.serving.feature_holder`): the holder read the feature
     rows once and the copies share them.
 
+    A copy loads ``models:/<model_name>/<version>`` from the version's artifact location, read from
+    the registry once per version (:func:`lakescore.serving.plan.artifact_location`, in a child of
+    the fork server), so copies and the fork server hold no registry client.
+
     Parameters
     ----------
     model_name : str
-        Registered model name; copies load ``models:/<model_name>/<version>``.
+        Registered model name; copies serve ``models:/<model_name>/<version>``.
     tracking_uri : str
         MLflow tracking and registry URI of the runtime.
     log_dir : Path
@@ -216,6 +221,7 @@ class LocalProcessBackend:
         self._retired: dict[FeatureHolder, FeatureGeneration] = {}  # older generations with copies left
         self._loaded: dict[int, tuple[FeatureHolder, FeatureGeneration]] = {}  # generation -> not installed yet
         self._generations = 0
+        self._locations: dict[int, str] = {}  # version -> its artifact location (a version's files never move)
 
     def start(self, copy_id: str, version: int, *, features: FeatureGeneration | None = None) -> str:
         held = self._holder_of(version, features)
@@ -262,7 +268,8 @@ class LocalProcessBackend:
         """Start the copy's process on the listening socket ``sock``: forked from ``holder`` (the
         version's feature holder) when it has one (whatever ``copy_start`` says: the rows are shared
         that way)."""
-        options = CopyOptions(f"models:/{self.model_name}/{version}", version, self.tracking_uri)
+        options = CopyOptions(f"models:/{self.model_name}/{version}", version, self.tracking_uri,
+                              load_uri=self._location(version))
         if holder is not None:
             return HeldCopy(holder, holder.fork_copy(sock, options, str(log_path)))
         if self.start_method == "preloaded_fork":
@@ -270,13 +277,25 @@ class LocalProcessBackend:
                                                    args=(sock, options, str(log_path)))
             process.start()
             return _Forked(process)
-        command = [sys.executable, "-m", "lakescore.serving.copy_app", "--model-uri",
-                   f"models:/{self.model_name}/{version}", "--version", str(version), "--fd", str(sock.fileno()),
+        command = [sys.executable, "-m", "lakescore.serving.copy_app", "--model-uri", options.model_uri,
+                   *(["--load-uri", options.load_uri] if options.load_uri else []), "--version", str(version), "--fd", str(sock.fileno()),
                    "--tracking-uri", self.tracking_uri, "--parent-pid", str(os.getpid())]
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         with open(log_path, "ab") as log:
             return subprocess.Popen(command, pass_fds=(sock.fileno(),), env=env, stdin=subprocess.DEVNULL,
                                     stdout=log, stderr=log)
+
+    def _location(self, version: int) -> str | None:
+        """The version's artifact location (one registry read per version and backend); None when
+        the registry cannot say (no such version, registry unreachable): the copy then reads
+        ``models:/`` itself and, when that fails too, is ``failed`` with the registry's own reason,
+        as :meth:`status` promises for a copy whose model does not load."""
+        if version not in self._locations:
+            try:
+                self._locations[version] = artifact_location(self.model_name, version)
+            except Exception:  # noqa: BLE001 - the copy's own load reports the reason (see above)
+                return None
+        return self._locations[version]
 
     def pid(self, copy_id: str) -> int | None:
         proc = self._copies.get(copy_id)

@@ -1,7 +1,9 @@
 """One copy: a process holding one registered version, scoring one request at a time.
 
 The copy loads ``models:/<name>/<version>`` with ``mlflow.pyfunc.load_model`` (so the certificate
-is re-verified in ``load_context``) in a background thread while it already listens on its Unix
+is re-verified in ``load_context``) from the version's artifact location, which the endpoint read
+from the registry once (:func:`lakescore.serving.plan.artifact_location`), so a copy holds no
+registry client, in a background thread while it already listens on its Unix
 socket (see :mod:`lakescore.serving.channel`): ``HEALTH`` answers 503 ``loading`` until the model
 is ready. ``SCORE`` carries rows the endpoint already checked against the same signature, so the
 copy reads them without checking again (:func:`lakescore.serving.wire.forwarded`), builds the
@@ -37,8 +39,10 @@ from lakescore.serving.wire import dumps, error_payload, forwarded, scored_rows
 class LoadedVersion:
     """The model of one copy, loaded in the background; ``state`` is loading, ready or failed."""
 
-    def __init__(self, model_uri: str, version: int, features: Features | None = None) -> None:
+    def __init__(self, model_uri: str, version: int, features: Features | None = None, *,
+                 load_uri: str | None = None) -> None:
         self.model_uri = model_uri
+        self.load_uri = load_uri or model_uri  # where the files are read from (the version's artifact location)
         self.version = version
         self.features = features  # a lookup model's feature rows (read by the holder this copy is forked from)
         self.lookups: tuple[Any, ...] = ()
@@ -57,7 +61,7 @@ class LoadedVersion:
         try:
             import mlflow.pyfunc  # heavy: the copy's whole reason to exist
 
-            model = mlflow.pyfunc.load_model(self.model_uri)
+            model = mlflow.pyfunc.load_model(self.load_uri)
             self.model = model.unwrap_python_model()
             self.columns, self.lookups = serving_columns(model, self.features, self.model_uri)
             self.task = self.model.chain.task
@@ -171,11 +175,14 @@ def _watch_parent(parent_pid: int) -> None:
 
 @dataclass(frozen=True)
 class CopyOptions:
-    """What a copy needs besides its socket."""
+    """What a copy needs besides its socket: the version it serves (``model_uri``, named in its
+    answers and messages) and where its files are read from (``load_uri``: the version's artifact
+    location, default ``model_uri`` itself)."""
 
     model_uri: str
     version: int
     tracking_uri: str
+    load_uri: str | None = None
 
 
 def serve_copy(sock: socket.socket, options: CopyOptions, *, parent_pid: int, features: Features | None = None) -> None:
@@ -185,7 +192,7 @@ def serve_copy(sock: socket.socket, options: CopyOptions, *, parent_pid: int, fe
     os.environ["MLFLOW_TRACKING_URI"] = options.tracking_uri
     os.environ["MLFLOW_REGISTRY_URI"] = options.tracking_uri
     threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
-    loaded = LoadedVersion(options.model_uri, options.version, features)
+    loaded = LoadedVersion(options.model_uri, options.version, features, load_uri=options.load_uri)
     threading.Thread(target=loaded.load, daemon=True, name="load-model").start()
     while True:
         conn, _ = sock.accept()
@@ -206,12 +213,13 @@ def main(argv: list[str] | None = None) -> int:
     """Run one copy in a new process on an inherited, already listening socket (``--fd``)."""
     parser = argparse.ArgumentParser(prog="lakescore-copy")
     parser.add_argument("--model-uri", required=True)
+    parser.add_argument("--load-uri", default=None, help="where the files are (default: --model-uri)")
     parser.add_argument("--version", type=int, required=True)
     parser.add_argument("--fd", type=int, required=True)
     parser.add_argument("--tracking-uri", required=True)
     parser.add_argument("--parent-pid", type=int, required=True)
     args = parser.parse_args(argv)
-    options = CopyOptions(args.model_uri, args.version, args.tracking_uri)
+    options = CopyOptions(args.model_uri, args.version, args.tracking_uri, args.load_uri)
     serve_copy(socket.socket(fileno=args.fd), options, parent_pid=args.parent_pid)
     return 0
 

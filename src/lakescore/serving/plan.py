@@ -122,6 +122,20 @@ def alias_version(model_name: str, alias: str) -> int | None:
     return _registry(_alias_version, model_name, alias)
 
 
+def artifact_location(model_name: str, version: int) -> str:
+    """Where the registered version's files are (``MlflowClient.get_model_version_download_uri``:
+    a ``file://`` folder on the local runtime). A copy loads its model from there, so it needs no
+    registry read and no registry client (the SQL store's ~45 MB of imports); the certificate is
+    verified at load exactly as for ``models:/<name>/<version>``, whose files these are.
+
+    Raises
+    ------
+    mlflow.exceptions.MlflowException
+        The version does not exist or the registry cannot be read.
+    """
+    return _registry(_artifact_location, model_name, version)
+
+
 REGISTRY_TIMEOUT_S = 120.0
 
 
@@ -181,6 +195,12 @@ def _compared_columns(model_uri: str) -> dict[str, str]:
     from lakescore.serving.shadow import compared_columns
 
     return compared_columns(_saved_model(model_uri))
+
+
+def _artifact_location(model_name: str, version: int) -> str:
+    import mlflow  # registry access
+
+    return str(mlflow.MlflowClient().get_model_version_download_uri(model_name, str(version)))
 
 
 def _alias_version(model_name: str, alias: str) -> int | None:

@@ -26,8 +26,6 @@ with warnings.catch_warnings():  # import-time notices of third-party packages a
     import sklearn.preprocessing  # noqa: F401
     import mlflow.artifacts  # noqa: F401
     import mlflow.pyfunc  # noqa: F401
-    import mlflow.store.model_registry.sqlalchemy_store  # noqa: F401
-    import mlflow.store.tracking.sqlalchemy_store  # noqa: F401
     import psutil  # noqa: F401
 
     import lakescore.admission.certificate  # noqa: F401
