@@ -30,8 +30,8 @@ from lakescore.serving.backend import CopyStatus
 from lakescore.serving.canary import CanaryWindow
 from lakescore.serving.candidates import Candidate
 from lakescore.serving.channel import HEADER, CopyChannels, frame, socket_path
-import lakescore.serving.endpoint as endpoint_module
-from lakescore.serving.endpoint import MAX_COPY_STRIKES, Endpoint
+from lakescore.serving.endpoint import Endpoint
+from lakescore.serving.health import MAX_COPY_STRIKES
 from lakescore.serving.plan import EndpointPlan
 from lakescore.serving.pool import Copy
 from lakescore.serving.shadow import ShadowTally
@@ -107,7 +107,7 @@ async def ready_copy(ep: Endpoint, backend: FakeBackend, role: str, version: int
     copy = await ep._start_copy(role, version)  # type: ignore[arg-type]
     await fake_copy(copy.address, **serve)
     backend.states[copy.copy_id] = CopyStatus("ready")
-    await ep.health_pass()
+    await ep.health.check()
     assert copy.state == "ready"
     return copy
 
@@ -126,32 +126,15 @@ def fake_endpoint(tmp_path, **settings) -> tuple[Endpoint, FakeBackend, ServingS
     return Endpoint(plan, backend=backend, state=state, write=lambda frame: None), backend, state
 
 
-def test_a_stale_check_that_a_deploy_overtakes_marks_nothing(tmp_path, monkeypatch) -> None:
-    """Seen in a clean-clone run: the stale check read the alias (v1) while a deploy switched to a
-    pinned v2, then marked the deployed endpoint stale."""
-    ep, _, _ = fake_endpoint(tmp_path)
-
-    def alias_read_during_a_deploy(model_name: str, alias: str) -> int:
-        ep.plan = ep.plan.deployed(2, input_columns=ep.plan.input_columns, task=ep.plan.task, alias_version=1)
-        return 1
-
-    monkeypatch.setattr(endpoint_module, "alias_version", alias_read_during_a_deploy)
-    asyncio.run(ep._check_stale())
-    assert ep.plan.version == 2 and ep.plan.selection == "deploy" and ep.stale_reason == ""
-    monkeypatch.setattr(endpoint_module, "alias_version", lambda model_name, alias: 3)
-    asyncio.run(ep._check_stale())  # pinned by the deploy: never stale
-    assert ep.stale_reason == ""
-
-
 def test_a_copy_over_memory_limit_mb_is_replaced(tmp_path) -> None:
     async def scenario() -> None:
         ep, backend, state = fake_endpoint(tmp_path, memory_limit_mb=100)
         first = await ep._start_copy("serve", 1)
         backend.states[first.copy_id] = CopyStatus("ready", rss_bytes=90 * 2**20, pid=None)
-        await ep.health_pass()
+        await ep.health.check()
         assert first.state == "ready" and ep.status()["copies"][0]["resident_mb"] == 90.0
         backend.states[first.copy_id] = CopyStatus("ready", rss_bytes=101 * 2**20)
-        await ep.health_pass()
+        await ep.health.check()
         assert backend.stopped == [first.copy_id] and len(backend.started) == 2
         [event] = [e.detail for e in state.events("ml.copy.replaced")]
         assert event == {"copy_id": first.copy_id, "memory_mb": 101.0, "measured": "resident", "memory_limit_mb": 100}
@@ -164,7 +147,7 @@ def test_copies_that_fail_to_start_are_retried_with_backoff(tmp_path) -> None:
         ep, backend, state = fake_endpoint(tmp_path)
         await ep.autoscaler.scale_pass()  # below replicas.min 1: start one
         backend.states[backend.started[0]] = CopyStatus("failed", "model did not load: CertificateError: x")
-        await ep.health_pass()
+        await ep.health.check()
         assert ep.autoscaler.live() == [] and ep.autoscaler.start_failures == 1
         assert [e.detail["detail"] for e in state.events("ml.copy.failed")] == ["model did not load: CertificateError: x"]
         held = await ep.autoscaler.scale_pass()
@@ -182,7 +165,7 @@ def test_max_warm_copies_counts_every_endpoint_and_the_candidates(tmp_path) -> N
         state.add_copy("other-serve-v5-1", endpoint="other", role="candidate", version=5, pid=None, address="x")
         await ep.autoscaler.scale_pass()  # below replicas.min: one copy (2 resident with the other endpoint's)
         backend.states[backend.started[0]] = CopyStatus("ready")
-        await ep.health_pass()
+        await ep.health.check()
         ep.autoscaler.arrivals, ep.autoscaler.reading = 100, (ep.autoscaler.reading[0] - 60, 0)  # 100 requests/min against 1 per copy
         held = await ep.autoscaler.scale_pass()
         assert held.action == "hold" and len(backend.started) == 1
@@ -205,7 +188,7 @@ def test_a_copy_retired_while_the_health_pass_reads_another_is_not_failed(tmp_pa
                 backend.states.pop(second.copy_id)
 
         backend.on_status = scaler_retires_second
-        await ep.health_pass()
+        await ep.health.check()
         assert state.events("ml.copy.failed") == [] and ep.counts["copies_failed"] == 0
         assert ep.autoscaler.start_failures == 0 and ep.autoscaler.last_failure == ""
 
@@ -280,12 +263,12 @@ def test_a_failed_copy_is_asked_again_and_replaced_after_failing_in_a_row(tmp_pa
         backend.states[copy.copy_id] = CopyStatus("ready")
         request = one_row({"a": "long"}, {"a": 1})
         for strike in range(1, MAX_COPY_STRIKES + 1):
-            await ep.health_pass()
+            await ep.health.check()
             assert copy.state == "ready" and backend.fresh == [copy.copy_id] * (strike - 1)
             with pytest.raises(EndpointUnavailableError):
                 await ep.answer(request, request.to_body(), hold_s=0)
             assert (copy.state, copy.strikes) == ("failed", strike) and "copy at" in copy.detail
-        await ep.health_pass()  # answers its health check again, but failed 3 requests in a row
+        await ep.health.check()  # answers its health check again, but failed 3 requests in a row
         assert copy.copy_id not in ep.pool.copies and backend.stopped == [copy.copy_id]
         [failed] = [e.detail for e in state.events("ml.copy.failed")]
         assert failed["detail"].startswith(f"failed {MAX_COPY_STRIKES} requests in a row (copy at ")
@@ -346,7 +329,7 @@ def test_a_failed_deploy_copy_is_named_as_one(tmp_path) -> None:
         ep, backend, _ = fake_endpoint(tmp_path)
         copy = await ep._start_copy("next", 2)
         backend.states[copy.copy_id] = CopyStatus("failed", "model did not load")
-        await ep.health_pass()
+        await ep.health.check()
         assert ep.candidates.note == ""
         assert ep.autoscaler.last_failure == f"next copy {copy.copy_id}: model did not load"
 
@@ -371,7 +354,7 @@ async def deploy_marking_copies_ready(ep: Endpoint, backend: FakeBackend, versio
     while not task.done():
         for copy in ep.pool.of("next", "starting"):
             backend.states[copy.copy_id] = CopyStatus("ready")
-        await ep.health_pass()
+        await ep.health.check()
         await asyncio.sleep(0.05)
     return await task
 
