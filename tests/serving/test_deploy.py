@@ -1,8 +1,11 @@
 """``POST /deploy`` and ``lakescore serve --deploy N``: a redeploy under load fails no request and
-every answer names the version that gave it; stale applies only to an endpoint that follows the alias."""
+every answer names the version that gave it; stale applies only to an endpoint that follows the alias.
+Over a scripted backend: a deploy adopts the candidate's copy of its version and retires one of
+another, and a failed or cancelled deploy leaves no ``next`` copy and is audited."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import threading
@@ -12,6 +15,11 @@ import httpx
 import pytest
 
 from lakescore.runtime import LocalRuntime
+from lakescore.serving.backend import CopyStatus
+from lakescore.serving.candidates import Candidate
+from lakescore.serving.endpoint import Endpoint
+from lakescore.serving.shadow import ShadowTally
+from serving_fakes import FakeBackend, fake_endpoint, ready_copy
 from serving_helpers import MODEL, Trained, assert_same_answers, chain_of, expected_rows, launch, ready_copies, records
 
 
@@ -20,6 +28,73 @@ def runtime(module_home) -> LocalRuntime:
     rt = LocalRuntime(module_home[0])
     rt.mlflow()
     return rt
+
+
+async def deploy_marking_copies_ready(ep: Endpoint, backend: FakeBackend, version: int) -> dict:  # type: ignore[type-arg]
+    """Run ``ep.deploy(version)`` while the new copies become ready (the health loop's part)."""
+    task = asyncio.create_task(ep.deploy(version))
+    while not task.done():
+        for copy in ep.pool.of("next", "starting"):
+            backend.states[copy.copy_id] = CopyStatus("ready")
+        await ep.health.check()
+        await asyncio.sleep(0.05)
+    return await task
+
+
+def test_a_deploy_reports_adopted_copies_apart_from_started_ones(tmp_path, runtime: LocalRuntime) -> None:
+    async def scenario() -> None:
+        ep, backend, state = fake_endpoint(tmp_path, replicas={"min": 2, "max": 2})
+        for _ in range(2):
+            await ready_copy(ep, backend, "serve", 1)
+        ep.candidates.candidate = Candidate(2, "classification", {"a": "long"})
+        candidate = await ready_copy(ep, backend, "candidate", 2)
+        report = await deploy_marking_copies_ready(ep, backend, 2)
+        assert (report["copies_started"], report["adopted_copies"], report["drained_copies"]) == (1, 1, 2)
+        assert candidate.role == "serve" and sorted(c.version for c in ep.autoscaler.live()) == [2, 2]
+        [audited] = [e.detail for e in state.events("ml.deploy")]
+        assert audited["adopted_copies"] == 1 and audited["copies_started"] == 1
+
+    asyncio.run(scenario())
+
+
+def test_a_deploy_retires_a_candidate_of_another_version(tmp_path, runtime: LocalRuntime) -> None:
+    async def scenario() -> None:
+        ep, backend, state = fake_endpoint(tmp_path)
+        await ready_copy(ep, backend, "serve", 1)
+        ep.candidates.candidate = Candidate(3, "classification", {"a": "long"})
+        ep.candidates.shadow = ShadowTally(3, 1, "classification", 1e-9, 1e-12)
+        candidate = await ready_copy(ep, backend, "candidate", 3)
+        report = await deploy_marking_copies_ready(ep, backend, 2)
+        assert (report["copies_started"], report["adopted_copies"]) == (1, 0)
+        assert ep.candidates.candidate is None and ep.candidates.shadow is None
+        assert candidate.copy_id in backend.stopped
+        stops = [e.detail for e in state.events("ml.shadow.stop")]
+        assert [(s["reason"], s["served_version"]) for s in stops] == [("endpoint ep now serves v2", 1)]
+
+    asyncio.run(scenario())
+
+
+def test_a_failed_or_cancelled_deploy_leaves_no_next_copy_and_is_audited(tmp_path, runtime: LocalRuntime) -> None:
+    async def scenario() -> None:
+        ep, backend, state = fake_endpoint(tmp_path, replicas={"min": 2, "max": 2})
+        for _ in range(2):
+            await ready_copy(ep, backend, "serve", 1)
+        backend.fail_start = {4}  # the deploy's second copy cannot start
+        with pytest.raises(OSError, match="no room"):
+            await ep.deploy(2)
+        assert ep.pool.of("next") == [] and backend.stopped == [backend.started[2]]
+        cancelled = asyncio.create_task(ep.deploy(2))  # its copies never become ready
+        while len(ep.pool.of("next")) < 2:
+            await asyncio.sleep(0.05)
+        cancelled.cancel()
+        await asyncio.gather(cancelled, return_exceptions=True)
+        assert ep.pool.of("next") == [] and set(backend.started[4:]) <= set(backend.stopped)
+        assert ep.plan.version == 1 and [c.version for c in ep.autoscaler.live()] == [1, 1]
+        failed = [e.detail for e in state.events("ml.deploy.failed")]
+        assert [(f["version"], f["previous_version"], f["error"].split(":")[0]) for f in failed] == \
+            [(2, 1, "OSError"), (2, 1, "CancelledError")]
+
+    asyncio.run(scenario())
 
 
 def deploy_cli(home, config, version: int) -> subprocess.CompletedProcess[str]:

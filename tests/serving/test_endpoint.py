@@ -10,169 +10,24 @@ import json
 import os
 import signal
 import sqlite3
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
 
 import httpx
-import orjson
 import pandas as pd
 import psutil
 import pytest
 import yaml
 
-from lakescore.config import ServingConfig, load_project
-from lakescore.errors import EndpointUnavailableError, IdempotencyKeyReusedError, RequestError
+from lakescore.config import load_project
+from lakescore.errors import IdempotencyKeyReusedError, RequestError
 from lakescore.runtime import LocalRuntime
 from lakescore.serving.backend import CopyStatus
 from lakescore.serving.canary import CanaryWindow
-from lakescore.serving.candidates import Candidate
-from lakescore.serving.channel import HEADER, CopyChannels, frame, socket_path
-import lakescore.serving.endpoint as endpoint_module
-from lakescore.serving.endpoint import MAX_COPY_STRIKES, Endpoint
-from lakescore.serving.plan import EndpointPlan
-from lakescore.serving.pool import Copy
-from lakescore.serving.shadow import ShadowTally
-from lakescore.serving.state import ServingState
-from lakescore.serving.wire import ScoreRequest, parse_request
+from lakescore.serving.channel import CopyChannels
+from serving_fakes import fake_endpoint, one_row, ready_copy
 from serving_helpers import MODEL, Trained, assert_same_answers, chain_of, expected_rows, launch, ready_copies, records
-
-
-class FakeBackend:
-    """The ReplicaBackend seam with scripted copy states (no processes). A copy's address is a Unix
-    socket path where a test may serve a :func:`fake_copy`; ``on_start``/``on_status`` run inside
-    those calls (the endpoint awaits them in a thread), to change the endpoint meanwhile."""
-
-    def __init__(self) -> None:
-        self.states: dict[str, CopyStatus] = {}
-        self.started: list[str] = []
-        self.stopped: list[str] = []
-        self.fresh: list[str] = []
-        self.folder = tempfile.mkdtemp(prefix="ls-fake-")  # short: a socket path has at most 107 bytes
-        self.on_start: Callable[[str, int], None] | None = None
-        self.on_status: Callable[[str], None] | None = None
-        self.fail_start: set[int] = set()  # 1-based start calls that raise OSError
-
-    def start(self, copy_id: str, version: int, *, features: object = None) -> str:
-        if len(self.started) + 1 in self.fail_start:
-            self.started.append("")
-            raise OSError(f"no room to start {copy_id}")
-        self.started.append(copy_id)
-        self.states[copy_id] = CopyStatus("starting", "loading")
-        if self.on_start is not None:
-            self.on_start(copy_id, version)
-        return f"unix:{self.folder}/{len(self.started)}.sock"
-
-    def status(self, copy_id: str, *, fresh: bool = False) -> CopyStatus:
-        if fresh:
-            self.fresh.append(copy_id)
-        if self.on_status is not None:
-            self.on_status(copy_id)
-        return self.states.get(copy_id, CopyStatus("stopped"))
-
-    def stop(self, copy_id: str) -> None:
-        self.stopped.append(copy_id)
-        self.states.pop(copy_id, None)
-
-    def stop_all(self) -> None:
-        for copy_id in list(self.states):
-            self.stop(copy_id)
-
-    def pid(self, copy_id: str) -> int | None:
-        return None
-
-
-async def fake_copy(address: str, *, delay_s: float = 0.0) -> asyncio.AbstractServer:
-    """A copy on a real Unix socket that answers each SCORE frame with 200 and one row: the
-    ``dataframe_split`` it was sent (columns and data), after ``delay_s`` seconds."""
-
-    async def converse(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                code, length = HEADER.unpack(await reader.readexactly(HEADER.size))
-                split = orjson.loads(await reader.readexactly(length))["dataframe_split"]
-                await asyncio.sleep(delay_s)
-                writer.write(frame(200, orjson.dumps({"predictions": [split]})))
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            writer.close()
-
-    return await asyncio.start_unix_server(converse, socket_path(address))
-
-
-async def ready_copy(ep: Endpoint, backend: FakeBackend, role: str, version: int, **serve: float) -> Copy:
-    """Start a copy through the endpoint, serve it with :func:`fake_copy`, and mark it ready."""
-    copy = await ep._start_copy(role, version)  # type: ignore[arg-type]
-    await fake_copy(copy.address, **serve)
-    backend.states[copy.copy_id] = CopyStatus("ready")
-    await ep.health_pass()
-    assert copy.state == "ready"
-    return copy
-
-
-def one_row(columns: dict[str, str], row: dict, **extra: object) -> ScoreRequest:  # type: ignore[type-arg]
-    return parse_request(orjson.dumps({"dataframe_records": [row], **extra}), columns, max_body_bytes=1 << 20,
-                         max_rows=10)
-
-
-def fake_endpoint(tmp_path, **settings) -> tuple[Endpoint, FakeBackend, ServingState]:  # type: ignore[no-untyped-def]
-    config = ServingConfig.model_validate({"inference_table": "main.s.inference", **settings})
-    plan = EndpointPlan(name="ep", model_name=MODEL, version=1, selection="champion", input_columns={"a": "long"},
-                        task="classification", settings=config, home=tmp_path, tracking_uri="sqlite://",
-                        training_table="main.s.train", training_filter=None)
-    backend, state = FakeBackend(), ServingState(tmp_path)
-    return Endpoint(plan, backend=backend, state=state, write=lambda frame: None), backend, state
-
-
-def test_a_stale_check_that_a_deploy_overtakes_marks_nothing(tmp_path, monkeypatch) -> None:
-    """Seen in a clean-clone run: the stale check read the alias (v1) while a deploy switched to a
-    pinned v2, then marked the deployed endpoint stale."""
-    ep, _, _ = fake_endpoint(tmp_path)
-
-    def alias_read_during_a_deploy(model_name: str, alias: str) -> int:
-        ep.plan = ep.plan.deployed(2, input_columns=ep.plan.input_columns, task=ep.plan.task, alias_version=1)
-        return 1
-
-    monkeypatch.setattr(endpoint_module, "alias_version", alias_read_during_a_deploy)
-    asyncio.run(ep._check_stale())
-    assert ep.plan.version == 2 and ep.plan.selection == "deploy" and ep.stale_reason == ""
-    monkeypatch.setattr(endpoint_module, "alias_version", lambda model_name, alias: 3)
-    asyncio.run(ep._check_stale())  # pinned by the deploy: never stale
-    assert ep.stale_reason == ""
-
-
-def test_a_copy_over_memory_limit_mb_is_replaced(tmp_path) -> None:
-    async def scenario() -> None:
-        ep, backend, state = fake_endpoint(tmp_path, memory_limit_mb=100)
-        first = await ep._start_copy("serve", 1)
-        backend.states[first.copy_id] = CopyStatus("ready", rss_bytes=90 * 2**20, pid=None)
-        await ep.health_pass()
-        assert first.state == "ready" and ep.status()["copies"][0]["resident_mb"] == 90.0
-        backend.states[first.copy_id] = CopyStatus("ready", rss_bytes=101 * 2**20)
-        await ep.health_pass()
-        assert backend.stopped == [first.copy_id] and len(backend.started) == 2
-        [event] = [e.detail for e in state.events("ml.copy.replaced")]
-        assert event == {"copy_id": first.copy_id, "memory_mb": 101.0, "measured": "resident", "memory_limit_mb": 100}
-
-    asyncio.run(scenario())
-
-
-def test_copies_that_fail_to_start_are_retried_with_backoff(tmp_path) -> None:
-    async def scenario() -> None:
-        ep, backend, state = fake_endpoint(tmp_path)
-        await ep.autoscaler.scale_pass()  # below replicas.min 1: start one
-        backend.states[backend.started[0]] = CopyStatus("failed", "model did not load: CertificateError: x")
-        await ep.health_pass()
-        assert ep.autoscaler.live() == [] and ep.autoscaler.start_failures == 1
-        assert [e.detail["detail"] for e in state.events("ml.copy.failed")] == ["model did not load: CertificateError: x"]
-        held = await ep.autoscaler.scale_pass()
-        assert held.action == "hold" and "1 copies failed to start in a row" in held.reason
-        assert "CertificateError: x" in held.reason and len(backend.started) == 1
-        assert ep.status()["state"] == "down"
-
-    asyncio.run(scenario())
 
 
 def test_max_warm_copies_counts_every_endpoint_and_the_candidates(tmp_path) -> None:
@@ -182,7 +37,7 @@ def test_max_warm_copies_counts_every_endpoint_and_the_candidates(tmp_path) -> N
         state.add_copy("other-serve-v5-1", endpoint="other", role="candidate", version=5, pid=None, address="x")
         await ep.autoscaler.scale_pass()  # below replicas.min: one copy (2 resident with the other endpoint's)
         backend.states[backend.started[0]] = CopyStatus("ready")
-        await ep.health_pass()
+        await ep.health.check()
         ep.autoscaler.arrivals, ep.autoscaler.reading = 100, (ep.autoscaler.reading[0] - 60, 0)  # 100 requests/min against 1 per copy
         held = await ep.autoscaler.scale_pass()
         assert held.action == "hold" and len(backend.started) == 1
@@ -190,24 +45,6 @@ def test_max_warm_copies_counts_every_endpoint_and_the_candidates(tmp_path) -> N
         assert ep.autoscaler.desired == 2 and ep.status()["state"] == "ready"
         assert await ep._start_copy("candidate", 2) is None  # shadow and canary copies count too
         assert len(backend.started) == 1
-
-    asyncio.run(scenario())
-
-
-def test_a_copy_retired_while_the_health_pass_reads_another_is_not_failed(tmp_path) -> None:
-    async def scenario() -> None:
-        ep, backend, state = fake_endpoint(tmp_path, replicas={"min": 0, "max": 2})
-        first, second = await ep._start_copy("serve", 1), await ep._start_copy("serve", 1)
-
-        def scaler_retires_second(copy_id: str) -> None:  # while the pass awaits the first copy's status
-            if copy_id == first.copy_id:
-                ep.pool.copies.pop(second.copy_id)
-                backend.states.pop(second.copy_id)
-
-        backend.on_status = scaler_retires_second
-        await ep.health_pass()
-        assert state.events("ml.copy.failed") == [] and ep.counts["copies_failed"] == 0
-        assert ep.autoscaler.start_failures == 0 and ep.autoscaler.last_failure == ""
 
     asyncio.run(scenario())
 
@@ -273,26 +110,6 @@ def test_a_request_pinned_to_the_old_version_goes_cold_after_a_deploy(tmp_path) 
     asyncio.run(scenario())
 
 
-def test_a_failed_copy_is_asked_again_and_replaced_after_failing_in_a_row(tmp_path) -> None:
-    async def scenario() -> None:
-        ep, backend, state = fake_endpoint(tmp_path)
-        copy = await ep._start_copy("serve", 1)  # nothing listens on its socket: every request fails
-        backend.states[copy.copy_id] = CopyStatus("ready")
-        request = one_row({"a": "long"}, {"a": 1})
-        for strike in range(1, MAX_COPY_STRIKES + 1):
-            await ep.health_pass()
-            assert copy.state == "ready" and backend.fresh == [copy.copy_id] * (strike - 1)
-            with pytest.raises(EndpointUnavailableError):
-                await ep.answer(request, request.to_body(), hold_s=0)
-            assert (copy.state, copy.strikes) == ("failed", strike) and "copy at" in copy.detail
-        await ep.health_pass()  # answers its health check again, but failed 3 requests in a row
-        assert copy.copy_id not in ep.pool.copies and backend.stopped == [copy.copy_id]
-        [failed] = [e.detail for e in state.events("ml.copy.failed")]
-        assert failed["detail"].startswith(f"failed {MAX_COPY_STRIKES} requests in a row (copy at ")
-
-    asyncio.run(scenario())
-
-
 def test_the_flush_loop_keeps_running_after_an_error(tmp_path) -> None:
     async def scenario() -> None:
         ep, _, state = fake_endpoint(tmp_path, record_flush_interval_s=0.1)
@@ -341,18 +158,6 @@ def test_a_canary_answer_names_the_version_of_the_copy_that_gave_it(tmp_path) ->
     asyncio.run(scenario())
 
 
-def test_a_failed_deploy_copy_is_named_as_one(tmp_path) -> None:
-    async def scenario() -> None:
-        ep, backend, _ = fake_endpoint(tmp_path)
-        copy = await ep._start_copy("next", 2)
-        backend.states[copy.copy_id] = CopyStatus("failed", "model did not load")
-        await ep.health_pass()
-        assert ep.candidates.note == ""
-        assert ep.autoscaler.last_failure == f"next copy {copy.copy_id}: model did not load"
-
-    asyncio.run(scenario())
-
-
 def test_a_request_at_zero_copies_is_counted_once(tmp_path) -> None:
     async def scenario() -> None:
         ep, _, _ = fake_endpoint(tmp_path, replicas={"min": 0, "max": 1})
@@ -361,73 +166,6 @@ def test_a_request_at_zero_copies_is_counted_once(tmp_path) -> None:
         ep.pool.waiting = 1  # and it still waits in the queue when the pass runs
         decision = await ep.autoscaler.scale_pass()
         assert decision.reason == "scaled up from 0 copies to 1: 1 request(s) arrived at zero copies"
-
-    asyncio.run(scenario())
-
-
-async def deploy_marking_copies_ready(ep: Endpoint, backend: FakeBackend, version: int) -> dict:  # type: ignore[type-arg]
-    """Run ``ep.deploy(version)`` while the new copies become ready (the health loop's part)."""
-    task = asyncio.create_task(ep.deploy(version))
-    while not task.done():
-        for copy in ep.pool.of("next", "starting"):
-            backend.states[copy.copy_id] = CopyStatus("ready")
-        await ep.health_pass()
-        await asyncio.sleep(0.05)
-    return await task
-
-
-def test_a_deploy_reports_adopted_copies_apart_from_started_ones(tmp_path, runtime: LocalRuntime) -> None:
-    async def scenario() -> None:
-        ep, backend, state = fake_endpoint(tmp_path, replicas={"min": 2, "max": 2})
-        for _ in range(2):
-            await ready_copy(ep, backend, "serve", 1)
-        ep.candidates.candidate = Candidate(2, "classification", {"a": "long"})
-        candidate = await ready_copy(ep, backend, "candidate", 2)
-        report = await deploy_marking_copies_ready(ep, backend, 2)
-        assert (report["copies_started"], report["adopted_copies"], report["drained_copies"]) == (1, 1, 2)
-        assert candidate.role == "serve" and sorted(c.version for c in ep.autoscaler.live()) == [2, 2]
-        [audited] = [e.detail for e in state.events("ml.deploy")]
-        assert audited["adopted_copies"] == 1 and audited["copies_started"] == 1
-
-    asyncio.run(scenario())
-
-
-def test_a_deploy_retires_a_candidate_of_another_version(tmp_path, runtime: LocalRuntime) -> None:
-    async def scenario() -> None:
-        ep, backend, state = fake_endpoint(tmp_path)
-        await ready_copy(ep, backend, "serve", 1)
-        ep.candidates.candidate = Candidate(3, "classification", {"a": "long"})
-        ep.candidates.shadow = ShadowTally(3, 1, "classification", 1e-9, 1e-12)
-        candidate = await ready_copy(ep, backend, "candidate", 3)
-        report = await deploy_marking_copies_ready(ep, backend, 2)
-        assert (report["copies_started"], report["adopted_copies"]) == (1, 0)
-        assert ep.candidates.candidate is None and ep.candidates.shadow is None
-        assert candidate.copy_id in backend.stopped
-        stops = [e.detail for e in state.events("ml.shadow.stop")]
-        assert [(s["reason"], s["served_version"]) for s in stops] == [("endpoint ep now serves v2", 1)]
-
-    asyncio.run(scenario())
-
-
-def test_a_failed_or_cancelled_deploy_leaves_no_next_copy_and_is_audited(tmp_path, runtime: LocalRuntime) -> None:
-    async def scenario() -> None:
-        ep, backend, state = fake_endpoint(tmp_path, replicas={"min": 2, "max": 2})
-        for _ in range(2):
-            await ready_copy(ep, backend, "serve", 1)
-        backend.fail_start = {4}  # the deploy's second copy cannot start
-        with pytest.raises(OSError, match="no room"):
-            await ep.deploy(2)
-        assert ep.pool.of("next") == [] and backend.stopped == [backend.started[2]]
-        cancelled = asyncio.create_task(ep.deploy(2))  # its copies never become ready
-        while len(ep.pool.of("next")) < 2:
-            await asyncio.sleep(0.05)
-        cancelled.cancel()
-        await asyncio.gather(cancelled, return_exceptions=True)
-        assert ep.pool.of("next") == [] and set(backend.started[4:]) <= set(backend.stopped)
-        assert ep.plan.version == 1 and [c.version for c in ep.autoscaler.live()] == [1, 1]
-        failed = [e.detail for e in state.events("ml.deploy.failed")]
-        assert [(f["version"], f["previous_version"], f["error"].split(":")[0]) for f in failed] == \
-            [(2, 1, "OSError"), (2, 1, "CancelledError")]
 
     asyncio.run(scenario())
 

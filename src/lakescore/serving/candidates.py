@@ -18,7 +18,7 @@ from typing import Any, Awaitable, Callable
 
 from lakescore.errors import ServingConflictError
 from lakescore.serving.canary import CanaryWindow
-from lakescore.serving.plan import EndpointPlan, compared_output_columns, input_columns, model_lookups, model_task
+from lakescore.serving.plan import EndpointPlan, compared_output_columns, input_columns, model_task
 from lakescore.serving.pool import Copy, CopyPool, Role
 from lakescore.serving.routing import CandidateCopy
 from lakescore.serving.shadow import Kind, ShadowTally, check_comparable
@@ -52,19 +52,20 @@ class Candidates:
         ``await ask(copy, body) -> ("ok", rows) | ("unavailable", detail) | ("error", Reply)``.
     columns : dict
         Input columns by version; a chosen candidate's are added.
-    lookups : dict, optional
-        Feature lookup specs by version (the endpoint's); a chosen candidate's are added before its
-        copy starts, so the copy is forked with its feature rows.
+    lookup_specs : callable
+        ``await lookup_specs(version)``: reads a version's feature lookup specs into the endpoint's
+        (:meth:`lakescore.serving.feature_generations.FeatureGenerations.specs`); a chosen
+        candidate's are read before its copy starts, so the copy is forked with its feature rows.
     """
 
     def __init__(self, plan: EndpointPlan, *, pool: CopyPool, state: ServingState,
                  start_copy: Callable[[Role, int], Awaitable[Copy | None]],
                  retire: Callable[[Copy], Awaitable[None]], ask: Ask, columns: dict[int, dict[str, str]],
-                 lookups: dict[int, tuple[dict[str, Any], ...]] | None = None) -> None:
+                 lookup_specs: Callable[[int], Awaitable[Any]]) -> None:
         self.plan, self.s, self.pool, self.state = plan, plan.settings, pool, state
         self._start_copy, self._retire, self._ask = start_copy, retire, ask
         self.columns = columns
-        self.lookups = {} if lookups is None else lookups
+        self._lookup_specs = lookup_specs
         self.candidate: Candidate | None = None
         self.shadow: ShadowTally | None = None
         self.canary: CanaryWindow | None = None
@@ -92,8 +93,7 @@ class Candidates:
         task = await asyncio.to_thread(model_task, uri)
         check_comparable(task, version)
         compared = await self._compared(version)
-        if version not in self.lookups:
-            self.lookups[version] = tuple(await asyncio.to_thread(model_lookups, uri))
+        await self._lookup_specs(version)
         await self.retire_candidate(reason=f"replaced by candidate v{version}")
         if await self._start_copy("candidate", version) is None:
             raise ServingConflictError(f"cannot start candidate v{version}: max_warm_copies {self.s.max_warm_copies} "

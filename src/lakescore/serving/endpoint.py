@@ -1,12 +1,17 @@
 """One endpoint: the facade that wires its parts together and carries their decisions out.
 
 - the copy pool (:mod:`lakescore.serving.pool`): copies, the quietest-copy rule, the bounded queue,
-  measured start times; this module starts and stops copies through the backend, and its health
-  loop marks them ready, drops failed ones and replaces those over ``memory_limit_mb``;
+  measured start times; this module starts and stops copies through the backend;
+- copy health (marks copies ready, drops failed ones, replaces those over ``memory_limit_mb``):
+  :class:`lakescore.serving.health.CopyHealth`;
 - where a request goes: the pure :func:`lakescore.serving.routing.route` (the rules are in that
   module's docstring); :meth:`Endpoint.answer` carries the route out;
 - scaling: :class:`lakescore.serving.autoscaler.Autoscaler`;
 - shadow, canary and mirroring: :class:`lakescore.serving.candidates.Candidates`;
+- redeploys: :class:`lakescore.serving.deploy.Deployer` (the switch itself is here);
+- the feature rows each version's copies join:
+  :class:`lakescore.serving.feature_generations.FeatureGenerations`;
+- the stale mark: :class:`lakescore.serving.stale.StaleCheck`;
 - after the reply: the rows are recorded (:mod:`lakescore.serving.recorder`) and, with a shadow,
   mirrored.
 
@@ -28,27 +33,28 @@ from typing import Any, Callable
 
 import orjson
 
-from lakescore.errors import EndpointUnavailableError, RequestError, ServingConflictError, ServingError
+from lakescore.errors import EndpointUnavailableError, RequestError
 from lakescore.serving import forkserver
 from lakescore.serving.autoscaler import Autoscaler
 from lakescore.serving.backend import FeatureGeneration, ReplicaBackend
 from lakescore.serving.candidates import Candidates
 from lakescore.serving.channel import ChannelError, CopyChannels
 from lakescore.serving.copy_app import trim_memory
-from lakescore.serving.cold import ColdFeatures, score_cold
+from lakescore.serving.cold import score_cold
+from lakescore.serving.deploy import Deployer
 from lakescore.serving.drift import DriftReference, check_rows
+from lakescore.serving.feature_generations import FeatureGenerations
 from lakescore.serving.features import FeatureReader
-from lakescore.serving.plan import EndpointPlan, alias_version, certified_columns, model_lookups, model_task
+from lakescore.serving.health import HEALTH_INTERVAL_S, CopyHealth
+from lakescore.serving.plan import EndpointPlan
 from lakescore.serving.pool import Copy, CopyPool, Role
 from lakescore.serving.recorder import Answered, PredictionRecorder
 from lakescore.serving.routing import Route, Snapshot, route
+from lakescore.serving.stale import StaleCheck
 from lakescore.serving.state import ServingState
 from lakescore.serving.wire import ScoreRequest, parse_request
 
-HEALTH_INTERVAL_S = 0.5
-COPY_START_TIMEOUT_S = 300.0
 MAX_COPY_ATTEMPTS = 3
-MAX_COPY_STRIKES = 3  # requests in a row a copy may fail before it is replaced, not made ready again
 
 
 @dataclass(frozen=True)
@@ -86,8 +92,9 @@ class Endpoint:
                  features: FeatureReader | None = None) -> None:
         self.plan, self.s, self.backend, self.state = plan, plan.settings, backend, state
         self.reference = reference
-        self.features = features
-        self.lookups: dict[int, tuple[dict[str, Any], ...]] = {plan.version: tuple(plan.lookups)}
+        self.generations = FeatureGenerations(endpoint=plan.name, model_name=plan.model_name, uri=plan.uri,
+                                              backend=backend, state=state, reader=features,
+                                              lookups={plan.version: tuple(plan.lookups)})
         self.pool = CopyPool(max_queue=self.s.max_queue, retry_after_s=self.s.retry_after_s)
         self.recorder = PredictionRecorder(write=write, state=state, endpoint=plan.name, model_name=plan.model_name,
                                            flush_rows=self.s.record_flush_rows,
@@ -97,17 +104,25 @@ class Endpoint:
                                      start_copy=self._start_copy, retire=self._retire,
                                      held_elsewhere=lambda: self._cold_waiting)
         self.candidates = Candidates(plan, pool=self.pool, state=state, start_copy=self._start_copy,
-                                     retire=self._retire, ask=self._ask, columns=self.columns, lookups=self.lookups)
+                                     retire=self._retire, ask=self._ask, columns=self.columns,
+                                     lookup_specs=self.generations.specs)
         self.channels = CopyChannels(timeout_s=self.s.request_timeout_s)
         self.counts: Counter[str] = Counter()
-        self.stale_reason = ""
+        self.health = CopyHealth(plan.name, memory_limit_mb=self.s.memory_limit_mb, pool=self.pool, backend=backend,
+                                 state=state, autoscaler=self.autoscaler, candidates=self.candidates,
+                                 counts=self.counts, start_copy=self._start_copy, retire=self._retire,
+                                 stop_copy=self._stop_copy)
+        self.deployer = Deployer(served=lambda: self.plan, switch=self._switch, pool=self.pool,
+                                 generations=self.generations, candidates=self.candidates,
+                                 autoscaler=self.autoscaler, state=state, start_copy=self._start_copy,
+                                 retire=self._retire)
+        self.stale = StaleCheck(served=lambda: self.plan, state=state)
         self.loop_error = ""
         self.drift: DriftReference | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         self._cold = asyncio.Semaphore(self.s.cold_max_concurrent)
         self._cold_waiting = 0
         self._seq = 0
-        self._deploying: int | None = None
         self._background: set[asyncio.Task[Any]] = set()
 
     # --- lifecycle ---------------------------------------------------------------------------
@@ -121,7 +136,7 @@ class Endpoint:
         ServingError
             The version joins feature lookups and its feature tables cannot be read.
         """
-        await self._ensure_features(self.plan.version)
+        await self.generations.ensure(self.plan.version)
         n = self.s.replicas.min
         for _ in range(n):
             await self._start_copy("serve", self.plan.version)
@@ -166,8 +181,8 @@ class Endpoint:
         resident = await asyncio.to_thread(self.state.resident_copies)
         if len(resident) >= self.s.max_warm_copies:
             return None
-        if features is None and self.lookups.get(version):  # read when the version was planned, deployed or chosen
-            await self._ensure_features(version)
+        if features is None and self.generations.joins(version):  # read when planned, deployed or chosen
+            await self.generations.ensure(version)
         self._seq += 1
         copy_id = f"{self.plan.name}-{role}-v{version}-{self._seq}"
         address = await asyncio.to_thread(partial(self.backend.start, copy_id, version, features=features))
@@ -175,61 +190,11 @@ class Endpoint:
             await asyncio.to_thread(self.backend.stop, copy_id)
             return await self._start_copy("serve", self.plan.version)
         copy = Copy(copy_id, version, role, address, pid=self.backend.pid(copy_id))
-        if self.lookups.get(version):
-            generation = self.backend.copy_features(copy_id)
-            if generation is not None:
-                copy.feature_tables, copy.feature_generation = generation.tables, generation.generation
+        self.generations.stamp(copy)
         self.pool.copies[copy_id] = copy
         await asyncio.to_thread(self.state.add_copy, copy_id, endpoint=self.plan.name, role=role,
                                 version=version, pid=copy.pid, address=address)
         return copy
-
-    async def _lookups_of(self, version: int) -> tuple[dict[str, Any], ...]:
-        """The feature lookup specs of ``version``'s chain (read once from the registry)."""
-        if version not in self.lookups:
-            self.lookups[version] = tuple(await asyncio.to_thread(model_lookups, self.plan.uri(version)))
-        return self.lookups[version]
-
-    async def _ensure_features(self, version: int) -> None:
-        """Have the backend read ``version``'s feature tables and install them when its chain has
-        lookups and none are installed.
-
-        Raises
-        ------
-        ServingError
-            No feature reader was given, or the tables cannot be read.
-        """
-        specs = await self._lookups_of(version)
-        if not specs or self.backend.features(version) is not None:
-            return
-        await self._install_features(version, await self._load_features(version, specs))
-
-    async def _load_features(self, version: int, specs: tuple[dict[str, Any], ...]) -> FeatureGeneration:
-        """Read ``version``'s feature tables in a new generation, not installed yet.
-
-        Raises
-        ------
-        ServingError
-            No feature reader was given, or the tables cannot be read.
-        """
-        if self.features is None:
-            raise ServingError(f"v{version} of {self.plan.model_name} joins feature lookups "
-                               f"({', '.join(s['table_name'] for s in specs)}) and endpoint {self.plan.name} was "
-                               "started without a feature reader; start it with lakescore serve")
-        return await asyncio.to_thread(self.backend.load_features, version, self.features, list(specs))
-
-    async def _install_features(self, version: int, generation: FeatureGeneration) -> None:
-        """Copies of ``version`` started from now on join ``generation`` (audited ``ml.features.loaded``)."""
-        await asyncio.to_thread(self.backend.install_features, version, generation)
-        self.state.audit("ml.features.loaded", self.plan.name, version=version, feature_tables=generation.tables,
-                         generation=generation.generation)
-
-    def feature_tables(self, version: int) -> list[dict[str, Any]] | None:
-        """``[{"table", "version"}]`` that new copies of ``version`` join with (None: no lookups)."""
-        if not self.lookups.get(version):
-            return None
-        generation = self.backend.features(version)
-        return None if generation is None else generation.tables
 
     async def _stop_copy(self, copy: Copy) -> None:
         self.pool.copies.pop(copy.copy_id, None)
@@ -247,228 +212,35 @@ class Endpoint:
     async def _health_loop(self) -> None:
         while True:
             try:
-                await self.health_pass()
+                await self.health.check()
             except Exception as err:  # a loop never dies; the status shows the error
                 self.counts["health_errors"] += 1
                 self.loop_error = f"health check error: {err}"
             await asyncio.sleep(HEALTH_INTERVAL_S)
 
-    async def health_pass(self) -> None:
-        """Read every copy's status: mark ready ones (a failed copy that answers again too), drop
-        failed ones, stop drained ones, and replace any whose proportional memory (RSS when unknown)
-        is above ``memory_limit_mb``."""
-        limit = self.s.memory_limit_mb * 2**20
-        for copy in list(self.pool.copies.values()):
-            if self.pool.copies.get(copy.copy_id) is not copy:
-                continue  # retired (scaler, deploy) while an earlier copy was read: not a failure
-            status = await asyncio.to_thread(self.backend.status, copy.copy_id, fresh=copy.state == "failed")
-            if self.pool.copies.get(copy.copy_id) is not copy:
-                continue
-            copy.rss_bytes = status.rss_bytes or copy.rss_bytes
-            copy.pss_bytes = status.pss_bytes or copy.pss_bytes
-            copy.pid = status.pid or copy.pid
-            now = time.monotonic()
-            if status.state in ("failed", "stopped"):
-                await self._lost(copy, status.detail)
-            elif copy.state == "starting" and self._start_overdue(copy, status.detail):
-                await self._lost(copy, f"not ready {COPY_START_TIMEOUT_S:g} s after it started ({status.detail})")
-            elif copy.state == "failed" and status.state == "ready" and copy.strikes >= MAX_COPY_STRIKES:
-                await self._lost(copy, f"failed {copy.strikes} requests in a row ({copy.detail})")
-            elif copy.state in ("starting", "failed") and status.state == "ready":
-                await self.pool.mark_ready(copy, now=now)
-                if copy.role == "serve":
-                    self.autoscaler.copy_ready()
-            elif copy.state in ("starting", "failed"):
-                copy.detail = status.detail or copy.detail
-                if copy.state == "failed" and now - copy.last_done > COPY_START_TIMEOUT_S:
-                    await self._lost(copy, f"did not answer for {COPY_START_TIMEOUT_S:g} s ({status.detail})")
-            elif copy.state == "draining" and not copy.busy:
-                await self._stop_copy(copy)
-            elif copy.state == "ready" and copy.role != "next" and copy.memory_bytes and copy.memory_bytes > limit:
-                self.state.audit("ml.copy.replaced", self.plan.name, copy_id=copy.copy_id,
-                                 memory_mb=round(copy.memory_bytes / 2**20, 1),
-                                 measured="proportional" if copy.pss_bytes else "resident",
-                                 memory_limit_mb=self.s.memory_limit_mb)
-                self.counts["replaced_over_memory"] += 1
-                await self._retire(copy)
-                await self._start_copy(copy.role, copy.version)
-
-    @staticmethod
-    def _start_overdue(copy: Copy, detail: str) -> bool:
-        """A copy still starting after COPY_START_TIMEOUT_S is failed, unless it is waiting for room in
-        the cluster (a pending pod is waiting, not failing)."""
-        waiting = detail.startswith("waiting for room in the cluster")
-        return not waiting and time.monotonic() - copy.started_at > COPY_START_TIMEOUT_S
-
-    async def _lost(self, copy: Copy, detail: str) -> None:
-        self.counts["copies_failed"] += 1
-        self.autoscaler.last_failure = f"{copy.role} copy {copy.copy_id}: {detail}"
-        if copy.state == "starting" and copy.role == "serve":  # it never served: back off before the next one
-            self.autoscaler.start_failed()
-        self.state.audit("ml.copy.failed", self.plan.name, copy_id=copy.copy_id, role=copy.role,
-                         version=copy.version, detail=detail)
-        await self._stop_copy(copy)
-        if copy.role == "serve":
-            self.autoscaler.kick()  # replace it now, not at the next interval
-        elif copy.role == "candidate":
-            self.candidates.note = f"candidate copy {copy.copy_id} failed: {detail}"
-        # a deploy's ("next") copy: the deploy reports it (last_copy_failure names the role)
-
     async def _stale_loop(self) -> None:
         while True:
             try:
-                await self._check_stale()
+                await self.stale.check()
             except Exception as err:  # keep checking; the status shows the error
                 self.loop_error = f"stale check error: {err}"
             await asyncio.sleep(self.s.scale_interval_s)
 
-    async def _check_stale(self) -> None:
-        """An endpoint that follows the alias is stale once the alias points elsewhere; one pinned in
-        serving.yml or by a deploy never is (a restart would serve the same version). A check that a
-        deploy overtakes while it reads the registry decides nothing; the next one reads again."""
-        plan = self.plan
-        if not plan.follows_alias:
-            self.stale_reason = ""
-            return
-        champion = await asyncio.to_thread(alias_version, plan.model_name, plan.alias)
-        if self.plan is not plan:
-            return
-        if champion is not None and champion != self.plan.version:
-            reason = (f"{self.plan.alias} is v{champion}; this endpoint still serves v{self.plan.version}, resolved "
-                      f"when it started. Redeploy with `lakescore serve --deploy {champion}` to serve it.")
-            if reason != self.stale_reason:
-                self.state.audit("ml.endpoint.stale", self.plan.name, serving=self.plan.version, champion=champion)
-            self.stale_reason = reason
-        else:
-            self.stale_reason = ""
-
     # --- redeploy ----------------------------------------------------------------------------
 
     async def deploy(self, version: int) -> dict[str, Any]:
-        """Serve ``version`` instead (``POST /deploy``): start as many copies of it as are live now
-        (the candidate's copy is adopted when it holds that version), switch traffic once one is
-        ready, then drain and stop the old copies. A request is answered by whichever version's copy
-        took it, and its reply names that version; requests waiting for a copy take the new ones
-        (checked again against the new version's columns; one that asked for the old version by
-        number is answered on the cold path). A candidate of another version is retired (its shadow
-        and canary compared it with the old version). A deploy that fails, is refused or cancelled
-        after it started copies stops them (none is left with role ``next``) and is audited
-        ``ml.deploy.failed``; a successful one ``ml.deploy``.
+        """Serve ``version`` instead (``POST /deploy``): returns the report and raises the errors of
+        :meth:`lakescore.serving.deploy.Deployer.deploy`; a successful deploy clears the stale mark."""
+        report = await self.deployer.deploy(version)
+        self.stale.reason = ""
+        return report
 
-        Returns
-        -------
-        dict
-            ``version``, ``previous_version``, ``copies_started`` (started by this deploy),
-            ``adopted_copies`` (the candidate's, already running), ``drained_copies``,
-            ``switched_after_s`` (seconds from the call to the switch), ``pinned_by``.
-
-        Raises
-        ------
-        ServingConflictError
-            ``version`` is already served, another deploy is under way, or ``max_warm_copies`` leaves no
-            room for a copy of it.
-        ModelNotFoundError, UncertifiedModelError
-            The version does not exist or has no certificate.
-        ServingError
-            No copy of ``version`` became ready; the old version keeps serving.
-        """
-        if self._deploying is not None:
-            raise ServingConflictError(f"a deploy to v{self._deploying} is under way; wait for it, then deploy again")
-        if version == self.plan.version and not self.lookups.get(version):
-            raise ServingConflictError(f"endpoint {self.plan.name} already serves v{version}")
-        self._deploying = version
-        try:
-            return await self._deploy(version)
-        except BaseException as err:  # the old version keeps serving; the audit says why the deploy failed
-            self.state.audit("ml.deploy.failed", self.plan.name, version=version, previous_version=self.plan.version,
-                             error=f"{type(err).__name__}: {err}")
-            raise
-        finally:
-            self._deploying = None
-
-    async def _deploy(self, version: int) -> dict[str, Any]:
-        started = time.monotonic()
-        uri = self.plan.uri(version)
-        columns = await asyncio.to_thread(certified_columns, uri)
-        task = await asyncio.to_thread(model_task, uri)
-        alias = await asyncio.to_thread(alias_version, self.plan.model_name, self.plan.alias)
-        specs = await self._lookups_of(version)
-        # the feature tables at their current versions, read in a new generation that only this deploy's
-        # copies join until it succeeds (a failed deploy leaves the served rows, and later copies, as they were)
-        loaded = await self._load_features(version, specs) if specs else None
-        old = self.autoscaler.live()
-        fresh = [] if specs else self.candidates.adopt(version)  # a candidate's copy holds older rows
-        adopted = len(fresh)
-        try:
-            await self._start_next(version, fresh, wanted=max(len(old), 1) if old else 0, features=loaded)
-        except BaseException:  # failed, refused or cancelled: no copy is left with role "next"
-            for copy in self.pool.of("next"):  # one deploy at a time: every "next" copy is this one's
-                await self._retire(copy)
-            if loaded is not None:  # its holder goes (with its last copy)
-                await asyncio.to_thread(self.backend.discard_features, loaded)
-            raise
-        if loaded is not None:
-            await self._install_features(version, loaded)
-        previous = self.plan.version
-        self.columns[version] = columns
-        self.plan = self.plan.deployed(version, input_columns=columns, task=task, alias_version=alias, lookups=specs)
-        self.candidates.plan = self.plan
-        self.autoscaler.version = version
-        generation = self.backend.features(version) if specs else None
-        old = [c for c in self.pool.of("serve")  # with any the scaler started meanwhile
-               if c.version != version or (generation is not None and c.feature_generation != generation.generation)]
-        for copy in fresh:
-            copy.role = "serve"
-        for copy in old:
-            await self._retire(copy)  # a busy copy finishes its request first (draining)
-        await self.pool.changed()  # waiting requests take the new copies
-        if self.candidates.candidate is not None:  # its shadow and canary compare against the old version
-            await self.candidates.retire_candidate(reason=f"endpoint {self.plan.name} now serves v{version}")
-        if previous != version and self.lookups.get(previous):  # its feature rows go with its last copy
-            await asyncio.to_thread(self.backend.release_features, previous)
-        self.stale_reason = ""
-        report = {"version": version, "previous_version": previous, "copies_started": len(fresh) - adopted,
-                  "adopted_copies": adopted, "drained_copies": len(old), "pinned_by": self.plan.selection,
-                  "switched_after_s": round(time.monotonic() - started, 3),
-                  **({"feature_tables": generation.tables} if generation is not None else {})}
-        self.state.audit("ml.deploy", self.plan.name, **report)
-        return {"endpoint": self.plan.name, **report}
-
-    async def _start_next(self, version: int, fresh: list[Copy], *, wanted: int,
-                          features: FeatureGeneration | None = None) -> None:
-        """Start copies of ``version`` (role ``next``, joining ``features`` when given) until ``fresh``
-        holds ``wanted``, then wait until one is ready.
-
-        Raises
-        ------
-        ServingConflictError
-            ``wanted`` copies were asked for and ``max_warm_copies`` left room for none.
-        ServingError
-            No copy of ``version`` became ready.
-        """
-        while len(fresh) < wanted:
-            copy = await self._start_copy("next", version, features=features)
-            if copy is None:
-                break
-            fresh.append(copy)
-        if wanted and not fresh:
-            raise ServingConflictError(f"cannot start a copy of v{version}: max_warm_copies {self.s.max_warm_copies} "
-                                       "copies are resident across endpoints; stop one or raise the limit")
-        if fresh and not await self._first_ready(fresh):
-            raise ServingError(f"no copy of v{version} became ready ({self.autoscaler.last_failure or 'see the copy logs'}); "
-                               f"endpoint {self.plan.name} keeps serving v{self.plan.version}")
-
-    async def _first_ready(self, copies: list[Copy]) -> bool:
-        """Wait until one of ``copies`` is ready (True), or all are gone or COPY_START_TIMEOUT_S passed."""
-        deadline = time.monotonic() + COPY_START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            alive = [c for c in copies if c.copy_id in self.pool.copies]
-            if any(c.state == "ready" for c in alive):
-                return True
-            if not alive:
-                return False
-            await asyncio.sleep(HEALTH_INTERVAL_S / 2)
-        return False
+    def _switch(self, plan: EndpointPlan) -> None:
+        """Serve ``plan`` from now on (a deploy's switch): requests, the scaler and the candidates see it."""
+        self.columns[plan.version] = plan.input_columns
+        self.plan = plan
+        self.candidates.plan = plan
+        self.autoscaler.version = plan.version
 
     # --- answering ---------------------------------------------------------------------------
 
@@ -649,19 +421,9 @@ class Endpoint:
             self.counts["cold"] += 1
             return await score_cold(model_uri=self.plan.uri(version), version=version,
                                     tracking_uri=self.plan.tracking_uri, body=body, timeout_s=self.s.cold_timeout_s,
-                                    features=await self._cold_features(version))
+                                    features=await self.generations.cold(version))
         finally:
             self._cold.release()
-
-    async def _cold_features(self, version: int) -> ColdFeatures | None:
-        """How the cold path reads ``version``'s feature tables: at the Delta versions its warm
-        copies join (the current ones when none are loaded); None without lookups."""
-        specs = await self._lookups_of(version)
-        if not specs or self.features is None:
-            return None
-        held = self.feature_tables(version)
-        pinned = None if held is None else {t["table"]: int(t["version"]) for t in held}
-        return ColdFeatures(self.features, specs, pinned)
 
     def _reply(self, rows: list[dict[str, Any]], served: str, version: int, *, by_candidate: bool = False) -> Reply:
         self.counts[f"served_{served}"] += 1
@@ -710,28 +472,18 @@ class Endpoint:
                                                                           else "down"))
         counts = Counter(self.counts)
         counts.update({"scale_errors": scaler.errors, "candidate_failures": self.candidates.failures})
+        candidate = self.candidates.candidate
         return {"endpoint": self.plan.name, "state": state, "model": self.plan.model_uri,
-                "version": self.plan.version, "pinned_by": self.plan.selection, "stale": bool(self.stale_reason),
-                "stale_reason": self.stale_reason, **scaler.summary(now),
+                "version": self.plan.version, "pinned_by": self.plan.selection, "stale": bool(self.stale.reason),
+                "stale_reason": self.stale.reason, **scaler.summary(now),
                 "copies": [c.summary(now) for c in self.pool.copies.values()], "queued": self.pool.waiting,
                 "cold_waiting": self._cold_waiting, "retry_after_s": self.pool.retry_after_s,
                 "measured_starts_s": list(self.pool.starts.measured),
                 "counts": {k: v for k, v in counts.items() if v}, **self.candidates.summary(),
                 "loop_error": scaler.last_error or self.loop_error,
                 "recorder": self.recorder.summary(), "drift_reference": self.drift is not None,
-                "max_warm_copies": self.s.max_warm_copies, **self._feature_status()}
-
-    def _feature_status(self) -> dict[str, Any]:
-        """``feature_tables`` of the served version and ``candidate_feature_tables`` of a candidate
-        (``[{"table", "version"}]``), each only when that version joins feature lookups."""
-        out: dict[str, Any] = {}
-        served = self.feature_tables(self.plan.version)
-        if served is not None:
-            out["feature_tables"] = served
-        candidate = self.candidates.candidate
-        if candidate is not None and (tables := self.feature_tables(candidate.version)) is not None:
-            out["candidate_feature_tables"] = tables
-        return out
+                "max_warm_copies": self.s.max_warm_copies,
+                **self.generations.status(self.plan.version, None if candidate is None else candidate.version)}
 
     def processes(self) -> dict[str, Any]:
         """The processes whose memory ``GET /status`` reports (:func:`lakescore.serving.memory.footprint`

@@ -1,0 +1,108 @@
+"""An endpoint over a scripted backend, for the serving tests that drive copies by hand: the
+ReplicaBackend seam with scripted copy states (no processes, no model), copies that answer on real
+Unix sockets, and a one-row request."""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from typing import Callable
+
+import orjson
+
+from lakescore.config import ServingConfig
+from lakescore.serving.backend import CopyStatus
+from lakescore.serving.channel import HEADER, frame, socket_path
+from lakescore.serving.endpoint import Endpoint
+from lakescore.serving.plan import EndpointPlan
+from lakescore.serving.pool import Copy
+from lakescore.serving.state import ServingState
+from lakescore.serving.wire import ScoreRequest, parse_request
+from serving_helpers import MODEL
+
+
+class FakeBackend:
+    """The ReplicaBackend seam with scripted copy states (no processes). A copy's address is a Unix
+    socket path where a test may serve a :func:`fake_copy`; ``on_start``/``on_status`` run inside
+    those calls (the endpoint awaits them in a thread), to change the endpoint meanwhile."""
+
+    def __init__(self) -> None:
+        self.states: dict[str, CopyStatus] = {}
+        self.started: list[str] = []
+        self.stopped: list[str] = []
+        self.fresh: list[str] = []
+        self.folder = tempfile.mkdtemp(prefix="ls-fake-")  # short: a socket path has at most 107 bytes
+        self.on_start: Callable[[str, int], None] | None = None
+        self.on_status: Callable[[str], None] | None = None
+        self.fail_start: set[int] = set()  # 1-based start calls that raise OSError
+
+    def start(self, copy_id: str, version: int, *, features: object = None) -> str:
+        if len(self.started) + 1 in self.fail_start:
+            self.started.append("")
+            raise OSError(f"no room to start {copy_id}")
+        self.started.append(copy_id)
+        self.states[copy_id] = CopyStatus("starting", "loading")
+        if self.on_start is not None:
+            self.on_start(copy_id, version)
+        return f"unix:{self.folder}/{len(self.started)}.sock"
+
+    def status(self, copy_id: str, *, fresh: bool = False) -> CopyStatus:
+        if fresh:
+            self.fresh.append(copy_id)
+        if self.on_status is not None:
+            self.on_status(copy_id)
+        return self.states.get(copy_id, CopyStatus("stopped"))
+
+    def stop(self, copy_id: str) -> None:
+        self.stopped.append(copy_id)
+        self.states.pop(copy_id, None)
+
+    def stop_all(self) -> None:
+        for copy_id in list(self.states):
+            self.stop(copy_id)
+
+    def pid(self, copy_id: str) -> int | None:
+        return None
+
+
+async def fake_copy(address: str, *, delay_s: float = 0.0) -> asyncio.AbstractServer:
+    """A copy on a real Unix socket that answers each SCORE frame with 200 and one row: the
+    ``dataframe_split`` it was sent (columns and data), after ``delay_s`` seconds."""
+
+    async def converse(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                code, length = HEADER.unpack(await reader.readexactly(HEADER.size))
+                split = orjson.loads(await reader.readexactly(length))["dataframe_split"]
+                await asyncio.sleep(delay_s)
+                writer.write(frame(200, orjson.dumps({"predictions": [split]})))
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+    return await asyncio.start_unix_server(converse, socket_path(address))
+
+
+async def ready_copy(ep: Endpoint, backend: FakeBackend, role: str, version: int, **serve: float) -> Copy:
+    """Start a copy through the endpoint, serve it with :func:`fake_copy`, and mark it ready."""
+    copy = await ep._start_copy(role, version)  # type: ignore[arg-type]
+    await fake_copy(copy.address, **serve)
+    backend.states[copy.copy_id] = CopyStatus("ready")
+    await ep.health.check()
+    assert copy.state == "ready"
+    return copy
+
+
+def one_row(columns: dict[str, str], row: dict, **extra: object) -> ScoreRequest:  # type: ignore[type-arg]
+    return parse_request(orjson.dumps({"dataframe_records": [row], **extra}), columns, max_body_bytes=1 << 20,
+                         max_rows=10)
+
+
+def fake_endpoint(tmp_path, **settings) -> tuple[Endpoint, FakeBackend, ServingState]:  # type: ignore[no-untyped-def]
+    config = ServingConfig.model_validate({"inference_table": "main.s.inference", **settings})
+    plan = EndpointPlan(name="ep", model_name=MODEL, version=1, selection="champion", input_columns={"a": "long"},
+                        task="classification", settings=config, home=tmp_path, tracking_uri="sqlite://",
+                        training_table="main.s.train", training_filter=None)
+    backend, state = FakeBackend(), ServingState(tmp_path)
+    return Endpoint(plan, backend=backend, state=state, write=lambda frame: None), backend, state
+
