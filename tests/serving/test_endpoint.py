@@ -13,6 +13,7 @@ import sqlite3
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import httpx
 import pandas as pd
@@ -357,6 +358,17 @@ def test_answers_are_recorded_in_batches_and_audited(endpoint, trained: Trained,
     assert excluded["exclusion_reason"].notna().all()
     check = table.loc[table["request_id"] == drifted, "drift_check"].tolist()
     assert len(check) == 1 and f"out_of_range:{numeric[0]}" in check[0].split(";")
+
+
+def test_the_endpoint_process_answers_records_and_checks_drift_without_pandas(endpoint, trained: Trained) -> None:
+    """The endpoint process holds no model: it parses, routes, checks drift and hands the inference
+    table's records to a child of the fork server as plain rows, so it never maps pandas or numpy
+    (about 80 MB of its resident memory before)."""
+    assert endpoint.score(records(trained.requests.head(3), trained.input_columns)).status_code == 200
+    assert endpoint.client.post("/flush").status_code == 200
+    assert endpoint.status()["recorder"]["last_error"] == ""
+    maps = Path(f"/proc/{endpoint.proc.pid}/maps").read_text()
+    assert "/pandas/" not in maps and "/numpy/" not in maps and "/pyarrow/" not in maps
 
 
 def test_concurrent_first_uses_of_a_key_score_one_request(endpoint, trained: Trained, runtime: LocalRuntime) -> None:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import time
 
-import pandas as pd
 import pytest
 
 from lakescore.serving.recorder import Answered, PredictionRecorder
 from lakescore.serving.state import ServingState
+from lakescore.workflows.serve import append_rows
 
 TABLE = "main.serving.inference"
 
@@ -24,9 +24,9 @@ def answered(request_id: str, n: int, *, version: int = 1, served: str = "warm")
 @pytest.fixture
 def recorder(runtime):
     state = ServingState(runtime.home)
-    rec = PredictionRecorder(write=lambda f: runtime.write_table(TABLE, f, mode="append"), state=state,
+    rec = PredictionRecorder(write=lambda records: append_rows(runtime, TABLE, records), state=state,
                              endpoint="ep", model_name="m", flush_rows=5,
-                             drift=lambda frame: ["out_of_range:distance" if d > 250 else "ok" for d in frame["distance"]])
+                             drift=lambda rows: ["out_of_range:distance" if r["distance"] > 250 else "ok" for r in rows])
     yield rec, state
     state.close()
 
@@ -54,13 +54,13 @@ def test_rows_are_appended_in_one_commit_per_flush(recorder, runtime) -> None:
 
 def test_a_failed_write_keeps_the_rows_for_the_next_flush(runtime) -> None:
     state = ServingState(runtime.home)
-    written: list[pd.DataFrame] = []
+    written: list[list[dict]] = []
     fail = {"now": True}
 
-    def write(frame: pd.DataFrame) -> None:
+    def write(records: list[dict]) -> None:
         if fail["now"]:
             raise OSError("disk full")
-        written.append(frame)
+        written.append(records)
 
     rec = PredictionRecorder(write=write, state=state, endpoint="ep", model_name="m", flush_rows=100)
     rec.add(answered("r1", 2))

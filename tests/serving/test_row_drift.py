@@ -10,17 +10,19 @@ from lakescore.serving.drift import check_rows, reference_columns, reference_fro
 def test_rows_outside_training_ranges_or_values_are_flagged() -> None:
     training = pd.DataFrame({"distance": [100, 500, 2500], "carrier": ["UA", "AA", "UA"], "hour": [5, 6, None]})
     reference = reference_from(training, ["distance", "carrier", "hour"])
-    rows = pd.DataFrame({"distance": [100, 2501, None], "carrier": ["AA", "ZZ", None], "hour": [5, 4, 6]})
-    assert check_rows(reference, rows) == ["ok", "out_of_range:distance;out_of_range:hour;unseen:carrier", "ok"]
-    assert check_rows(None, rows) == ["no_reference"] * 3
+    rows = [{"distance": 100, "carrier": "AA", "hour": 5}, {"distance": 2501, "carrier": "ZZ", "hour": 4},
+            {"distance": None, "carrier": None, "hour": 6}, {"distance": float("nan"), "hour": True}]
+    # nulls, NaN, a missing column and a bool in a numeric column are not drift
+    assert check_rows(reference, rows) == ["ok", "out_of_range:distance;out_of_range:hour;unseen:carrier", "ok", "ok"]
+    assert check_rows(None, rows) == ["no_reference"] * 4
 
 
 def test_a_lookup_time_is_never_drift_but_an_unseen_key_is() -> None:
     training = pd.DataFrame({"time_hour": pd.to_datetime(["2013-01-01 05:00", "2013-02-01 06:00"], utc=True),
                              "tailnum": ["N1", "N2"]})
     reference = reference_from(training, ["time_hour", "tailnum"])
-    rows = pd.DataFrame({"time_hour": ["2013-10-01T05:00:00+00:00", "2013-01-01T05:00:00+00:00"],
-                         "tailnum": ["N1", "N9"]})
+    rows = [{"time_hour": "2013-10-01T05:00:00+00:00", "tailnum": "N1"},
+            {"time_hour": "2013-01-01T05:00:00+00:00", "tailnum": "N9"}]
     assert check_rows(reference, rows) == ["ok", "unseen:tailnum"]
 
 

@@ -15,10 +15,11 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-import pandas as pd
-import pyarrow as pa
+if TYPE_CHECKING:  # annotations only: importing a runtime (the endpoint process does) loads no pandas
+    import pandas as pd
+    import pyarrow as pa
 
 Kind = Literal["local", "databricks"]
 Engine = Literal["delta-rs", "spark"]  # a reader of a table's data files (unreadable_features)

@@ -27,17 +27,17 @@ import re
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
-
-import pandas as pd
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any, Literal
 
 from lakescore.config import TABLE_NAME
-from lakescore.frames import spark_arrow_schema
 from lakescore.errors import (ChangeFeedReadError, RuntimeUnsupportedError, TableExistsError,
                               TableNotFoundError)
 from lakescore.runtime.base import PLACEMENTS, Placement
 from lakescore.runtime.local import DELTA_RS_READER_FEATURES
+
+if TYPE_CHECKING:  # pandas and pyarrow load where tables are read (a serving endpoint process reads none)
+    import pandas as pd
+    import pyarrow as pa
 
 VOLUME = "lakescore"  # the bundle variable ``volume``: /Volumes/<catalog>/<schema>/lakescore
 VOLUME_PATH = re.compile(r"^/Volumes/([^/]+)/([^/]+)/([^/]+)(/.*)?$")
@@ -252,6 +252,8 @@ class DatabricksRuntime:
     def table_schema(self, name: str, *, version: int | None = None) -> pa.Schema:
         """The Arrow schema at ``version``, converted from the Spark schema (nullability kept;
         timestamps as UTC microseconds)."""
+        from lakescore.frames import spark_arrow_schema
+
         return spark_arrow_schema(self._frame(name, version).schema)
 
     def table_properties(self, name: str, *, version: int | None = None) -> dict[str, str]:
@@ -374,6 +376,8 @@ class DatabricksRuntime:
         ChangeFeedReadError
             The feed cannot be read back to ``first`` (vacuumed files, cleaned log, feed off).
         """
+        import pyarrow as pa
+
         frame = self.spark_changes(name, first=first, last=last, columns=columns)
         try:
             data = frame.toArrow()

@@ -13,16 +13,17 @@ from __future__ import annotations
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
-
-import pandas as pd
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any, Literal
 
 from lakescore.config import TABLE_NAME
 from lakescore.errors import ChangeFeedReadError, TableExistsError, TableNotFoundError, spark_errors
 from lakescore.locking import exclusive
 from lakescore.runtime.base import PLACEMENTS, Placement
 from lakescore.runtime.local_spark import classic_session, connect_requested, connect_session
+
+if TYPE_CHECKING:  # pandas and pyarrow load where tables are read (the endpoint process reads none)
+    import pandas as pd
+    import pyarrow as pa
 
 EXPERIMENT = "lakescore"
 ROW_GROUP_ROWS = 1 << 16
@@ -132,6 +133,8 @@ class LocalRuntime:
 
     def table_schema(self, name: str, *, version: int | None = None) -> pa.Schema:
         """The Arrow schema (types and nullability) at ``version``."""
+        import pyarrow as pa
+
         return pa.schema(self.delta_table(name, version=version).schema().to_arrow())
 
     def table_properties(self, name: str, *, version: int | None = None) -> dict[str, str]:
@@ -197,6 +200,7 @@ class LocalRuntime:
         ``filters`` (``[(column, op, value), ...]``, a conjunction) is applied by pyarrow's
         dataset, skipping files by their statistics, or after the scan for the latter tables.
         """
+        import pyarrow as pa
         from deltalake.table import SUPPORTED_READER_FEATURES
 
         from lakescore.frames import nullable_pandas_type
@@ -224,6 +228,7 @@ class LocalRuntime:
             The feed cannot be read back to ``first`` (vacuumed data files, cleaned log); its
             ``reason`` is the first line of the reader's error.
         """
+        import pyarrow as pa
         from deltalake.exceptions import DeltaError
 
         table = self.delta_table(name, version=last)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pandas is imported by the functions that use it, not by the endpoint's import
     import pandas as pd
@@ -42,26 +42,37 @@ def reference_from(frame: pd.DataFrame, columns: list[str]) -> DriftReference:
     return DriftReference(numeric, categories)
 
 
-def check_rows(reference: DriftReference | None, frame: pd.DataFrame) -> list[str]:
-    """One drift check per row of ``frame`` (see the module docstring)."""
-    import numpy as np
-    import pandas as pd  # the recorder's flush only
+def check_rows(reference: DriftReference | None, rows: list[dict[str, Any]]) -> list[str]:
+    """One drift check per row (see the module docstring).
+
+    Parameters
+    ----------
+    reference : DriftReference or None
+        None: the training table could not be read (every row ``no_reference``).
+    rows : list of dict
+        Request rows as answered (column -> JSON value: number, text, bool or None). Plain Python,
+        so the endpoint process that records them never imports pandas.
+
+    Returns
+    -------
+    list of str
+        ``ok`` or the row's reasons joined by ``;``, numeric columns first, each in reference order.
+    """
     if reference is None:
-        return [NO_REFERENCE] * len(frame)
-    reasons: list[list[str]] = [[] for _ in range(len(frame))]
-    for name, (lo, hi) in reference.numeric.items():
-        if name in frame:
-            values = pd.to_numeric(frame[name], errors="coerce").to_numpy(dtype="float64")
-            with np.errstate(invalid="ignore"):
-                outside = (values < lo) | (values > hi)
-            for i in np.flatnonzero(outside):
-                reasons[i].append(f"out_of_range:{name}")
-    for name, seen in reference.categories.items():
-        if name in frame:
-            for i, value in enumerate(frame[name].tolist()):
-                if value is not None and value == value and str(value) not in seen:
-                    reasons[i].append(f"unseen:{name}")
-    return [";".join(r) if r else "ok" for r in reasons]
+        return [NO_REFERENCE] * len(rows)
+    checks = []
+    for row in rows:
+        reasons = [f"out_of_range:{name}" for name, (lo, hi) in reference.numeric.items()
+                   if _is_number(row.get(name)) and not lo <= row[name] <= hi]
+        reasons += [f"unseen:{name}" for name, seen in reference.categories.items()
+                    if row.get(name) is not None and row[name] == row[name] and str(row[name]) not in seen]
+        checks.append(";".join(reasons) if reasons else "ok")
+    return checks
+
+
+def _is_number(value: Any) -> bool:
+    """A real number that is not NaN (bool is not a number here; text never is)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
 
 
 def reference_columns(columns: list[str], row_filter: str | None) -> list[str]:

@@ -98,7 +98,7 @@ class Endpoint:
         self.pool = CopyPool(max_queue=self.s.max_queue, retry_after_s=self.s.retry_after_s)
         self.recorder = PredictionRecorder(write=write, state=state, endpoint=plan.name, model_name=plan.model_name,
                                            flush_rows=self.s.record_flush_rows,
-                                           drift=lambda frame: check_rows(self.drift, frame))
+                                           drift=lambda rows: check_rows(self.drift, rows))
         self.columns: dict[int, dict[str, str]] = {plan.version: plan.input_columns}
         self.autoscaler = Autoscaler(plan.name, plan.version, self.s, pool=self.pool, state=state,
                                      start_copy=self._start_copy, retire=self._retire,

@@ -52,20 +52,23 @@ class PredictionRecorder:
     Parameters
     ----------
     write : callable
-        ``write(frame)`` appends a frame to the inference table (``runtime.write_table(name, frame,
-        mode="append")``).
+        ``write(records)`` appends the records (one dict per answered row, the keys of
+        :data:`COLUMNS`) to the inference table, e.g. ``runtime.write_table(name,
+        records_frame(records), mode="append")``; the endpoint runs that in a child of the fork
+        server, so the endpoint process never imports pandas.
     state : ServingState
         Where the ``ml.predict_query`` audit events go.
     flush_rows : int
         Buffered rows that trigger a flush (``record_flush_rows``).
     drift : callable, optional
-        ``drift(frame) -> list of str``: the drift check of each input row (default: none).
+        ``drift(rows) -> list of str``: the drift check of each input row (a dict of its request
+        values; default: none).
     max_buffer_rows : int, default 100000
         Rows kept while the table cannot be written; older ones are dropped beyond it.
     """
 
-    def __init__(self, *, write: Callable[[pd.DataFrame], None], state: ServingState, endpoint: str,
-                 model_name: str, flush_rows: int, drift: Callable[[pd.DataFrame], list[str]] | None = None,
+    def __init__(self, *, write: Callable[[list[dict[str, Any]]], None], state: ServingState, endpoint: str,
+                 model_name: str, flush_rows: int, drift: Callable[[list[dict[str, Any]]], list[str]] | None = None,
                  max_buffer_rows: int = 100_000) -> None:
         self._write = write
         self._state = state
@@ -101,10 +104,8 @@ class PredictionRecorder:
             return self.buffered >= self.flush_rows
 
     def _records(self, pending: list[Answered]) -> tuple[list[dict[str, Any]], list[AuditEvent]]:
-        import pandas as pd  # a flush builds frames; importing the recorder does not
-
         inputs = [raw for answered in pending for raw in answered.inputs]
-        drift = self._drift(pd.DataFrame(inputs)) if self._drift is not None and inputs else ["no_reference"] * len(inputs)
+        drift = self._drift(inputs) if self._drift is not None and inputs else ["no_reference"] * len(inputs)
         records, events, at = [], [], 0
         for answered in pending:
             when = datetime.fromtimestamp(answered.received_at, tz=timezone.utc)
@@ -153,7 +154,7 @@ class PredictionRecorder:
             if not rows:
                 return 0
             try:
-                self._write(records_frame(rows))
+                self._write(rows)
             except Exception as err:  # keep the rows; the status shows the error
                 self.last_error = f"{type(err).__name__}: {err}"
                 with self._lock:
@@ -170,8 +171,9 @@ class PredictionRecorder:
 
 
 def records_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """The buffered records as a frame with fixed nullable dtypes (the inference table's schema)."""
-    import pandas as pd  # a flush only
+    """The records as a frame with fixed nullable dtypes (the inference table's schema), shape
+    (len(rows), len(COLUMNS)); built by the writer (a child of the fork server)."""
+    import pandas as pd  # the writer only
 
     frame = pd.DataFrame(rows, columns=COLUMNS)
     strings = ["request_id", "endpoint", "model_name", "served", "drift_check", "input", "prediction",

@@ -36,8 +36,6 @@ from lakescore.serving.run import bind, ceiling_text, endpoint_file, graceful_se
 from lakescore.serving.state import ServingState, ensure_token, serving_dir
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from lakescore.runtime import Runtime
     from lakescore.serving.drift import DriftReference
     from lakescore.workflows.lookups import FeatureTables
@@ -105,7 +103,7 @@ def _run_endpoint(runtime: Runtime, plan: EndpointPlan) -> dict[str, Any]:
     table = plan.settings.inference_table
     if runtime.placement.endpoint_reads_in_children:
         endpoint = Endpoint(plan, backend=backend, state=state,
-                            write=lambda frame: forkserver.call(append_rows, runtime, table, frame,
+                            write=lambda records: forkserver.call(append_rows, runtime, table, records,
                                                                 timeout_s=WRITE_TIMEOUT_S, what=f"an append to {table}"),
                             reference=lambda: forkserver.call(read_reference, runtime, plan, what="the drift reference"),
                             features=functools.partial(read_serving_features, runtime))
@@ -115,7 +113,7 @@ def _run_endpoint(runtime: Runtime, plan: EndpointPlan) -> dict[str, Any]:
             "a warm endpoint reads its feature tables in a child process, which this placement does not do. "
             "Serve it with --runtime local, or export it as a Databricks Model Serving endpoint.")
     else:  # the job's Spark session lives in this process
-        endpoint = Endpoint(plan, backend=backend, state=state, write=lambda frame: append_rows(runtime, table, frame),
+        endpoint = Endpoint(plan, backend=backend, state=state, write=lambda records: append_rows(runtime, table, records),
                             reference=lambda: read_reference(runtime, plan))
     listen = serving_bind(runtime, host=plan.settings.host)
     sock = bind(listen.host, plan.settings.port)
@@ -235,10 +233,13 @@ def _plan(project: ProjectConfig, runtime: Runtime) -> EndpointPlan:
     return plan_endpoint(project, home=runtime.home)
 
 
-def append_rows(runtime: Runtime, table: str, frame: pd.DataFrame) -> None:
-    """Append prediction records to the inference table (run in a child of the fork server); a
-    column the table lacks (``feature_tables``, added with feature lookups) is added to it."""
-    runtime.write_table(table, frame, mode="append", schema_mode="merge")
+def append_rows(runtime: Runtime, table: str, records: list[dict[str, Any]]) -> None:
+    """Append prediction records (:class:`lakescore.serving.recorder.PredictionRecorder`'s, one dict
+    per answered row) to the inference table, in a child of the fork server where the placement has
+    one; a column the table lacks (``feature_tables``, added with feature lookups) is added to it."""
+    from lakescore.serving.recorder import records_frame
+
+    runtime.write_table(table, records_frame(records), mode="append", schema_mode="merge")
 
 
 def read_serving_features(runtime: Runtime, specs: list[dict[str, Any]],
