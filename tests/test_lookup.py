@@ -82,6 +82,26 @@ def test_duplicate_feature_keys_are_refused_naming_the_table_the_key_and_one_dup
         join_features(pd.DataFrame({"origin": ["EWR"], "time_hour": [T("2013-01-01 09:00")]}), weather, WEATHER)
 
 
+def test_a_time_with_a_zone_against_a_naive_time_is_refused_naming_the_table_the_columns_and_a_fix():
+    aware_rows = pd.DataFrame({"origin": ["EWR"], "time_hour": [T("2013-01-01 06:30", tz="UTC")]})
+    with pytest.raises(FeatureLookupError, match=r"main\.flights\.weather: the rows' 'time_hour' carries a time zone "
+                                                 r"and feature table column 'time_hour' does not .*store both as UTC"):
+        join_features(aware_rows, _weather(), WEATHER)
+    iso_rows = pd.DataFrame({"origin": ["EWR"], "time_hour": ["2013-01-01T06:30:00"]})  # text without an offset
+    utc_weather = _weather().assign(time_hour=_weather()["time_hour"].dt.tz_localize("UTC"))
+    with pytest.raises(FeatureLookupError, match=r"feature table column 'time_hour' carries a time zone and the "
+                                                 r"rows' 'time_hour' does not"):
+        join_features(iso_rows, utc_weather, WEATHER)
+
+
+def test_times_in_two_zones_are_compared_as_instants_not_wall_clocks():
+    utc_weather = _weather().assign(time_hour=_weather()["time_hour"].dt.tz_localize("UTC"))
+    # 07:30 at +02:00 is 05:30 UTC: EWR's 05:00 row (30.0); its wall clock would pick 06:00 (31.0)
+    rows = pd.DataFrame({"origin": ["EWR", "EWR"], "time_hour": ["2013-01-01T07:30:00+02:00", "2013-01-01T05:59:00+00:00"]})
+    out = join_features(rows, utc_weather, WEATHER)
+    assert out["origin_temp"].tolist() == [30.0, 30.0]
+
+
 def test_an_output_column_that_exists_is_refused_with_rename_outputs_as_the_fix():
     spec = FeatureLookup("main.flights.planes", ("tailnum",), ("year",))
     rows = pd.DataFrame({"tailnum": ["N1"], "year": [2013]})

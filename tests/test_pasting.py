@@ -90,3 +90,22 @@ def test_paste_refuses_one_member_and_members_of_other_classes(flights_sample, d
         paste([members[0], multi[1]], threshold=None, coverage={})
     with pytest.raises(SplitTrainingError, match="LogisticRegression has 3 classes"):
         paste(multi, threshold=None, coverage={})
+
+
+def test_a_pasting_ensemble_and_a_model_set_read_what_every_member_shares_from_the_first_one(
+        flights_sample, demo_recipe, small_set):
+    from lakescore.members import FirstMemberDelegation
+    from lakescore.model_set import ModelSet
+
+    members = _members(flights_sample, demo_recipe, model_class="Ridge", label=None)
+    ensemble = paste(members, threshold=None, coverage={})
+    first = members[0][1]
+    assert isinstance(ensemble, FirstMemberDelegation) and isinstance(small_set, FirstMemberDelegation)
+    assert (ensemble.task, ensemble.classes, ensemble.model_class, ensemble.label_dtype) == (
+        "regression", None, "Ridge", first.label_dtype)
+    assert ensemble.output_dtypes == first.output_dtypes and ensemble.output_rules == first.output_rules
+    delay = small_set.component("delay_model")
+    assert (small_set.engine, small_set.rules, small_set.lookups, small_set.lookup_versions) == (
+        "pandas", delay.rules, (), ())
+    assert [r.name for r in small_set.rules] == ["cancelled"]  # the fixture's eligibility rule
+    assert small_set.task == "model_set" and isinstance(small_set, ModelSet)

@@ -194,3 +194,21 @@ def test_a_threshold_on_a_regressor_is_found_before_any_work_with_the_other_prob
     assert "config/training.yml: model.threshold applies to classifiers only; Ridge is a regressor; got " \
            "{optimize: f1} (delete model.threshold)" in problems
     assert any("no_such_column" in p for p in problems)
+
+
+def test_text_vectorizer_document_frequencies_outside_sklearns_range_are_listed_before_any_work(project_dir,
+                                                                                              flights_sample):
+    from lakescore.training import training_problems
+
+    path = project_dir / "training.yml"
+    body = yaml.safe_load(path.read_text())
+    body["preprocessing"] += [{"step": "count_vectorizer", "name": "carrier_words", "columns": ["carrier"], "min_df": 0},
+                              {"step": "tfidf_vectorizer", "name": "dest_words", "columns": ["dest"], "max_df": 5.0}]
+    path.write_text(yaml.safe_dump(body))
+    problems = training_problems(load_project(project_dir), flights_sample.head(0))
+    rule = ("must be a whole number of documents >= 1 (e.g. 2) or a fraction of the documents in [0.0, 1.0] "
+            "(e.g. 0.95), as scikit-learn's CountVectorizer allows")
+    assert f"config/training.yml: preprocessing[6]: step 'carrier_words' (count_vectorizer): min_df: Value error, " \
+           f"{rule} (got 0)" in problems
+    assert f"config/training.yml: preprocessing[7]: step 'dest_words' (tfidf_vectorizer): max_df: Value error, " \
+           f"{rule} (got 5.0)" in problems

@@ -5,7 +5,8 @@ A lookup is a left join by key: every input row comes out once, in the same orde
 index; a row whose key (or timestamp) finds no feature row gets nulls, which the recipe's imputers
 handle. A point-in-time lookup (``timestamp_lookup_key``) takes, per row, the latest feature row
 with the same key whose ``feature_timestamp_key`` is at or before the row's timestamp, never one
-after it. The join reads only the row itself and the feature table, so it is row-local: a row's
+after it; both timestamps carry a time zone (compared as UTC instants) or neither does, never one
+of each. The join reads only the row itself and the feature table, so it is row-local: a row's
 features never depend on the other rows of its batch.
 
 Pandas only: no Spark, MLflow or Delta here (the workflows read the feature table and hand it over).
@@ -135,7 +136,8 @@ def join_features(frame: pd.DataFrame, features: pd.DataFrame, spec: FeatureLook
     FeatureLookupError
         ``frame`` lacks a key or timestamp column; ``features`` lacks a column the spec reads;
         an output column already exists in ``frame`` (fix: ``rename_outputs``); ``features`` holds
-        two rows for one key (or one key and timestamp, point in time).
+        two rows for one key (or one key and timestamp, point in time); point in time, one timestamp
+        column carries a time zone and the other does not (:func:`same_time_type`).
     """
     check_columns(spec, frame.columns, features.columns)
     on = spec.table_key
@@ -243,16 +245,72 @@ def _asof_positions(frame: pd.DataFrame, table: pd.DataFrame, spec: FeatureLooku
 
 
 def same_time_type(left: pd.Series, right: pd.Series, spec: FeatureLookup) -> tuple[pd.Series, pd.Series]:
-    """Both timestamp columns as datetime64[ns] (UTC when either is time-zone aware), or unchanged
-    when both are numbers."""
+    """Both timestamp columns of a point-in-time lookup as one comparable type.
+
+    Parameters
+    ----------
+    left : Series
+        The rows' ``timestamp_lookup_key`` column (datetimes, ISO 8601 text or numbers).
+    right : Series
+        The feature table's ``feature_timestamp_key`` column.
+    spec : FeatureLookup
+        Named in the refusals.
+
+    Returns
+    -------
+    tuple of Series
+        Both as float64 when both are numbers; both as ``datetime64[ns, UTC]`` when both carry a
+        time zone (or UTC offset); both as ``datetime64[ns]`` when neither does (naive against
+        naive compares wall clocks).
+
+    Raises
+    ------
+    FeatureLookupError
+        A column is not readable as times; or one column carries a time zone and the other does not:
+        a naive time has no instant to compare, so the join refuses rather than guess its zone.
+    """
     if pd.api.types.is_numeric_dtype(left.dtype) and pd.api.types.is_numeric_dtype(right.dtype):
         return left.astype("float64"), right.astype("float64")
-    aware = any(isinstance(s.dtype, pd.DatetimeTZDtype) for s in (left, right))
     try:
-        return (pd.to_datetime(left, utc=aware).astype("datetime64[ns, UTC]" if aware else "datetime64[ns]"),
-                pd.to_datetime(right, utc=aware).astype("datetime64[ns, UTC]" if aware else "datetime64[ns]"))
+        left_aware, right_aware = _zoned(left), _zoned(right)
     except (TypeError, ValueError) as err:
         raise time_type_error(spec, left.dtype, right.dtype) from err
+    if None not in (left_aware, right_aware) and left_aware != right_aware:
+        raise time_zone_error(spec, left.dtype, right.dtype, rows_aware=bool(left_aware))
+    aware = bool(left_aware or right_aware)
+    unit = "datetime64[ns, UTC]" if aware else "datetime64[ns]"
+    try:
+        return pd.to_datetime(left, utc=aware).astype(unit), pd.to_datetime(right, utc=aware).astype(unit)
+    except (TypeError, ValueError) as err:
+        raise time_type_error(spec, left.dtype, right.dtype) from err
+
+
+def _zoned(column: pd.Series) -> bool | None:
+    """Whether a timestamp column carries a time zone (or UTC offset): from its dtype, or, for text
+    and objects, from every value (None: no value to tell)."""
+    if isinstance(column.dtype, pd.DatetimeTZDtype):
+        return True
+    if pd.api.types.is_datetime64_dtype(column.dtype) or pd.api.types.is_numeric_dtype(column.dtype):
+        return False
+    zoned = {pd.Timestamp(value).tzinfo is not None for value in column.dropna()}
+    if len(zoned) > 1:
+        raise ValueError("some times carry a time zone and some do not")
+    return zoned.pop() if zoned else None
+
+
+def time_zone_error(spec: FeatureLookup, row_type: object, table_type: object, *, rows_aware: bool
+                    ) -> FeatureLookupError:
+    """The refusal of a point-in-time lookup whose one timestamp column carries a time zone (or UTC
+    offset) and whose other does not (both joins raise it)."""
+    aware, naive = ((f"the rows' {spec.timestamp_lookup_key!r}", f"feature table column {spec.feature_timestamp_key!r}")
+                    if rows_aware else
+                    (f"feature table column {spec.feature_timestamp_key!r}", f"the rows' {spec.timestamp_lookup_key!r}"))
+    return FeatureLookupError(f"feature lookup on {spec.table_name}: {aware} carries a time zone and {naive} does "
+                              f"not (timestamp_lookup_key {row_type}, feature_timestamp_key {table_type}), so "
+                              "their instants cannot be compared; store both as UTC timestamps (Delta "
+                              "'timestamp', pandas datetime64[ns, UTC]), or both without a zone",
+                              table=spec.table_name,
+                              columns=[spec.timestamp_lookup_key, spec.feature_timestamp_key])
 
 
 def join_all(frame: pd.DataFrame, tables: dict[str, pd.DataFrame], specs: tuple[FeatureLookup, ...] | list[FeatureLookup]

@@ -39,6 +39,7 @@ import pandas as pd
 
 from lakescore.chain import STATUS_EXCLUDED, STATUS_PREDICTED, FittedChain
 from lakescore.frames import require_columns, to_pandas
+from lakescore.members import FirstMemberDelegation
 from lakescore.rules import OUTPUT_TYPES, OutputRule, add_outputs
 
 SET_FORMAT = 1
@@ -86,7 +87,7 @@ class Composed:
 
 
 @dataclass(frozen=True)
-class ModelSet:
+class ModelSet(FirstMemberDelegation):
     """Named fitted chains scored as one model (see the module docstring for the outputs).
 
     Attributes
@@ -110,34 +111,12 @@ class ModelSet:
     def names(self) -> list[str]:
         return [name for name, _ in self.components]
 
-    @property
-    def first(self) -> FittedChain:
-        return self.components[0][1]
-
-    # --- the surface every route uses (as FittedChain's) -----------------------------------
+    # --- the surface every route uses (as FittedChain's; engine, rules, lookups from the first) ---
 
     @property
     def task(self) -> str:
         """``model_set``: the components each have their own task."""
         return "model_set"
-
-    @property
-    def engine(self) -> str:
-        return self.first.engine
-
-    @property
-    def rules(self) -> tuple[Any, ...]:
-        """The set's eligibility rules (every component holds the same)."""
-        return self.first.rules
-
-    @property
-    def lookups(self) -> tuple[Any, ...]:
-        """The set's feature lookups (joined once before every component; each holds the same)."""
-        return self.first.lookups
-
-    @property
-    def lookup_versions(self) -> tuple[int, ...]:
-        return self.first.lookup_versions
 
     @property
     def excludes_rows(self) -> bool:
@@ -179,21 +158,32 @@ class ModelSet:
         return list(self.output_dtypes)
 
     def predict(self, frame: Any) -> pd.DataFrame:
-        """Score ``frame`` with every component: one output row per input row, same index and order.
+        """Score ``frame`` with every component and combine: one output row per input row, same
+        index and order.
 
         Parameters
         ----------
         frame : pandas or Polars DataFrame of shape (n_rows, >= len(input_columns))
-            Raw request rows; extra columns are ignored.
+            Raw rows carrying every component's inputs and the combined rules' input columns;
+            extra columns are ignored.
 
         Returns
         -------
-        DataFrame of shape (n_rows, len(output_dtypes)), columns and dtypes as :attr:`output_dtypes`.
+        DataFrame of shape (n_rows, len(output_dtypes))
+            In :attr:`output_dtypes` order: each component's ``<component>_prediction`` (and
+            ``<component>_probability`` for a classifier), as that component's chain outputs
+            them; each composed column (Float64, its weighted sum or mean of those); then
+            ``scoring_status`` and ``exclusion_reason`` (string), and the combined rules' columns.
+            A row any component excludes is excluded by the whole set: its component, composed and
+            combined-rule values are null, and its reason is the first excluding component's in
+            declared order (:func:`component_reason`, e.g.
+            ``outlier:delay_model/distance_outlier``).
 
         Raises
         ------
         InputError
-            A required column is missing, or a rule returns something other than it declares.
+            A component's or a combined rule's input column is missing, or a combined rule returns
+            something other than it declares.
         """
         frame = to_pandas(frame)
         require_columns(frame, self.input_columns, what="the model set")

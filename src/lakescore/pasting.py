@@ -34,6 +34,7 @@ import pandas as pd
 from lakescore.chain import STATUS_EXCLUDED, STATUS_PREDICTED, FittedChain, _masked
 from lakescore.errors import SplitTrainingError
 from lakescore.frames import require_columns, to_pandas
+from lakescore.members import FromFirst
 from lakescore.model_set import SET_FILE, ModelSet
 from lakescore.rules import add_outputs
 from lakescore.thresholds import Threshold, default_rule
@@ -59,35 +60,18 @@ class PastingEnsemble(ModelSet):
     threshold: Threshold | None = None
     coverage: dict[str, Any] = field(default_factory=dict)
 
-    @property
-    def task(self) -> str:  # type: ignore[override]
-        return self.first.task
-
-    @property
-    def classes(self) -> list[Any] | None:
-        return self.first.classes
-
-    @property
-    def model_class(self) -> str:
-        return self.first.model_class
-
-    @property
-    def label_dtype(self) -> str:
-        return self.first.label_dtype
-
-    @property
-    def output_rules(self) -> tuple[Any, ...]:
-        return self.first.output_rules
+    # a single chain's surface: every slice chain has the same task, classes, class and rules
+    task = FromFirst("``classification`` or ``regression``, as each slice chain's.")  # type: ignore[assignment]
+    classes = FromFirst("The slice chains' classes (classification), None for regression.")
+    model_class = FromFirst("The slice chains' model class, e.g. ``LogisticRegression``.")
+    label_dtype = FromFirst("The pandas dtype of ``prediction``.")
+    output_rules = FromFirst("The output rules, applied after the mean.")
+    output_dtypes = FromFirst("A single chain's columns and dtypes.")  # type: ignore[assignment]
 
     @property
     def decision_rule(self) -> str:
         """The search's rule, on the mean probability, e.g. ``threshold 0.37 (...)``."""
         return self.threshold.describe() if self.threshold else default_rule(self.task, self.classes)
-
-    @property
-    def output_dtypes(self) -> dict[str, str]:
-        """A single chain's columns and dtypes (the first member's)."""
-        return self.first.output_dtypes
 
     def predict(self, frame: Any) -> pd.DataFrame:
         """Score ``frame`` with every member and average: one output row per input row, same index.

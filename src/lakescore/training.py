@@ -294,7 +294,7 @@ def _shown_setting(setting: ThresholdSetting) -> str:
 
 
 def with_threshold(chain: FittedChain, setting: ThresholdSetting | None, holdout: pd.DataFrame, y: pd.Series, *,
-                   shown: str = "config/training.yml") -> FittedChain:
+                   shown: str = "config/training.yml", key: str = "model") -> FittedChain:
     """``chain`` with the decision threshold that training.yml ``model.threshold`` asks for.
 
     A number is the binary threshold as written; ``{classes: ...}`` is the multiclass map, its
@@ -315,6 +315,9 @@ def with_threshold(chain: FittedChain, setting: ThresholdSetting | None, holdout
         Their labels, aligned with ``holdout``.
     shown : str, default "config/training.yml"
         How messages name the file.
+    key : str, default "model"
+        How messages name the ``model:`` entry that holds the threshold, e.g.
+        ``model_set.components.delay_model.model`` for a model set's component.
 
     Returns
     -------
@@ -330,18 +333,19 @@ def with_threshold(chain: FittedChain, setting: ThresholdSetting | None, holdout
     if setting is None:
         return chain
     got = _shown_setting(setting)
+    at = f"{key}.threshold"
     classes = list(chain.classes or [])
     if chain.task != "classification":
-        raise ConfigError([f"{shown}: model.threshold applies to classifiers only; {chain.model_class} is a "
-                           f"regressor; got {got} (delete model.threshold)"])
+        raise ConfigError([f"{shown}: {at} applies to classifiers only; {chain.model_class} is a "
+                           f"regressor; got {got} (delete {at})"])
     binary = len(classes) == 2
     if setting.classes is not None:
         if binary:
-            raise ConfigError([f"{shown}: model.threshold classes is for a model of 3 or more classes; this one has "
+            raise ConfigError([f"{shown}: {at} classes is for a model of 3 or more classes; this one has "
                                f"{classes}; got {got} (write threshold: <p> for class {classes[1]!r})"])
-        return replace(chain, threshold=Threshold(classes=_class_map(setting.classes, classes, shown, got)))
+        return replace(chain, threshold=Threshold(classes=_class_map(setting.classes, classes, f"{shown}: {at}", got)))
     if not binary:
-        raise ConfigError([f"{shown}: model.threshold must be {{classes: {{...}}}} for a model of {len(classes)} classes "
+        raise ConfigError([f"{shown}: {at} must be {{classes: {{...}}}} for a model of {len(classes)} classes "
                            f"{classes}; got {got} (give each class its threshold)"])
     if setting.value is not None:
         return replace(chain, threshold=Threshold(value=setting.value))
@@ -352,22 +356,23 @@ def with_threshold(chain: FittedChain, setting: ThresholdSetting | None, holdout
     try:
         value = optimal_threshold(positive, score, setting.optimize)  # type: ignore[arg-type]
     except ValueError as err:
-        raise ConfigError([f"{shown}: model.threshold {got} cannot be chosen on the {int(mask.sum())} predicted "
+        raise ConfigError([f"{shown}: {at} {got} cannot be chosen on the {int(mask.sum())} predicted "
                            f"holdout rows: {err} (raise split.holdout_fraction, or write a fixed threshold)"]) from err
     return replace(chain, threshold=Threshold(value=value, method=setting.optimize,  # type: ignore[arg-type]
                                               holdout_rows=int(mask.sum())))
 
 
-def _class_map(given: dict[Any, float], classes: list[Any], shown: str, got: str) -> tuple[tuple[Any, float], ...]:
-    """The ``classes`` map in the model's class order; every class must be named, and only those."""
+def _class_map(given: dict[Any, float], classes: list[Any], where: str, got: str) -> tuple[tuple[Any, float], ...]:
+    """The ``classes`` map in the model's class order; every class must be named, and only those
+    (``where``: how messages name the file and the key)."""
     by_text = {str(c): c for c in classes}
     matched = {(label if label in classes else by_text.get(str(label))): t for label, t in given.items()}
     unknown = [label for label in given if label not in classes and str(label) not in by_text]
     missing = [c for c in classes if c not in matched]
-    problems = [f"{shown}: model.threshold classes names {label!r}, which is not a class of the model {classes}; "
+    problems = [f"{where} classes names {label!r}, which is not a class of the model {classes}; "
                 f"got {got} (use the labels the model learned)" for label in unknown]
     if missing:
-        problems.append(f"{shown}: model.threshold classes leaves out class(es) {missing} of {classes}; got {got} "
+        problems.append(f"{where} classes leaves out class(es) {missing} of {classes}; got {got} "
                         "(give every class a threshold)")
     if problems:
         raise ConfigError(problems)

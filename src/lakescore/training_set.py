@@ -90,7 +90,8 @@ def with_set_thresholds(model_set: ModelSet, project: ProjectConfig, holdout: pd
     components = project.training.model_set.components  # type: ignore[union-attr]
     shown = project.shown("training")
     return replace(model_set, components=tuple(
-        (name, with_threshold(chain, components[name].model.threshold, holdout, labels[name], shown=shown))
+        (name, with_threshold(chain, components[name].model.threshold, holdout, labels[name], shown=shown,
+                              key=f"model_set.components.{name}.model"))
         for name, chain in model_set.components))
 
 

@@ -74,3 +74,15 @@ def test_the_arrow_batch_is_the_measured_one_locally_and_on_the_score_job_cluste
     assert ARROW_BATCH_ROWS == 10000  # the fastest cell of scripts/bench_spark_batches.py (README, Figures)
     assert session_confs(tmp_path, [])["spark.sql.execution.arrow.maxRecordsPerBatch"] == "10000"
     assert cluster["spark_conf"]["spark.sql.execution.arrow.maxRecordsPerBatch"] == "10000"
+
+
+@pytest.mark.spark
+def test_the_local_session_reads_times_in_utc_whatever_the_machines_zone(spark):
+    """Pinned, not the JVM's zone (here 'Etc/UTC' unless pinned): a naive pandas time and a
+    timestamp_ntz are read as UTC, as delta-rs, serving and Databricks read them."""
+    assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
+    naive = spark.createDataFrame(pd.DataFrame({"t": [pd.Timestamp("2013-01-01 05:00")]}))
+    # 2013-01-01 00:00 UTC is 1356998400 s after the epoch (15706 days x 86400); + 5 h = 1357016400
+    assert naive.selectExpr("unix_timestamp(t) AS s").first()["s"] == 1357016400
+    same = spark.sql("SELECT timestamp_ntz'2013-01-01 05:00:00' = timestamp'2013-01-01 05:00:00+00:00' AS same")
+    assert same.first()["same"] is True

@@ -107,3 +107,12 @@ def test_the_spark_join_refuses_what_the_pandas_join_refuses(spark):
     with pytest.raises(FeatureLookupError, match=r"'time_hour' \(timestamp\) and feature_timestamp_key 'time_hour' "
                                                  r"\(double\) are not comparable times"):
         spark_join_features(_on_spark(spark, _rows()), _on_spark(spark, numeric_times), WEATHER)
+
+
+def test_the_spark_join_refuses_a_time_with_a_zone_against_a_naive_time_as_the_pandas_join_does(spark):
+    naive = _on_spark(spark, _weather()).selectExpr("origin", "CAST(time_hour AS timestamp_ntz) AS time_hour", "temp",
+                                                    "visib")
+    with pytest.raises(FeatureLookupError, match=r"main\.flights\.weather: the rows' 'time_hour' carries a time zone "
+                                                 r"and feature table column 'time_hour' does not \(timestamp_lookup_key "
+                                                 r"timestamp, feature_timestamp_key timestamp_ntz\)"):
+        spark_join_features(_on_spark(spark, _rows()), naive, WEATHER)

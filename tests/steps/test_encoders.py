@@ -164,6 +164,27 @@ def test_dummy_encoder_takes_a_declared_reference_level():
                    train, None)
 
 
+@pytest.mark.parametrize("raw, message", [
+    ({"step": "OrdinalEncoder", "categories": {"dest": ["SFO"], "carrier": ["UA"]}},
+     "step 'e': categories name column(s) ['carrier', 'dest'] that are not in columns ['origin']; add them to "
+     "columns or remove them"),
+    ({"step": "DummyEncoder", "reference": {"dest": "SFO"}},
+     "step 'e': reference names column(s) ['dest'] that are not in columns ['origin']; add them to columns or "
+     "remove them")])
+def test_a_per_column_setting_naming_an_unlisted_column_is_refused_by_one_check(raw, message):
+    from lakescore.steps.encoders import refuse_unlisted
+
+    with pytest.raises(StepError) as err:
+        learn_step({**raw, "name": "e", "columns": ["origin"]}, pd.DataFrame({"origin": ["JFK", "EWR"]}), None)
+    assert str(err.value) == message
+    params = parse_params({**raw, "name": "e", "columns": ["origin"]})
+    setting = "categories name" if raw["step"] == "OrdinalEncoder" else "reference names"
+    with pytest.raises(StepError) as direct:
+        refuse_unlisted(params, setting, getattr(params, setting.split()[0]))
+    assert str(direct.value) == message
+    refuse_unlisted(params, setting, ["origin"])  # a listed column: nothing to refuse
+
+
 def test_label_encoder_codes_by_hand_with_declared_unknown_and_missing_codes():
     train = pd.DataFrame({"carrier": ["UA", "AA", "B6", None, "UA"]})
     fitted = learn_step({"step": "LabelEncoder", "name": "l", "columns": ["carrier"], "missing_value": -9},

@@ -137,6 +137,26 @@ def test_bad_settings_name_the_key(params, key):
         learn_step({"step": "tfidf_vectorizer", "name": "v", "columns": ["text"], **params}, TRAIN, None)
 
 
+@pytest.mark.parametrize("step", ["count_vectorizer", "tfidf_vectorizer"])
+@pytest.mark.parametrize("key, value", [("min_df", 0), ("max_df", 5.0), ("min_df", 1.5), ("max_df", True),
+                                        ("max_df", -0.1)])
+def test_document_frequencies_outside_sklearns_range_are_refused_when_the_recipe_is_read(step, key, value):
+    from lakescore.steps import parse_params
+
+    with pytest.raises(StepError, match=rf"step 'v' \({step}\): {key}: .*must be a whole number of documents >= 1 "
+                                        rf"\(e\.g\. 2\) or a fraction of the documents in \[0\.0, 1\.0\].* "
+                                        rf"\(got {value!r}\)"):
+        parse_params({"step": step, "name": "v", "columns": ["text"], key: value})
+
+
+@pytest.mark.parametrize("key, value", [("min_df", 1), ("min_df", 0.0), ("max_df", 1.0), ("max_df", 3)])
+def test_document_frequencies_sklearn_allows_are_kept_as_written(key, value):
+    from lakescore.steps import parse_params
+
+    got = getattr(parse_params({"step": "count_vectorizer", "name": "v", "columns": ["text"], key: value}), key)
+    assert (got, type(got)) == (value, type(value))  # 1 document and 1.0 (every document) differ in scikit-learn
+
+
 def test_new_columns_that_exist_are_refused_with_a_fix():
     frame = TRAIN.assign(v__red=1.0)
     with pytest.raises(StepError, match=r"new column\(s\) \['v__red'\] already exist in the frame; set prefix:"):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from lakescore.errors import FeatureLookupError
 from lakescore.lookup import FeatureLookup
 from lakescore.workflows.lookups import unmatched_rows
 
@@ -43,13 +44,14 @@ def test_rows_without_a_feature_row_are_counted_in_spark_as_in_pandas(spark_runt
                           spark=True) == EXPECTED
 
 
-def test_a_naive_feature_time_is_counted_as_the_join_compares_it(runtime) -> None:
-    """Rows with UTC times against a feature table with naive times (read as UTC, as
-    :func:`lakescore.lookup.join_features` reads them): no type error, the same count."""
+def test_a_naive_feature_time_against_utc_rows_is_refused_as_the_join_refuses_it(runtime) -> None:
+    """Rows with UTC times against a feature table with naive times: which zone the naive times
+    are in is unknown, so the count refuses, as :func:`lakescore.lookup.join_features` does."""
     _tables(runtime)
     naive = pd.DataFrame({"origin": ["X", "X", "Z"], "temp": [1.0, 2.0, 3.0],
                           "time_hour": pd.to_datetime(["2013-01-01 09:00", "2013-01-01 11:00", "2013-01-01 01:00"])})
     runtime.write_table("main.t.weather_naive", naive)
     spec = FeatureLookup("main.t.weather_naive", ("origin",), ("temp",), timestamp_lookup_key="time_hour")
-    assert unmatched_rows(runtime, SOURCE, [spec], version=0, versions={"main.t.weather_naive": 0},
-                          spark=False) == {"main.t.weather_naive by origin, time_hour": 4}
+    with pytest.raises(FeatureLookupError, match=r"main\.t\.weather_naive: the rows' 'time_hour' carries a time zone "
+                                                 r"and feature table column 'time_hour' does not"):
+        unmatched_rows(runtime, SOURCE, [spec], version=0, versions={"main.t.weather_naive": 0}, spark=False)

@@ -78,7 +78,9 @@ def master_cores(master: str) -> int:
 def session_confs(home: Path, jars: list[Path], *, master: str = DEFAULT_MASTER) -> dict[str, str]:
     """The confs of the local session: Delta Lake's extension and catalog from the cached ``jars``,
     Arrow on in batches of :data:`ARROW_BATCH_ROWS` rows, integer inputs to pandas UDFs as nullable
-    Int64, two cores, no UI.
+    Int64, two cores, no UI, and the session time zone UTC (Databricks' default; otherwise Spark takes
+    the JVM's zone, and a naive time, or a ``timestamp_ntz`` compared with a ``timestamp``, would be
+    read in the machine's local time).
 
     ``spark.default.parallelism`` is set to the worker threads of ``master`` (what classic Spark
     uses anyway; :func:`lakescore.scoring.splits.spread_reads` cuts the source per core by it).
@@ -90,6 +92,7 @@ def session_confs(home: Path, jars: list[Path], *, master: str = DEFAULT_MASTER)
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.execution.arrow.maxRecordsPerBatch": str(ARROW_BATCH_ROWS),
         "spark.sql.execution.pythonUDF.pandas.preferIntExtensionDtype": "true",
+        "spark.sql.session.timeZone": "UTC",  # not the JVM's zone: as Databricks, delta-rs and serving read times
         "spark.sql.shuffle.partitions": "4",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",

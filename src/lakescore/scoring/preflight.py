@@ -12,6 +12,8 @@ from lakescore.errors import (CertificateError, ConfigError, LakescoreError, Spa
 from lakescore.runtime.base import Tables
 from lakescore.thresholds import saved_decision_rule
 
+CHAIN_FILE = "chain.json"  # a single chain's metadata in a logged model; a model set saves set.json instead
+
 
 @dataclass(frozen=True)
 class ScorePlan:
@@ -223,8 +225,27 @@ def _check_readable(project: ProjectConfig, tables: Tables, version: int) -> Non
 
 def chain_meta(model_uri: str) -> dict[str, Any]:
     """The logged model's ``chain.json`` (engine, task, classes, threshold, ...), or a model set's
-    ``set.json`` (engine, decision_rule, feature_lookups, components), without loading the model."""
+    ``set.json`` (engine, decision_rule, feature_lookups, components), without loading the model.
+
+    Parameters
+    ----------
+    model_uri : str
+        ``models:/<name>/<version>``, ``runs:/...`` or a folder.
+
+    Returns
+    -------
+    dict
+        The saved JSON object.
+
+    Raises
+    ------
+    mlflow.exceptions.MlflowException, OSError
+        ``chain.json`` is there but cannot be read (permissions, a broken link, a lost connection):
+        the reader's own error, never a fallback to ``set.json``. With no ``chain.json`` and no
+        ``set.json``, the reader's error for ``set.json``.
+    """
     import json
+    import posixpath
     from pathlib import Path
 
     import mlflow
@@ -234,8 +255,14 @@ def chain_meta(model_uri: str) -> dict[str, Any]:
 
     chain_dir = f"{pyfunc_uri(model_uri)}/artifacts/chain"
     try:
-        saved = mlflow.artifacts.download_artifacts(f"{chain_dir}/chain.json")
-    except Exception:  # mlflow raises several types for a missing artifact: a model set has set.json
+        saved = mlflow.artifacts.download_artifacts(f"{chain_dir}/{CHAIN_FILE}")
+    except Exception:
+        # What a missing file raises differs by artifact store (a local store's RESOURCE_DOES_NOT_EXIST,
+        # a cloud store's HTTP 404 inside INTERNAL_ERROR), so absence is read from the listing:
+        # only a folder without chain.json is a model set's, whatever went wrong.
+        listed = {posixpath.basename(info.path) for info in mlflow.artifacts.list_artifacts(chain_dir)}
+        if CHAIN_FILE in listed:
+            raise
         saved = mlflow.artifacts.download_artifacts(f"{chain_dir}/{SET_FILE}")
     return dict(json.loads(Path(saved).read_text()))
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lakescore.lookup import FeatureLookup, check_columns, duplicate_key_error, time_type_error
+from lakescore.lookup import FeatureLookup, check_columns, duplicate_key_error, time_type_error, time_zone_error
 
 _F = "__lakescore_feature__"  # prefix of the feature table's columns inside the join (no clash with the rows')
 _V = "__lakescore_value_"  # struct field names of the latest feature row
@@ -85,17 +85,24 @@ def _latest(rows: Any, values: Any, spec: FeatureLookup) -> Any:
 
 
 def _check_times(rows: Any, values: Any, spec: FeatureLookup) -> None:
-    """Refuse timestamp columns that are not both numbers or both times (date, timestamp, timestamp_ntz)."""
+    """Refuse timestamp columns that are not both numbers or both times, or of which one carries a
+    time zone (``timestamp``) and the other does not (``timestamp_ntz``, ``date``), as the pandas
+    join does (:func:`lakescore.lookup.same_time_type`)."""
     row_type = dict(rows.dtypes)[str(spec.timestamp_lookup_key)]
     table_type = dict(values.dtypes)[_F + str(spec.feature_timestamp_key)]
-    kinds = {_time_kind(row_type), _time_kind(table_type)}
+    row_kind = _time_kind(row_type)
+    kinds = {row_kind, _time_kind(table_type)}
+    if kinds == {"aware", "naive"}:
+        raise time_zone_error(spec, row_type, table_type, rows_aware=row_kind == "aware")
     if len(kinds) != 1 or kinds == {"other"}:
         raise time_type_error(spec, row_type, table_type)
 
 
 def _time_kind(spark_type: str) -> str:
-    if spark_type in {"date", "timestamp", "timestamp_ntz"}:
-        return "time"
+    if spark_type == "timestamp":  # an instant (Spark's TIMESTAMP_LTZ)
+        return "aware"
+    if spark_type in {"date", "timestamp_ntz"}:
+        return "naive"
     if spark_type in INTEGER_TYPES | {"float", "double"} or spark_type.startswith("decimal"):
         return "number"
     return "other"

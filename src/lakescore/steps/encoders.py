@@ -57,6 +57,29 @@ def slug(value: str) -> str:
     return re.sub(r"[^0-9A-Za-z_]+", "_", value).strip("_") or "blank"
 
 
+def refuse_unlisted(params: Any, setting: str, named: Any) -> None:
+    """Refuse a per-column setting that names a column the step does not encode.
+
+    Parameters
+    ----------
+    params : StepParams
+        The step's settings: its ``name`` and ``columns``.
+    setting : str
+        How the message names the setting and its verb, e.g. ``"categories name"``.
+    named : iterable of str
+        The columns the setting names (the keys of its mapping).
+
+    Raises
+    ------
+    StepError
+        Naming the step, the columns not in ``columns`` (sorted) and the fix.
+    """
+    unknown = sorted(set(named) - set(params.columns))
+    if unknown:
+        raise StepError(f"step '{params.name}': {setting} column(s) {unknown} that are not in columns "
+                        f"{params.columns}; add them to columns or remove them", step=params.name)
+
+
 def _check_names(step: str, names: list[str], frame: pd.DataFrame, dropped: list[str]) -> None:
     seen: dict[str, int] = {}
     for name in names:
@@ -192,10 +215,7 @@ class OrdinalEncoder(StepKind):
     def learn(frame: pd.DataFrame, y: pd.Series | None, params: Any) -> dict[str, Any]:
         from sklearn.preprocessing import OrdinalEncoder as Sk
 
-        unknown = sorted(set(params.categories) - set(params.columns))
-        if unknown:
-            raise StepError(f"step '{params.name}': categories name column(s) {unknown} that are not in "
-                            f"columns {params.columns}; add them to columns or remove them", step=params.name)
+        refuse_unlisted(params, "categories name", params.categories)
         categories = []
         for column in params.columns:
             if column in params.categories:
@@ -382,10 +402,7 @@ class DummyEncoder(StepKind):
     def learn(frame: pd.DataFrame, y: pd.Series | None, params: Any) -> dict[str, Any]:
         from sklearn.preprocessing import OneHotEncoder as Sk
 
-        unknown = sorted(set(params.reference) - set(params.columns))
-        if unknown:
-            raise StepError(f"step '{params.name}': reference names column(s) {unknown} that are not in "
-                            f"columns {params.columns}; add them to columns or remove them", step=params.name)
+        refuse_unlisted(params, "reference names", params.reference)
         categories, names, references = [], [], []
         for column in params.columns:
             data = _present(frame, column)

@@ -26,7 +26,9 @@ the same columns and dtypes for a batch of one row, an empty or all-missing batc
 tokens training never saw. Their kinds carry the ``sparse_output`` trait, from which training
 chooses the model's input container (:mod:`lakescore.model_input`).
 
-Refused at training, each with the setting and a fix: ``vocabulary: batch`` (a vocabulary learned
+Refused when the recipe is read (training's preflight, ``lakescore preview``), naming the key and
+the value: ``min_df`` / ``max_df`` outside scikit-learn's range (a whole number of documents >= 1,
+or a fraction in [0.0, 1.0]). Refused at training, each with the setting and a fix: ``vocabulary: batch`` (a vocabulary learned
 from each scored batch), ``min_df`` / ``max_df`` / ``max_features`` beside a declared vocabulary
 (scikit-learn ignores them silently), a learned vocabulary wider than 16,384 tokens, an empty one.
 """
@@ -86,9 +88,21 @@ class VectorizerParams(TextParams):
 
 class CountParams(VectorizerParams):
     vocabulary: Literal["learned", "batch"] | list[str] = "learned"
-    min_df: int | float = Field(default=1, ge=0)
-    max_df: int | float = Field(default=1.0, ge=0)
+    min_df: int | float = 1
+    max_df: int | float = 1.0
     max_features: int | None = Field(default=None, ge=1, le=MAX_WIDTH)
+
+    @field_validator("min_df", "max_df", mode="before")
+    @classmethod
+    def _document_frequency(cls, value: Any) -> Any:
+        """scikit-learn's rule for ``min_df`` / ``max_df`` (``CountVectorizer._parameter_constraints``):
+        a whole number of documents >= 1, or a fraction of the documents in [0.0, 1.0]."""
+        documents = isinstance(value, int) and not isinstance(value, bool) and value >= 1
+        fraction = isinstance(value, float) and 0.0 <= value <= 1.0
+        if not (documents or fraction):
+            raise ValueError("must be a whole number of documents >= 1 (e.g. 2) or a fraction of the documents "
+                             "in [0.0, 1.0] (e.g. 0.95), as scikit-learn's CountVectorizer allows")
+        return value
 
 
 class TfidfParams(CountParams):

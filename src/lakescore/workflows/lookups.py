@@ -325,7 +325,7 @@ def _pandas_unmatched(runtime: Runtime, source: str, spec: FeatureLookup, *, ver
         firsts = firsts.rename(columns={spec.feature_timestamp_key: _FIRST})
     joined = rows.dropna().merge(firsts, how="left", on=keys)
     matched = joined[_FIRST].notna()
-    if spec.point_in_time:  # compared as the join compares them (naive against aware: both UTC)
+    if spec.point_in_time:  # compared as the join compares them (naive against aware: refused)
         when, first = same_time_type(joined[spec.timestamp_lookup_key], joined[_FIRST], spec)
         matched &= when >= first
     return int(len(rows) - matched.sum())
