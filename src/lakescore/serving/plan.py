@@ -2,11 +2,12 @@
 columns and its task. Moving the ``champion`` alias later does not change the plan (an endpoint
 that follows the alias only marks itself stale); a redeploy (``POST /deploy``) does.
 
-The registry reads here need MLflow (~70 MB of imports). The endpoint process holds no model, so
-once it has a fork server (:mod:`lakescore.serving.forkserver`) and has told its children where the
-registry is (``MLFLOW_TRACKING_URI`` in ``forkserver.child_env``), each read runs in a child forked
-from it, which has MLflow imported already, and the endpoint never imports MLflow; any other
-process reads in place.
+The registry reads here need MLflow (~125 MB of imports with its SQL store). The endpoint process
+holds no model, so once it has a fork server (:mod:`lakescore.serving.forkserver`) and has told its
+children where the registry is (``MLFLOW_TRACKING_URI`` in ``forkserver.child_env``), each read
+runs in a child forked from it, which has MLflow's pyfunc imported already and imports the SQL
+store itself (the fork server does not hold it: copies never read the registry), and the endpoint
+never imports MLflow; any other process reads in place.
 """
 
 from __future__ import annotations
