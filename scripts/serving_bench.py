@@ -54,7 +54,7 @@ def champion(home: Path, config: Path) -> int:
     load_data(runtime)
     mlflow = runtime.mlflow()
     try:
-        return int(mlflow.MlflowClient().get_model_version_by_alias(MODEL, "champion").version)
+        version = int(mlflow.MlflowClient().get_model_version_by_alias(MODEL, "champion").version)
     except mlflow.exceptions.MlflowException:
         from lakescore.workflows.train import train
 
@@ -62,6 +62,12 @@ def champion(home: Path, config: Path) -> int:
         version = train(load_project(config), runtime).version
         mlflow.MlflowClient().set_registered_model_alias(MODEL, "champion", str(version))
         return version
+    from lakescore.serving.plan import model_lookups
+
+    if model_lookups(f"models:/{MODEL}/{version}"):
+        raise SystemExit(f"the champion in {home} (v{version}) joins feature lookups, which `mlflow models serve` "
+                         "cannot; give a --home without the demo model (it is trained without them) or none")
+    return version
 
 
 def request_bodies(home: Path, version: int, n: int) -> list[bytes]:

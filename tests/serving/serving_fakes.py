@@ -61,6 +61,9 @@ class FakeBackend:
         for copy_id in list(self.states):
             self.stop(copy_id)
 
+    def location(self, version: int) -> str | None:
+        return None  # the cold path loads models:/ itself
+
     def pid(self, copy_id: str) -> int | None:
         return None
 

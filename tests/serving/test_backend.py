@@ -126,6 +126,26 @@ def test_copies_and_the_fork_server_hold_no_registry_client(module_home, tmp_pat
         backend.stop_all()
 
 
+def test_only_a_local_artifact_location_is_loaded_directly(tmp_path, monkeypatch) -> None:
+    """A copy reads a ``file://`` location itself; remote storage (Unity Catalog's) is reached only
+    through ``models:/``, whose loader gets the registry's credentials; an unreadable registry leaves
+    the copy to fail with the registry's own reason (and is asked again next time)."""
+    answers = {1: "file:///home/m/artifacts", 2: "s3://bucket/models/m-2/artifacts", 3: "/local/m-3"}
+    reads: list[int] = []
+
+    def location(model_name: str, version: int) -> str:
+        reads.append(version)
+        if version == 4:
+            raise OSError("registry unreachable")
+        return answers[version]
+
+    monkeypatch.setattr(backend_module, "artifact_location", location)
+    backend = LocalProcessBackend(model_name="m", tracking_uri="sqlite:///x.db", log_dir=tmp_path)
+    assert [backend.location(v) for v in (1, 2, 3, 4)] == ["file:///home/m/artifacts", None, "/local/m-3", None]
+    assert [backend.location(v) for v in (1, 2, 4)] == ["file:///home/m/artifacts", None, None]
+    assert reads == [1, 2, 3, 4, 4]  # one read per version, a failed read is not kept
+
+
 def test_socket_folders_of_killed_endpoints_are_removed(tmp_path) -> None:
     dead = subprocess.Popen(["true"])  # its pid is free once it has exited
     dead.wait()

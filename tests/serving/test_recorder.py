@@ -93,3 +93,25 @@ def test_a_model_set_answer_is_recorded_whole_in_outputs(recorder, runtime) -> N
         '"minutes_model_prediction": null}']
     assert table["prediction"].isna().tolist() == [True, True, True]  # c1's one row is excluded; a set has none
     assert table["exclusion_reason"].tolist() == ["ineligible:x", None, "outlier:delay_model/distance_outlier"]
+
+
+def test_a_drift_fault_keeps_every_request_and_its_audit_for_the_next_flush(runtime) -> None:
+    state = ServingState(runtime.home)
+    written: list[list[dict]] = []
+    faults = ["drift reference broken"]
+
+    def drift(rows: list[dict]) -> list[str]:
+        if faults:
+            raise ValueError(faults.pop())
+        return ["ok"] * len(rows)
+
+    rec = PredictionRecorder(write=written.append, state=state, endpoint="ep", model_name="m", flush_rows=100,
+                             drift=drift)
+    rec.add(answered("r1", 2))
+    assert rec.flush() == 0 and rec.summary()["last_error"] == "ValueError: drift reference broken"
+    assert rec.buffered == 2 and written == [] and state.events("ml.predict_query") == []
+    rec.add(answered("r2", 1))
+    assert rec.flush() == 3
+    assert [r["request_id"] for r in written[0]] == ["r1", "r1", "r2"]
+    assert [e.detail["request_id"] for e in state.events("ml.predict_query")] == ["r1", "r2"]
+    state.close()

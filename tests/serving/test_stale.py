@@ -45,7 +45,7 @@ def test_a_stale_check_that_a_deploy_overtakes_marks_nothing(tmp_path, monkeypat
     def alias_read_during_a_deploy(model_name: str, alias: str) -> int:
         plan = served[0]
         served[0] = plan.deployed(2, input_columns=plan.input_columns, task=plan.task, alias_version=1)
-        return 1
+        return 3  # the alias moved too: stale for the plan read before, not for the deployed one
 
     monkeypatch.setattr(stale_module, "alias_version", alias_read_during_a_deploy)
     asyncio.run(check.check())

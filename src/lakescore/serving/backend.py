@@ -30,6 +30,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
+from urllib.parse import urlparse
 
 from lakescore.errors import ServingError
 from lakescore.serving import forkserver
@@ -94,6 +95,11 @@ class ReplicaBackend(Protocol):
 
     def pid(self, copy_id: str) -> int | None:
         """The process id of a copy on this machine (None when it has none here, e.g. a pod)."""
+        ...
+
+    def location(self, version: int) -> str | None:
+        """Where a process on this machine loads ``version`` from without a registry read (a local
+        folder), or None: it loads ``models:/<model>/<version>`` itself."""
         ...
 
     def load_features(self, version: int, reader: FeatureReader, specs: list[dict[str, Any]]) -> FeatureGeneration:
@@ -221,7 +227,7 @@ class LocalProcessBackend:
         self._retired: dict[FeatureHolder, FeatureGeneration] = {}  # older generations with copies left
         self._loaded: dict[int, tuple[FeatureHolder, FeatureGeneration]] = {}  # generation -> not installed yet
         self._generations = 0
-        self._locations: dict[int, str] = {}  # version -> its artifact location (a version's files never move)
+        self._locations: dict[int, str | None] = {}  # version -> local artifact location (a version's files never move)
 
     def start(self, copy_id: str, version: int, *, features: FeatureGeneration | None = None) -> str:
         held = self._holder_of(version, features)
@@ -269,7 +275,7 @@ class LocalProcessBackend:
         version's feature holder) when it has one (whatever ``copy_start`` says: the rows are shared
         that way)."""
         options = CopyOptions(f"models:/{self.model_name}/{version}", version, self.tracking_uri,
-                              load_uri=self._location(version))
+                              load_uri=self.location(version))
         if holder is not None:
             return HeldCopy(holder, holder.fork_copy(sock, options, str(log_path)))
         if self.start_method == "preloaded_fork":
@@ -285,16 +291,22 @@ class LocalProcessBackend:
             return subprocess.Popen(command, pass_fds=(sock.fileno(),), env=env, stdin=subprocess.DEVNULL,
                                     stdout=log, stderr=log)
 
-    def _location(self, version: int) -> str | None:
-        """The version's artifact location (one registry read per version and backend); None when
-        the registry cannot say (no such version, registry unreachable): the copy then reads
-        ``models:/`` itself and, when that fails too, is ``failed`` with the registry's own reason,
-        as :meth:`status` promises for a copy whose model does not load."""
+    def location(self, version: int) -> str | None:
+        """The version's artifact location when it is a local folder (``file://``; one registry read
+        per version and backend), else None, and the process loads ``models:/`` itself:
+
+        - remote storage (Unity Catalog's ``s3://``/``abfss://`` paths) is reached only with the
+          temporary credentials the registry hands MLflow's ``models:/`` loader;
+        - the registry cannot say (no such version, registry unreachable): the copy's own load then
+          fails with the registry's reason, and the copy is ``failed`` with it, as :meth:`status`
+          promises for a copy whose model does not load.
+        """
         if version not in self._locations:
             try:
-                self._locations[version] = artifact_location(self.model_name, version)
+                found = artifact_location(self.model_name, version)
             except Exception:  # noqa: BLE001 - the copy's own load reports the reason (see above)
                 return None
+            self._locations[version] = found if urlparse(found).scheme in ("", "file") else None
         return self._locations[version]
 
     def pid(self, copy_id: str) -> int | None:

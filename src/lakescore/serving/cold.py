@@ -4,8 +4,11 @@ When no copy can answer (no copy is ready and the request cannot wait for one to
 is full, or a request asks for a version no copy holds; requests that arrive while a copy loads
 wait in the queue for it), the endpoint forks
 a child from its preloaded fork server (:mod:`lakescore.serving.forkserver`), which has imported the
-scoring stack but holds no model, so the child pays no imports: it loads ``models:/<name>/<version>``
-with ``mlflow.pyfunc.load_model`` (the certificate is re-verified) and calls the pyfunc's
+scoring stack but holds no model, so the child imports nothing more when the endpoint knows the
+version's local artifact location (a version it has started copies of): it loads
+``models:/<name>/<version>`` from there with ``mlflow.pyfunc.load_model`` (the certificate is
+re-verified); for another version it reads the registry first, importing MLflow's SQL store (about
+0.7 s), which the fork server leaves out to keep the copies small. Then it calls the pyfunc's
 ``predict`` — the same ``FittedChain.predict`` a batch job calls — on the request's rows, sends the
 reply (``served: cold``) back and exits. Slower, never different.
 
@@ -59,8 +62,9 @@ class ColdFeatures:
 
 
 def cold_reply(model_uri: str, version: int, tracking_uri: str, body: bytes,
-               features: ColdFeatures | None = None) -> ColdReply:
-    """Load ``model_uri`` as a batch job does and score a ``dataframe_split`` body; never raises
+               features: ColdFeatures | None = None, load_uri: str | None = None) -> ColdReply:
+    """Load ``model_uri`` as a batch job does (from ``load_uri``, its local artifact location, when
+    the endpoint knows it: no registry read then) and score a ``dataframe_split`` body; never raises
     (an error becomes the payload's ``error_code`` and ``message``). A lookup model's rows are joined
     with the feature tables ``features`` reads first, as a warm copy joins them."""
     os.environ["MLFLOW_TRACKING_URI"] = tracking_uri
@@ -72,7 +76,7 @@ def cold_reply(model_uri: str, version: int, tracking_uri: str, body: bytes,
 
         mlflow.set_tracking_uri(tracking_uri)
         mlflow.set_registry_uri(tracking_uri)
-        model = mlflow.pyfunc.load_model(model_uri)
+        model = mlflow.pyfunc.load_model(load_uri or model_uri)
         from lakescore.serving.copy_app import serving_columns
         from lakescore.serving.features import read_features
 
@@ -109,7 +113,7 @@ def _timed_out(model_uri: str, timeout_s: float) -> ServingError:
 
 
 async def run_cold(*, model_uri: str, version: int, tracking_uri: str, body: bytes, timeout_s: float,
-                   features: ColdFeatures | None = None) -> ColdReply:
+                   features: ColdFeatures | None = None, load_uri: str | None = None) -> ColdReply:
     """:func:`cold_reply` in a child forked from this process's preloaded fork server (asyncio).
 
     Raises
@@ -120,7 +124,7 @@ async def run_cold(*, model_uri: str, version: int, tracking_uri: str, body: byt
     from lakescore.serving import forkserver
 
     child = await asyncio.to_thread(forkserver.start, cold_reply, model_uri, version, tracking_uri, body, features,
-                                    what=f"the cold path for {model_uri}")
+                                    load_uri, what=f"the cold path for {model_uri}")
     try:
         return await asyncio.wait_for(asyncio.to_thread(child.result, None), timeout=timeout_s)
     except (asyncio.TimeoutError, asyncio.CancelledError) as error:
@@ -131,7 +135,8 @@ async def run_cold(*, model_uri: str, version: int, tracking_uri: str, body: byt
 
 
 async def score_cold(*, model_uri: str, version: int, tracking_uri: str, body: bytes,
-                     timeout_s: float, features: ColdFeatures | None = None) -> list[dict[str, Any]]:
+                     timeout_s: float, features: ColdFeatures | None = None,
+                     load_uri: str | None = None) -> list[dict[str, Any]]:
     """Score a ``dataframe_split`` body on the cold path: in a child of the preloaded fork server.
 
     Parameters
@@ -148,6 +153,9 @@ async def score_cold(*, model_uri: str, version: int, tracking_uri: str, body: b
         Seconds before the child is killed.
     features : ColdFeatures, optional
         A lookup model's feature tables (read in the child, at the versions the warm copies hold).
+    load_uri : str, optional
+        The version's local artifact location (``ReplicaBackend.location``): the child loads from
+        there without reading the registry (default: ``model_uri`` itself).
 
     Returns
     -------
@@ -160,7 +168,7 @@ async def score_cold(*, model_uri: str, version: int, tracking_uri: str, body: b
         The child failed, sent no answer, or ran over ``timeout_s``.
     """
     reply = await run_cold(model_uri=model_uri, version=version, tracking_uri=tracking_uri, body=body,
-                           timeout_s=timeout_s, features=features)
+                           timeout_s=timeout_s, features=features, load_uri=load_uri)
     return _rows(reply.payload, "", model_uri)
 
 

@@ -78,7 +78,8 @@ class Endpoint:
     state : ServingState
         Audit events, resident copies and idempotent replies.
     write : callable
-        Appends a frame to the inference table.
+        ``write(records)``: appends the inference table's records (one dict per answered row, see
+        :class:`lakescore.serving.recorder.PredictionRecorder`).
     reference : callable, optional
         Called once, in the background, to build the drift reference from the training rows
         (None: rows are recorded with drift_check ``no_reference``).
@@ -88,7 +89,7 @@ class Endpoint:
     """
 
     def __init__(self, plan: EndpointPlan, *, backend: ReplicaBackend, state: ServingState,
-                 write: Any, reference: Callable[[], DriftReference] | None = None,
+                 write: Callable[[list[dict[str, Any]]], None], reference: Callable[[], DriftReference] | None = None,
                  features: FeatureReader | None = None) -> None:
         self.plan, self.s, self.backend, self.state = plan, plan.settings, backend, state
         self.reference = reference
@@ -421,7 +422,8 @@ class Endpoint:
             self.counts["cold"] += 1
             return await score_cold(model_uri=self.plan.uri(version), version=version,
                                     tracking_uri=self.plan.tracking_uri, body=body, timeout_s=self.s.cold_timeout_s,
-                                    features=await self.generations.cold(version))
+                                    features=await self.generations.cold(version),
+                                    load_uri=await asyncio.to_thread(self.backend.location, version))
         finally:
             self._cold.release()
 

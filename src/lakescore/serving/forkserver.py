@@ -6,8 +6,10 @@ scoring stack once (:mod:`lakescore.serving.preload`) and loads no model. Copies
 but must not leave it in the endpoint process, which holds no model: the cold path (load a version
 and score, :mod:`lakescore.serving.cold`), model-registry reads (:mod:`lakescore.serving.plan`) and
 inference-table writes (:mod:`lakescore.workflows.serve`). Such a child starts in milliseconds,
-because it pays no imports, runs one function, sends back its value (or its exception) through a
-pipe and exits, so whatever it loaded is gone with it.
+because it pays no imports but the ones its job needs beyond the preloaded stack (a registry read
+imports MLflow's SQL store, about 0.7 s: see :mod:`lakescore.serving.preload`), runs one function,
+sends back its value (or its exception) through a pipe and exits, so whatever it loaded is gone
+with it.
 
 A child's environment is the fork server's, taken when the fork server started, plus
 :data:`child_env` (the endpoint sets the MLflow tracking and registry URIs there once it knows them).

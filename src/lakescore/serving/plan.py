@@ -12,7 +12,6 @@ never imports MLflow; any other process reads in place.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
@@ -168,20 +167,12 @@ def _certified_columns(model_uri: str) -> dict[str, str]:
 
 def _saved_model(model_uri: str) -> dict[str, Any]:
     """The version's saved chain description: ``chain.json``, or for a model set its ``set.json``
-    (:mod:`lakescore.model_set`) with ``task`` ``model_set``."""
-    import mlflow  # registry access
+    (:mod:`lakescore.model_set`) with ``task`` ``model_set`` (read as every route reads it:
+    :func:`lakescore.scoring.preflight.chain_meta`)."""
+    from lakescore.scoring.preflight import chain_meta  # registry access
 
-    from lakescore.model_set import SET_FILE
-
-    try:
-        local = mlflow.artifacts.download_artifacts(f"{model_uri}/artifacts/chain/chain.json")
-    except mlflow.exceptions.MlflowException as err:  # a model set saves set.json instead
-        try:
-            local = mlflow.artifacts.download_artifacts(f"{model_uri}/artifacts/chain/{SET_FILE}")
-        except mlflow.exceptions.MlflowException:
-            raise err from None
-        return {**json.loads(Path(local).read_text()), "task": "model_set"}
-    return dict(json.loads(Path(local).read_text()))
+    saved = chain_meta(model_uri)
+    return {**saved, "task": "model_set"} if "components" in saved else saved
 
 
 def _model_task(model_uri: str) -> str:

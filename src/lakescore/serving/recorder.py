@@ -136,8 +136,9 @@ class PredictionRecorder:
     def flush(self) -> int:
         """Append every buffered row in one commit and write the buffered audit events.
 
-        Returns the number of rows written (0 when the buffer was empty or the write failed; failed
-        rows stay buffered for the next flush).
+        Returns the number of rows written (0 when the buffer was empty, or the records could not
+        be built or written: the requests and rows stay buffered for the next flush, their audit
+        events too when the records could not be built).
         """
         with self._flush_lock:
             with self._lock:
@@ -145,9 +146,13 @@ class PredictionRecorder:
                 rows, self._rows = self._rows, []
             try:
                 new_rows, events = self._records(pending)
-            except Exception as err:  # a drift or encoding fault must not lose the audit trail
+            except Exception as err:  # a drift or encoding fault: keep every request for the next flush
                 self.last_error = f"{type(err).__name__}: {err}"
-                new_rows, events = [], []
+                with self._lock:
+                    self._pending[:0] = pending
+                    self._buffered += sum(len(answered.rows) for answered in pending)
+                    self._rows[:0] = rows
+                return 0
             if events:
                 self._state.audit_many(events)
             rows += new_rows
