@@ -116,3 +116,69 @@ def test_the_spark_join_refuses_a_time_with_a_zone_against_a_naive_time_as_the_p
                                                  r"and feature table column 'time_hour' does not \(timestamp_lookup_key "
                                                  r"timestamp, feature_timestamp_key timestamp_ntz\)"):
         spark_join_features(_on_spark(spark, _rows()), naive, WEATHER)
+
+
+def _asof(spark, rows: pd.DataFrame, table: pd.DataFrame, spec: FeatureLookup) -> pd.DataFrame:
+    """The Spark join of ``rows`` (with a ``flight`` id) and ``table``, back in pandas by flight, after
+    checking that the pandas join gives the same output values."""
+    got = _back(spark_join_features(_on_spark(spark, rows), _on_spark(spark, table), spec))
+    by_pandas = join_features(rows, table, spec)
+    outputs = list(spec.output_columns)
+    np.testing.assert_array_equal(got[outputs].to_numpy(dtype="float64"), by_pandas[outputs].to_numpy(dtype="float64"))
+    return got
+
+
+def test_a_null_value_in_the_latest_feature_row_wins_over_an_older_non_null_value(spark):
+    weather = pd.DataFrame({"origin": ["EWR", "EWR", "EWR"],
+                            "time_hour": [T("2013-01-01 05:00"), T("2013-01-01 06:00"), T("2013-01-01 07:00")],
+                            "temp": [30.0, np.nan, np.nan],   # 06:00 and 07:00 have no temperature
+                            "visib": [10.0, 9.0, np.nan]})    # 07:00 has no value at all
+    rows = pd.DataFrame({"flight": [0, 1, 2, 3], "origin": ["EWR"] * 4,
+                         "time_hour": [T("2013-01-01 05:30"), T("2013-01-01 06:30"), T("2013-01-01 07:00"),
+                                       T("2013-01-01 09:00")]})
+    got = _asof(spark, rows, weather, WEATHER)
+    np.testing.assert_array_equal(got["origin_temp"].to_numpy(dtype="float64"), [30.0, np.nan, np.nan, np.nan])
+    np.testing.assert_array_equal(got["visib"].to_numpy(dtype="float64"), [10.0, 9.0, np.nan, np.nan])
+
+
+def test_a_feature_row_at_exactly_the_rows_time_is_taken_and_one_a_microsecond_later_is_not(spark):
+    weather = pd.DataFrame({"origin": ["JFK", "JFK", "JFK"],
+                            "time_hour": [T("2013-01-01 05:00"), T("2013-01-01 06:00"),
+                                          T("2013-01-01 07:00:00.000001")],
+                            "temp": [40.0, 41.0, 42.0], "visib": [7, 6, 5]})
+    rows = pd.DataFrame({"flight": [0, 1, 2, 3], "origin": ["JFK"] * 4,
+                         "time_hour": [T("2013-01-01 05:00"), T("2013-01-01 06:00"), T("2013-01-01 06:00"),
+                                       T("2013-01-01 07:00")]})  # two rows share 06:00; 07:00 is 1 us early
+    got = _asof(spark, rows, weather, WEATHER)
+    np.testing.assert_array_equal(got["origin_temp"].to_numpy(dtype="float64"), [40.0, 41.0, 41.0, 41.0])
+    np.testing.assert_array_equal(got["visib"].to_numpy(dtype="float64"), [7, 6, 6, 6])
+
+
+def test_interleaved_keys_each_take_their_own_latest_row_and_a_row_before_its_keys_first_gets_nulls(spark):
+    spec = FeatureLookup("main.flights.routes", ("origin", "dest"), ("delay",), timestamp_lookup_key="t")
+    table = pd.DataFrame({"origin": ["EWR", "JFK", "EWR", "JFK", "EWR", "EWR"],
+                          "dest": ["ORD", "ORD", "ATL", "ORD", "ORD", "ATL"],
+                          "t": [1, 2, 3, 4, 5, 6],
+                          "delay": [10.0, 20.0, 30.0, 40.0, 50.0, 60.0]})
+    rows = pd.DataFrame({"flight": np.arange(8),
+                         "origin": ["EWR", "JFK", "EWR", "EWR", "JFK", "EWR", "JFK", "EWR"],
+                         "dest": ["ORD", "ORD", "ATL", "ORD", "ORD", "ATL", "ATL", "ORD"],
+                         "t": [0, 1, 2, 4, 5, 6, 9, 9]})
+    # flight 0: EWR-ORD at 0, before its first row (1); 1: JFK-ORD at 1, before 2; 2: EWR-ATL at 2, before 3;
+    # 3: EWR-ORD at 4 -> t=1 (JFK's t=2 and t=4 and EWR-ATL's t=3 are other keys); 4: JFK-ORD at 5 -> t=4;
+    # 5: EWR-ATL at 6 -> t=6 exactly; 6: JFK-ATL has no rows; 7: EWR-ORD at 9 -> t=5
+    got = _asof(spark, rows, table, spec)
+    np.testing.assert_array_equal(got["delay"].to_numpy(dtype="float64"),
+                                  [np.nan, np.nan, np.nan, 10.0, 40.0, 60.0, np.nan, 50.0])
+    assert got["t"].tolist() == rows["t"].tolist()
+
+
+def test_number_times_of_two_types_compare_as_numbers_and_the_rows_keep_their_own_time_type(spark):
+    spec = FeatureLookup("main.flights.routes", ("origin",), ("delay",), timestamp_lookup_key="t")
+    table = pd.DataFrame({"origin": ["EWR", "EWR"], "t": [1.5, 3.0], "delay": [10, 20]})  # double times, int values
+    rows = pd.DataFrame({"flight": np.arange(4), "origin": ["EWR"] * 4, "t": np.array([1, 2, 3, 4], dtype="int64")})
+    out = spark_join_features(_on_spark(spark, rows), _on_spark(spark, table), spec)
+    assert dict(out.dtypes)["t"] == "bigint" and dict(out.dtypes)["delay"] == "double"
+    got = _asof(spark, rows, table, spec)
+    np.testing.assert_array_equal(got["delay"].to_numpy(dtype="float64"), [np.nan, 10.0, 20.0, 20.0])
+    assert got["t"].tolist() == [1, 2, 3, 4]

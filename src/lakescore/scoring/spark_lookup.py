@@ -7,11 +7,16 @@ come out as double (the pandas join gives the chain float64); a feature table wi
 key (and timestamp) is refused. Point in time: per row, the feature row with the same key and the
 latest ``feature_timestamp_key`` at or before the row's ``timestamp_lookup_key``, never after.
 
-The point-in-time match is found per distinct ``(key, timestamp)`` pair of the source, not per row:
-the pairs are joined to the feature rows at or before their timestamp and reduced with
-``max_by(features, feature_timestamp)`` (one feature row per key and timestamp, so no tie), then
-the source is left-joined to that mapping on ``(key, timestamp)``, which is unique in it: no row id
-and no window over the source rows, and no source row is dropped or repeated. No row reaches the
+The point-in-time match is found per distinct ``(key, timestamp)`` pair of the source, not per row,
+by a sort-based as-of join (no range join, whose pairs grow as rows x feature rows per key): the
+pairs, as "probe" rows without features, and the feature rows are put in one frame, partitioned by
+the key and ordered by time with, at equal times, the feature row before the probe (so an exact
+match is taken, as ``merge_asof(direction="backward", allow_exact_matches=True)`` does); a running
+``last(..., ignorenulls=True)`` carries the latest feature row forward as one struct of its values,
+which is null only on probe rows, so a feature VALUE that is null in the latest row stays null (it
+never lets an older row's value through). The probe rows are that mapping ``(key, timestamp) ->
+features``; the source is left-joined to it on ``(key, timestamp)``, which is unique in it: no row
+id and no window over the source rows, and no source row is dropped or repeated. No row reaches the
 driver; the duplicate check brings back one aggregate row.
 """
 
@@ -23,6 +28,9 @@ from lakescore.lookup import FeatureLookup, check_columns, duplicate_key_error, 
 
 _F = "__lakescore_feature__"  # prefix of the feature table's columns inside the join (no clash with the rows')
 _V = "__lakescore_value_"  # struct field names of the latest feature row
+_K = "__lakescore_key_"  # the key columns inside the as-of union (probes and feature rows)
+_T = "__lakescore_time__"  # the time column inside the as-of union
+_PROBE = "__lakescore_probe__"  # True on a probe row (a source pair), False on a feature row
 
 
 def spark_join_features(rows: Any, features: Any, spec: FeatureLookup) -> Any:
@@ -71,17 +79,31 @@ INTEGER_TYPES = frozenset({"tinyint", "smallint", "int", "bigint"})
 
 def _latest(rows: Any, values: Any, spec: FeatureLookup) -> Any:
     """Per distinct non-null ``(key, timestamp)`` of ``rows``, the output columns of the feature row
-    with that key and the latest feature timestamp at or before it (pairs with none are absent)."""
+    with that key and the latest feature timestamp at or before it (nulls when there is none).
+
+    Sort-based: probes and feature rows in one frame, a window per key ordered by (time, feature row
+    first), the last feature struct carried forward; the keys and timestamp come back in the rows'
+    own types (the union may have widened them, e.g. ``date`` against ``timestamp_ntz``)."""
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     keys, ts, fts = list(spec.lookup_key), str(spec.timestamp_lookup_key), str(spec.feature_timestamp_key)
     _check_times(rows, values, spec)
-    pairs = rows.select(*keys, ts).dropna().distinct()
-    condition = [F.col(k) == F.col(_F + k) for k in keys] + [F.col(_F + fts) <= F.col(ts)]
-    latest = F.max_by(F.struct(*(F.col(_F + name).alias(f"{_V}{i}") for i, name in enumerate(spec.feature_names))),
-                      F.col(_F + fts))
-    best = pairs.join(values, on=condition, how="inner").groupBy(*keys, ts).agg(latest.alias(_V))
-    return best.select(*keys, ts, *(F.col(f"{_V}.{_V}{i}").alias(out) for i, out in enumerate(spec.output_columns)))
+    at = [f"{_K}{i}" for i in range(len(keys))]
+    probes = (rows.select(*keys, ts).dropna().distinct()
+              .select(*(F.col(k).alias(a) for k, a in zip(keys, at)), F.col(ts).alias(_T), F.lit(True).alias(_PROBE)))
+    found = values.select(*(F.col(_F + k).alias(a) for k, a in zip(keys, at)), F.col(_F + fts).alias(_T),
+                          F.lit(False).alias(_PROBE),
+                          F.struct(*(F.col(_F + name).alias(f"{_V}{i}") for i, name in enumerate(spec.feature_names)))
+                          .alias(_V))
+    both = found.unionByName(probes, allowMissingColumns=True)  # a probe's _V: a null struct
+    window = (Window.partitionBy(*at).orderBy(F.col(_T).asc(), F.col(_PROBE).asc())  # False first: feature row
+              .rowsBetween(Window.unboundedPreceding, Window.currentRow))
+    carried = both.select(*at, _T, _PROBE, F.last(_V, ignorenulls=True).over(window).alias(_V)).where(F.col(_PROBE))
+    types = {f.name: f.dataType for f in rows.schema.fields}
+    return carried.select(*(F.col(a).cast(types[k]).alias(k) for k, a in zip(keys, at)),
+                          F.col(_T).cast(types[ts]).alias(ts),
+                          *(F.col(f"{_V}.{_V}{i}").alias(out) for i, out in enumerate(spec.output_columns)))
 
 
 def _check_times(rows: Any, values: Any, spec: FeatureLookup) -> None:
