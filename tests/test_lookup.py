@@ -1,13 +1,14 @@
 """Feature lookups: the spec's JSON round trip and the pandas join, checked against rows worked by hand."""
 
 import json
+from datetime import date, datetime
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from lakescore.errors import FeatureLookupError
-from lakescore.lookup import FeatureLookup, join_all, join_features, lookup_inputs
+from lakescore.lookup import FeatureLookup, join_all, join_features, lookup_inputs, time_kind
 
 T = pd.Timestamp
 
@@ -126,3 +127,71 @@ def test_join_all_and_the_source_columns_a_lookup_chain_needs():
     assert out[["origin_temp", "visib", "seats"]].iloc[0].tolist() == [31.0, 9.0, 50.0]
     assert lookup_inputs([WEATHER, planes], ("distance", "origin_temp", "visib", "seats", "origin")) == [
         "distance", "origin", "time_hour", "tailnum"]
+
+
+# daily features (a Delta 'date' column reads as datetime.date objects): EWR from Jan 1 and Jan 2, JFK from Jan 2
+DAILY = FeatureLookup("main.flights.daily", ("origin",), ("delays",), timestamp_lookup_key="time_hour",
+                      feature_timestamp_key="day")
+
+
+def _daily() -> pd.DataFrame:
+    return pd.DataFrame({"origin": ["EWR", "EWR", "JFK"], "day": [date(2013, 1, 1), date(2013, 1, 2), date(2013, 1, 2)],
+                         "delays": [1.0, 2.0, 5.0]})
+
+
+# the same wall clocks, as instants in UTC and as naive times; a date is midnight of its day in the rows' zone
+DAILY_TIMES = ["2013-01-01 23:59:59", "2013-01-02 00:00:00", "2013-01-02 01:00:00", "2013-01-01 23:00:00"]
+DAILY_ORIGINS = ["EWR", "EWR", "EWR", "JFK"]
+DAILY_EXPECTED = [1.0, 2.0, 2.0, np.nan]  # before midnight: Jan 1; at and after: Jan 2; JFK has nothing on Jan 1
+
+
+def test_a_date_feature_time_is_midnight_of_its_day_in_the_rows_zone_never_a_zone_refusal():
+    naive = pd.DataFrame({"origin": DAILY_ORIGINS, "time_hour": pd.to_datetime(DAILY_TIMES)})
+    utc = naive.assign(time_hour=naive["time_hour"].dt.tz_localize("UTC"))
+    np.testing.assert_array_equal(join_features(naive, _daily(), DAILY)["delays"].to_numpy(), DAILY_EXPECTED)
+    np.testing.assert_array_equal(join_features(utc, _daily(), DAILY)["delays"].to_numpy(), DAILY_EXPECTED)
+    # an instant with an offset: 01:00 at +02:00 on Jan 2 is 23:00 UTC on Jan 1, before Jan 2's UTC midnight
+    offset = pd.DataFrame({"origin": ["EWR"], "time_hour": ["2013-01-02T01:00:00+02:00"]})
+    assert join_features(offset, _daily(), DAILY)["delays"].tolist() == [1.0]
+
+
+def test_a_number_against_a_time_is_not_comparable_on_either_side_whatever_the_zone():
+    numbers = _weather().assign(time_hour=np.arange(5.0))
+    naive_rows = pd.DataFrame({"origin": ["EWR"], "time_hour": [T("2013-01-01 06:30")]})
+    for rows in (naive_rows, naive_rows.assign(time_hour=naive_rows["time_hour"].dt.tz_localize("UTC"))):
+        with pytest.raises(FeatureLookupError, match=r"main\.flights\.weather: timestamp_lookup_key 'time_hour' "
+                                                     r"\(datetime64\[ns(, UTC)?\]\) and feature_timestamp_key "
+                                                     r"'time_hour' \(float64\) are not comparable times"):
+            join_features(rows, numbers, WEATHER)
+    epoch_rows = pd.DataFrame({"origin": ["EWR"], "time_hour": pd.array([1_356_998_400], dtype="Int64")})
+    with pytest.raises(FeatureLookupError, match=r"'time_hour' \(Int64\) and feature_timestamp_key 'time_hour' "
+                                                 r"\(datetime64\[ns\]\) are not comparable times"):
+        join_features(epoch_rows, _weather(), WEATHER)
+    both = join_features(epoch_rows.assign(time_hour=[2.5]), numbers, WEATHER)  # numbers against numbers: compared
+    assert both["origin_temp"].tolist() == [33.0]  # EWR at 0, 1, 2: the latest at or before 2.5 is 2 (33.0)
+
+
+def test_text_that_mixes_times_with_and_without_an_offset_is_refused_naming_the_column():
+    rows = pd.DataFrame({"origin": ["EWR", "EWR"], "time_hour": ["2013-01-01T06:30:00Z", "2013-01-01T06:30:00"]})
+    with pytest.raises(FeatureLookupError, match=r"main\.flights\.weather: the rows' 'time_hour' mixes times that "
+                                                 r"carry a time zone \(or UTC offset\) with times that do not.*give "
+                                                 r"every time an offset"):
+        join_features(rows, _weather(), WEATHER)
+
+
+@pytest.mark.parametrize("text", ["2013-01-01", "2013-01-01T05", "2013-01-01 05:00:00", "20130101T050000",
+                                  "2013-01-01T05:00:00Z", "2013-01-01T05:00:00z", " 2013-01-01T05:00:00Z ",
+                                  "2013-01-01T05:00:00+02:00", "2013-01-01T05:00:00-0530", "2013-01-01T05:00:00+02",
+                                  "2013-01-01T05+02", "2013-01-01T05:00:00.123456-03:00", "2013-01-01 05:00:00 +02:00",
+                                  "2013-01-01 05:00:00 UTC", "20130101T050000+0200"])
+def test_the_zone_of_iso_text_is_read_as_pandas_parses_it(text):
+    parsed = pd.Timestamp(text)  # the independent answer: pandas' own parser, value by value
+    assert time_kind(pd.Series([None, text])) == ("aware" if parsed.tzinfo is not None else "naive")
+
+
+def test_the_kind_of_each_column_type():
+    assert time_kind(pd.Series([date(2013, 1, 1), None])) == "date"
+    assert time_kind(pd.Series([date(2013, 1, 1), datetime(2013, 1, 1, 5)])) == "naive"  # a datetime is no date
+    assert time_kind(pd.Series([1, 2], dtype=object)) == "number"
+    assert time_kind(pd.Series([None, None], dtype="string")) is None
+    assert time_kind(pd.Series(["2013-01-01T05:00Z", "2013-01-01T05:00"], dtype="string")) == "mixed"

@@ -6,7 +6,8 @@ index; a row whose key (or timestamp) finds no feature row gets nulls, which the
 handle. A point-in-time lookup (``timestamp_lookup_key``) takes, per row, the latest feature row
 with the same key whose ``feature_timestamp_key`` is at or before the row's timestamp, never one
 after it; both timestamps carry a time zone (compared as UTC instants) or neither does, never one
-of each. The join reads only the row itself and the feature table, so it is row-local: a row's
+of each, and both are times or both numbers; a date is midnight of that day in the other side's zone
+(UTC against zoned times). The join reads only the row itself and the feature table, so it is row-local: a row's
 features never depend on the other rows of its batch.
 
 Pandas only: no Spark, MLflow or Delta here (the workflows read the feature table and hand it over).
@@ -16,7 +17,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from datetime import datetime
+from typing import Any, Iterable, Literal
 
 import numpy as np
 import pandas as pd
@@ -250,7 +252,7 @@ def same_time_type(left: pd.Series, right: pd.Series, spec: FeatureLookup) -> tu
     Parameters
     ----------
     left : Series
-        The rows' ``timestamp_lookup_key`` column (datetimes, ISO 8601 text or numbers).
+        The rows' ``timestamp_lookup_key`` column (datetimes, dates, ISO 8601 text or numbers).
     right : Series
         The feature table's ``feature_timestamp_key`` column.
     spec : FeatureLookup
@@ -259,25 +261,34 @@ def same_time_type(left: pd.Series, right: pd.Series, spec: FeatureLookup) -> tu
     Returns
     -------
     tuple of Series
-        Both as float64 when both are numbers; both as ``datetime64[ns, UTC]`` when both carry a
-        time zone (or UTC offset); both as ``datetime64[ns]`` when neither does (naive against
-        naive compares wall clocks).
+        Both as float64 when both are numbers; both as ``datetime64[ns, UTC]`` when either carries a
+        time zone (or UTC offset) and the other does too or is a date; both as ``datetime64[ns]``
+        otherwise (naive against naive compares wall clocks). A date (``datetime.date`` values, as a
+        Delta ``date`` column reads) is midnight of that day in the other side's zone: UTC against
+        zoned times, the wall clock against naive ones; the Spark join compares it the same way.
 
     Raises
     ------
     FeatureLookupError
-        A column is not readable as times; or one column carries a time zone and the other does not:
-        a naive time has no instant to compare, so the join refuses rather than guess its zone.
+        Exactly one column holds numbers, or a column is not readable as times (``time_type_error``,
+        as the Spark join); a column mixes times with and without a zone (or UTC offset); or one
+        column carries a time zone and the other is a naive time: a naive time has no instant to
+        compare, so the join refuses rather than guess its zone (``time_zone_error``).
     """
-    if pd.api.types.is_numeric_dtype(left.dtype) and pd.api.types.is_numeric_dtype(right.dtype):
-        return left.astype("float64"), right.astype("float64")
     try:
-        left_aware, right_aware = _zoned(left), _zoned(right)
+        left_kind, right_kind = time_kind(left), time_kind(right)
     except (TypeError, ValueError) as err:
         raise time_type_error(spec, left.dtype, right.dtype) from err
-    if None not in (left_aware, right_aware) and left_aware != right_aware:
-        raise time_zone_error(spec, left.dtype, right.dtype, rows_aware=bool(left_aware))
-    aware = bool(left_aware or right_aware)
+    if "mixed" in (left_kind, right_kind):
+        raise _mixed_zones_error(spec, rows=left_kind == "mixed")
+    kinds = {left_kind, right_kind} - {None}
+    if kinds == {"number"}:
+        return left.astype("float64"), right.astype("float64")
+    if "number" in kinds:
+        raise time_type_error(spec, left.dtype, right.dtype)
+    if kinds == {"aware", "naive"}:
+        raise time_zone_error(spec, left.dtype, right.dtype, rows_aware=left_kind == "aware")
+    aware = "aware" in kinds
     unit = "datetime64[ns, UTC]" if aware else "datetime64[ns]"
     try:
         return pd.to_datetime(left, utc=aware).astype(unit), pd.to_datetime(right, utc=aware).astype(unit)
@@ -285,17 +296,78 @@ def same_time_type(left: pd.Series, right: pd.Series, spec: FeatureLookup) -> tu
         raise time_type_error(spec, left.dtype, right.dtype) from err
 
 
-def _zoned(column: pd.Series) -> bool | None:
-    """Whether a timestamp column carries a time zone (or UTC offset): from its dtype, or, for text
-    and objects, from every value (None: no value to tell)."""
+TimeKind = Literal["number", "aware", "naive", "date", "mixed"]
+
+# the end of ISO 8601 text that carries a zone: Z, UTC/GMT, +hh:mm, +hhmm, or +hh after a time
+_ZONE_SUFFIX = r"(?:Z|UTC|GMT|[+-]\d\d:?\d\d|[T ]\d\d(?::?\d\d){0,2}(?:[.,]\d+)?[+-]\d\d)\s*$"
+
+
+def time_kind(column: pd.Series) -> TimeKind | None:
+    """What a point-in-time lookup's timestamp column holds, as the Spark join's types tell it.
+
+    Parameters
+    ----------
+    column : Series
+        A ``timestamp_lookup_key`` or ``feature_timestamp_key`` column.
+
+    Returns
+    -------
+    str or None
+        ``"number"`` (numeric dtype, or objects that are all numbers); ``"aware"`` (a time-zone aware
+        dtype, or objects / ISO 8601 text that all carry a zone or UTC offset, Spark's ``timestamp``);
+        ``"naive"`` (``datetime64`` without a zone, or objects / text without one, Spark's
+        ``timestamp_ntz``); ``"date"`` (``datetime.date`` values, Spark's ``date``); ``"mixed"``
+        (some values carry a zone and some do not); None when the column holds no value to tell.
+        Text is matched against one regular expression in Arrow (RE2, whole column at once), not
+        parsed value by value; it gives ``pd.Timestamp``'s answer for ISO 8601 text.
+
+    Raises
+    ------
+    TypeError, ValueError
+        An object that is not readable as a time (``pd.Timestamp`` refuses it).
+    """
     if isinstance(column.dtype, pd.DatetimeTZDtype):
-        return True
-    if pd.api.types.is_datetime64_dtype(column.dtype) or pd.api.types.is_numeric_dtype(column.dtype):
-        return False
-    zoned = {pd.Timestamp(value).tzinfo is not None for value in column.dropna()}
-    if len(zoned) > 1:
-        raise ValueError("some times carry a time zone and some do not")
-    return zoned.pop() if zoned else None
+        return "aware"
+    if pd.api.types.is_datetime64_dtype(column.dtype):
+        return "naive"
+    if pd.api.types.is_numeric_dtype(column.dtype):
+        return "number"
+    inferred = pd.api.types.infer_dtype(column, skipna=True)
+    if inferred == "empty":
+        return None
+    if inferred in {"integer", "floating", "mixed-integer-float", "decimal"}:
+        return "number"
+    if inferred == "date" and not any(isinstance(value, datetime) for value in column.dropna()):
+        return "date"  # a datetime is a date too: infer_dtype says "date" for dates mixed with datetimes
+    if inferred == "string":
+        zoned, total = _zoned_text(column)
+    else:  # datetimes and mixed objects: few and small, value by value
+        flags = [pd.Timestamp(value).tzinfo is not None for value in column.dropna()]
+        zoned, total = sum(flags), len(flags)
+    if not total:
+        return None
+    if zoned == total:
+        return "aware"
+    return "mixed" if zoned else "naive"
+
+
+def _zoned_text(column: pd.Series) -> tuple[int, int]:
+    """How many of the non-null texts in ``column`` end in a zone (:data:`_ZONE_SUFFIX`), of how many."""
+    import pyarrow as pa  # only for text times: RE2 over the whole column at once
+    import pyarrow.compute as pc
+
+    text = pa.array(column, type=pa.string(), from_pandas=True)
+    zoned = pc.match_substring_regex(text, _ZONE_SUFFIX, ignore_case=True)
+    return int(pc.sum(zoned).as_py() or 0), len(text) - text.null_count
+
+
+def _mixed_zones_error(spec: FeatureLookup, *, rows: bool) -> FeatureLookupError:
+    column = (f"the rows' {spec.timestamp_lookup_key!r}" if rows else
+              f"feature table column {spec.feature_timestamp_key!r}")
+    return FeatureLookupError(f"feature lookup on {spec.table_name}: {column} mixes times that carry a time zone (or "
+                              "UTC offset) with times that do not, so they are not one comparable column; give "
+                              "every time an offset (e.g. '2013-01-01T05:00:00Z') or none",
+                              table=spec.table_name, columns=[spec.timestamp_lookup_key, spec.feature_timestamp_key])
 
 
 def time_zone_error(spec: FeatureLookup, row_type: object, table_type: object, *, rows_aware: bool

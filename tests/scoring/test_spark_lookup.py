@@ -182,3 +182,41 @@ def test_number_times_of_two_types_compare_as_numbers_and_the_rows_keep_their_ow
     got = _asof(spark, rows, table, spec)
     np.testing.assert_array_equal(got["delay"].to_numpy(dtype="float64"), [np.nan, 10.0, 20.0, 20.0])
     assert got["t"].tolist() == [1, 2, 3, 4]
+
+
+DAILY = FeatureLookup("main.flights.daily", ("origin",), ("delays",), timestamp_lookup_key="time_hour",
+                      feature_timestamp_key="day")
+# the same wall clocks as tests/test_lookup.py's date case, hand-worked the same way: a date is midnight of its day
+DAILY_TIMES = ["2013-01-01 23:59:59", "2013-01-02 00:00:00", "2013-01-02 01:00:00", "2013-01-01 23:00:00"]
+DAILY_EXPECTED = [1.0, 2.0, 2.0, np.nan]  # before midnight: Jan 1; at and after: Jan 2; JFK has nothing on Jan 1
+
+
+def test_a_date_feature_time_joins_timestamp_and_timestamp_ntz_rows_as_the_pandas_join_does(spark):
+    from datetime import date
+
+    daily = pd.DataFrame({"origin": ["EWR", "EWR", "JFK"], "day": [date(2013, 1, 1), date(2013, 1, 2), date(2013, 1, 2)],
+                          "delays": [1.0, 2.0, 5.0]})
+    rows = pd.DataFrame({"flight": np.arange(4, dtype="int64"), "origin": ["EWR", "EWR", "EWR", "JFK"],
+                         "time_hour": pd.to_datetime(DAILY_TIMES)})
+    table = _on_spark(spark, daily)
+    assert dict(table.dtypes)["day"] == "date"
+    aware = _on_spark(spark, rows)  # timestamp: the session (UTC) reads the naive pandas times as UTC
+    naive = aware.selectExpr("flight", "origin", "CAST(time_hour AS timestamp_ntz) AS time_hour")
+    for on_spark, in_pandas in ((aware, rows.assign(time_hour=rows["time_hour"].dt.tz_localize("UTC"))),
+                                (naive, rows)):
+        got = _back(spark_join_features(on_spark, table, DAILY))["delays"].to_numpy()
+        np.testing.assert_array_equal(got, DAILY_EXPECTED)
+        np.testing.assert_array_equal(join_features(in_pandas, daily, DAILY)["delays"].to_numpy(), got)
+
+
+def test_a_number_against_a_date_is_not_comparable_in_either_join(spark):
+    from datetime import date
+
+    daily = pd.DataFrame({"origin": ["EWR"], "day": [date(2013, 1, 1)], "delays": [1.0]})
+    rows = pd.DataFrame({"origin": ["EWR"], "time_hour": [1.5]})
+    with pytest.raises(FeatureLookupError, match=r"'time_hour' \(double\) and feature_timestamp_key 'day' \(date\) "
+                                                 r"are not comparable times"):
+        spark_join_features(_on_spark(spark, rows), _on_spark(spark, daily), DAILY)
+    with pytest.raises(FeatureLookupError, match=r"'time_hour' \(float64\) and feature_timestamp_key 'day' \(object\) "
+                                                 r"are not comparable times"):
+        join_features(rows, daily, DAILY)

@@ -1,9 +1,15 @@
-"""What a request to a lookup model carries (no server)."""
+"""What a request to a lookup model carries, and the join a copy makes with the feature rows it holds (no server)."""
 
 from __future__ import annotations
 
-from lakescore.lookup import FeatureLookup
-from lakescore.serving.features import request_columns
+import json
+
+import numpy as np
+import pandas as pd
+
+from lakescore.lookup import FeatureLookup, join_features
+from lakescore.serving.features import TIMESTAMP_KIND, Features, request_columns
+from lakescore.serving.wire import parse_request
 
 WEATHER = FeatureLookup("main.flights.weather", ("origin",), ("temp", "wind_speed"), timestamp_lookup_key="time_hour")
 PLANES = FeatureLookup("main.flights.planes", ("tailnum",), ("year",), (("year", "plane_year"),))
@@ -21,3 +27,33 @@ def test_the_request_carries_the_rows_own_columns_and_every_key_and_time() -> No
 def test_a_model_without_lookups_reads_its_signature() -> None:
     assert request_columns(SIGNATURE, []) == SIGNATURE
 
+
+
+def _weather(times: list[str], *, utc: bool) -> pd.DataFrame:
+    # EWR's temperatures at 05:00, 06:00 and 08:00; a Delta timestamp_ntz column reads as naive datetime64
+    return pd.DataFrame({"origin": ["EWR", "EWR", "EWR"], "time_hour": pd.to_datetime(times, utc=utc),
+                         "temp": [30.0, 31.0, 33.0], "wind_speed": [1.0, 2.0, 3.0]})
+
+
+HOURS = ["2013-01-01 05:00", "2013-01-01 06:00", "2013-01-01 08:00"]
+
+
+def test_a_request_time_is_compared_as_utc_wall_clock_against_a_feature_table_without_a_zone() -> None:
+    columns = {"dep_delay": "double", "origin": "string", "time_hour": TIMESTAMP_KIND}
+    # 07:30 at +02:00 is 05:30 UTC; 07:59Z; 08:00 without an offset is UTC; 04:59Z is before every row
+    body = json.dumps({"dataframe_split": {"columns": list(columns), "data": [
+        [1.0, "EWR", "2013-01-01T07:30:00+02:00"], [2.0, "EWR", "2013-01-01T07:59:00Z"],
+        [3.0, "EWR", "2013-01-01T08:00:00"], [4.0, "EWR", "2013-01-01T04:59:00Z"]]}}).encode()
+    request = parse_request(body, columns, max_body_bytes=10_000, max_rows=10).frame
+    assert str(request["time_hour"].dtype) == "datetime64[ns, UTC]"  # what the wire gives a copy
+    naive = Features({WEATHER.table_name: _weather(HOURS, utc=False)}, {WEATHER.table_name: 3})
+    served = naive.join(request, [WEATHER])
+    # the batch join of naive rows (the same instants as UTC wall clocks) against the same naive table
+    batch_rows = request.assign(time_hour=pd.to_datetime(["2013-01-01 05:30", "2013-01-01 07:59", "2013-01-01 08:00",
+                                                          "2013-01-01 04:59"]))
+    batch = join_features(batch_rows, _weather(HOURS, utc=False), WEATHER)
+    pd.testing.assert_frame_equal(served[["temp", "wind_speed"]], batch[["temp", "wind_speed"]])
+    assert served["temp"].tolist()[:3] == [30.0, 31.0, 33.0] and np.isnan(served["temp"].iloc[3])
+    pd.testing.assert_series_equal(served["time_hour"], request["time_hour"])  # the rows keep their instants
+    aware = Features({WEATHER.table_name: _weather(HOURS, utc=True)}, {WEATHER.table_name: 3})
+    pd.testing.assert_frame_equal(aware.join(request, [WEATHER]), served)  # a UTC table: the same features

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from datetime import date
+
 import pandas as pd
 import pytest
 
@@ -55,3 +57,33 @@ def test_a_naive_feature_time_against_utc_rows_is_refused_as_the_join_refuses_it
     with pytest.raises(FeatureLookupError, match=r"main\.t\.weather_naive: the rows' 'time_hour' carries a time zone "
                                                  r"and feature table column 'time_hour' does not"):
         unmatched_rows(runtime, SOURCE, [spec], version=0, versions={"main.t.weather_naive": 0}, spark=False)
+
+
+DAILY = FeatureLookup("main.t.daily", ("origin",), ("temp",), timestamp_lookup_key="time_hour",
+                      feature_timestamp_key="day")
+
+
+def _daily(runtime) -> None:
+    """A Delta ``date`` feature time: X from Jan 1, Y from Jan 2 (the rows are all on Jan 1, UTC)."""
+    runtime.write_table("main.t.daily", pd.DataFrame({"origin": ["X", "Y"], "temp": [1.0, 2.0],
+                                                      "day": [date(2013, 1, 1), date(2013, 1, 2)]}))
+
+
+# worked by hand: the two X rows with a time (10:00, 08:00 UTC) match X's Jan 1 (its midnight UTC is before);
+# Y's first day is Jan 2, after its Jan 1 12:00 row; the null origin and X's null time match nothing (3 of 5)
+DAILY_EXPECTED = {"main.t.daily by origin, time_hour": 3}
+
+
+def test_a_date_feature_time_is_counted_as_midnight_utc_against_utc_rows(runtime) -> None:
+    _tables(runtime)
+    _daily(runtime)
+    assert unmatched_rows(runtime, SOURCE, [DAILY], version=0, versions={"main.t.daily": 0},
+                          spark=False) == DAILY_EXPECTED
+
+
+@pytest.mark.spark
+def test_a_date_feature_time_is_counted_in_spark_as_in_pandas(spark_runtime) -> None:
+    _tables(spark_runtime)
+    _daily(spark_runtime)
+    assert unmatched_rows(spark_runtime, SOURCE, [DAILY], version=0, versions={"main.t.daily": 0},
+                          spark=True) == DAILY_EXPECTED

@@ -107,24 +107,30 @@ def _latest(rows: Any, values: Any, spec: FeatureLookup) -> Any:
 
 
 def _check_times(rows: Any, values: Any, spec: FeatureLookup) -> None:
-    """Refuse timestamp columns that are not both numbers or both times, or of which one carries a
-    time zone (``timestamp``) and the other does not (``timestamp_ntz``, ``date``), as the pandas
-    join does (:func:`lakescore.lookup.same_time_type`)."""
+    """Refuse timestamp columns of which exactly one is a number or either is neither a number nor a
+    time (``time_type_error``), or of which one carries a time zone (``timestamp``) and the other
+    does not (``timestamp_ntz``; ``time_zone_error``), as the pandas join does
+    (:func:`lakescore.lookup.same_time_type`). A ``date`` goes with either: Spark compares it as
+    midnight of that day, in the session time zone against a ``timestamp`` (UTC: the local session
+    pins it, and it is Databricks' default) and as the wall clock against a ``timestamp_ntz``."""
     row_type = dict(rows.dtypes)[str(spec.timestamp_lookup_key)]
     table_type = dict(values.dtypes)[_F + str(spec.feature_timestamp_key)]
     row_kind = _time_kind(row_type)
     kinds = {row_kind, _time_kind(table_type)}
+    if "other" in kinds or ("number" in kinds and len(kinds) > 1):
+        raise time_type_error(spec, row_type, table_type)
     if kinds == {"aware", "naive"}:
         raise time_zone_error(spec, row_type, table_type, rows_aware=row_kind == "aware")
-    if len(kinds) != 1 or kinds == {"other"}:
-        raise time_type_error(spec, row_type, table_type)
 
 
 def _time_kind(spark_type: str) -> str:
+    """The kind of a Spark type as :func:`lakescore.lookup.time_kind` names a pandas column's."""
     if spark_type == "timestamp":  # an instant (Spark's TIMESTAMP_LTZ)
         return "aware"
-    if spark_type in {"date", "timestamp_ntz"}:
+    if spark_type == "timestamp_ntz":
         return "naive"
+    if spark_type == "date":
+        return "date"
     if spark_type in INTEGER_TYPES | {"float", "double"} or spark_type.startswith("decimal"):
         return "number"
     return "other"

@@ -11,8 +11,10 @@ Types of the extra columns: a key or timestamp that is also a chain input keeps 
 any other key is :data:`KEY_KIND` (text or a whole number, null allowed: a null or unknown key finds
 no feature row and the recipe's imputers fill the features); any other timestamp is
 :data:`TIMESTAMP_KIND`, ISO 8601 text that every row must carry (a point-in-time lookup takes the
-latest feature row at or before it). A timestamp without an offset is read as UTC, which is how the
-join compares a naive time with a time-zone aware one.
+latest feature row at or before it). A timestamp without an offset is read as UTC, so every request
+time is an instant; against a feature table whose time column has no zone (Delta ``timestamp_ntz``)
+it is compared as UTC wall clock, the zone the local Spark session and Databricks use
+(:meth:`Features.join`), where the batch join refuses an aware time against a naive one.
 
 The feature tables are read once per copy generation, in the process the copies are forked from
 (:mod:`lakescore.serving.feature_holder`), so the copies share their pages; :class:`Features` is
@@ -96,10 +98,48 @@ class Features:
         return [{"table": name, "version": version} for name, version in self.versions.items()]
 
     def join(self, frame: pd.DataFrame, specs: Sequence[FeatureLookup]) -> pd.DataFrame:
-        """``frame`` (a request's rows) with every lookup joined (:func:`lakescore.lookup.join_all`)."""
-        from lakescore.lookup import join_all  # pandas: only a copy or a cold-path child joins
+        """``frame`` (a request's rows) with every lookup joined in order, as
+        :func:`lakescore.lookup.join_all` joins them.
 
-        return join_all(frame, self.frames, list(specs))
+        A request time is an instant (``datetime64[ns, UTC]``, :mod:`lakescore.serving.wire`); against
+        a feature table without a zone (``datetime64`` naive, Delta ``timestamp_ntz``) it is compared
+        as UTC wall clock, the zone the local Spark session and Databricks use, so the features equal
+        the batch join's for the same naive times. The rows keep their own (aware) time column.
+
+        Parameters
+        ----------
+        frame : DataFrame of shape (n_rows, n_columns)
+            A request's rows (:attr:`lakescore.serving.wire.ScoreRequest.frame`).
+        specs : sequence of FeatureLookup
+            The chain's lookups, in join order.
+
+        Returns
+        -------
+        DataFrame of shape (n_rows, n_columns + n_looked_up)
+            As :func:`lakescore.lookup.join_features`, one lookup after the other.
+        """
+        from lakescore.lookup import join_features  # pandas: only a copy or a cold-path child joins
+
+        for spec in specs:
+            table = self.frames[spec.table_name]
+            rows = _utc_wall_clock(frame, table, spec)
+            joined = join_features(rows, table, spec)
+            frame = joined if rows is frame else joined.assign(**{str(spec.timestamp_lookup_key):
+                                                                  frame[spec.timestamp_lookup_key]})
+        return frame
+
+
+def _utc_wall_clock(frame: pd.DataFrame, table: pd.DataFrame, spec: FeatureLookup) -> pd.DataFrame:
+    """``frame`` with its aware ``timestamp_lookup_key`` as naive UTC when ``table``'s
+    ``feature_timestamp_key`` is a naive ``datetime64`` column; else ``frame`` itself."""
+    import pandas as pd  # a copy only
+
+    ts, fts = spec.timestamp_lookup_key, spec.feature_timestamp_key
+    if not spec.point_in_time or ts not in frame.columns or fts not in table.columns:
+        return frame  # no point in time, or join_features refuses the missing column itself
+    if isinstance(frame[ts].dtype, pd.DatetimeTZDtype) and pd.api.types.is_datetime64_dtype(table[fts].dtype):
+        return frame.assign(**{ts: frame[ts].dt.tz_convert("UTC").dt.tz_localize(None)})
+    return frame
 
 
 def read_features(reader: FeatureReader, specs: Sequence[dict[str, Any]],
