@@ -133,7 +133,7 @@ def measured(chain: Any, holdout: pd.DataFrame) -> dict[str, float]:
 def run_train(project: Any, runtime: Any) -> tuple[Any, dict[str, float], float]:
     import mlflow
 
-    from lakescore.model_set import load_saved
+    from lakescore.saved_models import load_saved
     from lakescore.workflows.train import train
 
     started = time.perf_counter()

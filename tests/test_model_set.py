@@ -5,7 +5,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lakescore.model_set import Composed, ModelSet, component_reason, load_saved
+from lakescore.model_set import Composed, ModelSet, component_reason
+from lakescore.saved_models import load_saved
 
 
 def test_weighted_sum_and_mean_by_hand():

@@ -6,8 +6,8 @@ import pytest
 
 from lakescore.errors import SplitTrainingError
 from lakescore.frames import derive_label
-from lakescore.model_set import load_saved
 from lakescore.pasting import PastingEnsemble, paste
+from lakescore.saved_models import load_saved
 from lakescore.scoring.codes import code_tables
 from lakescore.thresholds import Threshold
 from lakescore.training import fit_chain

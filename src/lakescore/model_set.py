@@ -25,6 +25,7 @@ published row never mixes one component's answer with another's exclusion.
 
 Saved as a folder: ``set.json`` (component order, composed columns, combined rules) and
 ``components/<name>/``, each a saved chain; the certificate seals the whole folder.
+:func:`lakescore.saved_models.load_saved` reads a saved folder back (a chain, a set or a pasting ensemble).
 """
 
 from __future__ import annotations
@@ -259,13 +260,3 @@ def is_set_folder(path: str | Path) -> bool:
     """True when the saved model folder ``path`` holds a model set (its ``set.json``)."""
     return (Path(path) / SET_FILE).exists()
 
-
-def load_saved(path: str | Path) -> FittedChain | ModelSet:
-    """The chain, model set or pasting ensemble (:mod:`lakescore.pasting`) saved in the folder ``path``
-    (the logged model's ``chain`` artifact)."""
-    if not is_set_folder(path):
-        return FittedChain.load(path)
-    from lakescore.pasting import PastingEnsemble, is_pasting  # a set of slice chains, averaged
-
-    return PastingEnsemble.load(path) if is_pasting(json.loads((Path(path) / SET_FILE).read_text())) \
-        else ModelSet.load(path)

@@ -31,8 +31,9 @@ from lakescore.chain import STATUS_EXCLUDED, FittedChain
 from lakescore.errors import ModelNotFoundError, UncertifiedModelError
 from lakescore.conform import conform_inputs
 from lakescore.frames import to_transport
-from lakescore.model_set import ModelSet, load_saved
+from lakescore.model_set import ModelSet
 from lakescore.pasting import PastingEnsemble
+from lakescore.saved_models import load_saved
 from lakescore.scoring.codes import code_tables, encode
 
 DEFAULT_BATCH_ROWS = 10000

@@ -9,8 +9,8 @@ from model_set_rules import above_batch_mean
 from lakescore.admission.certificate import require_admitted, seal, verify
 from lakescore.admission.combined import admit_set
 from lakescore.errors import CertificateError, ProbeError
-from lakescore.model_set import load_saved
 from lakescore.rules import OutputRule
+from lakescore.saved_models import load_saved
 from lakescore.usercode import FunctionRef
 
 

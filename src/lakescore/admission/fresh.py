@@ -25,7 +25,8 @@ from lakescore.admission.compare import compare
 from lakescore.admission.parts import Part, chain_parts, set_parts
 from lakescore.admission.result import CheckResult
 from lakescore.chain import FittedChain
-from lakescore.model_set import ModelSet, load_saved
+from lakescore.model_set import ModelSet
+from lakescore.saved_models import load_saved
 
 TIMEOUT_S = 300
 SHOWN_CHARS = 60

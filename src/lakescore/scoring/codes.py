@@ -23,8 +23,9 @@ import pandas as pd
 
 from lakescore.chain import STATUS_EXCLUDED, STATUS_PREDICTED, FittedChain
 from lakescore.errors import TransportCodeError
-from lakescore.model_set import ModelSet, component_reason, load_saved
+from lakescore.model_set import ModelSet, component_reason
 from lakescore.pasting import PastingEnsemble
+from lakescore.saved_models import load_saved
 
 STATUSES = (STATUS_PREDICTED, STATUS_EXCLUDED)
 """Code table of ``scoring_status``: 0 predicted, 1 excluded."""
