@@ -237,8 +237,9 @@ def model_problems(model: ModelConfig, *, key: str, shown: str, random_state: in
 def training_problems(project: ProjectConfig, empty: pd.DataFrame) -> list[str]:
     """Everything training can check without reading rows, against the training table's columns:
     the feature, key and rule columns, the recipe's steps and columns, the row filter and label
-    expression (evaluated on ``empty``) and the model class and parameters (of each component and
-    the composed columns and combined rules of a model set: :func:`lakescore.training_set.set_problems`).
+    expression (evaluated on ``empty``) and a single model's class and parameters. A model set's
+    components, composed columns and combined rules are :func:`lakescore.training_set.set_problems`'
+    (:func:`lakescore.workflows.train.preflight` lists both).
 
     Parameters
     ----------
@@ -272,9 +273,7 @@ def training_problems(project: ProjectConfig, empty: pd.DataFrame) -> list[str]:
                                 f"({type(err).__name__}: {err}); write a pandas expression over its columns")
     problems += recipe_problems(project, available, source=cfg.data.table)
     if cfg.model_set is not None:
-        from lakescore.training_set import set_problems
-
-        return problems + set_problems(project, empty)
+        return problems
     if cfg.model is not None:
         problems += model_problems(cfg.model, key="model", shown=shown, random_state=cfg.defaults.random_state)
     if project.scoring.combined_rules:

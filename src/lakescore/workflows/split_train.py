@@ -49,7 +49,7 @@ from lakescore.split_fit import HOLDOUT_COLUMN, RESULT_SCHEMA, SLICE_COLUMN, Fau
 from lakescore.steps.recipe import PreSplit
 from lakescore.training import fit_project_chain, holdout_metrics, prepare_rows, with_threshold
 from lakescore.training_fingerprint import TrainingFingerprint
-from lakescore.workflows.train import TrainResult, register
+from lakescore.workflows.registration import TrainResult, register
 
 FAULT_ENV = "LAKESCORE_SPLIT_FAULT"
 SAMPLED_NOTE = "sampled fit: one process fitted {fitted:,} of the {rows:,} training rows; {why}"

@@ -1,14 +1,15 @@
 """``lakescore train``: read the training rows at a pinned version, fit, admit, register.
 
 Reads the table through the runtime, then strings the domain steps together: :mod:`lakescore.training`
-(rows, recipe, model, decision threshold, holdout), :mod:`lakescore.admission` (identity, lint, probe, certificate),
-:mod:`lakescore.monitoring.drift` (the drift profile) and :mod:`lakescore.packaging` (pyfunc,
-registry, alias). A project whose training fingerprint is unchanged is not trained again.
+(rows, recipe, model, decision threshold, holdout), :mod:`lakescore.admission` (identity, lint, probe, certificate)
+and :mod:`lakescore.workflows.registration` (drift profile, pyfunc, registry, alias, summary). A project whose
+training fingerprint is unchanged is not trained again; a table above training.yml ``max_rows`` is trained by
+:mod:`lakescore.workflows.split_train`.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import replace
 from typing import Any, Literal
 
 import numpy as np
@@ -22,45 +23,13 @@ from lakescore.chain import FittedChain
 from lakescore.config import ProjectConfig
 from lakescore.errors import ConfigError, LakescoreError
 from lakescore.model_set import ModelSet
-from lakescore.monitoring.drift import training_profile
-from lakescore.packaging import log_and_register, null_counts
 from lakescore.runtime import Runtime
 from lakescore.training import fit_project_chain, holdout_metrics, prepare_rows, training_problems, with_threshold
-from lakescore.training_set import component_labels, fit_project_set, set_metrics, with_set_thresholds
+from lakescore.training_set import component_labels, fit_project_set, set_metrics, set_problems, with_set_thresholds
 from lakescore.workflows.lookups import lookup_problems, training_features
-from lakescore.training_fingerprint import (TrainingFingerprint, record_fingerprint, recorded_fingerprint,
-                                            training_fingerprint)
-
-
-@dataclass(frozen=True)
-class TrainResult:
-    """What ``lakescore train`` did."""
-
-    model_name: str
-    version: int
-    run_id: str
-    metrics: dict[str, float]
-    rows: dict[str, int]
-    steps: list[dict[str, Any]] = field(default_factory=list)
-    certificate: dict[str, Any] = field(default_factory=dict)
-    reused: bool = False
-    note: str = ""
-    decision_threshold: str = ""  # FittedChain.decision_rule: which threshold is in force
-    feature_lookups: list[dict[str, Any]] = field(default_factory=list)  # [{table, version}] training joined
-    components: list[dict[str, str]] = field(default_factory=list)  # a model set's: packaging.component_record
-    split: dict[str, Any] = field(default_factory=dict)  # split training's record (workflows.split_train)
-
-    def summary(self) -> dict[str, Any]:
-        return {"model": f"{self.model_name} v{self.version}", "run_id": self.run_id,
-                "metrics": self.metrics, "rows": self.rows, "steps": self.steps,
-                **({"feature_lookups": self.feature_lookups} if self.feature_lookups else {}),
-                **({"components": self.components} if self.components else {}),
-                **({"split": self.split} if self.split else {}),
-                "decision_threshold": self.decision_threshold,
-                "certificate": self.certificate, "reused": self.reused, "note": self.note}
-
-
-SUMMARY_ARTIFACT = "train_summary.json"
+from lakescore.workflows.registration import SUMMARY_ARTIFACT, TrainResult, register
+from lakescore.workflows.split_train import train_above_max_rows
+from lakescore.training_fingerprint import TrainingFingerprint, recorded_fingerprint, training_fingerprint
 
 
 def _unchanged_version(mlflow: Any, project: ProjectConfig, fingerprint: TrainingFingerprint) -> TrainResult | str:
@@ -87,7 +56,8 @@ def _unchanged_version(mlflow: Any, project: ProjectConfig, fingerprint: Trainin
 
 def preflight(project: ProjectConfig, runtime: Runtime) -> None:
     """Check, before any work, everything training can check without reading rows
-    (:func:`lakescore.training.training_problems` on the table's empty frame).
+    (:func:`lakescore.training.training_problems` and, for a model set,
+    :func:`lakescore.training_set.set_problems`, on the table's empty frame).
 
     Raises
     ------
@@ -106,7 +76,7 @@ def preflight(project: ProjectConfig, runtime: Runtime) -> None:
                  f"which data.feature_columns does not list; add it there (the recipe then sees it) or drop it from "
                  "feature_names" for i, spec in enumerate(specs) for column in spec.output_columns
                  if column not in cfg.data.feature_columns]
-    problems += training_problems(project, empty)
+    problems += training_problems(project, empty) + set_problems(project, empty)
     if problems:
         raise ConfigError(problems)
 
@@ -141,8 +111,6 @@ def train(project: ProjectConfig, runtime: Runtime, *,
         return found
     note = "retrain: always" if isinstance(found, TrainResult) else found
     if cfg.max_rows is not None and runtime.row_count(cfg.data.table, version=fingerprint.source_version) > cfg.max_rows:
-        from lakescore.workflows.split_train import train_above_max_rows  # more rows than one process fits
-
         return train_above_max_rows(project, runtime, fingerprint=fingerprint, features=features, note=note)
     with progress.step(f"train: read {cfg.data.table}@v{fingerprint.source_version}") as shown:
         rows = features.training_rows(runtime, cfg.data.table, version=fingerprint.source_version, specs=specs,
@@ -165,62 +133,6 @@ def train(project: ProjectConfig, runtime: Runtime, *,
         shown.total_rows(len(holdout))
     return register(project, mlflow, model, evidence=evidence, metrics=metrics, training=frame_pd.iloc[train_idx],
                     holdout=holdout, fingerprint=fingerprint, features=features, note=f"trained: {note}")
-
-
-def register(project: ProjectConfig, mlflow: Any, model: FittedChain | ModelSet, *, evidence: dict[str, Any],
-             metrics: dict[str, float], training: pd.DataFrame, holdout: pd.DataFrame,
-             fingerprint: TrainingFingerprint, features: Any, note: str, split: dict[str, Any] | None = None,
-             description: str = "") -> TrainResult:
-    """Log the admitted ``model`` in one MLflow run (params, ``metrics``, drift profile, summary),
-    register it with its certificate, point the alias at it and record the training fingerprint.
-
-    Parameters
-    ----------
-    training, holdout : DataFrame
-        The rows the model was trained on (counted, profiled, null-counted) and measured on.
-    features : FeatureTables
-        The feature tables read (:func:`lakescore.workflows.lookups.read_feature_tables`).
-    note : str
-        The summary's note (why training ran).
-    split : dict, optional
-        Split training's record (:mod:`lakescore.workflows.split_train`): in the summary, the model
-        config (``split_training``) and, with ``description``, the version's description.
-    """
-    cfg = project.training
-    with progress.step("train: log and register"), mlflow.start_run(run_name="train") as run:
-        models = [(f"{name}.", c) for name, c in model.components] if isinstance(model, ModelSet) else [("", model)]
-        mlflow.log_params({**{f"{prefix}model_class": c.model_class for prefix, c in models},
-                           "training_table": cfg.data.table,
-                           "training_version": fingerprint.source_version,
-                           **{f"feature_table.{name}": v for name, v in features.versions.items()},
-                           "training_rows": len(training), "holdout_rows": len(holdout),
-                           "decision_threshold": model.decision_rule,
-                           **{f"{prefix}model.{k}": v for prefix, c in models
-                              for k, v in _model_params(project, prefix).items()}})
-        mlflow.log_metrics({k: v for k, v in metrics.items()})
-        predictions = model.predict(holdout)
-        profile = training_profile(training, feature_columns=_profiled(project),
-                                   predictions=predictions, prediction_column=_profiled_prediction(model))
-        mlflow.log_dict(profile, "drift_profile.json")  # PSI bins for lakescore monitor
-        registered = log_and_register(model, example=holdout.head(5), name=cfg.registry.model_name,
-                                      alias=cfg.registry.alias, evidence=evidence,
-                                      training_nulls=null_counts(training, model.input_columns),
-                                      log_model=features.model_logger(model.input_columns),
-                                      note=description, extra_config={"split_training": split} if split else None)
-        result = TrainResult(
-            model_name=registered.name, version=registered.version, run_id=run.info.run_id, metrics=metrics,
-            rows={"training": len(training), "holdout": len(holdout)},
-            steps=[{"name": f"{prefix.replace('.', '/')}{s.name}", "step": s.kind, "rows_in": s.rows_in,
-                    "rows_out": s.rows_out}
-                   for i, (prefix, c) in enumerate(models) for s in (*(c.pre_split if i == 0 else ()), *c.steps)],
-            certificate={"artifact_sha256": registered.certificate.artifact_sha256,
-                         "digest": registered.certificate.digest},
-            note=note, decision_threshold=model.decision_rule, feature_lookups=features.record(),
-            components=list(registered.components), split=dict(split or {}),
-        )
-        mlflow.log_dict({k: v for k, v in asdict(result).items() if k not in ("reused", "note")}, SUMMARY_ARTIFACT)
-    record_fingerprint(mlflow.MlflowClient(), registered.name, registered.version, fingerprint)
-    return result
 
 
 def _fit_chain(project: ProjectConfig, frame: pd.DataFrame, y: pd.Series, pre: Any, train_idx: np.ndarray,
@@ -247,29 +159,3 @@ def _fit_set(project: ProjectConfig, frame: pd.DataFrame, pre: Any, train_idx: n
     truth = {name: y.iloc[hold_idx] for name, y in labels.items()}
     fitted = with_set_thresholds(fitted, project, holdout, truth)
     return fitted, set_metrics(fitted, holdout, truth)
-
-
-def _model_params(project: ProjectConfig, prefix: str) -> dict[str, Any]:
-    """training.yml's model params (of component ``prefix`` = ``<name>.``, for a model set)."""
-    cfg = project.training
-    if cfg.model_set is not None:
-        return dict(cfg.model_set.components[prefix.rstrip(".")].model.params)
-    return dict(cfg.model.params) if cfg.model else {}
-
-
-def _profiled(project: ProjectConfig) -> list[str]:
-    """The columns the drift profile bins: data.feature_columns, and every component's own."""
-    cfg = project.training
-    columns = list(cfg.data.feature_columns)
-    for component in (cfg.model_set.components.values() if cfg.model_set else []):
-        columns += [c for c in component.feature_columns or [] if c not in columns]
-    return columns
-
-
-def _profiled_prediction(model: FittedChain | ModelSet) -> str | None:
-    """The scored column the drift profile bins: None (a chain's own choice), or for a model set its
-    first component's probability (classifier) or prediction (regressor), as the set names it."""
-    if model.task != "model_set":  # a chain, or a pasting ensemble (a chain's columns)
-        return None
-    name, chain = model.components[0]
-    return f"{name}_probability" if chain.task == "classification" else f"{name}_prediction"
