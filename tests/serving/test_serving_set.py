@@ -20,7 +20,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from lakescore.model_set import ModelSet, load_saved
+from lakescore.model_set import ModelSet
+from lakescore.saved_models import load_saved
 from lakescore.runtime import LocalRuntime
 from serving_helpers import MODEL, expected_rows, launch, ready_copies, records
 
