@@ -22,6 +22,25 @@ from lakescore.runtime.local_spark import CONNECT_MODE_ENV, classic_session
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def migrated_mlflow(tmp_path_factory: pytest.TempPathFactory):
+    """Every in-process ``LocalRuntime`` gets a copy of one migrated, empty MLflow database on its
+    first ``mlflow()`` call, instead of running MLflow's schema migrations again (2-7 s each; see
+    tests/fixtures/mlflow_store.py). The database is made the first time a test needs one."""
+    from fixtures.mlflow_store import migrated_database, seeding
+
+    made: list[Path] = []
+
+    def template() -> Path:
+        if not made:
+            made.append(migrated_database(tmp_path_factory.mktemp("mlflow-template")))
+        return made[0]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(LocalRuntime, "mlflow", seeding(LocalRuntime.mlflow, template))
+        yield template
+
+
 @pytest.fixture(scope="session")
 def demo_tables() -> dict[str, pd.DataFrame]:
     """The demo frames (flights with flight_id, weather, planes, incoming), read once."""
