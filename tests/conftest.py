@@ -174,6 +174,25 @@ def small_chain(flights_sample: pd.DataFrame):
                      feature_columns=["dep_delay", "distance", "hour", "carrier", "origin"], rules=rules)
 
 
+@pytest.fixture(scope="session")
+def admitted_small_chain(small_chain, flights_sample: pd.DataFrame) -> dict:
+    """The admission evidence of :func:`small_chain` on the sample's rows 1000-1999, made once per
+    session (admission probes every part: the slow half of registering a model). Use
+    :func:`small_evidence` in a test: a copy of it."""
+    from lakescore.admission.evidence import admit
+
+    return admit(small_chain, flights_sample.iloc[1000:])
+
+
+@pytest.fixture
+def small_evidence(admitted_small_chain: dict) -> dict:
+    """A copy of :func:`admitted_small_chain`'s evidence, for ``log_and_register(small_chain, ...,
+    evidence=small_evidence)``."""
+    import copy
+
+    return copy.deepcopy(admitted_small_chain)
+
+
 _START = """
 import sys, time
 from pathlib import Path
