@@ -22,6 +22,25 @@ from lakescore.runtime.local_spark import CONNECT_MODE_ENV, classic_session
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def migrated_mlflow(tmp_path_factory: pytest.TempPathFactory):
+    """Every in-process ``LocalRuntime`` gets a copy of one migrated, empty MLflow database on its
+    first ``mlflow()`` call, instead of running MLflow's schema migrations again (2-7 s each; see
+    tests/fixtures/mlflow_store.py). The database is made the first time a test needs one."""
+    from fixtures.mlflow_store import migrated_database, seeding
+
+    made: list[Path] = []
+
+    def template() -> Path:
+        if not made:
+            made.append(migrated_database(tmp_path_factory.mktemp("mlflow-template")))
+        return made[0]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(LocalRuntime, "mlflow", seeding(LocalRuntime.mlflow, template))
+        yield template
+
+
 @pytest.fixture(scope="session")
 def demo_tables() -> dict[str, pd.DataFrame]:
     """The demo frames (flights with flight_id, weather, planes, incoming), read once."""
@@ -153,6 +172,25 @@ def small_chain(flights_sample: pd.DataFrame):
     return fit_chain(flights_sample, y, recipe=DEMO_RECIPE, model_class="LogisticRegression",
                      model_params={"max_iter": 300},
                      feature_columns=["dep_delay", "distance", "hour", "carrier", "origin"], rules=rules)
+
+
+@pytest.fixture(scope="session")
+def admitted_small_chain(small_chain, flights_sample: pd.DataFrame) -> dict:
+    """The admission evidence of :func:`small_chain` on the sample's rows 1000-1999, made once per
+    session (admission probes every part: the slow half of registering a model). Use
+    :func:`small_evidence` in a test: a copy of it."""
+    from lakescore.admission.evidence import admit
+
+    return admit(small_chain, flights_sample.iloc[1000:])
+
+
+@pytest.fixture
+def small_evidence(admitted_small_chain: dict) -> dict:
+    """A copy of :func:`admitted_small_chain`'s evidence, for ``log_and_register(small_chain, ...,
+    evidence=small_evidence)``."""
+    import copy
+
+    return copy.deepcopy(admitted_small_chain)
 
 
 _START = """

@@ -40,9 +40,10 @@ def test_batch_slices_cover_every_row_once(n_rows, batch_rows, expected):
     assert sum(s.stop - s.start for s in slices) == n_rows
 
 
-@pytest.fixture(scope="module")
-def evidence(small_chain, flights_sample):
-    return admit(small_chain, flights_sample.iloc[1000:])
+@pytest.fixture
+def evidence(small_evidence):
+    """small_chain's evidence on the sample's rows 1000-1999 (admitted once per session: conftest)."""
+    return small_evidence
 
 
 @pytest.fixture

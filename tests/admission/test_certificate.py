@@ -12,9 +12,10 @@ from lakescore.chain import FittedChain
 from lakescore.errors import CertificateError, UncertifiedModelError
 
 
-@pytest.fixture(scope="module")
-def evidence(small_chain, flights_sample):
-    return admit(small_chain, flights_sample.iloc[1000:])
+@pytest.fixture
+def evidence(small_evidence):
+    """small_chain's evidence on the sample's rows 1000-1999 (admitted once per session: conftest)."""
+    return small_evidence
 
 
 @pytest.fixture

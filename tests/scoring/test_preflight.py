@@ -51,7 +51,8 @@ def test_the_sdk_refuses_runtime_spark(flights_sample):
     assert err.value.code == "runtime_unsupported"
 
 
-def test_champion_selection_follows_the_configured_registry_alias(runtime, project_dir, flights_sample, small_chain):
+def test_champion_selection_follows_the_configured_registry_alias(runtime, project_dir, flights_sample, small_chain,
+                                                                   small_evidence):
     import yaml
 
     path = project_dir / "training.yml"
@@ -60,20 +61,21 @@ def test_champion_selection_follows_the_configured_registry_alias(runtime, proje
     path.write_text(yaml.safe_dump(cfg))
     runtime.write_table("main.flights.flights_incoming", flights_sample)
     runtime.mlflow()
-    evidence = admit(small_chain, flights_sample.iloc[1000:])
+    evidence = small_evidence
     with mlflow.start_run():
         log_and_register(small_chain, example=flights_sample.head(5), name=NAME, alias="prod", evidence=evidence)
         log_and_register(small_chain, example=flights_sample.head(5), name=NAME, alias="champion", evidence=evidence)
     assert preflight(load_project(project_dir), runtime).model_version == 1  # prod, not champion (v2)
 
 
-def test_a_source_column_of_another_type_is_refused_before_any_work(runtime, project_dir, flights_sample, small_chain):
+def test_a_source_column_of_another_type_is_refused_before_any_work(runtime, project_dir, flights_sample, small_chain,
+                                                                     small_evidence):
     as_text = flights_sample.assign(dep_delay=flights_sample["dep_delay"].astype(str))
     runtime.write_table("main.flights.flights_incoming", as_text)
     runtime.mlflow()
     with mlflow.start_run():
         log_and_register(small_chain, example=flights_sample.head(5), name=NAME, alias="champion",
-                         evidence=admit(small_chain, flights_sample.iloc[1000:]))
+                         evidence=small_evidence)
     with pytest.raises(ConfigError, match="column 'dep_delay' holds string values; model main.flights.late_arrival "
                                           "v1 reads number"):
         preflight(load_project(project_dir), runtime)
@@ -81,7 +83,8 @@ def test_a_source_column_of_another_type_is_refused_before_any_work(runtime, pro
 
 @pytest.mark.spark
 def test_a_source_that_delta_rs_cannot_read_is_refused_on_single_node_before_any_work(spark_runtime, project_dir,
-                                                                                      flights_sample, small_chain):
+                                                                                      flights_sample, small_chain,
+                                                                                      small_evidence):
     from fixtures.spark_delta import write_spark_delta
 
     write_spark_delta(spark_runtime.spark(), spark_runtime.table_path("main.flights.flights_incoming"),
@@ -89,7 +92,7 @@ def test_a_source_that_delta_rs_cannot_read_is_refused_on_single_node_before_any
     spark_runtime.mlflow()
     with mlflow.start_run():
         log_and_register(small_chain, example=flights_sample.head(5), name=NAME, alias="champion",
-                         evidence=admit(small_chain, flights_sample.iloc[1000:]))
+                         evidence=small_evidence)
     project = load_project(project_dir)
     single = dataclasses.replace(project, inference=project.inference.model_copy(update={"batch_compute": "single_node"}))
     with pytest.raises(ConfigError) as err:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -34,25 +35,37 @@ MODEL, QUALITY = "main.flights.late_arrival", "main.flights.late_arrival_quality
 FEATURES = ["month", "day", "hour", "dep_delay", "distance", "carrier", "origin", "dest"]
 
 
-def publish_project(runtime, project_dir: Path, flights_sample: pd.DataFrame, lake: pd.DataFrame):
-    """``lake`` as the flights (label) table, a model trained on months 1-9 of the sample registered
-    with its drift profile, and 300 flights of months 10-12 scored and published."""
+@pytest.fixture(scope="module")
+def admitted(tmp_path_factory: pytest.TempPathFactory, flights_sample: pd.DataFrame):
+    """The chain every test here registers, fitted and admitted once for the module:
+    ``(chain, evidence, training rows)``: the demo recipe without its lookups on :data:`FEATURES`,
+    LogisticRegression of ``arr_delay > 15`` on the sample's months 1-9, with config/scoring.yml's rules."""
+    config = tmp_path_factory.mktemp("monitor-chain") / "config"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "config", config)
+    without_feature_lookups(config)  # the chain is fitted here on FEATURES, with the demo recipe's other steps
+    project = load_project(config)
+    train = flights_sample[(flights_sample["month"] <= 9) & flights_sample["arr_delay"].notna()]
+    chain = fit_chain(train, (train["arr_delay"] > 15).astype("int64"), recipe=list(project.training.preprocessing),
+                      model_class="LogisticRegression", model_params={"max_iter": 300}, feature_columns=FEATURES,
+                      rules=load_rules(project.scoring))
+    return chain, admit(chain, train.iloc[-256:]), train
+
+
+def publish_project(runtime, project_dir: Path, flights_sample: pd.DataFrame, lake: pd.DataFrame, admitted):
+    """``lake`` as the flights (label) table, the :func:`admitted` chain (trained on months 1-9 of
+    the sample) registered with its drift profile, and 300 flights of months 10-12 scored and published."""
     path = project_dir / "inference.yml"
     path.write_text(yaml.safe_dump({**yaml.safe_load(path.read_text()), "batch_compute": "single_node"}))
-    without_feature_lookups(project_dir)  # the chain is fitted here on FEATURES, with the demo recipe's other steps
+    without_feature_lookups(project_dir)  # as the admitted chain's config
     project = load_project(project_dir)
     runtime.write_table(FLIGHTS, lake)
     incoming = flights_sample[flights_sample["month"] >= 10]
     runtime.write_table(INCOMING, incoming.iloc[:300].reset_index(drop=True),
                         configuration={"delta.enableChangeDataFeed": "true"})
-    train = flights_sample[(flights_sample["month"] <= 9) & flights_sample["arr_delay"].notna()]
-    chain = fit_chain(train, (train["arr_delay"] > 15).astype("int64"), recipe=list(project.training.preprocessing),
-                      model_class="LogisticRegression", model_params={"max_iter": 300}, feature_columns=FEATURES,
-                      rules=load_rules(project.scoring))
+    chain, evidence, train = admitted
     mlflow = runtime.mlflow()
     with mlflow.start_run():
-        log_and_register(chain, example=train.head(5), name=MODEL, alias="champion",
-                         evidence=admit(chain, train.iloc[-256:]))
+        log_and_register(chain, example=train.head(5), name=MODEL, alias="champion", evidence=evidence)
         mlflow.log_dict(training_profile(train, feature_columns=FEATURES, predictions=chain.predict(train)),
                         "drift_profile.json")
     publish(project, runtime, score(project, runtime))
@@ -60,9 +73,9 @@ def publish_project(runtime, project_dir: Path, flights_sample: pd.DataFrame, la
 
 
 @pytest.fixture
-def project(runtime, project_dir: Path, flights_sample: pd.DataFrame):
+def project(runtime, project_dir: Path, flights_sample: pd.DataFrame, admitted):
     """Every label already known when the run is first monitored."""
-    return publish_project(runtime, project_dir, flights_sample, flights_sample)
+    return publish_project(runtime, project_dir, flights_sample, flights_sample, admitted)
 
 
 def test_quality_rows_drift_and_performance(project, runtime, tmp_path):
@@ -116,9 +129,9 @@ def expected_performance(runtime, flights_sample: pd.DataFrame) -> dict[str, flo
 
 
 @pytest.mark.parametrize("older_table", [False, True], ids=["current", "table-written-before-label-tracking"])
-def test_labels_that_arrive_late_are_measured(runtime, project_dir, flights_sample, tmp_path, older_table):
+def test_labels_that_arrive_late_are_measured(runtime, project_dir, flights_sample, tmp_path, older_table, admitted):
     waiting = flights_sample.assign(arr_delay=flights_sample["arr_delay"].where(flights_sample["month"] <= 9))
-    project = publish_project(runtime, project_dir, flights_sample, waiting)
+    project = publish_project(runtime, project_dir, flights_sample, waiting, admitted)
     first = monitor(project, runtime)
     assert first.row["labelled_rows"] == 0 and np.isnan(first.row["accuracy"])
     assert first.row["label_table_version"] == 0 and first.row["measurement"] == "first"
@@ -160,13 +173,13 @@ def test_labels_that_arrive_late_are_measured(runtime, project_dir, flights_samp
     assert "Measurements as labels arrived" in page and 'alt="Performance by label arrival"' in page
 
 
-def test_spark_engine_matches_single_node(runtime, spark, project_dir, flights_sample, tmp_path):
+def test_spark_engine_matches_single_node(runtime, spark, project_dir, flights_sample, tmp_path, admitted):
     """One published run monitored by the Spark engine (``batch_compute: spark``) and by the
     single-node one, each into its own quality table: the same row, but for the approximate
     quantiles (a value of the data within the ranks percentile_approx allows)."""
     runtime._spark = spark
     waiting = flights_sample.assign(arr_delay=flights_sample["arr_delay"].where(flights_sample["month"] != 11))
-    single = publish_project(runtime, project_dir, flights_sample, waiting)
+    single = publish_project(runtime, project_dir, flights_sample, waiting, admitted)
     for name, change in (("inference.yml", {"batch_compute": "spark"}),
                          ("monitoring.yml", {"quality_table": "main.flights.late_arrival_quality_spark"})):
         path = project_dir / name

@@ -4,8 +4,9 @@ collecting the 84,292 predictions to the driver would fail; a second process pro
 
 Spark's own broadcast joins are turned off for the runs (see :func:`_small_results_env`). The limit
 is a JVM start-up setting, so both runs are their own processes
-(``PYSPARK_SUBMIT_ARGS``); the demo tables are written beforehand, with a 40,000-flight training
-table so that training stays short, and the whole incoming quarter to score.
+(``PYSPARK_SUBMIT_ARGS``); the demo tables are written beforehand, with an 8,000-flight training
+table so that training stays short (what is checked here is score, publish and monitor), and the
+whole incoming quarter to score.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from fixtures.mlflow_store import seed
 
 from lakescore.demo_data import FLIGHTS, INCOMING
 from lakescore.runtime import LocalRuntime
@@ -49,10 +51,11 @@ print("collected", len(rows))
 
 
 def test_score_publish_monitor_on_spark_bring_no_rows_to_the_driver(tmp_path: Path, project_dir: Path,
-                                                                      demo_tables) -> None:
+                                                                      demo_tables, migrated_mlflow) -> None:
     home = tmp_path / "home"
     runtime = LocalRuntime(home)
-    runtime.write_table(FLIGHTS, demo_tables[FLIGHTS].sample(40000, random_state=3).reset_index(drop=True))
+    seed(home / "mlflow.db", migrated_mlflow())  # the demo process finds a migrated MLflow store
+    runtime.write_table(FLIGHTS, demo_tables[FLIGHTS].sample(8000, random_state=3).reset_index(drop=True))
     runtime.write_table(INCOMING, demo_tables[INCOMING].reset_index(drop=True),
                         configuration={"delta.enableChangeDataFeed": "true"})
     load_data(runtime)  # the other demo tables; the two above are kept

@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 from deltalake import DeltaTable
 from fixtures.fake_feature_engineering import install as install_feature_engineering
+from fixtures.mlflow_store import seed
 
 from lakescore.config import load_project
 from lakescore.runtime import DatabricksRuntime
@@ -46,8 +47,9 @@ class ByNameOnly(DatabricksRuntime):
 
 
 @pytest.fixture
-def dbx(spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ByNameOnly:
+def dbx(spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, migrated_mlflow) -> ByNameOnly:
     monkeypatch.chdir(tmp_path)  # MLflow's default artifact root is relative to the working folder
+    seed(tmp_path / "workspace-mlflow.db", migrated_mlflow())  # an empty store, migrated once per session
     db = f"sqlite:///{tmp_path / 'workspace-mlflow.db'}"
     runtime = ByNameOnly(tmp_path / "Volumes" / "main" / "flights" / "lakescore", target="staging",
                          uris=MlflowUris(db, db), session=spark)

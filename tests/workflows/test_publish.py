@@ -13,7 +13,6 @@ from chispa import assert_df_equality
 from deltalake import DeltaTable
 from fixtures.runs import as_pandas
 
-from lakescore.admission.evidence import admit
 from lakescore.config import load_project
 from lakescore.demo_data import INCOMING
 from lakescore.errors import CdfRecoveryRequiredError, SourceChangedError
@@ -53,11 +52,11 @@ class SparkLake:
 
 
 @pytest.fixture
-def spark_lake(spark_runtime, project_dir, flights_sample, small_chain):
+def spark_lake(spark_runtime, project_dir, flights_sample, small_chain, small_evidence):
     spark_runtime.mlflow()
     with mlflow.start_run():
         log_and_register(small_chain, example=flights_sample.head(5), name=NAME, alias="champion",
-                         evidence=admit(small_chain, flights_sample.iloc[1000:]))
+                         evidence=small_evidence)
     cancelled = flights_sample["dep_time"].isna()  # excluded by the `cancelled` eligibility rule
     flights = pd.concat([flights_sample[cancelled].head(4), flights_sample[~cancelled].head(86)])
     lake = SparkLake(spark_runtime, project_dir, flights)  # four cancelled flights first

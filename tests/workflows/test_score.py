@@ -21,7 +21,7 @@ NAME = "main.flights.late_arrival"
 
 
 @pytest.fixture
-def dv_project(spark_runtime, project_dir, flights_sample, small_chain):
+def dv_project(spark_runtime, project_dir, flights_sample, small_chain, small_evidence):
     """Ten real flights as a Spark Delta source whose v1 deletes two of them through a deletion vector."""
     ten = flights_sample.head(10)
     deleted = [int(ten["flight_id"].iloc[2]), int(ten["flight_id"].iloc[6])]
@@ -31,7 +31,7 @@ def dv_project(spark_runtime, project_dir, flights_sample, small_chain):
     spark_runtime.mlflow()
     with mlflow.start_run():
         log_and_register(small_chain, example=flights_sample.head(5), name=NAME, alias="champion",
-                         evidence=admit(small_chain, flights_sample.iloc[1000:]))
+                         evidence=small_evidence)
     kept = sorted(int(k) for k in ten["flight_id"] if int(k) not in deleted)
     return load_project(project_dir), spark_runtime, ten, kept
 
@@ -73,18 +73,16 @@ PLANES = "main.flights.planes"
 WEATHER = "main.flights.weather"
 
 
-@pytest.fixture
-def lookup_project(runtime, project_dir, flights_sample, demo_tables):
-    """A registered chain trained with two lookups (weather point in time, planes by tailnum, v0),
-    40 incoming flights, and planes v1 that adds the plane rows v0 lacked."""
+@pytest.fixture(scope="module")
+def lookup_chain(flights_sample, demo_tables):
+    """A chain trained with two lookups (weather point in time, planes by tailnum, v0: every other
+    plane) and admitted, once for the module: ``(chain, evidence, joined rows, weather, planes)``."""
     from lakescore.frames import derive_label
     from lakescore.lookup import FeatureLookup, join_all
     from lakescore.training import fit_chain
 
     weather = demo_tables[WEATHER].drop_duplicates(["origin", "time_hour"])[["origin", "time_hour", "temp"]]
     planes = demo_tables[PLANES][["tailnum", "year"]]
-    runtime.write_table(WEATHER, weather)
-    runtime.write_table(PLANES, planes.iloc[::2].reset_index(drop=True))
     specs = (FeatureLookup(WEATHER, ("origin",), ("temp",), timestamp_lookup_key="time_hour"),
              FeatureLookup(PLANES, ("tailnum",), ("year",), (("year", "plane_year"),)))
     joined = join_all(flights_sample, {WEATHER: weather, PLANES: planes.iloc[::2]}, specs)
@@ -95,10 +93,19 @@ def lookup_project(runtime, project_dir, flights_sample, demo_tables):
                       model_class="LogisticRegression", model_params={"max_iter": 300},
                       feature_columns=["dep_delay", "temp", "plane_year"])
     chain = dataclasses.replace(chain, lookups=specs, lookup_versions=(0, 0))
+    return chain, admit(chain, joined.iloc[1500:]), joined, weather, planes
+
+
+@pytest.fixture
+def lookup_project(runtime, project_dir, flights_sample, lookup_chain):
+    """:func:`lookup_chain` registered, its feature tables at v0, 40 incoming flights, and planes v1
+    that adds the plane rows v0 lacked."""
+    chain, evidence, joined, weather, planes = lookup_chain
+    runtime.write_table(WEATHER, weather)
+    runtime.write_table(PLANES, planes.iloc[::2].reset_index(drop=True))
     runtime.mlflow()
     with mlflow.start_run():
-        log_and_register(chain, example=joined.head(5), name=NAME, alias="champion",
-                         evidence=admit(chain, joined.iloc[1500:]))
+        log_and_register(chain, example=joined.head(5), name=NAME, alias="champion", evidence=evidence)
     incoming = flights_sample.iloc[:40]
     runtime.write_table(INCOMING, incoming)
     runtime.write_table(PLANES, planes.iloc[1::2].reset_index(drop=True), mode="append")  # v1: the rest
