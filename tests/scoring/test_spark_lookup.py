@@ -184,6 +184,18 @@ def test_number_times_of_two_types_compare_as_numbers_and_the_rows_keep_their_ow
     assert got["t"].tolist() == [1, 2, 3, 4]
 
 
+def test_a_row_time_a_double_cannot_hold_exactly_still_gets_its_features(spark):
+    """Epoch nanoseconds (bigint) against double feature times: the as-of union widens the rows' times
+    to double, where 1700000000000000001 becomes 1.7e18; the row must still get its feature row."""
+    spec = FeatureLookup("main.flights.routes", ("origin",), ("delay",), timestamp_lookup_key="t")
+    table = pd.DataFrame({"origin": ["EWR"], "t": [1.6e18], "delay": [5.0]})
+    rows = pd.DataFrame({"flight": np.arange(2), "origin": ["EWR", "EWR"],
+                         "t": np.array([1_700_000_000_000_000_001, 1_500_000_000_000_000_001], dtype="int64")})
+    got = _asof(spark, rows, table, spec)
+    assert got["t"].tolist() == [1_700_000_000_000_000_001, 1_500_000_000_000_000_001]
+    np.testing.assert_array_equal(got["delay"].to_numpy(dtype="float64"), [5.0, np.nan])
+
+
 DAILY = FeatureLookup("main.flights.daily", ("origin",), ("delays",), timestamp_lookup_key="time_hour",
                       feature_timestamp_key="day")
 # the same wall clocks as tests/test_lookup.py's date case, hand-worked the same way: a date is midnight of its day

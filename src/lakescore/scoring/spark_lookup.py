@@ -31,6 +31,7 @@ _V = "__lakescore_value_"  # struct field names of the latest feature row
 _K = "__lakescore_key_"  # the key columns inside the as-of union (probes and feature rows)
 _T = "__lakescore_time__"  # the time column inside the as-of union
 _PROBE = "__lakescore_probe__"  # True on a probe row (a source pair), False on a feature row
+_O = "__lakescore_row_"  # a probe's own key and time values, as the rows hold them (null on feature rows)
 
 
 def spark_join_features(rows: Any, features: Any, spec: FeatureLookup) -> Any:
@@ -83,15 +84,19 @@ def _latest(rows: Any, values: Any, spec: FeatureLookup) -> Any:
 
     Sort-based: probes and feature rows in one frame, a window per key ordered by (time, feature row
     first), the last feature struct carried forward; the keys and timestamp come back in the rows'
-    own types (the union may have widened them, e.g. ``date`` against ``timestamp_ntz``)."""
+    own values: each probe carries them beside the union's columns, which may have widened them
+    (``date`` against ``timestamp_ntz``; a ``bigint`` against a ``double`` loses digits above 2**53, so
+    a value cast back would no longer equal the row's and its features would be lost)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     keys, ts, fts = list(spec.lookup_key), str(spec.timestamp_lookup_key), str(spec.feature_timestamp_key)
     _check_times(rows, values, spec)
     at = [f"{_K}{i}" for i in range(len(keys))]
+    own = [f"{_O}{i}" for i in range(len(keys) + 1)]  # the probe's keys, then its time
     probes = (rows.select(*keys, ts).dropna().distinct()
-              .select(*(F.col(k).alias(a) for k, a in zip(keys, at)), F.col(ts).alias(_T), F.lit(True).alias(_PROBE)))
+              .select(*(F.col(k).alias(a) for k, a in zip(keys, at)), F.col(ts).alias(_T), F.lit(True).alias(_PROBE),
+                      *(F.col(c).alias(o) for c, o in zip([*keys, ts], own))))
     found = values.select(*(F.col(_F + k).alias(a) for k, a in zip(keys, at)), F.col(_F + fts).alias(_T),
                           F.lit(False).alias(_PROBE),
                           F.struct(*(F.col(_F + name).alias(f"{_V}{i}") for i, name in enumerate(spec.feature_names)))
@@ -99,10 +104,8 @@ def _latest(rows: Any, values: Any, spec: FeatureLookup) -> Any:
     both = found.unionByName(probes, allowMissingColumns=True)  # a probe's _V: a null struct
     window = (Window.partitionBy(*at).orderBy(F.col(_T).asc(), F.col(_PROBE).asc())  # False first: feature row
               .rowsBetween(Window.unboundedPreceding, Window.currentRow))
-    carried = both.select(*at, _T, _PROBE, F.last(_V, ignorenulls=True).over(window).alias(_V)).where(F.col(_PROBE))
-    types = {f.name: f.dataType for f in rows.schema.fields}
-    return carried.select(*(F.col(a).cast(types[k]).alias(k) for k, a in zip(keys, at)),
-                          F.col(_T).cast(types[ts]).alias(ts),
+    carried = both.select(*own, _PROBE, F.last(_V, ignorenulls=True).over(window).alias(_V)).where(F.col(_PROBE))
+    return carried.select(*(F.col(o).alias(c) for c, o in zip([*keys, ts], own)),
                           *(F.col(f"{_V}.{_V}{i}").alias(out) for i, out in enumerate(spec.output_columns)))
 
 

@@ -5,7 +5,7 @@ is full, or a request asks for a version no copy holds; requests that arrive whi
 wait in the queue for it), the endpoint forks
 a child from its preloaded fork server (:mod:`lakescore.serving.forkserver`), which has imported the
 scoring stack but holds no model, so the child imports nothing more when the endpoint knows the
-version's local artifact location (a version it has started copies of): it loads
+version's local artifact location (a version it started copies of or answered cold before): it loads
 ``models:/<name>/<version>`` from there with ``mlflow.pyfunc.load_model`` (the certificate is
 re-verified); for another version it reads the registry first, importing MLflow's SQL store (about
 0.7 s), which the fork server leaves out to keep the copies small. Then it calls the pyfunc's
