@@ -286,12 +286,23 @@ def test_every_variable_has_a_description() -> None:
     assert (DEFAULT_CATALOG, DEFAULT_SCHEMA) == ("main", "flights")
 
 
-def test_job_clusters_run_the_18_lts_ml_runtime() -> None:
+def _schema_enum(name: str) -> list[str]:
+    node = json.loads(SCHEMA_PATH.read_text())["$defs"]["github.com"]["databricks"]["databricks-sdk-go"]["service"]
+    return next(branch["enum"] for branch in node[name]["oneOf"] if "enum" in branch)
+
+
+def test_job_clusters_run_the_18_lts_ml_runtime_in_dedicated_access_mode() -> None:
+    # Unity Catalog needs an access mode that supports it, and standard (USER_ISOLATION) access mode
+    # has no ML runtime: dedicated it is, under its legacy name, which needs no `kind: CLASSIC_PREVIEW`
     assert VARIABLES["spark_version"]["default"] == "18.x-cpu-ml-scala2.13"
-    for path in RESOURCE_FILES:
-        for job in _load(path)["resources"]["jobs"].values():
-            for cluster in job["job_clusters"]:
-                assert cluster["new_cluster"]["spark_version"] == "${var.spark_version}", path.name
+    assert "SINGLE_USER" in _schema_enum("compute.DataSecurityMode")
+    clusters = [(path.name, cluster["new_cluster"]) for path in RESOURCE_FILES
+                for job in (_load(path).get("resources", {}).get("jobs") or {}).values()
+                for cluster in job.get("job_clusters", [])]
+    assert len(clusters) >= 4
+    for name, cluster in clusters:
+        assert cluster["spark_version"] == "${var.spark_version}", name
+        assert cluster.get("data_security_mode") == "SINGLE_USER", name
 
 
 # --- The wheel on Databricks Runtime 18 LTS ML --------------------------------------------------
