@@ -33,6 +33,23 @@ def test_the_schema_flag_reaches_the_config_loader(project_dir, capsys):
     assert "invalid_config" in err and "--schema must be a Unity Catalog name" in err and "'flights-dev'" in err
 
 
+def test_every_subcommand_takes_source_catalog_and_source_schema():
+    parser = build_parser()
+    for command in ("train", "score", "publish", "monitor", "demo", "serve"):
+        args = parser.parse_args([command, "--source-catalog", "main", "--source-schema", "flights"])
+        assert (args.source_catalog, args.source_schema) == ("main", "flights")
+    args = parser.parse_args(["score"])
+    assert (args.source_catalog, args.source_schema) == (None, None)
+
+
+def test_the_source_schema_flag_reaches_the_config_loader(project_dir, capsys):
+    assert main(["train", "--config-dir", str(project_dir), "--source-schema", "shared-flights",
+                 "--home", str(project_dir / "home")]) == 2
+    err = capsys.readouterr().err
+    assert "invalid_config" in err and "--source-schema must be a Unity Catalog name" in err
+    assert "'shared-flights'" in err
+
+
 def test_serve_refuses_flags_that_another_of_its_modes_would_ignore(tmp_path, capsys):
     mixed = [(["--deploy", "2", "--export-model-serving", "out.json"], "--export-model-serving", "--deploy"),
              (["--deploy", "2", "--create"], "--create", "--deploy"),

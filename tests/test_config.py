@@ -99,6 +99,43 @@ def test_without_a_catalog_or_schema_the_placeholders_are_main_and_flights(proje
     assert load_project(project_dir).monitoring.quality_table == "main.flights.late_arrival_quality"
 
 
+def test_the_tables_a_run_only_reads_come_from_the_source_namespace(project_dir):
+    # dev reads the shared source tables and writes its own schema
+    project = load_project(project_dir, catalog="main", schema="flights_alice",
+                           source_catalog="shared", source_schema="flights")
+    training = project.training
+    read = [project.inference.score_source_table, training.data.table, project.monitoring.label_table,
+            *(lookup.table_name for lookup in training.feature_lookups)]
+    assert read == ["shared.flights.flights_incoming", "shared.flights.flights", "shared.flights.flights",
+                    "shared.flights.weather", "shared.flights.planes"]
+    written = [project.inference.prediction_table, project.monitoring.quality_table,
+               project.serving.inference_table, training.registry.model_name]
+    assert written == ["main.flights_alice.late_arrival_predictions", "main.flights_alice.late_arrival_quality",
+                       "main.flights_alice.late_arrival_inference", "main.flights_alice.late_arrival"]
+    assert (project.source_catalog, project.source_schema) == ("shared", "flights")
+
+
+def test_without_a_source_namespace_a_run_reads_where_it_writes(project_dir):
+    # the local default: one schema (main.flights), the demo's; a bundle target names both
+    assert load_project(project_dir).inference.score_source_table == "main.flights.flights_incoming"
+    project = load_project(project_dir, catalog="dev", schema="flights_bob")
+    assert project.training.data.table == "dev.flights_bob.flights"
+    assert (project.source_catalog, project.source_schema) == ("dev", "flights_bob")
+    only_schema = load_project(project_dir, schema="flights_bob", source_catalog="shared")
+    assert only_schema.inference.score_source_table == "shared.flights_bob.flights_incoming"
+
+
+@pytest.mark.parametrize("given,flag", [({"source_catalog": "src-cat"}, "--source-catalog"),
+                                        ({"source_schema": "9flights"}, "--source-schema")])
+def test_a_source_catalog_or_schema_that_is_not_a_name_is_listed_once(project_dir, given, flag):
+    with pytest.raises(ConfigError) as err:
+        load_project(project_dir, **given)
+    (problem,) = err.value.problems
+    assert problem.startswith(f"{flag} must be a Unity Catalog name of letters, digits and _")
+    assert f"got {next(iter(given.values()))!r}" in problem
+    assert f"set the bundle variable {next(iter(given))} to such a name" in problem
+
+
 def test_a_placeholder_inside_a_name_part_is_replaced_too(project_dir):
     _edit(project_dir, "inference.yml", prediction_table="${catalog}.${schema}_out.preds")
     assert load_project(project_dir, catalog="c", schema="s").inference.prediction_table == "c.s_out.preds"
@@ -112,10 +149,10 @@ def test_an_unknown_placeholder_names_file_key_value_and_fix_with_the_other_prob
         load_project(project_dir, catalog="dev")
     problems = err.value.problems
     assert len(problems) == 3, problems
-    assert ("config/inference.yml: prediction_table uses the unknown placeholder ${catlog} (write ${catalog} or "
-            "${schema}, or the name itself); got '${catlog}.${schema}.preds'") in problems
-    assert ("config/serving.yml: inference_table uses the unknown placeholder ${env} (write ${catalog} or "
-            "${schema}, or the name itself); got '${env}.inference'") in problems
+    assert ("config/inference.yml: prediction_table uses the unknown placeholder ${catlog} (write ${catalog}, "
+            "${schema}, ${source_catalog} or ${source_schema}, or the name itself); got '${catlog}.${schema}.preds'") in problems
+    assert ("config/serving.yml: inference_table uses the unknown placeholder ${env} (write ${catalog}, "
+            "${schema}, ${source_catalog} or ${source_schema}, or the name itself); got '${env}.inference'") in problems
 
 
 def test_a_name_that_is_not_three_parts_after_substitution_shows_what_it_became(project_dir):

@@ -2,8 +2,10 @@
 
 Every subcommand takes ``--config-dir`` (default ``config``) so one checkout can hold several
 projects' configs, ``--target`` (the bundle target, default ``dev``) which names the job's
-publication identity, and ``--catalog`` / ``--schema``, the values of ``${catalog}`` /
-``${schema}`` in the config's table names (the bundle passes its variables). Errors from
+publication identity, ``--catalog`` / ``--schema``, the values of ``${catalog}`` /
+``${schema}`` in the config's table names, and ``--source-catalog`` / ``--source-schema``, those of
+``${source_catalog}`` / ``${source_schema}`` in the names of the tables a run only reads (the
+bundle passes its variables). Errors from
 lakescore print as one message and exit with status 2.
 
 Any other failure (a Spark worker's, MLflow's, a library's) exits with status 1 and prints one
@@ -39,6 +41,12 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         help="value of ${catalog} in the config's table names (default: main)")
     parser.add_argument("--schema", default=None,
                         help="value of ${schema} in the config's table names (default: flights)")
+    parser.add_argument("--source-catalog", default=None,
+                        help="value of ${source_catalog} in the names of the tables a run only reads "
+                             "(default: the --catalog value)")
+    parser.add_argument("--source-schema", default=None,
+                        help="value of ${source_schema} in the names of the tables a run only reads "
+                             "(default: the --schema value)")
     parser.add_argument("--home", default=None,
                         help="the runtime's folder: local, for MLflow, Delta tables and state (default: .lakescore); "
                              "databricks, a Unity Catalog volume for staged runs and logs "
@@ -146,7 +154,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         from lakescore.workflows.publish import list_receipts
 
         return list_receipts(_runtime(args), args.table)
-    project = load_project(args.config_dir, catalog=args.catalog, schema=args.schema)
+    project = load_project(args.config_dir, catalog=args.catalog, schema=args.schema,
+                           source_catalog=args.source_catalog, source_schema=args.source_schema)
     runtime = _runtime(args)
     if args.command == "train":
         from lakescore.workflows.train import train

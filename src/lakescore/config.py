@@ -25,9 +25,15 @@ IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # A table name may write the catalog and schema as ${catalog} / ${schema}; the values come from
 # --catalog / --schema (the bundle passes its ${var.catalog} / ${var.schema}), else these defaults,
 # which are also the bundle variables' defaults and what the local demo loads into.
+# ${source_catalog} / ${source_schema} name where the tables a run only reads live (the score
+# source, the training, feature and label tables): --source-catalog / --source-schema, else the
+# run's own catalog / schema, so a local run reads and writes one schema.
 DEFAULT_CATALOG = "main"
 DEFAULT_SCHEMA = "flights"
 PLACEHOLDER = re.compile(r"\$\{([^}]*)\}")
+PLACEHOLDERS = ("catalog", "schema", "source_catalog", "source_schema")
+DEFAULT_NAMESPACE = {"catalog": DEFAULT_CATALOG, "schema": DEFAULT_SCHEMA,
+                     "source_catalog": DEFAULT_CATALOG, "source_schema": DEFAULT_SCHEMA}
 
 
 def _between(lo: float, hi: float) -> WrapValidator:
@@ -49,12 +55,13 @@ def _between(lo: float, hi: float) -> WrapValidator:
 
 
 def _table_name(value: str, info: ValidationInfo) -> str:
-    """A three-part name, after ``${catalog}`` / ``${schema}`` are replaced with the run's values."""
-    namespace = info.context or {"catalog": DEFAULT_CATALOG, "schema": DEFAULT_SCHEMA}
+    """A three-part name, after ``${catalog}`` / ``${schema}`` / ``${source_catalog}`` /
+    ``${source_schema}`` are replaced with the run's values."""
+    namespace = info.context or DEFAULT_NAMESPACE
     unknown = [m.group(0) for m in PLACEHOLDER.finditer(value) if m.group(1) not in namespace]
     if unknown:
-        raise ValueError(f"uses the unknown placeholder {unknown[0]} (write ${{catalog}} or ${{schema}}, "
-                         "or the name itself)")
+        raise ValueError(f"uses the unknown placeholder {unknown[0]} (write ${{catalog}}, ${{schema}}, "
+                         "${source_catalog} or ${source_schema}, or the name itself)")
     resolved = PLACEHOLDER.sub(lambda m: namespace[m.group(1)], value)
     if not TABLE_NAME.match(resolved):
         shown = f" (resolved to {resolved!r})" if resolved != value else ""
@@ -544,6 +551,8 @@ class ProjectConfig:
     serving: ServingConfig | None = None
     catalog: str = DEFAULT_CATALOG  # what ${catalog} and ${schema} stood for in the table names
     schema: str = DEFAULT_SCHEMA
+    source_catalog: str = DEFAULT_CATALOG  # what ${source_catalog} and ${source_schema} stood for
+    source_schema: str = DEFAULT_SCHEMA
 
     def shown(self, name: str) -> str:
         """How messages name one of this project's files, e.g. ``config/training.yml``."""
@@ -607,8 +616,8 @@ def load_file(path: Path, model: type[_Strict], problems: list[str], *,
               namespace: dict[str, str] | None = None) -> Any:
     """Read and validate one YAML file, appending every problem to ``problems``.
 
-    ``namespace`` holds the values of the ``${catalog}`` / ``${schema}`` placeholders in table
-    names (default: ``DEFAULT_CATALOG`` / ``DEFAULT_SCHEMA``).
+    ``namespace`` holds the values of the placeholders in table names (``PLACEHOLDERS``; default
+    ``DEFAULT_NAMESPACE``: ``DEFAULT_CATALOG`` / ``DEFAULT_SCHEMA`` for both pairs).
     Returns the validated model, or None when the file has problems.
     """
     shown = f"{path.parent.resolve().name}/{path.name}"
@@ -630,28 +639,39 @@ def load_file(path: Path, model: type[_Strict], problems: list[str], *,
         return None
 
 
-def _namespace(catalog: str | None, schema: str | None, problems: list[str]) -> dict[str, str]:
-    """The placeholder values; a value that is not an identifier is a problem (and the default stands in)."""
-    namespace = {"catalog": DEFAULT_CATALOG, "schema": DEFAULT_SCHEMA}
-    for key, value in (("catalog", catalog), ("schema", schema)):
+def _namespace(given: dict[str, str | None], problems: list[str]) -> dict[str, str]:
+    """The placeholder values; a value that is not an identifier is a problem (and the default stands in).
+
+    ``source_catalog`` / ``source_schema`` not given take the run's ``catalog`` / ``schema``."""
+    namespace = dict(DEFAULT_NAMESPACE)
+    for key in PLACEHOLDERS:
+        value = given.get(key)
         if value is None:
+            if key.startswith("source_"):
+                namespace[key] = namespace[key.removeprefix("source_")]
             continue
         if IDENTIFIER.match(value):
             namespace[key] = value
         else:
-            problems.append(f"--{key} must be a Unity Catalog name of letters, digits and _ (not starting with "
+            flag = "--" + key.replace("_", "-")
+            problems.append(f"{flag} must be a Unity Catalog name of letters, digits and _ (not starting with "
                             f"a digit); got {value!r} (set the bundle variable {key} to such a name)")
     return namespace
 
 
 def load_project(config_dir: str | Path = "config", *, catalog: str | None = None,
-                 schema: str | None = None) -> ProjectConfig:
+                 schema: str | None = None, source_catalog: str | None = None,
+                 source_schema: str | None = None) -> ProjectConfig:
     """Load and validate every config file of a project.
 
     Table names may write their catalog and schema as ``${catalog}`` and ``${schema}``, e.g.
     ``prediction_table: ${catalog}.${schema}.late_arrival_predictions``; this is how the bundle's
     ``catalog`` / ``schema`` variables (passed by its jobs as ``--catalog`` / ``--schema``) choose
-    the tables each target writes. A name written out in full is used as it is.
+    the tables each target writes. Tables a run only reads (the score source, the training, feature
+    and label tables) may write ``${source_catalog}.${source_schema}`` instead, so that a target
+    reads shared source tables and writes its own (the bundle's ``source_catalog`` /
+    ``source_schema`` variables, passed as ``--source-catalog`` / ``--source-schema``). A name
+    written out in full is used as it is.
 
     Parameters
     ----------
@@ -661,6 +681,9 @@ def load_project(config_dir: str | Path = "config", *, catalog: str | None = Non
         Value of ``${catalog}``; default ``DEFAULT_CATALOG`` ("main").
     schema : str, optional
         Value of ``${schema}``; default ``DEFAULT_SCHEMA`` ("flights").
+    source_catalog, source_schema : str, optional
+        Values of ``${source_catalog}`` / ``${source_schema}``; default the resolved ``catalog`` /
+        ``schema`` (so without them a run reads and writes one schema).
 
     Returns
     -------
@@ -675,7 +698,8 @@ def load_project(config_dir: str | Path = "config", *, catalog: str | None = Non
     """
     root = Path(config_dir)
     problems: list[str] = []
-    namespace = _namespace(catalog, schema, problems)
+    namespace = _namespace({"catalog": catalog, "schema": schema, "source_catalog": source_catalog,
+                            "source_schema": source_schema}, problems)
     loaded = {name: load_file(root / f"{name}.yml", model, problems, namespace=namespace)
               for name, model in _FILES.items()}
     inference = loaded["inference"]
