@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import ast
 import copy
+import functools
 import json
 import os
 import re
@@ -33,11 +34,8 @@ RESOURCES = ROOT / "resources"
 # LAKESCORE_BUNDLE_SCHEMA names another copy (a newer CLI's).
 SCHEMA_PATH = Path(os.environ.get("LAKESCORE_BUNDLE_SCHEMA",
                                   ROOT / "tests" / "fixtures" / "reference" / "databricks_bundle_schema.json"))
-# Stand-ins for references that only the CLI resolves, used when parsing task parameters.
-WORKSPACE_FILE_PATH = "/Workspace/Users/someone/.bundle/lakescore/dev/files"
-CLI_REFERENCES = {"workspace.file_path": WORKSPACE_FILE_PATH, "workspace.current_user.short_name": "someone",
-                  "workspace.root_path": "/Workspace/Users/someone/.bundle/lakescore/dev"}
-REQUIRED_VARIABLES = {"catalog", "schema", "config_dir", "score_cron", "node_type_id", "spark_version"}
+REQUIRED_VARIABLES = {"catalog", "schema", "source_catalog", "source_schema", "volume", "grants_principal",
+                      "config_dir", "score_cron", "node_type_id", "spark_version"}
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -46,7 +44,9 @@ def _load(path: Path) -> dict[str, Any]:
 
 BUNDLE = _load(ROOT / "databricks.yml")
 RESOURCE_FILES = sorted(RESOURCES.glob("*.yml"))
-BUNDLE_FILES = [ROOT / "databricks.yml", *RESOURCE_FILES]
+# not included by databricks.yml: a user adds them to `include` (README, "Deploy to Databricks")
+OPTIONAL_FILES = sorted((RESOURCES / "optional").glob("*.yml"))
+BUNDLE_FILES = [ROOT / "databricks.yml", *RESOURCE_FILES, *OPTIONAL_FILES]
 VARIABLES = BUNDLE["variables"]
 
 
@@ -61,11 +61,17 @@ def _merge(into: dict[str, Any], other: dict[str, Any], where: str = "") -> None
             into[key] = copy.deepcopy(value)
 
 
-def _merged_bundle() -> dict[str, Any]:
+@functools.cache
+def _merged_once() -> dict[str, Any]:
     merged = copy.deepcopy(BUNDLE)
     for path in RESOURCE_FILES:
         _merge(merged, _load(path))
     return merged
+
+
+def _merged_bundle() -> dict[str, Any]:
+    """databricks.yml with every included file merged in (a copy the caller may change)."""
+    return copy.deepcopy(_merged_once())
 
 
 # --- JSON Schema validation -------------------------------------------------------------------
@@ -157,16 +163,16 @@ def test_schema_rejects_a_broken_job(validator: Any, where: str, key: str, value
 
 # --- Tasks against the lakescore command ------------------------------------------------------
 
+ENTRY_POINTS = {"train", "score", "monitor", "serve"}
+
+
+def _jobs() -> dict[str, dict[str, Any]]:
+    return _merged_once()["resources"]["jobs"]
+
 
 def _tasks() -> list[Any]:
-    cases = []
-    for path in RESOURCE_FILES:
-        jobs = _load(path)["resources"]["jobs"]
-        assert len(jobs) == 1, f"{path.name} should hold one job, has {sorted(jobs)}"
-        for job_key, job in jobs.items():
-            for task in job["tasks"]:
-                cases.append(pytest.param(job_key, task, id=f"{job_key}/{task['task_key']}"))
-    return cases
+    return [pytest.param(job_key, task, id=f"{job_key}/{task['task_key']}")
+            for job_key, job in _jobs().items() for task in job["tasks"]]
 
 
 def _entry_argv(script: Path) -> list[str]:
@@ -182,96 +188,176 @@ def _entry_argv(script: Path) -> list[str]:
     return fixed
 
 
+@functools.cache
+def _target_bundle(target: str) -> dict[str, Any]:
+    """The merged bundle with one target's resources merged in, as the CLI selects a target (shared:
+    do not change it)."""
+    bundle = _merged_bundle()
+    spec = BUNDLE["targets"][target] or {}
+    for kind, items in spec.get("resources", {}).items():
+        for key, value in items.items():
+            bundle["resources"].setdefault(kind, {})[key] = copy.deepcopy(value)
+    return bundle
+
+
+def _deployed(kind: str, key: str, field: str, target: str) -> str:
+    """``${resources.<kind>.<key>.<field>}`` as deployed: development mode prefixes names like the
+    CLI's ApplyPresets (schemas and registered models ``dev_<user>_``, an experiment's last path part
+    ``[dev <user>] ``; volumes are not renamed)."""
+    resource = _target_bundle(target)["resources"].get(kind, {}).get(key)
+    assert resource is not None, f"${{resources.{kind}.{key}}} is not a resource of target {target}"
+    value = _substitute(str(resource[field]), target)
+    if field == "name" and (BUNDLE["targets"][target] or {}).get("mode") == "development":
+        if kind in ("schemas", "registered_models"):
+            value = "dev_someone_" + value
+        elif kind == "experiments":
+            head, _, base = value.rpartition("/")
+            value = f"{head}/[dev someone] {base}"
+    return value
+
+
 def _substitute(text: str, target: str = "dev") -> str:
-    """Resolve references as the CLI does for one target: its variable values, else the defaults."""
+    """Resolve references as the CLI does for one target: its variable values, else the defaults;
+    resource references as deployed (:func:`_deployed`)."""
     overrides = (BUNDLE["targets"][target] or {}).get("variables", {})
+    references = {"workspace.file_path": f"/Workspace/Users/someone/.bundle/lakescore/{target}/files",
+                  "workspace.root_path": f"/Workspace/Users/someone/.bundle/lakescore/{target}",
+                  "workspace.current_user.short_name": "someone"}
 
     def value(match: re.Match[str]) -> str:
         name = match.group(1)
         if name.startswith("var."):
             assert name[4:] in VARIABLES, f"${{{name}}} is not a variable of databricks.yml"
             return _substitute(str(overrides.get(name[4:], VARIABLES[name[4:]]["default"])), target)
+        if name.startswith("resources."):
+            _, kind, key, field = name.split(".")
+            return _deployed(kind, key, field, target)
         if name == "bundle.target":
             return target
-        assert name in CLI_REFERENCES, f"unexpected reference ${{{name}}} in task parameters"
-        return CLI_REFERENCES[name]
+        assert name in references, f"unexpected reference ${{{name}}} in task parameters"
+        return references[name]
 
     return re.sub(r"\$\{([^}]+)\}", value, text)
+
+
+def _job_environments(job: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {env["environment_key"]: env["spec"] for env in job.get("environments", [])}
 
 
 @pytest.mark.parametrize(("job_key", "task"), _tasks())
 def test_task_runs_an_existing_entry_point_with_the_wheel(job_key: str, task: dict[str, Any]) -> None:
     script = RESOURCES / task["spark_python_task"]["python_file"]
-    assert script.resolve() == (ROOT / "src" / "jobs" / f"{job_key}.py").resolve()
+    assert script.parent.resolve() == (ROOT / "src" / "jobs").resolve()
+    assert script.stem == task["task_key"] and script.stem in ENTRY_POINTS
     assert script.is_file(), f"{script} does not exist"
-    assert {"whl": "../dist/*.whl"} in task["libraries"]
+    job = _jobs()[job_key]
+    if "environment_key" in task:  # serverless: the wheel comes from the job's environment
+        assert "job_cluster_key" not in task and "libraries" not in task and "job_clusters" not in job
+        spec = _job_environments(job)[task["environment_key"]]
+        assert "../dist/*.whl" in spec["dependencies"]
+        assert spec["environment_version"] == "${var.serverless_environment_version}"
+    else:
+        assert task["job_cluster_key"] in {c["job_cluster_key"] for c in job["job_clusters"]}
+        assert {"whl": "../dist/*.whl"} in task["libraries"]
+
+
+def _task_args(job_key: str, target: str, task_key: str | None = None) -> argparse.Namespace:
+    tasks = _target_bundle(target)["resources"]["jobs"][job_key]["tasks"]
+    (task,) = [t for t in tasks if t["task_key"] == (task_key or job_key)]
+    spark_task = task["spark_python_task"]
+    fixed = _entry_argv(RESOURCES / spark_task["python_file"])
+    return build_parser().parse_args([*fixed, *(_substitute(p, target) for p in spark_task["parameters"])])
 
 
 @pytest.mark.parametrize(("job_key", "task"), _tasks())
 def test_task_parameters_parse_with_the_lakescore_command(job_key: str, task: dict[str, Any]) -> None:
     spark_task = task["spark_python_task"]
     fixed = _entry_argv(RESOURCES / spark_task["python_file"])
-    assert fixed[0] == job_key
-    argv = [*fixed, *(_substitute(p) for p in spark_task["parameters"])]
+    assert fixed[0] == task["task_key"]
     try:
-        args = build_parser().parse_args(argv)
+        args = _task_args(job_key, "dev", task["task_key"])
     except SystemExit:
-        pytest.fail(f"lakescore rejects the {job_key} task's arguments {argv}")
-    assert args.command == job_key
+        pytest.fail(f"lakescore rejects the {job_key}/{task['task_key']} task's arguments")
+    assert args.command == task["task_key"]
     assert args.config_dir == "/Workspace/Users/someone/.bundle/lakescore/dev/files/config"
     assert args.target == "dev"
     assert args.runtime == "databricks"
-    assert (args.catalog, args.schema) == ("main", "flights_someone")
-    if job_key == "score":
+    assert (args.catalog, args.schema) == ("main", "dev_someone_flights")
+    assert (args.source_catalog, args.source_schema) == ("main", "flights")
+    if args.command == "score":
         assert args.publish is True
 
 
-# --- Each target writes its own tables ----------------------------------------------------------
+# --- Each target reads the shared source tables and writes its own --------------------------------
 
-# Worked out by hand from databricks.yml's targets and config/*.yml (user "someone" deploys dev).
-TARGET_NAMESPACES = {"dev": ("main", "flights_someone"), "staging": ("main", "flights_staging"),
-                     "prod": ("main", "flights")}
-
-
-def _task_args(job_key: str, target: str) -> argparse.Namespace:
-    (task,) = _load(RESOURCES / f"{job_key}.job.yml")["resources"]["jobs"][job_key]["tasks"]
-    spark_task = task["spark_python_task"]
-    fixed = _entry_argv(RESOURCES / spark_task["python_file"])
-    return build_parser().parse_args([*fixed, *(_substitute(p, target) for p in spark_task["parameters"])])
+# Worked out by hand from databricks.yml's targets (user "someone" deploys dev; development mode
+# prefixes the schema's name) and config/*.yml.
+TARGET_NAMESPACES = {"dev": ("main", "dev_someone_flights"), "staging": ("main", "flights_staging"),
+                     "prod": ("main", "flights_prod")}
+SOURCE_NAMESPACE = ("main", "flights")
+TASKS = [pytest.param(job_key, task["task_key"], id=f"{job_key}/{task['task_key']}")
+         for job_key, job in _jobs().items() for task in job["tasks"]]
 
 
 @pytest.mark.parametrize("target", sorted(TARGET_NAMESPACES))
-@pytest.mark.parametrize("job_key", ["train", "score", "monitor", "serve"])
-def test_every_task_passes_the_targets_catalog_and_schema(job_key: str, target: str) -> None:
-    args = _task_args(job_key, target)
+@pytest.mark.parametrize(("job_key", "task_key"), TASKS)
+def test_every_task_passes_the_targets_namespaces(job_key: str, task_key: str, target: str) -> None:
+    args = _task_args(job_key, target, task_key)
     assert (args.catalog, args.schema) == TARGET_NAMESPACES[target]
+    assert (args.source_catalog, args.source_schema) == SOURCE_NAMESPACE
     assert args.target == target
 
 
 @pytest.mark.parametrize("target", sorted(TARGET_NAMESPACES))
-def test_a_targets_variables_name_the_tables_through_the_config_loader(target: str) -> None:
+def test_a_target_reads_the_source_tables_and_writes_the_schema_the_bundle_creates(target: str) -> None:
     args = _task_args("score", target)
     assert Path(args.config_dir).name == VARIABLES["config_dir"]["default"] == "config"
-    project = load_project(ROOT / "config", catalog=args.catalog, schema=args.schema)
-    ns = ".".join(TARGET_NAMESPACES[target])
-    assert project.inference.score_source_table == f"{ns}.flights_incoming"
+    project = load_project(ROOT / "config", catalog=args.catalog, schema=args.schema,
+                           source_catalog=args.source_catalog, source_schema=args.source_schema)
+    ns, src = ".".join(TARGET_NAMESPACES[target]), ".".join(SOURCE_NAMESPACE)
+    assert project.inference.score_source_table == f"{src}.flights_incoming"
+    assert project.training.data.table == project.monitoring.label_table == f"{src}.flights"
+    assert [lookup.table_name for lookup in project.training.feature_lookups] == [f"{src}.weather", f"{src}.planes"]
     assert project.inference.prediction_table == f"{ns}.late_arrival_predictions"
     assert project.monitoring.quality_table == f"{ns}.late_arrival_quality"
     assert project.serving is not None and project.serving.inference_table == f"{ns}.late_arrival_inference"
     assert project.training.registry.model_name == f"{ns}.late_arrival"
+    # the schema written to is the one the bundle creates, and never the source schema
+    schema = _target_bundle(target)["resources"]["schemas"]["lakescore"]
+    assert (_deployed("schemas", "lakescore", "catalog_name", target),
+            _deployed("schemas", "lakescore", "name", target)) == TARGET_NAMESPACES[target]
+    assert TARGET_NAMESPACES[target] != SOURCE_NAMESPACE
+    assert {g["principal"] for g in schema["grants"]} == {"${var.grants_principal}"}
 
 
 def test_dev_staging_and_prod_write_no_table_in_common() -> None:
     written = {}
     for target in TARGET_NAMESPACES:
         args = _task_args("score", target)
-        project = load_project(ROOT / "config", catalog=args.catalog, schema=args.schema)
+        project = load_project(ROOT / "config", catalog=args.catalog, schema=args.schema,
+                               source_catalog=args.source_catalog, source_schema=args.source_schema)
         assert project.serving is not None
         written[target] = {project.inference.prediction_table, project.monitoring.quality_table,
                            project.serving.inference_table, project.training.registry.model_name}
     assert written["dev"].isdisjoint(written["staging"])
     assert written["dev"].isdisjoint(written["prod"])
     assert written["staging"].isdisjoint(written["prod"])
+
+
+@pytest.mark.parametrize("target", sorted(TARGET_NAMESPACES))
+def test_the_registered_model_the_bundle_declares_is_the_one_train_registers(target: str) -> None:
+    args = _task_args("train", target)
+    project = load_project(ROOT / "config", catalog=args.catalog, schema=args.schema)
+    models = _target_bundle(target)["resources"].get("registered_models", {})
+    if target == "dev":  # development mode would rename it dev_someone_late_arrival: train creates it
+        assert models == {}
+        return
+    (key,) = models
+    name = ".".join(_deployed("registered_models", key, field, target)
+                    for field in ("catalog_name", "schema_name", "name"))
+    assert name == project.training.registry.model_name == f"{'.'.join(TARGET_NAMESPACES[target])}.late_arrival"
+    assert models[key]["grants"] == [{"principal": "${var.grants_principal}", "privileges": ["EXECUTE"]}]
+    assert VARIABLES["grants_principal"]["default"] == "account users"
 
 
 # --- databricks.yml ---------------------------------------------------------------------------
@@ -363,23 +449,76 @@ def test_wheel_artifact_is_built_from_the_repository_root() -> None:
     assert BUNDLE["include"] == ["resources/*.yml"]
 
 
-def test_score_job_runs_on_the_quartz_schedule_variable() -> None:
-    schedule = _load(RESOURCES / "score.job.yml")["resources"]["jobs"]["score"]["schedule"]
-    assert schedule["quartz_cron_expression"] == "${var.score_cron}"
+def test_only_the_workflows_are_scheduled_on_the_quartz_schedule_variable() -> None:
     fields = VARIABLES["score_cron"]["default"].split()
     # Quartz: seconds first, 6 or 7 fields, and "?" in day-of-month or day-of-week.
     assert len(fields) in (6, 7) and "?" in (fields[3], fields[5])
+    scheduled = {key: job["schedule"] for key, job in _jobs().items() if "schedule" in job}
+    assert sorted(scheduled) == ["workflow", "workflow_serverless"]  # nothing scores before train
+    for schedule in scheduled.values():
+        assert schedule["quartz_cron_expression"] == "${var.score_cron}"
+
+
+@pytest.mark.parametrize("job_key", ["workflow", "workflow_serverless"])
+def test_the_workflow_runs_train_then_score_then_monitor(job_key: str) -> None:
+    tasks = {task["task_key"]: task for task in _jobs()[job_key]["tasks"]}
+    assert list(tasks) == ["train", "score", "monitor"]
+    assert "depends_on" not in tasks["train"]
+    assert tasks["score"]["depends_on"] == [{"task_key": "train"}]
+    assert tasks["monitor"]["depends_on"] == [{"task_key": "score"}]
+    assert _jobs()[job_key]["max_concurrent_runs"] == 1
+
+
+@pytest.mark.parametrize(("target", "unpaused"), [("dev", set()), ("staging", {"workflow_serverless"}),
+                                                  ("prod", {"workflow_serverless"})])
+def test_one_workflow_runs_on_schedule_serverless_by_default_and_none_in_dev(target: str, unpaused: set[str]) -> None:
+    status = {key: _substitute(job["schedule"]["pause_status"], target)
+              for key, job in _jobs().items() if "schedule" in job}
+    assert set(status.values()) <= {"PAUSED", "UNPAUSED"}
+    assert {key for key, value in status.items() if value == "UNPAUSED"} == unpaused
+
+
+def test_every_job_but_serve_has_a_serverless_variant() -> None:
+    jobs = _jobs()
+    classic = {key for key, job in jobs.items() if "job_clusters" in job}
+    serverless = {key for key, job in jobs.items() if "environments" in job}
+    assert classic.isdisjoint(serverless) and classic | serverless == set(jobs)
+    assert serverless == {f"{key}_serverless" for key in classic - {"serve"}}
+    for key in serverless:  # the same tasks with the same parameters, compute aside
+        strip = ("job_cluster_key", "libraries", "environment_key")
+        twin = [{k: v for k, v in task.items() if k not in strip} for task in jobs[key.removesuffix("_serverless")]["tasks"]]
+        assert [{k: v for k, v in task.items() if k not in strip} for task in jobs[key]["tasks"]] == twin, key
+
+
+def test_serverless_environments_use_environment_version_not_the_deprecated_client() -> None:
+    spec = json.loads(SCHEMA_PATH.read_text())["$defs"]["github.com"]["databricks"]["databricks-sdk-go"][
+        "service"]["compute.Environment"]["oneOf"][0]["properties"]
+    assert "environment_version" in spec and "instead" in spec["client"]["description"]
+    for key, job in _jobs().items():
+        for env in job.get("environments", []):
+            assert set(env["spec"]) == {"environment_version", "dependencies"}, key
+    assert VARIABLES["serverless_environment_version"]["default"] == "4"
+
+
+def test_the_scoring_udf_runs_in_the_jobs_own_environment() -> None:
+    # serverless installs nothing beside the job environment: spark_udf must not build a virtualenv
+    assert load_project(ROOT / "config").inference.spark_udf_env_manager == "local"
 
 
 @pytest.mark.parametrize("target", sorted(TARGET_NAMESPACES))
-@pytest.mark.parametrize("job_key", ["train", "score", "monitor", "serve"])
-def test_every_task_gives_the_databricks_runtime_its_volume_and_experiment(job_key: str, target: str) -> None:
+@pytest.mark.parametrize(("job_key", "task_key"), TASKS)
+def test_every_task_gives_the_databricks_runtime_the_bundles_volume_and_experiment(
+        job_key: str, task_key: str, target: str) -> None:
     from lakescore.runtime import get_runtime
 
-    args = _task_args(job_key, target)
+    args = _task_args(job_key, target, task_key)
     runtime = get_runtime(args.runtime, home=args.home, target=args.target, catalog=args.catalog,
                           schema=args.schema, experiment=args.experiment)
     catalog, schema = TARGET_NAMESPACES[target]
+    volume = _target_bundle(target)["resources"]["volumes"]["lakescore"]
+    assert _substitute(volume["name"], target) == VARIABLES["volume"]["default"] == "lakescore"
     assert runtime.kind == "databricks" and runtime.target == target
     assert str(runtime.home) == f"/Volumes/{catalog}/{schema}/lakescore"
-    assert runtime.experiment == "/Workspace/Users/someone/.bundle/lakescore/dev/lakescore"
+    root = f"/Workspace/Users/someone/.bundle/lakescore/{target}"
+    assert runtime.experiment == (f"{root}/[dev someone] lakescore" if target == "dev" else f"{root}/lakescore")
+    assert runtime.experiment == _deployed("experiments", "lakescore", "name", target)
