@@ -18,11 +18,17 @@ if [ -z "$java_major" ] || [ "$java_major" -lt 17 ]; then
   exit 1
 fi
 
-PYTHON=${PYTHON:-python3.11}
-if ! command -v "$PYTHON" >/dev/null 2>&1; then PYTHON=python3; fi
-if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
-  echo "lakescore set-up: Python 3.11 is required; '$PYTHON' is $("$PYTHON" --version 2>&1)." >&2
-  echo "  install Python 3.11 or set PYTHON=/path/to/python3.11, then re-run." >&2
+# Python 3.11 or 3.12 (pyproject.toml requires-python; Databricks Runtime 18 LTS ML and serverless
+# environment 4 run 3.12). The first of PYTHON, python3.11, python3.12, python3 that exists is used.
+if [ -z "${PYTHON:-}" ]; then
+  for candidate in python3.11 python3.12 python3; do
+    if command -v "$candidate" >/dev/null 2>&1; then PYTHON=$candidate; break; fi
+  done
+fi
+PYTHON=${PYTHON:-python3}
+if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info[:2] not in ((3, 11), (3, 12)))' 2>/dev/null; then
+  echo "lakescore set-up: Python 3.11 or 3.12 is required; '$PYTHON' is $("$PYTHON" --version 2>&1)." >&2
+  echo "  install one of them or set PYTHON=/path/to/python3.12, then re-run." >&2
   exit 1
 fi
 

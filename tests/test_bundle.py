@@ -522,3 +522,24 @@ def test_every_task_gives_the_databricks_runtime_the_bundles_volume_and_experime
     root = f"/Workspace/Users/someone/.bundle/lakescore/{target}"
     assert runtime.experiment == (f"{root}/[dev someone] lakescore" if target == "dev" else f"{root}/lakescore")
     assert runtime.experiment == _deployed("experiments", "lakescore", "name", target)
+
+
+def test_the_optional_quality_monitor_profiles_the_predictions_and_their_labels(validator: Any) -> None:
+    (path,) = OPTIONAL_FILES
+    assert "resources/optional" not in " ".join(BUNDLE["include"])  # deploys before the table exists
+    bundle = _merged_bundle()
+    _merge(bundle, _load(path))
+    assert _errors(validator, bundle) == []
+    (monitor,) = _load(path)["resources"]["quality_monitors"].values()
+    log = monitor["inference_log"]
+    # columns the published table has (lakescore.scoring: prediction, probability, model_version)
+    # and the view's join (monitoring.yml label_column, the flights' scheduled time)
+    assert (log["problem_type"], log["prediction_col"], log["prediction_proba_col"], log["model_id_col"]) == (
+        "PROBLEM_TYPE_CLASSIFICATION", "prediction", "probability", "model_version")
+    project = load_project(ROOT / "config")
+    assert log["label_col"] == project.monitoring.label_column == "is_late"
+    assert log["timestamp_col"] == "time_hour"
+    args = _task_args("score", "staging")
+    view = _substitute(monitor["table_name"], "staging")
+    assert view == project.inference.prediction_table.replace("main.flights.", f"{args.catalog}.{args.schema}.")\
+        .replace("_predictions", "_monitored")
