@@ -543,3 +543,63 @@ def test_the_optional_quality_monitor_profiles_the_predictions_and_their_labels(
     view = _substitute(monitor["table_name"], "staging")
     assert view == project.inference.prediction_table.replace("main.flights.", f"{args.catalog}.{args.schema}.")\
         .replace("_predictions", "_monitored")
+
+
+# --- The databricks-bundles package's resource classes --------------------------------------------
+#
+# A second offline check, by the CLI team's own Python models of the resources: `from_dict` refuses
+# a field the class does not have ("Unexpected field 'task_kee' for class Task") and a value of the
+# wrong kind, where a JSON Schema oneOf may let a `${...}` string through.
+
+def _bundle_classes() -> dict[str, Any]:
+    from databricks.bundles.experiments import MlflowExperiment
+    from databricks.bundles.jobs import Job
+    from databricks.bundles.quality_monitors import QualityMonitor
+    from databricks.bundles.registered_models import RegisteredModel
+    from databricks.bundles.schemas import Schema
+    from databricks.bundles.volumes import Volume
+
+    return {"jobs": Job, "schemas": Schema, "volumes": Volume, "experiments": MlflowExperiment,
+            "registered_models": RegisteredModel, "quality_monitors": QualityMonitor}
+
+
+def _all_resources() -> list[Any]:
+    cases = []
+    for target in sorted(BUNDLE["targets"]):
+        bundle = copy.deepcopy(_target_bundle(target))
+        for path in OPTIONAL_FILES:
+            _merge(bundle, _load(path))
+        for kind, items in bundle["resources"].items():
+            for key, value in items.items():
+                cases.append(pytest.param(kind, key, value, id=f"{target}/{kind}/{key}"))
+    return cases
+
+
+@pytest.mark.parametrize(("kind", "key", "resource"), _all_resources())
+def test_every_resource_loads_into_the_databricks_bundles_class(kind: str, key: str, resource: dict[str, Any]) -> None:
+    classes = _bundle_classes()
+    assert kind in classes, f"resources.{kind} has no databricks-bundles class in this test"
+    loaded = classes[kind].from_dict(copy.deepcopy(resource))
+    assert loaded.as_dict() == resource, key  # nothing dropped or renamed on the way
+    if kind == "jobs":
+        assert [task.task_key for task in loaded.tasks] == [task["task_key"] for task in resource["tasks"]]
+
+
+@pytest.mark.parametrize(("where", "key", "value", "message"), [
+    ("task", "task_kee", "score", "Unexpected field 'task_kee' for class Task"),
+    ("task", "max_retries", "three", "invalid literal for int()"),
+    ("cluster", "data_security_mod", "SINGLE_USER", "Unexpected field 'data_security_mod'"),
+    ("environment", "client_version", "4", "Unexpected field 'client_version'"),
+])
+def test_databricks_bundles_rejects_a_broken_job(where: str, key: str, value: Any, message: str) -> None:
+    from databricks.bundles.jobs import Job
+
+    job = copy.deepcopy(_jobs()["workflow" if where != "environment" else "workflow_serverless"])
+    if where == "task":
+        job["tasks"][1][key] = value
+    elif where == "cluster":
+        job["job_clusters"][0]["new_cluster"][key] = value
+    else:
+        job["environments"][0]["spec"][key] = value
+    with pytest.raises(ValueError, match=re.escape(message)):
+        Job.from_dict(job)
