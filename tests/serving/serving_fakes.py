@@ -67,6 +67,9 @@ class FakeBackend:
     def pid(self, copy_id: str) -> int | None:
         return None
 
+    def holder_pids(self) -> list[int]:
+        return []
+
 
 async def fake_copy(address: str, *, delay_s: float = 0.0) -> asyncio.AbstractServer:
     """A copy on a real Unix socket that answers each SCORE frame with 200 and one row: the
