@@ -180,9 +180,11 @@ def test_killed_copies_charge_neither_side_and_a_candidate_that_keeps_dying_is_r
                 if resp.status_code == 200:
                     assert_same_answers(resp.json()["predictions"], want[resp.json()["model_version"]])
 
-    def kill(role: str) -> None:
-        status = ep.wait_for(lambda s: bool(ready_copies(s, role)), what=f"a ready {role} copy")
-        victim = ready_copies(status, role)[0]
+    def kill(role: str, *, ready: bool = True) -> None:  # ready=False: a starting copy dies too
+        def victims(s: dict) -> list[dict]:  # type: ignore[type-arg]
+            return ready_copies(s, role) if ready else [c for c in s["copies"] if c["role"] == role and c["pid"]]
+
+        victim = victims(ep.wait_for(lambda s: bool(victims(s)), what=f"a {role} copy"))[0]
         os.kill(victim["pid"], signal.SIGKILL)
         ep.wait_for(lambda s: victim["copy_id"] not in [c["copy_id"] for c in s["copies"]],
                     what=f"the killed {role} copy dropped")
@@ -201,8 +203,8 @@ def test_killed_copies_charge_neither_side_and_a_candidate_that_keeps_dying_is_r
         before = len(codes)
         while len(codes) < before + 10:  # the replacement answers its share again
             time.sleep(0.05)
-        kill("candidate")
-        kill("candidate")
+        kill("candidate", ready=False)
+        kill("candidate", ready=False)
         ep.wait_for(lambda s: s["canary"] is None, what="the rollback")
     finally:
         stop.set()
