@@ -463,8 +463,8 @@ class ReplicasConfig(_Strict):
 
 
 class ShadowConfig(_Strict):
-    rtol: Annotated[float, _between(0, 1)] = 1e-9
-    atol: Annotated[float, _between(0, 1e12)] = 1e-12
+    rtol: Annotated[float, _between(0, 1)] = 1e-3  # values within 0.1% agree (lakescore.serving.shadow)
+    atol: Annotated[float, _between(0, 1e12)] = 1e-9
 
 
 class CanaryConfig(_Strict):

@@ -67,10 +67,14 @@ class FakeBackend:
     def pid(self, copy_id: str) -> int | None:
         return None
 
+    def holder_pids(self) -> list[int]:
+        return []
 
-async def fake_copy(address: str, *, delay_s: float = 0.0) -> asyncio.AbstractServer:
+
+async def fake_copy(address: str, *, delay_s: float = 0.0, status: int = 200) -> asyncio.AbstractServer:
     """A copy on a real Unix socket that answers each SCORE frame with 200 and one row: the
-    ``dataframe_split`` it was sent (columns and data), after ``delay_s`` seconds."""
+    ``dataframe_split`` it was sent (columns and data), after ``delay_s`` seconds; with another
+    ``status``, that status and a message (a model error)."""
 
     async def converse(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -78,7 +82,8 @@ async def fake_copy(address: str, *, delay_s: float = 0.0) -> asyncio.AbstractSe
                 code, length = HEADER.unpack(await reader.readexactly(HEADER.size))
                 split = orjson.loads(await reader.readexactly(length))["dataframe_split"]
                 await asyncio.sleep(delay_s)
-                writer.write(frame(200, orjson.dumps({"predictions": [split]})))
+                answer = {"predictions": [split]} if status == 200 else {"message": "the model raised ValueError"}
+                writer.write(frame(status, orjson.dumps(answer)))
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
             writer.close()
@@ -86,10 +91,13 @@ async def fake_copy(address: str, *, delay_s: float = 0.0) -> asyncio.AbstractSe
     return await asyncio.start_unix_server(converse, socket_path(address))
 
 
-async def ready_copy(ep: Endpoint, backend: FakeBackend, role: str, version: int, **serve: float) -> Copy:
-    """Start a copy through the endpoint, serve it with :func:`fake_copy`, and mark it ready."""
+async def ready_copy(ep: Endpoint, backend: FakeBackend, role: str, version: int, *, listen: bool = True,
+                     **serve: float) -> Copy:
+    """Start a copy through the endpoint, serve it with :func:`fake_copy` (unless ``listen`` is
+    false), and mark it ready."""
     copy = await ep._start_copy(role, version)  # type: ignore[arg-type]
-    await fake_copy(copy.address, **serve)
+    if listen:  # not listening: a copy that died after its last health check
+        await fake_copy(copy.address, **serve)  # type: ignore[arg-type]
     backend.states[copy.copy_id] = CopyStatus("ready")
     await ep.health.check()
     assert copy.state == "ready"

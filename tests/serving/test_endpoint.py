@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from lakescore.config import load_project
-from lakescore.errors import IdempotencyKeyReusedError, RequestError
+from lakescore.errors import EndpointUnavailableError, IdempotencyKeyReusedError, RequestError
 from lakescore.runtime import LocalRuntime
 from lakescore.serving.backend import CopyStatus
 from lakescore.serving.canary import CanaryWindow
@@ -40,6 +40,7 @@ def test_max_warm_copies_counts_every_endpoint_and_the_candidates(tmp_path) -> N
         backend.states[backend.started[0]] = CopyStatus("ready")
         await ep.health.check()
         ep.autoscaler.arrivals, ep.autoscaler.reading = 100, (ep.autoscaler.reading[0] - 60, 0)  # 100 requests/min against 1 per copy
+        ep.autoscaler.last_up_at -= 60  # a scale interval after the start
         held = await ep.autoscaler.scale_pass()
         assert held.action == "hold" and len(backend.started) == 1
         assert held.reason.endswith("but max_warm_copies 2 copies are resident across endpoints")
@@ -167,6 +168,40 @@ def test_a_request_at_zero_copies_is_counted_once(tmp_path) -> None:
         ep.pool.waiting = 1  # and it still waits in the queue when the pass runs
         decision = await ep.autoscaler.scale_pass()
         assert decision.reason == "scaled up from 0 copies to 1: 1 request(s) arrived at zero copies"
+
+    asyncio.run(scenario())
+
+
+def test_max_queue_0_bounds_only_the_waiting_so_the_cold_path_and_the_canary_still_answer(tmp_path,
+                                                                                          monkeypatch) -> None:
+    async def scenario() -> None:
+        ep, backend, _ = fake_endpoint(tmp_path, max_queue=0, cold_max_concurrent=1)
+        scored: list[int] = []
+        gate = asyncio.Event()
+
+        async def score_cold(*, version: int, **_: object) -> list[dict]:  # type: ignore[type-arg]
+            scored.append(version)  # the seam: a fresh process that loads the version (test_cold.py)
+            await gate.wait()
+            return [{"cold": version}]
+
+        monkeypatch.setattr("lakescore.serving.endpoint.score_cold", score_cold)
+        ep.autoscaler.no_room = True  # no copy is alive and none can start: the cold path answers
+        request = one_row({"a": "long"}, {"a": 1})
+        first = asyncio.create_task(ep.answer(request, request.to_body(), hold_s=None))
+        await asyncio.sleep(0.05)
+        with pytest.raises(EndpointUnavailableError, match="0 requests already wait for the cold path"):
+            await ep.answer(request, request.to_body(), hold_s=None)  # its one slot is busy: nobody waits
+        gate.set()
+        assert (await first).payload["served"] == "cold" and scored == [1]
+        # In the canary's share with its copy busy: production answers (a reroute), not a 503.
+        ep.autoscaler.no_room = False
+        await ready_copy(ep, backend, "serve", 1)
+        candidate = await ready_copy(ep, backend, "candidate", 2)
+        ep.candidates.canary = CanaryWindow(2, 100, 600)
+        candidate.busy = True
+        pinned = one_row({"a": "long"}, {"a": 1})
+        assert (await ep.answer(pinned, pinned.to_body(), hold_s=None)).payload["model_version"] == 1
+        assert ep.candidates.canary.counts()["candidate_rerouted"] == 1
 
     asyncio.run(scenario())
 
@@ -433,14 +468,16 @@ def test_a_killed_copy_s_requests_wait_for_its_replacement(endpoint, trained: Tr
     assert status["counts"].get("cold", 0) == cold_before
 
 
-def test_a_burst_at_zero_copies_is_queued_and_answered_warm(module_home, trained: Trained) -> None:
-    """Issue 12: 20 one-row requests at zero copies without X-Scale-Up-Timeout got 8 x 503 and 12
-    cold answers (9.9-56.4 s) while the copy was ready after 1.7 s."""
+def test_a_burst_at_zero_copies_is_queued_answered_warm_and_starts_one_copy_per_pass(module_home,
+                                                                                    trained: Trained) -> None:
+    """20 one-row requests at zero copies: none gets a 503 or a cold answer, and the start at zero is
+    that pass: no second copy starts before scale_interval_s has passed (replicas.max 3)."""
     home, config = module_home
-    ep = launch(home, config, endpoint_name="burst", replicas={"min": 0, "max": 1}, scale_interval_s=30,
+    ep = launch(home, config, endpoint_name="burst", replicas={"min": 0, "max": 3}, scale_interval_s=10,
                 request_timeout_s=90)  # a loaded test machine may start the first copy slowly
     try:
         assert ep.status()["state"] == "scaled to zero"
+        time.sleep(6)  # past half an interval: the woken pass reads a rate (126 requests/min was read so)
         rows = records(trained.requests.head(20), trained.input_columns)
         start = threading.Barrier(20)
 
@@ -455,9 +492,11 @@ def test_a_burst_at_zero_copies_is_queued_and_answered_warm(module_home, trained
         assert {r.json()["served"] for r in replies} == {"warm"}
         status = ep.status()
         assert status["counts"].get("cold", 0) == 0 and status["counts"]["served_warm"] == 20
-        ups = [e.detail for e in ep.events("ml.scale") if e.endpoint == "burst" and e.detail["action"] == "up"]
-        assert [(u["copies_before"], u["copies_after"]) for u in ups] == [(0, 1)]
-        assert ups[0]["reason"].startswith("scaled up from 0 copies to 1:")
+        ups = [e for e in ep.events("ml.scale") if e.endpoint == "burst" and e.detail["action"] == "up"]
+        assert (ups[0].detail["copies_before"], ups[0].detail["copies_after"]) == (0, 1)
+        assert ups[0].detail["reason"].startswith("scaled up from 0 copies to 1:")
+        gaps = [round(b.ts - a.ts, 1) for a, b in zip(ups, ups[1:])]
+        assert all(g >= 9.5 for g in gaps), gaps  # one start per pass, a start at zero included
     finally:
         ep.stop()
 
@@ -511,7 +550,11 @@ def test_status_reports_the_memory_of_the_endpoint_its_fork_server_and_each_copy
     parts = [memory["endpoint"], memory["fork_server"], *memory["copies"]]
     for part in parts:
         assert 0 < part["pss_mb"] < part["rss_mb"]  # each shares pages (libraries, or the fork's imports)
-    assert memory["total_pss_mb"] == pytest.approx(sum(p["pss_mb"] for p in parts), abs=0.5)
+    assert memory["feature_holders"] == []  # no lookups in this model
+    others = memory["other_processes"]  # the rest of the endpoint's process tree (the resource tracker)
+    tree = {p.pid for p in psutil.Process(endpoint.proc.pid).children(recursive=True)}
+    assert {p["pid"] for p in others} <= tree and {p["pid"] for p in parts[1:]} <= tree
+    assert memory["total_pss_mb"] == pytest.approx(sum(p["pss_mb"] for p in parts + others), abs=0.5)
     # the endpoint holds no model: the registry reads, the drift reference and the table writes ran in
     # children of the fork server, so no model, registry or table library is mapped in it
     maps = open(f"/proc/{endpoint.proc.pid}/maps").read()

@@ -1,4 +1,5 @@
-"""The health pass over copies with scripted states: copies over ``memory_limit_mb`` are replaced,
+"""The health pass over copies with scripted states: copies that grow over ``memory_limit_mb`` are
+replaced by the scaler (within ``replicas.max``) and those over it from the start are said once,
 copies that fail to start back off, a copy retired mid-pass is not failed, a copy that fails
 ``MAX_COPY_STRIKES`` requests in a row is replaced, and a deploy's failed copy is named as one."""
 
@@ -10,22 +11,57 @@ import pytest
 
 from lakescore.errors import EndpointUnavailableError
 from lakescore.serving.backend import CopyStatus
-from lakescore.serving.health import MAX_COPY_STRIKES
+from lakescore.serving.health import MAX_COPY_STRIKES, MEMORY_SETTLE_S
 from serving_fakes import fake_endpoint, one_row
 
 
-def test_a_copy_over_memory_limit_mb_is_replaced(tmp_path) -> None:
+def test_a_copy_that_grows_over_memory_limit_mb_is_replaced_by_the_scaler_within_replicas_max(tmp_path) -> None:
     async def scenario() -> None:
-        ep, backend, state = fake_endpoint(tmp_path, memory_limit_mb=100)
+        ep, backend, state = fake_endpoint(tmp_path, memory_limit_mb=100, replicas={"min": 1, "max": 1})
         first = await ep._start_copy("serve", 1)
         backend.states[first.copy_id] = CopyStatus("ready", rss_bytes=90 * 2**20, pid=None)
         await ep.health.check()
         assert first.state == "ready" and ep.status()["copies"][0]["resident_mb"] == 90.0
+        first.ready_at -= MEMORY_SETTLE_S + 1  # it grew after its first minute: a leak, not the version's size
         backend.states[first.copy_id] = CopyStatus("ready", rss_bytes=101 * 2**20)
         await ep.health.check()
-        assert backend.stopped == [first.copy_id] and len(backend.started) == 2
+        assert backend.stopped == [first.copy_id] and len(backend.started) == 1  # the health pass starts none
         [event] = [e.detail for e in state.events("ml.copy.replaced")]
         assert event == {"copy_id": first.copy_id, "memory_mb": 101.0, "measured": "resident", "memory_limit_mb": 100}
+        # A request arrives while the replacement starts: the scaler, the one place serve copies start,
+        # starts one copy and holds at replicas.max 1 on the next pass.
+        ep.autoscaler.demand()
+        up = await ep.autoscaler.scale_pass()
+        assert (up.action, up.copies_after) == ("up", 1) and len(backend.started) == 2
+        ep.autoscaler.demand()
+        ep.pool.waiting = 3
+        held = await ep.autoscaler.scale_pass()
+        assert held.action == "hold" and len(backend.started) == 2 and len(ep.autoscaler.live()) == 1
+
+    asyncio.run(scenario())
+
+
+def test_a_copy_over_memory_limit_mb_as_soon_as_it_is_ready_is_said_once_and_kept(tmp_path) -> None:
+    async def scenario() -> None:
+        ep, backend, state = fake_endpoint(tmp_path, memory_limit_mb=100, replicas={"min": 1, "max": 1})
+        first = await ep._start_copy("serve", 1)
+        backend.states[first.copy_id] = CopyStatus("ready", pss_bytes=112 * 2**20, rss_bytes=200 * 2**20)
+        for _ in range(5):
+            await ep.health.check()
+            await ep.autoscaler.scale_pass()
+        assert backend.started == [first.copy_id] and backend.stopped == [] and first.state == "ready"
+        assert state.events("ml.copy.replaced") == []
+        [event] = [e.detail for e in state.events("ml.copy.memory_limit")]
+        assert (event["version"], event["memory_mb"], event["measured"]) == (1, 112.0, "proportional")
+        note = ep.status()["memory_limit_note"]
+        assert note.startswith("a copy of v1 holds 112.0 MB (proportional) 0 s after it became ready, above "
+                               "memory_limit_mb 100")
+        assert note.endswith("raise memory_limit_mb to at least 140")  # 112 * 1.25
+        second = await ep._start_copy("serve", 1)  # another copy of the same version: not said again
+        backend.states[second.copy_id] = CopyStatus("ready", pss_bytes=113 * 2**20)
+        await ep.health.check()
+        await ep.health.check()
+        assert len(state.events("ml.copy.memory_limit")) == 1
 
     asyncio.run(scenario())
 

@@ -96,4 +96,5 @@ def test_a_process_that_is_gone_has_no_memory() -> None:
     proc.wait(timeout=30)
     assert process_memory(proc.pid) is None
     assert footprint(endpoint=None, fork_server=proc.pid, copies=[]) == {
-        "endpoint": None, "fork_server": None, "copies": [], "total_pss_mb": 0.0, "total_rss_mb": 0.0}
+        "endpoint": None, "fork_server": None, "feature_holders": [], "copies": [], "total_pss_mb": 0.0,
+        "total_rss_mb": 0.0}

@@ -49,6 +49,18 @@ def test_up_at_once_without_cooldown_and_reason_in_words() -> None:
     assert d.reason == "scaled up from 1 copy to 2: 121.0 requests/min is above the target of 120 per copy"
 
 
+def test_a_pass_woken_right_after_a_start_at_zero_starts_no_second_copy() -> None:
+    zero = replace(BASE, copies=0, min_copies=0, max_copies=3, interval_s=10.0)
+    first = decide(replace(zero, waiting_at_zero=20))  # a burst at zero copies: the start is this pass
+    assert (first.action, first.copies_after) == ("up", 1)
+    woken = decide(replace(zero, now=1000.1, copies=1, requests_per_min=126.3, last_up_at=1000.0))
+    assert (woken.action, woken.copies_after) == ("hold", 1)
+    assert woken.reason == ("126.3 requests/min is above the target for 1 copy, but a copy was started 0.1 s ago: "
+                            "the next start waits scale_interval_s 10 to see what that one bought")
+    later = decide(replace(zero, now=1010.0, copies=1, requests_per_min=126.3, last_up_at=1000.0))
+    assert (later.action, later.copies_after) == ("up", 2)
+
+
 def test_scale_down_waits_for_the_cooldown_and_needs_80_percent_with_one_fewer() -> None:
     three = replace(BASE, copies=3)
     # 190/min would be 79% of 2 copies' 240: low enough, but only after 180 s of staying low.

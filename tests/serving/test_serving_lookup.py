@@ -106,6 +106,12 @@ def test_a_lookup_model_is_served_from_the_feature_rows_read_at_start_and_reload
         status = ep.wait_for(lambda s: bool(ready_copies(s)), what="a ready copy")
         v0 = [{"table": WEATHER, "version": 0}, {"table": PLANES, "version": 0}]
         assert status["feature_tables"] == v0 and ready_copies(status)[0]["feature_tables"] == v0
+        memory = status["memory"]  # the feature holder (the copy's parent) is one of the processes counted
+        assert [h["pid"] for h in memory["feature_holders"]] == [psutil.Process(ready_copies(status)[0]["pid"]).ppid()]
+        parts = [memory["endpoint"], memory["fork_server"], *memory["feature_holders"], *memory["copies"],
+                 *memory["other_processes"]]
+        assert memory["feature_holders"][0]["pss_mb"] > 0
+        assert memory["total_pss_mb"] == pytest.approx(sum(p["pss_mb"] for p in parts), abs=0.5)
 
         resp = ep.score(request_rows(model.requests))
         assert resp.status_code == 200, resp.text

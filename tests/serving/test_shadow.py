@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
+from lakescore.config import ServingConfig
 from lakescore.errors import ServingConflictError
 from lakescore.runtime import LocalRuntime
 from lakescore.serving.shadow import ShadowTally, check_comparable, compared_columns, rows_agree
+from serving_fakes import fake_endpoint, one_row, ready_copy
 from serving_helpers import Trained, chain_of, expected_rows, ready_copies, records
 
 
@@ -80,7 +84,33 @@ def test_a_set_tally_counts_rows_and_each_column_within_its_tolerance() -> None:
         {"request_id": "r", "row": 1, "column": "a_probability", "served": 0.1, "candidate": 0.7},
         {"request_id": "r", "row": 1, "column": "b_prediction", "served": 20.0, "candidate": 25.0}]
     assert tally.sentence() == ("candidate v3 agreed with v2 on 66.7% of 120 compared rows; "
-                                "lowest column: a_prediction 66.7%")
+                                "lowest column: a_prediction 66.7%; values agree within 0.5 + 0 x |served|")
+
+
+def test_the_default_tolerance_reads_refits_that_differ_in_the_last_digits_as_agreeing() -> None:
+    defaults = ServingConfig.model_validate({"inference_table": "main.s.inference"}).shadow
+    tally = ShadowTally(3, 2, "regression", defaults.rtol, defaults.atol)
+    served = [row(10.0 + i) for i in range(100)]
+    tally.add(served, [row((10.0 + i) * (1 + 4e-6)) for i in range(100)], request_id="ridge")  # 4e-6 relative
+    tally.add(served, [row((10.0 + i) * 1.01) for i in range(100)], request_id="other")  # 1% off: not the same
+    assert (tally.compared, tally.agreed) == (200, 100)
+    assert tally.sentence() == ("candidate v3 agreed with v2 on 50.0% of 200 compared rows; "
+                                "values agree within 1e-09 + 0.001 x |served|")
+
+
+def test_a_mirror_at_max_queue_0_compares_when_the_candidate_copy_is_idle_and_skips_when_busy(tmp_path) -> None:
+    async def scenario() -> None:
+        ep, backend, _ = fake_endpoint(tmp_path, max_queue=0)
+        candidate = await ready_copy(ep, backend, "candidate", 2)
+        tally = ShadowTally(2, 1, "classification", 0.0, 0.0)
+        body = one_row({"a": "long"}, {"a": 1}).to_body()
+        served = [{"prediction": None}]  # the fake copy answers a row without prediction: they agree
+        await ep.candidates.mirror(tally, body, served, request_id="r1")
+        candidate.busy = True
+        await ep.candidates.mirror(tally, body, served, request_id="r2")
+        assert (tally.compared, tally.agreed, tally.skipped, tally.mirror_failures) == (1, 1, 1, 0)
+
+    asyncio.run(scenario())
 
 
 @pytest.mark.parametrize("task", ["clustering", "anomaly_detection", "recommendation"])

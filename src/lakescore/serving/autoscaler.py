@@ -149,7 +149,8 @@ class Autoscaler:
             target_rpm=s.target_rpm_per_replica, target_pending=s.target_pending_per_replica,
             cooldown_s=s.scale_down_cooldown_s, idle_s=now - self.last_request_at, idle_timeout_s=s.idle_timeout_s,
             keep_warm=s.keep_warm, waiting_at_zero=self._at_zero(live),
-            low_since=self.low_since, last_up_at=self.last_up_at, idle_stopped=self.idle_stopped)
+            low_since=self.low_since, last_up_at=self.last_up_at, idle_stopped=self.idle_stopped,
+            interval_s=s.scale_interval_s)
 
     def _at_zero(self, live: list[Copy]) -> int:
         """Requests at zero copies, each once: those that arrived since the last pass, or those still

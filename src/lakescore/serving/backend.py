@@ -102,6 +102,11 @@ class ReplicaBackend(Protocol):
         folder), or None: it loads ``models:/<model>/<version>`` itself."""
         ...
 
+    def holder_pids(self) -> list[int]:
+        """Process ids of the feature holders running on this machine (current, loaded and retired
+        generations); empty when there are none here (no lookups, or copies in pods)."""
+        ...
+
     def load_features(self, version: int, reader: FeatureReader, specs: list[dict[str, Any]]) -> FeatureGeneration:
         """Read a lookup version's feature tables once: a new generation, not installed yet (only
         copies started with ``features=`` it join it) until :meth:`install_features`, or gone with
@@ -312,6 +317,11 @@ class LocalProcessBackend:
     def pid(self, copy_id: str) -> int | None:
         proc = self._copies.get(copy_id)
         return proc.popen.pid if proc else None
+
+    def holder_pids(self) -> list[int]:
+        with self._lock:
+            holders = {*(h for h, _ in self._holders.values()), *self._retired, *(h for h, _ in self._loaded.values())}
+        return sorted(pid for pid in (h.process.pid for h in holders) if pid is not None)
 
     def load_features(self, version: int, reader: FeatureReader, specs: list[dict[str, Any]]) -> FeatureGeneration:
         """Start a feature holder for ``version`` (:mod:`lakescore.serving.feature_holder`): it reads

@@ -3,10 +3,12 @@ automatic rollback — the one action the platform takes on its own. Shadowing n
 adopting a candidate is the ordinary redeploy.
 
 :class:`Candidates` owns the candidate of one endpoint: its copy (started and retired through the
-endpoint's callables), the shadow tally and mirroring, and the canary window and rollback. A
-candidate is charged only for answers it could have given: a request in the canary's share that
-arrives while the candidate's copy starts goes to production and is not counted (see
-:mod:`lakescore.serving.routing`); a request it takes and fails (error, timeout, copy gone) is.
+endpoint's callables), the shadow tally and mirroring, and the canary window and rollback. Both
+sides are counted by one rule (:func:`lakescore.serving.canary.verdict`): a request counts against
+a side only when that side answered it badly (a model error, a timeout of a ready copy); a request
+re-routed because a copy died, was starting or was gone counts for neither side. A canary
+candidate's copy that dies is replaced; one whose copies keep dying is rolled back
+(:func:`lakescore.serving.canary.deaths_reason`).
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
-from lakescore.errors import ServingConflictError
-from lakescore.serving.canary import CanaryWindow
+from lakescore.errors import EndpointUnavailableError, ServingConflictError
+from lakescore.serving.canary import CanaryWindow, Side, Verdict, verdict
 from lakescore.serving.plan import EndpointPlan, compared_output_columns, input_columns, model_task
 from lakescore.serving.pool import Copy, CopyPool, Role
 from lakescore.serving.routing import CandidateCopy
@@ -72,6 +74,7 @@ class Candidates:
         self.note = ""
         self.last_rollback: dict[str, Any] | None = None
         self.failures = 0
+        self.rerouted = 0
         self._mirroring = 0
 
     # --- choosing ----------------------------------------------------------------------------
@@ -154,6 +157,8 @@ class Candidates:
         self.canary = CanaryWindow(self.candidate.version, share, self.s.canary.window_s)
         self.state.audit("ml.canary.start", self.plan.name, candidate_version=self.candidate.version,
                          share_percent=share)
+        if not self.pool.of("candidate", "starting", "ready", "failed"):  # the shadow's copy died
+            await self.replace_copy()
         return self.summary()
 
     # --- answering ---------------------------------------------------------------------------
@@ -167,25 +172,62 @@ class Candidates:
         """Whether the next request is in the live canary's share (advances its counter)."""
         return self.canary is not None and self.canary.take()
 
-    def record_production(self, *, failed: bool) -> None:
-        """Count a production answer in the live canary's window (the side the candidate is held to)."""
+    def count(self, side: Side, what: Verdict) -> None:
+        """Count one request of ``side`` in the live canary's window (:func:`lakescore.serving.canary.verdict`)."""
         if self.canary is not None:
-            self.canary.record("production", failed=failed, now=time.monotonic())
+            self.canary.record(side, what, now=time.monotonic())
+            if what == "rerouted":
+                self.rerouted += 1
 
     async def answer(self, body: bytes) -> tuple[list[dict[str, Any]], int] | None:
-        """The candidate's rows and the version of the copy that gave them, or None after charging it
-        a failure (production then answers)."""
+        """The candidate's rows and the version of the copy that gave them, or None (production then
+        answers, and the request counts no further): after counting a failure (a model error, or its
+        ready copy ran over ``request_timeout_s``), or a reroute (no ready copy, its queue is full, or
+        its copy died mid-request; counted for neither side)."""
         canary = self.canary
         if canary is None:
             return None
-        copy = await self.pool.acquire("candidate", wait_s=self.s.request_timeout_s) \
-            if self.pool.of("candidate", "ready") else None
+        try:
+            copy = await self.pool.acquire("candidate", wait_s=self.s.request_timeout_s) \
+                if self.pool.of("candidate", "ready") else None
+        except EndpointUnavailableError:  # max_queue requests already wait: production answers
+            copy = None
         outcome, value = ("unavailable", "no ready candidate copy") if copy is None else await self._ask(copy, body)
-        canary.record("candidate", failed=outcome != "ok", now=time.monotonic())
-        if outcome != "ok":
+        what = verdict(outcome, status=value.status if outcome == "error" else None)
+        self.count("candidate", what)
+        if what == "failed":
             self.failures += 1
+        if outcome == "unavailable" and copy is not None and copy.state == "ready":
+            copy.state, copy.detail = "failed", value  # no request until the health pass sees it ready again
         await self._maybe_roll_back(canary)
         return (value, copy.version) if outcome == "ok" and copy is not None else None
+
+    async def copy_lost(self, copy: Copy, detail: str) -> None:
+        """A copy of either side died or failed to start (the health pass dropped it): counted in the
+        live canary's window (:func:`lakescore.serving.canary.deaths_reason`). A candidate's copy is
+        replaced while a canary is live, unless its deaths roll it back; without a canary it is
+        noted (the shadow counts its mirror failures)."""
+        side: Side = "candidate" if copy.role == "candidate" else "production"
+        canary = self.canary
+        if canary is not None:
+            canary.record(side, "died", now=time.monotonic())
+        if side == "production":
+            return
+        self.note = f"candidate copy {copy.copy_id} failed: {detail}"
+        if canary is None or self.candidate is None or copy.version != self.candidate.version:
+            return
+        await self._maybe_roll_back(canary)
+        if self.canary is canary and not self.pool.of("candidate", "starting", "ready", "failed"):
+            await self.replace_copy()
+
+    async def replace_copy(self) -> None:
+        """Start another copy of the candidate (its copy died, or was over ``memory_limit_mb``); with
+        no room (``max_warm_copies``) the candidate is stopped, with the reason."""
+        if self.candidate is None:
+            return
+        if await self._start_copy("candidate", self.candidate.version) is None:
+            await self.retire_candidate(reason=f"its copy could not be replaced: max_warm_copies "
+                                               f"{self.s.max_warm_copies} copies are resident across endpoints")
 
     def wants_mirror(self, *, version: Any, by_candidate: bool) -> ShadowTally | None:
         """The shadow to mirror an answered request to: a shadow without canary, for a production answer."""
@@ -195,14 +237,19 @@ class Candidates:
 
     async def mirror(self, tally: ShadowTally, body: bytes, served_rows: list[dict[str, Any]], *,
                      request_id: str) -> None:
-        """Ask the candidate the same request and compare (skipped when ``max_queue`` mirrors run)."""
-        if self._mirroring >= self.s.max_queue:
-            tally.skipped += 1
-            return
+        """Ask the candidate the same request and compare. A mirror waits for the candidate's copy
+        only while fewer than ``max_queue`` mirrors wait; otherwise it takes the copy when idle or is
+        skipped (``max_queue: 0``: mirrors never wait)."""
+        wait_s = self.s.request_timeout_s if self._mirroring < self.s.max_queue else 0.0
         self._mirroring += 1
         try:
-            copy = await self.pool.acquire("candidate", wait_s=self.s.request_timeout_s) \
-                if self.pool.of("candidate") else None
+            try:
+                copy = await self.pool.acquire("candidate", wait_s=wait_s) if self.pool.of("candidate") else None
+            except EndpointUnavailableError:  # the queue is full of requests: they go first
+                copy = None
+            if copy is None and wait_s == 0:
+                tally.skipped += 1
+                return
             outcome, value = ("unavailable", "") if copy is None else await self._ask(copy, body)
             if outcome == "ok":
                 tally.add(served_rows, value, request_id=request_id)

@@ -30,7 +30,12 @@ PREFIX = "unix:"
 
 
 class ChannelError(ConnectionError):
-    """The copy did not answer: not listening, closed the connection, or ran over the timeout."""
+    """The copy did not answer: not listening, closed the connection, or ran over the timeout
+    (``timed_out``: it was alive and took longer than the timeout)."""
+
+    def __init__(self, message: str, *, timed_out: bool = False) -> None:
+        super().__init__(message)
+        self.timed_out = timed_out
 
 
 def socket_path(address: str) -> str:
@@ -132,9 +137,9 @@ class CopyChannel:
                 return await asyncio.wait_for(self._exchange(code, payload), timeout=timeout_s)
             except (OSError, EOFError, asyncio.IncompleteReadError, asyncio.TimeoutError) as err:
                 self.close()
-                detail = f"no answer within {timeout_s:g} s" if isinstance(err, asyncio.TimeoutError) else \
-                    f"{type(err).__name__}: {err}"
-                raise ChannelError(f"copy at {self.path}: {detail}") from err
+                timed_out = isinstance(err, asyncio.TimeoutError)
+                detail = f"no answer within {timeout_s:g} s" if timed_out else f"{type(err).__name__}: {err}"
+                raise ChannelError(f"copy at {self.path}: {detail}", timed_out=timed_out) from err
             except BaseException:  # cancelled (or anything else) mid-exchange: a half-read reply stays behind
                 self.close()
                 raise

@@ -37,6 +37,7 @@ from lakescore.errors import EndpointUnavailableError, RequestError
 from lakescore.serving import forkserver
 from lakescore.serving.autoscaler import Autoscaler
 from lakescore.serving.backend import FeatureGeneration, ReplicaBackend
+from lakescore.serving.canary import Outcome, verdict
 from lakescore.serving.candidates import Candidates
 from lakescore.serving.channel import ChannelError, CopyChannels
 from lakescore.serving.copy_app import trim_memory
@@ -111,8 +112,7 @@ class Endpoint:
         self.counts: Counter[str] = Counter()
         self.health = CopyHealth(plan.name, memory_limit_mb=self.s.memory_limit_mb, pool=self.pool, backend=backend,
                                  state=state, autoscaler=self.autoscaler, candidates=self.candidates,
-                                 counts=self.counts, start_copy=self._start_copy, retire=self._retire,
-                                 stop_copy=self._stop_copy)
+                                 counts=self.counts, retire=self._retire, stop_copy=self._stop_copy)
         self.deployer = Deployer(served=lambda: self.plan, switch=self._switch, pool=self.pool,
                                  generations=self.generations, candidates=self.candidates,
                                  autoscaler=self.autoscaler, state=state, start_copy=self._start_copy,
@@ -280,17 +280,22 @@ class Endpoint:
         pinned = asked is None or asked == self.plan.version
         self.autoscaler.arrived(counted=pinned)
         pick = pinned and self.candidates.pick()
+        settled = not pinned  # the canary counts a request once, for the side that took it (canary.verdict)
         attempts, demanded = 0, False
         while True:
             decision = route(self._snapshot(asked=asked, canary_pick=pick, hold_s=hold_s))
             if decision is Route.CANDIDATE:
-                answered = await self.candidates.answer(body)
+                answered = await self.candidates.answer(body)  # counted there, whatever happened
+                settled = settled or pick
                 if answered is not None:  # named by the copy that answered (the candidate may have changed)
                     return self._reply(answered[0], "warm", answered[1], by_candidate=True)
                 if asked is not None and asked != self.plan.version:
                     return self._reply(await self._cold_path(asked, body), "cold", asked)
                 pick = False  # production answers the request the candidate failed
                 continue
+            if pick and not settled:  # in the canary's share, but its copy is starting: production answers
+                self.candidates.count("candidate", "rerouted")
+                settled = True
             if decision is Route.COLD or attempts >= MAX_COPY_ATTEMPTS:
                 version = self.plan.version if asked is None else asked
                 if version == self.plan.version:  # no copy can start now: the scaler tries when it may
@@ -315,8 +320,11 @@ class Endpoint:
                 raise
             attempts += 1
             outcome, value = await self._ask(copy, sent)
-            self.candidates.record_production(failed=outcome != "ok")
-            copy.strikes = 0 if outcome != "unavailable" else copy.strikes + 1
+            if not settled:
+                what = verdict(outcome, status=value.status if outcome == "error" else None)
+                self.candidates.count("production", what)
+                settled = True
+            copy.strikes = 0 if outcome not in ("unavailable", "timeout") else copy.strikes + 1
             if outcome == "ok":  # the copy's version: a redeploy may have switched while it answered
                 return self._reply(value, "warm", copy.version)
             if outcome == "error":
@@ -385,9 +393,10 @@ class Endpoint:
                    f"{self.pool.max_queue}); retry after {retry} s or raise max_queue or replicas.max")
         return EndpointUnavailableError(why, retry_after_s=retry)
 
-    async def _ask(self, copy: Copy, body: bytes) -> tuple[str, Any]:
+    async def _ask(self, copy: Copy, body: bytes) -> tuple[Outcome, Any]:
         """Send a checked body (``ScoreRequest.to_body()``) to a copy over its channel:
-        ("ok", rows) | ("unavailable", detail) | ("error", Reply)."""
+        ("ok", rows) | ("timeout", detail) (alive, ran over ``request_timeout_s``) |
+        ("unavailable", detail) (died, closed, not listening, not ready) | ("error", Reply)."""
         if len(self.channels) > len(self.pool.copies):
             self.channels.keep_only({c.address for c in self.pool.copies.values()})
         failed = True
@@ -395,7 +404,7 @@ class Endpoint:
             status, payload = await self.channels.score(copy.address, body)
             failed = status >= 500
         except ChannelError as err:
-            return "unavailable", str(err)
+            return ("timeout" if err.timed_out else "unavailable"), str(err)
         finally:  # also when the request is cancelled: the copy is free again
             await self.pool.release(copy, failed=failed)
         try:
@@ -409,7 +418,9 @@ class Endpoint:
         return "error", Reply(status, answer)
 
     async def _cold_path(self, version: int, body: bytes) -> list[dict[str, Any]]:
-        if self._cold_waiting >= self.s.max_queue:
+        """Score on the cold path: up to ``cold_max_concurrent`` at once; ``max_queue`` bounds only
+        the requests that wait for a cold slot, so a free slot answers even with ``max_queue: 0``."""
+        if self._cold.locked() and self._cold_waiting >= self.s.max_queue:
             raise EndpointUnavailableError(
                 f"{self._cold_waiting} requests already wait for the cold path (max_queue {self.s.max_queue}); "
                 f"retry after {self.pool.retry_after_s} s", retry_after_s=self.pool.retry_after_s)
@@ -473,7 +484,8 @@ class Endpoint:
         state = "ready" if ready else ("starting" if scaler.live() else ("scaled to zero" if scaler.desired == 0
                                                                           else "down"))
         counts = Counter(self.counts)
-        counts.update({"scale_errors": scaler.errors, "candidate_failures": self.candidates.failures})
+        counts.update({"scale_errors": scaler.errors, "candidate_failures": self.candidates.failures,
+                       "canary_rerouted": self.candidates.rerouted})
         candidate = self.candidates.candidate
         return {"endpoint": self.plan.name, "state": state, "model": self.plan.model_uri,
                 "version": self.plan.version, "pinned_by": self.plan.selection, "stale": bool(self.stale.reason),
@@ -482,16 +494,17 @@ class Endpoint:
                 "cold_waiting": self._cold_waiting, "retry_after_s": self.pool.retry_after_s,
                 "measured_starts_s": list(self.pool.starts.measured),
                 "counts": {k: v for k, v in counts.items() if v}, **self.candidates.summary(),
-                "loop_error": scaler.last_error or self.loop_error,
+                "loop_error": scaler.last_error or self.loop_error, "memory_limit_note": self.health.memory_note,
                 "recorder": self.recorder.summary(), "drift_reference": self.drift is not None,
                 "max_warm_copies": self.s.max_warm_copies,
                 **self.generations.status(self.plan.version, None if candidate is None else candidate.version)}
 
     def processes(self) -> dict[str, Any]:
         """The processes whose memory ``GET /status`` reports (:func:`lakescore.serving.memory.footprint`
-        reads them from /proc, off the event loop): this endpoint process, its fork server, each copy."""
-        return {"endpoint": os.getpid(), "fork_server": forkserver.server_pid(),
-                "copies": [c.pid for c in self.pool.copies.values()]}
+        reads them from /proc, off the event loop): this endpoint process, its fork server, the
+        feature holders of lookup versions, each copy, and any other process under this one."""
+        return {"endpoint": os.getpid(), "fork_server": forkserver.server_pid(), "others_under": os.getpid(),
+                "feature_holders": self.backend.holder_pids(), "copies": [c.pid for c in self.pool.copies.values()]}
 
 
 def new_request_id() -> str:

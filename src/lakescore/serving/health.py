@@ -5,12 +5,16 @@ A starting copy that answers its health check is marked ready (and so is a faile
 again, unless it failed ``MAX_COPY_STRIKES`` requests in a row); a copy that failed, stopped, or is
 not ready ``COPY_START_TIMEOUT_S`` after it started (unless it waits for room in the cluster) is
 dropped and audited ``ml.copy.failed``; a drained copy is stopped; a ready copy whose proportional
-memory (resident when unknown) is above ``memory_limit_mb`` is replaced (``ml.copy.replaced``).
+memory (resident when unknown) grew above ``memory_limit_mb`` is replaced (``ml.copy.replaced``),
+and one that is above it as soon as it is ready is a configuration problem, said once
+(``ml.copy.memory_limit``). This pass never starts a serve copy itself: the scaler does, so
+``replicas.max`` holds.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections import Counter
 from typing import Awaitable, Callable
@@ -18,12 +22,13 @@ from typing import Awaitable, Callable
 from lakescore.serving.autoscaler import Autoscaler
 from lakescore.serving.backend import ReplicaBackend
 from lakescore.serving.candidates import Candidates
-from lakescore.serving.pool import Copy, CopyPool, Role
+from lakescore.serving.pool import Copy, CopyPool
 from lakescore.serving.state import ServingState
 
 HEALTH_INTERVAL_S = 0.5
 COPY_START_TIMEOUT_S = 300.0
 MAX_COPY_STRIKES = 3  # requests in a row a copy may fail before it is replaced, not made ready again
+MEMORY_SETTLE_S = 60.0  # a copy over memory_limit_mb this soon after it became ready can never fit
 
 
 class CopyHealth:
@@ -46,19 +51,19 @@ class CopyHealth:
         Its note names a candidate copy that failed.
     counts : Counter
         The endpoint's counters (``copies_failed``, ``replaced_over_memory`` are added to).
-    start_copy, retire, stop_copy : callable
-        ``await start_copy(role, version) -> Copy | None``, ``await retire(copy)`` (now, or once its
-        request is answered) and ``await stop_copy(copy)`` (now).
+    retire, stop_copy : callable
+        ``await retire(copy)`` (now, or once its request is answered) and ``await stop_copy(copy)`` (now).
     """
 
     def __init__(self, endpoint: str, *, memory_limit_mb: int, pool: CopyPool, backend: ReplicaBackend,
                  state: ServingState, autoscaler: Autoscaler, candidates: Candidates, counts: Counter[str],
-                 start_copy: Callable[[Role, int], Awaitable[Copy | None]],
                  retire: Callable[[Copy], Awaitable[None]], stop_copy: Callable[[Copy], Awaitable[None]]) -> None:
         self.endpoint, self.memory_limit_mb = endpoint, memory_limit_mb
         self.pool, self.backend, self.state = pool, backend, state
         self.autoscaler, self.candidates, self.counts = autoscaler, candidates, counts
-        self._start_copy, self._retire, self._stop_copy = start_copy, retire, stop_copy
+        self._retire, self._stop_copy = retire, stop_copy
+        self.unfit: set[int] = set()  # versions whose copies are over memory_limit_mb from the start
+        self.memory_note = ""
 
     async def check(self) -> None:
         """Read every copy's status: mark ready ones (a failed copy that answers again too), drop
@@ -92,13 +97,39 @@ class CopyHealth:
             elif copy.state == "draining" and not copy.busy:
                 await self._stop_copy(copy)
             elif copy.state == "ready" and copy.role != "next" and copy.memory_bytes and copy.memory_bytes > limit:
-                self.state.audit("ml.copy.replaced", self.endpoint, copy_id=copy.copy_id,
-                                 memory_mb=round(copy.memory_bytes / 2**20, 1),
-                                 measured="proportional" if copy.pss_bytes else "resident",
-                                 memory_limit_mb=self.memory_limit_mb)
-                self.counts["replaced_over_memory"] += 1
-                await self._retire(copy)
-                await self._start_copy(copy.role, copy.version)
+                await self._over_memory(copy, now)
+
+    async def _over_memory(self, copy: Copy, now: float) -> None:
+        """A ready copy is above ``memory_limit_mb``. Within ``MEMORY_SETTLE_S`` of becoming ready it
+        holds what its version needs, so no replacement could fit: said once per version (audited
+        ``ml.copy.memory_limit``, ``memory_limit_note`` in the status) and the copy keeps serving. A
+        copy that grew past the limit later is retired, and its replacement started by the scaler
+        (serve copies: within ``replicas.max``, one start per pass, the start backoff) or by the
+        candidate (its one copy)."""
+        memory_mb = round((copy.memory_bytes or 0) / 2**20, 1)
+        measured = "proportional" if copy.pss_bytes else "resident"
+        if copy.ready_at is not None and now - copy.ready_at <= MEMORY_SETTLE_S:
+            if copy.version in self.unfit:
+                return
+            self.unfit.add(copy.version)
+            self.memory_note = (
+                f"a copy of v{copy.version} holds {memory_mb} MB ({measured}) {now - copy.ready_at:.0f} s after it "
+                f"became ready, above memory_limit_mb {self.memory_limit_mb}: a replacement would not fit either, "
+                f"so copies of v{copy.version} are kept, not replaced; raise memory_limit_mb to at least "
+                f"{math.ceil(memory_mb * 1.25)}")
+            self.counts["over_memory_limit_at_start"] += 1
+            self.state.audit("ml.copy.memory_limit", self.endpoint, copy_id=copy.copy_id, version=copy.version,
+                             memory_mb=memory_mb, measured=measured, memory_limit_mb=self.memory_limit_mb,
+                             reason=self.memory_note)
+            return
+        self.state.audit("ml.copy.replaced", self.endpoint, copy_id=copy.copy_id, memory_mb=memory_mb,
+                         measured=measured, memory_limit_mb=self.memory_limit_mb)
+        self.counts["replaced_over_memory"] += 1
+        await self._retire(copy)
+        if copy.role == "serve":
+            self.autoscaler.kick()  # the scaler starts the replacement: the one place serve copies start
+        else:
+            await self.candidates.replace_copy()
 
     async def _lost(self, copy: Copy, detail: str) -> None:
         self.counts["copies_failed"] += 1
@@ -110,8 +141,8 @@ class CopyHealth:
         await self._stop_copy(copy)
         if copy.role == "serve":
             self.autoscaler.kick()  # replace it now, not at the next interval
-        elif copy.role == "candidate":
-            self.candidates.note = f"candidate copy {copy.copy_id} failed: {detail}"
+        if copy.role in ("serve", "candidate"):
+            await self.candidates.copy_lost(copy, detail)  # the canary counts deaths on both sides
         # a deploy's ("next") copy: the deploy reports it (last_copy_failure names the role)
 
 

@@ -43,6 +43,7 @@ class Copy:
     role: Role
     address: str
     started_at: float = field(default_factory=time.monotonic)
+    ready_at: float | None = None  # when it first became ready (``time.monotonic()``)
     state: str = "starting"
     detail: str = ""
     busy: bool = False
@@ -159,6 +160,8 @@ class CopyPool:
         as a measured start; a failed copy that is ready again is not."""
         if copy.state == "starting" and copy.requests == 0:
             self.starts.record(now - copy.started_at)
+        if copy.ready_at is None:
+            copy.ready_at = now
         copy.state, copy.detail, copy.last_done = "ready", "", now
         await self.changed()
 

@@ -6,7 +6,9 @@ Rules (issue 6):
   two readings, against ``target_rpm_per_replica``. ``pending_requests``: in-flight plus queued
   requests per copy, averaged over 20 s, against ``target_pending_per_replica`` (1.5).
 - Up at once, one copy per pass, no cooldown, never above ``replicas.max``; below ``replicas.min``
-  counts as up; a request that found zero copies counts as demand.
+  counts as up; a request that found zero copies counts as demand. A pass woken early (a request at
+  zero copies, a lost copy) is still a pass: the load rule adds a copy only ``scale_interval_s``
+  after the last start (a start at zero included), so each decision sees what the last one bought.
 - Down one copy only when the load would stay under 80% of target with one copy fewer, and that
   has held for ``scale_down_cooldown_s`` (and as long since the last scale-up).
 - To zero only through ``idle_timeout_s`` without a request, unless ``keep_warm``; an idle-stopped
@@ -45,6 +47,8 @@ class ScaleInput:
         When the last scale-up happened.
     idle_stopped : bool
         The endpoint was taken to zero by the idle timeout and no request has arrived since.
+    interval_s : float
+        ``scale_interval_s``: the load rule starts a copy at most once per interval (seconds).
     """
 
     now: float
@@ -64,6 +68,7 @@ class ScaleInput:
     low_since: float | None = None
     last_up_at: float | None = None
     idle_stopped: bool = False
+    interval_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -129,6 +134,11 @@ def decide(inp: ScaleInput) -> ScaleDecision:
         if n >= inp.max_copies:
             return replace(hold, reason=f"{words} is above the target for {_copies(n)}, but replicas.max is "
                                         f"{inp.max_copies}")
+        since_up = math.inf if inp.last_up_at is None else inp.now - inp.last_up_at
+        if since_up < inp.interval_s:
+            return replace(hold, reason=f"{words} is above the target for {_copies(n)}, but a copy was started "
+                                        f"{since_up:.1f} s ago: the next start waits scale_interval_s "
+                                        f"{inp.interval_s:g} to see what that one bought")
         return replace(hold, action="up", copies_after=n + 1,
                        reason=f"scaled up from {_copies(n)} to {n + 1}: {words} is above the target of "
                               f"{per_copy:g} per copy")

@@ -2,6 +2,9 @@
 
 Each compared answer column is a ``label`` (compared exactly) or a ``value`` (compared within
 ``|a - b| <= atol + rtol * |b|``, ``shadow.rtol`` and ``shadow.atol``; b is the served answer).
+The defaults, ``rtol 1e-3`` and ``atol 1e-9``, read two versions whose values differ by less than
+0.1% as agreeing: refits on the same rows differ in the last digits (two Ridge fits differed by
+4e-6 relative), and an exact comparison would read such indistinguishable models as disagreeing.
 A chain compares ``prediction``: a label for classification, a value for regression. A model set
 compares every numeric and label column of its answer (:func:`compared_columns`): each component's
 ``<component>_prediction`` (label or value by its task) and ``<component>_probability`` (value),
@@ -141,7 +144,8 @@ class ShadowTally:
     def sentence(self) -> str:
         """The status line, e.g. ``candidate v3 agreed with v2 on 97.4% of 1,208 compared rows``; with
         several compared columns, the least agreeing one is named when it is under 100%
-        (``...; lowest column: late_risk 81.0%``)."""
+        (``...; lowest column: late_risk 81.0%``); with value columns, the tolerance they are
+        compared within (``...; values agree within 1e-09 + 0.001 x |served|``)."""
         c, s = self.candidate_version, self.served_version
         if self.compared < MIN_COMPARED_ROWS:
             more = MIN_COMPARED_ROWS - self.compared
@@ -152,6 +156,8 @@ class ShadowTally:
         lowest = min(self.column_agreed, key=lambda k: self.column_agreed[k])
         if len(self.columns) > 1 and self.column_agreed[lowest] < self.compared:
             line += f"; lowest column: {lowest} {100.0 * self.column_agreed[lowest] / self.compared:.1f}%"
+        if "value" in self.columns.values():
+            line += f"; values agree within {self.atol:g} + {self.rtol:g} x |served|"
         return line
 
     def summary(self) -> dict[str, Any]:
