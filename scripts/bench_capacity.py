@@ -314,12 +314,12 @@ def results(home: Path, runtime: Any, runs: dict[str, dict[str, Any]]) -> list[d
     ]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=ALL_FLIGHTS,
                         help="rows to score: all flights (default), or more: flights replicated with fresh keys")
     bench_scale.parent_arguments(parser)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if bench_scale.serve_child(args, CHILDREN):
         return
 

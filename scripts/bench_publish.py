@@ -17,7 +17,12 @@ Also shown: the scope planning that ``lakescore score`` does before scoring, and
 table with 100 lakescore commits in its history (receipts are read from the history).
 Targets: guarded <= 1.2x plain; replay < 1 s.
 
-Usage: python scripts/bench_publish.py [--home /tmp/lakescore-bench-publish] [--repeats 5]
+The score plan is the one ``lakescore score`` makes for the demo config: the feature lookups'
+columns (weather, planes) are joined, not read from the source, so the change feed is read for the
+source's own columns only.
+
+Usage: python scripts/bench_publish.py [--home /tmp/lakescore-bench-publish] [--repeats 5] [--rows N] [--history 100]
+(``--rows 2000 --repeats 1 --history 3``: a smoke run of every step in seconds)
 """
 
 from __future__ import annotations
@@ -67,20 +72,28 @@ def scored_run(project, runtime, frame: pd.DataFrame):
     from lakescore.scoring.run import ScoredRun
 
     cfg = project.training
+    specs = [lookup.spec() for lookup in cfg.feature_lookups]  # joined at scoring: not read from the source
     plan = ScorePlan(SOURCE, runtime.table_version(SOURCE), cfg.registry.model_name, 1,
                      f"models:/{cfg.registry.model_name}/1", tuple(cfg.data.feature_columns),
-                     tuple(cfg.data.record_keys), "certificate", "artifact")
+                     tuple(cfg.data.record_keys), "certificate", "artifact",
+                     feature_lookups=tuple(spec.to_json() for spec in specs))
     prepared, planning = timed(lambda: prepare_scope(project, runtime, plan))
     run = ScoredRun(uuid.uuid4().hex, plan, "single_node", "local", 10000, frame, prepared.scope.to_json())
     return run, planning
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--home", default="/tmp/lakescore-bench-publish")
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--config-dir", default="config")
-    args = parser.parse_args()
+    parser.add_argument("--config-dir", default=str(Path(__file__).resolve().parents[1] / "config"))
+    parser.add_argument("--rows", type=int, default=None, help="the first N flights only (default: all 336,776)")
+    parser.add_argument("--history", type=int, default=100, help="lakescore commits before the long replay")
+    args = parser.parse_args(argv)
+    base = 1000 if args.rows is None else min(1000, args.rows // 2)
+    if args.rows is not None and (args.history < 1 or args.rows < base + 10 * (args.history - 1)):
+        parser.error(f"--rows {args.rows} is too few for --history {args.history}: give at least "
+                     f"{2 * 10 * max(args.history - 1, 1)} rows or a smaller --history")
 
     from deltalake import DeltaTable, write_deltalake
 
@@ -91,6 +104,7 @@ def main() -> None:
 
     project = load_project(args.config_dir)
     flights = demo_frames()["main.flights.flights"]
+    flights = flights if args.rows is None else flights.head(args.rows).reset_index(drop=True)
     frame, fit_score = timed(lambda: predictions(project, flights))
     print(f"prediction frame: {len(frame):,} rows x {frame.shape[1] + 1} columns "
           f"(fit on months 1-9 and FittedChain.predict of every flight: {fit_score:.1f} s)")
@@ -121,16 +135,16 @@ def main() -> None:
             replay.append(seconds["replay"])
             planning.append(planned)
 
-    # a replay against 100 lakescore commits: one small window per source version
+    # a replay against --history lakescore commits: one small window per source version
     runtime = LocalRuntime(home / "history")
-    runtime.write_table(SOURCE, flights.iloc[:1000], configuration={"delta.enableChangeDataFeed": "true"})
-    first, _ = scored_run(project, runtime, frame.iloc[:1000])
+    runtime.write_table(SOURCE, flights.iloc[:base], configuration={"delta.enableChangeDataFeed": "true"})
+    first, _ = scored_run(project, runtime, frame.iloc[:base])
     publish(project, runtime, first)
     last = first
-    for k in range(99):
-        rows = flights.iloc[1000 + 10 * k:1010 + 10 * k]
+    for k in range(args.history - 1):
+        rows = flights.iloc[base + 10 * k:base + 10 + 10 * k]
         write_deltalake(str(runtime.table_path(SOURCE)), rows, mode="append")
-        last, _ = scored_run(project, runtime, frame.iloc[1000 + 10 * k:1010 + 10 * k])
+        last, _ = scored_run(project, runtime, frame.iloc[base + 10 * k:base + 10 + 10 * k])
         assert publish(project, runtime, last).action == "append"
     long_replay = [timed(lambda: publish(project, runtime, last))[1] for _ in range(3)]
 
@@ -144,7 +158,7 @@ def main() -> None:
     g = show("guarded publish (create + commit)", guarded)
     r = show("replay no-op (same run again)", replay)
     show("scope planning before scoring", planning)
-    h = show("replay no-op, 100 commits of history", long_replay)
+    h = show(f"replay no-op, {args.history} commits of history", long_replay)
     print(f"guarded / plain = {g / p:.2f} (target <= 1.2); replay {r:.3f} s and {h:.3f} s (target < 1 s)")
 
 

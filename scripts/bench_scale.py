@@ -376,12 +376,12 @@ def serve_child(args: argparse.Namespace, children: dict[str, Any]) -> bool:
     return True
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000000,5000000", help="rows per run, comma-separated")
     parser.add_argument("--quick", action="store_true", help="100,000 rows only (smoke run)")
     parent_arguments(parser)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if serve_child(args, CHILDREN):
         return
 

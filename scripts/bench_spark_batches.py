@@ -38,14 +38,14 @@ def run_once(runtime, plan, *, arrow_rows: int, batch_rows: int) -> float:
     return time.perf_counter() - start
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--home", default="/tmp/lakescore-bench-batches")
     parser.add_argument("--config-dir", default=str(Path(__file__).resolve().parents[1] / "config"))
     parser.add_argument("--arrow", type=int, nargs="+", default=[2000, 10000, 50000])
     parser.add_argument("--batch-rows", type=int, nargs="+", default=[2000, 10000, 50000])
     parser.add_argument("--repeat", type=int, default=2)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     from dataclasses import replace
 

@@ -72,12 +72,12 @@ def seconds(runtime: Any, specs: list[Any]) -> float:
     return time.perf_counter() - start
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--home", default=None, help="runtime home (default: a temporary folder, removed after)")
     parser.add_argument("--config-dir", default=str(Path(__file__).resolve().parents[1] / "config"))
     parser.add_argument("--repeat", type=int, default=2)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.home:
         run(Path(args.home), args)
         return

@@ -65,12 +65,12 @@ def request_for(table: str, rows: int, first: int | None, last: int, run_id: str
                           "append", first, last, None, None, "main.bench.model", 1, "sha", "cfg", schema, rows)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("rows", type=int, nargs="?", default=300_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--home", default=None)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     from lakescore.publish import spark_delta
     from lakescore.runtime import LocalRuntime

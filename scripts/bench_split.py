@@ -143,14 +143,14 @@ def run_train(project: Any, runtime: Any) -> tuple[Any, dict[str, float], float]
     return result, {**result.split.get("seconds", {}), "total_s": total}, load_saved(folder)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--max-rows", type=int, default=200_000)
     parser.add_argument("--min-rows-per-worker", type=int, default=25_000)
     parser.add_argument("--no-full", action="store_true", help="skip the fit on all rows")
     parser.add_argument("--home", type=Path, default=None)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     warnings.filterwarnings("ignore", category=UserWarning, module="mlflow")
 
     from lakescore.runtime import LocalRuntime

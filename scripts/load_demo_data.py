@@ -8,9 +8,14 @@ import argparse
 from lakescore.workflows.demo import load_data
 from lakescore.runtime import get_runtime
 
-if __name__ == "__main__":
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--home", default=".lakescore")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     for table, what in load_data(get_runtime("local", home=args.home)).items():
         print(f"{table}: {what}")
+
+
+if __name__ == "__main__":
+    main()

@@ -209,10 +209,10 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _write_traceback(args: argparse.Namespace, err: BaseException) -> Path | None:
-    """Write ``err``'s full traceback to ``<home>/logs/<command>-<UTC time>.log``; None if that fails."""
+def _write_traceback(home: str | Path | None, name: str, err: BaseException) -> Path | None:
+    """Write ``err``'s full traceback to ``<home>/logs/<name>-<UTC time>.log``; None if that fails."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
-    path = Path(getattr(args, "home", None) or ".lakescore") / "logs" / f"{args.command}-{stamp}.log"
+    path = Path(home or ".lakescore") / "logs" / f"{name}-{stamp}.log"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("".join(traceback.format_exception(err)))
@@ -221,26 +221,57 @@ def _write_traceback(args: argparse.Namespace, err: BaseException) -> Path | Non
     return path.resolve()
 
 
+def report_failure(err: BaseException, *, prog: str, log_name: str, home: str | Path | None,
+                   debug: bool = False) -> int:
+    """Print a failure as one line on stderr and return the exit status (the module note's rule).
+
+    The ``lakescore`` command and the local tools (``src/tools/preview.py``, ``smoke.py``) all
+    report through it.
+
+    Parameters
+    ----------
+    err : BaseException
+        The failure.
+    prog : str
+        What the line starts with, e.g. ``"lakescore train"`` or ``"smoke"``.
+    log_name : str
+        The traceback file's name before its time stamp, e.g. ``"train"``.
+    home : str or Path or None
+        The runtime's folder; the traceback goes to ``<home>/logs/`` (default ``.lakescore``).
+    debug : bool, default False
+        Print the traceback too (so does ``LAKESCORE_DEBUG=1``).
+
+    Returns
+    -------
+    int
+        2 for a :class:`~lakescore.errors.LakescoreError` (``<prog>: <code>: <message>``); 1 for any
+        other failure, whose message is not printed (it may quote data rows): its type and the
+        traceback file.
+    """
+    if isinstance(err, LakescoreError):
+        print(f"{prog}: {err.code}: {err}", file=sys.stderr)
+        return 2
+    log = _write_traceback(home, log_name, err)
+    debug = debug or os.environ.get("LAKESCORE_DEBUG") == "1"
+    if debug:
+        traceback.print_exception(err, file=sys.stderr)
+    kind = f"{type(err).__module__}.{type(err).__qualname__}".removeprefix("builtins.")
+    where = f"full traceback in {log}" if log else "the traceback could not be written to a file"
+    hint = "" if debug else "; run with --debug or LAKESCORE_DEBUG=1 to print it here"
+    print(f"{prog}: unexpected_error: {kind} (not a lakescore error; its message is not shown because it may "
+          f"quote data rows); {where}{hint}.", file=sys.stderr)
+    return 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``lakescore`` console script. Returns the process exit status: 0, 2 for a
-    lakescore error, 1 for any other failure (see the module note)."""
+    lakescore error, 1 for any other failure (see the module note and :func:`report_failure`)."""
     args = build_parser().parse_args(argv)
     try:
         summary = run(args)
-    except LakescoreError as err:
-        print(f"lakescore {args.command}: {err.code}: {err}", file=sys.stderr)
-        return 2
-    except Exception as err:  # anything else: its text may quote rows, so only its type is printed
-        log = _write_traceback(args, err)
-        debug = getattr(args, "debug", False) or os.environ.get("LAKESCORE_DEBUG") == "1"
-        if debug:
-            traceback.print_exception(err, file=sys.stderr)
-        kind = f"{type(err).__module__}.{type(err).__qualname__}".removeprefix("builtins.")
-        where = f"full traceback in {log}" if log else "the traceback could not be written to a file"
-        hint = "" if debug else "; run with --debug or LAKESCORE_DEBUG=1 to print it here"
-        print(f"lakescore {args.command}: unexpected_error: {kind} (not a lakescore error; its message is "
-              f"not shown because it may quote data rows); {where}{hint}.", file=sys.stderr)
-        return 1
+    except Exception as err:  # a lakescore error prints its message; anything else only its type
+        return report_failure(err, prog=f"lakescore {args.command}", log_name=args.command,
+                              home=getattr(args, "home", None), debug=getattr(args, "debug", False))
     if args.command != "demo":
         print(json.dumps(_plain(summary), indent=2, default=str))
     return 0

@@ -308,19 +308,42 @@ class ReceiptUnreadableError(PublishError):
 
 
 class ChangeFeedReadError(LakescoreError):
-    """A table's change data feed cannot be read back over the versions asked for (vacuumed data
-    files, cleaned log). The score workflow turns it into ``cdf_recovery_required``."""
+    """A table's change data feed no longer covers the versions asked for (vacuumed change or data
+    files, cleaned log, the feed not recorded for that range): a lost window. The score workflow
+    turns it into ``cdf_recovery_required``. Any other failure to read a feed is a
+    :class:`ChangeFeedQueryError` (:func:`lakescore.change_feed_errors.change_feed_error` tells them apart)."""
 
     code = "change_feed_unreadable"
 
     @classmethod
     def reading(cls, table: str, first: int, last: int, err: BaseException) -> "ChangeFeedReadError":
         """The error for reader error ``err`` on versions ``first``..``last`` of ``table``; its
-        ``reason`` is the first line of ``err`` (delta-rs, pyarrow or Delta Spark)."""
-        text = str(err).strip()
-        reason = text.splitlines()[0][:200] if text else type(err).__name__
+        ``reason`` is the line of ``err`` that says why (delta-rs, pyarrow or Delta Spark)."""
+        from lakescore.change_feed_errors import reason_of
+
+        reason = reason_of(err)
         return cls(f"the change data feed of {table} cannot be read for versions {first}..{last} ({reason})",
                    table=table, reason=reason)
+
+
+class ChangeFeedQueryError(LakescoreError):
+    """Reading a table's change data feed failed for a reason other than a lost window (a column the
+    read names that the table lacks, a bad version range, ...): the feed is there, so no recovery
+    is needed; the message names the reader's own cause."""
+
+    code = "change_feed_read_failed"
+
+    @classmethod
+    def reading(cls, table: str, first: int, last: int, err: BaseException, *,
+                columns: list[str] | None = None) -> "ChangeFeedQueryError":
+        """The error for reader error ``err`` on versions ``first``..``last`` of ``table``."""
+        from lakescore.change_feed_errors import reason_of
+
+        reason = reason_of(err)
+        read = f" (columns read: {', '.join(columns)})" if columns else ""
+        return cls(f"reading the change data feed of {table} for versions {first}..{last} failed{read}: {reason}. "
+                   "The feed still covers these versions (this is not a lost window, no recovery is needed): "
+                   "fix that cause and run again", table=table, reason=reason)
 
 
 class ProbeError(LakescoreError):

@@ -4,6 +4,7 @@ import sys
 from pathlib import Path
 
 import mlflow
+import pandas as pd
 import pytest
 import yaml
 
@@ -43,11 +44,13 @@ def _with_lookups(config, rows, demo_tables):
     return join_all(rows, demo_tables, [lookup.spec() for lookup in config.training.feature_lookups])
 
 
-def test_smoke_probe_runs_every_check_on_a_csv_sample(tmp_path, flights_sample, demo_tables):
+def test_smoke_probe_runs_every_check_on_a_csv_sample(tmp_path, runtime, lookup_tables, flights_sample):
     sample = tmp_path / "sample.csv"
     config = load_project(Path(__file__).resolve().parents[2] / "config")
-    _with_lookups(config, flights_sample.head(300), demo_tables).to_csv(sample, index=False)
-    lines, admitted = smoke_probe(config, sample)
+    flights_sample.head(300).to_csv(sample, index=False)  # as exported: the lookups are joined from the local tables
+    lookup_tables(runtime)
+    lines, admitted = smoke_probe(config, sample, runtime=runtime)
+    assert lines[0].startswith("Feature lookup main.flights.weather@v0: joined")
     assert admitted and lines[-1] == "Admitted."
     assert lines.count("    fresh_module  passed") == 10  # eligibility rule, 6 steps, model, risk_band, chain
     assert "  rule risk_band" in lines  # the output rule is probed, as training would
@@ -86,3 +89,48 @@ def test_preview_score_admits_a_certified_version_and_reports_no_rules(runtime, 
     assert lines[0] == "Model main.flights.late_arrival v1 (champion)"
     assert lines[1].startswith("Admission: admitted for batch_compute=spark (apply_probed=True, apply_probed_builtin=True")
     assert lines[2] == "Project scoring rules: disabled"
+
+
+def test_sample_with_lookups_joins_as_training_does_unless_the_sample_carries_them(tmp_path, runtime, lookup_tables,
+                                                                                 flights_sample, demo_tables):
+    from lakescore.workflows.preview import read_sample, sample_with_lookups
+
+    lookup_tables(runtime)
+    config = load_project(Path(__file__).resolve().parents[2] / "config")
+    flights_sample.head(300).to_csv(tmp_path / "sample.csv", index=False)  # as exported: no lookup columns
+    sample = read_sample(tmp_path / "sample.csv")
+    joined, lines = sample_with_lookups(config, runtime, sample, source="sample.csv")
+    assert lines == ["Feature lookup main.flights.weather@v0: joined temp, wind_speed, precip, visib by origin, "
+                     "time_hour",
+                     "Feature lookup main.flights.planes@v0: joined plane_year, seats, engines by tailnum"]
+    added = ["temp", "wind_speed", "precip", "visib", "plane_year", "seats", "engines"]
+    expected = _with_lookups(config, flights_sample.head(300), demo_tables)[added]  # in memory, from the package
+    assert list(joined.columns) == [*sample.columns, *added]
+    pd.testing.assert_frame_equal(joined[added].reset_index(drop=True), expected.reset_index(drop=True),
+                                  check_dtype=False)
+    assert joined["temp"].notna().sum() > 250 and joined["seats"].isna().any()  # matched, and a tailnum without a plane
+    carried, lines = sample_with_lookups(config, None, joined, source="joined.csv")  # exported joined: kept as it is
+    assert carried is joined
+    assert lines[0] == "Feature lookup main.flights.weather: the sample carries temp, wind_speed, precip, visib; not joined"
+
+
+def test_smoke_probe_says_which_columns_a_sample_must_carry_without_the_feature_tables(tmp_path, runtime,
+                                                                                       lookup_tables, flights_sample):
+    from lakescore.errors import ConfigError, FeatureLookupError
+
+    sample = tmp_path / "sample.csv"
+    flights_sample.head(300).to_csv(sample, index=False)
+    config = load_project(Path(__file__).resolve().parents[2] / "config")
+    with pytest.raises(FeatureLookupError, match=r"main.flights.weather is not in the local runtime .*give a sample "
+                                                 r"that already carries temp, wind_speed, precip, visib \(from "
+                                                 r"main.flights.weather by origin, time_hour\); plane_year, seats, "
+                                                 r"engines \(from main.flights.planes by tailnum\)"):
+        smoke_probe(config, sample, runtime=runtime)
+    with pytest.raises(FeatureLookupError, match="no local runtime was given"):
+        smoke_probe(config, sample)
+    lookup_tables(runtime)
+    no_hour = tmp_path / "no_hour.csv"  # a column the model reads, that no lookup adds
+    flights_sample.head(300).drop(columns=["hour"]).to_csv(no_hour, index=False)
+    with pytest.raises(ConfigError, match=r"no_hour.csv lacks column\(s\) \['hour'\] that config/training.yml "
+                                          r"data.feature_columns or a scoring rule reads"):
+        smoke_probe(config, no_hour, runtime=runtime)

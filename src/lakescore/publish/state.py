@@ -246,14 +246,17 @@ def spark_change_kinds(changes: Any, *, table: str, first: int, last: int) -> tu
     Raises
     ------
     ChangeFeedReadError
-        Computing the feed failed (data files vacuumed from under it).
+        Computing the feed failed because its files were vacuumed from under it (a lost window).
+    ChangeFeedQueryError
+        Computing the feed failed for another reason, named.
     """
-    from lakescore.errors import ChangeFeedReadError, spark_errors
+    from lakescore.change_feed_errors import change_feed_error
+    from lakescore.errors import spark_errors
 
     try:
         groups = changes.groupBy("_change_type", "_commit_version").count().collect()
     except spark_errors() as err:
-        raise ChangeFeedReadError.reading(table, first, last, err) from err
+        raise change_feed_error(table, first, last, err) from err
     inserted, kinds = 0, {}
     for row in groups:
         if row["_change_type"] == "insert":

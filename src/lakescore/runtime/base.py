@@ -197,7 +197,8 @@ class Tables(Protocol):
         and ``_commit_version``.
 
         Raises :class:`~lakescore.errors.ChangeFeedReadError` when the feed cannot be read back
-        (vacuumed files, cleaned log).
+        (vacuumed files, cleaned log), :class:`~lakescore.errors.ChangeFeedQueryError` for any
+        other failure of the read (:func:`lakescore.change_feed_errors.change_feed_error`).
         """
         ...
 
@@ -226,7 +227,8 @@ class Engines(Protocol):
 
         Raises :class:`~lakescore.errors.ChangeFeedReadError` when Delta refuses the versions
         (cleaned log); files vacuumed from under the feed surface when the frame is computed
-        (:func:`lakescore.publish.state.spark_change_kinds` raises the same error for them).
+        (:func:`lakescore.publish.state.spark_change_kinds` raises the same error for them). Any
+        other failure of the read is a :class:`~lakescore.errors.ChangeFeedQueryError`, naming its cause.
         """
         ...
 

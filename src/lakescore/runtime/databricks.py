@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from lakescore.config import TABLE_NAME
-from lakescore.errors import (ChangeFeedReadError, RuntimeUnsupportedError, TableExistsError,
-                              TableNotFoundError)
+from lakescore.change_feed_errors import change_feed_error
+from lakescore.errors import RuntimeUnsupportedError, TableExistsError, TableNotFoundError
 from lakescore.runtime.base import PLACEMENTS, Placement
 from lakescore.runtime.local import DELTA_RS_READER_FEATURES
 
@@ -352,8 +352,11 @@ class DatabricksRuntime:
         TableNotFoundError
             The name does not resolve.
         ChangeFeedReadError
-            Delta refuses the versions (cleaned log, feed off); vacuumed data files surface when
-            the frame is computed (:func:`lakescore.publish.state.spark_change_kinds`).
+            Delta refuses the versions (cleaned log, feed off): a lost window; vacuumed data files
+            surface when the frame is computed (:func:`lakescore.publish.state.spark_change_kinds`).
+        ChangeFeedQueryError
+            Any other failure of the read, naming its cause
+            (:func:`lakescore.change_feed_errors.change_feed_error`).
         """
         reader = (self.spark().read.option("readChangeFeed", "true").option("startingVersion", first)
                   .option("endingVersion", last))
@@ -362,7 +365,7 @@ class DatabricksRuntime:
         except Exception as err:
             if _resolves(err):
                 raise _not_found(name, err) from err
-            raise ChangeFeedReadError.reading(name, first, last, err) from err
+            raise change_feed_error(name, first, last, err, columns=columns) from err
 
     def read_changes(self, name: str, *, first: int, last: int, columns: list[str]) -> pa.Table:
         """Change data feed rows of versions ``first``..``last`` (:meth:`spark_changes`) on the
@@ -375,6 +378,8 @@ class DatabricksRuntime:
             The name does not resolve.
         ChangeFeedReadError
             The feed cannot be read back to ``first`` (vacuumed files, cleaned log, feed off).
+        ChangeFeedQueryError
+            Any other failure of the read, naming its cause.
         """
         import pyarrow as pa
 
@@ -382,7 +387,7 @@ class DatabricksRuntime:
         try:
             data = frame.toArrow()
         except Exception as err:
-            raise ChangeFeedReadError.reading(name, first, last, err) from err
+            raise change_feed_error(name, first, last, err, columns=columns) from err
         fields = [pa.field(f.name, pa.large_string() if pa.types.is_string(f.type) or pa.types.is_string_view(f.type)
                            else f.type, f.nullable) for f in data.schema]
         return data.cast(pa.schema(fields))

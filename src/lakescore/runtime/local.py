@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from lakescore.config import TABLE_NAME
-from lakescore.errors import ChangeFeedReadError, TableExistsError, TableNotFoundError, spark_errors
+from lakescore.change_feed_errors import change_feed_error
+from lakescore.errors import TableExistsError, TableNotFoundError, spark_errors
 from lakescore.locking import exclusive
 from lakescore.runtime.base import PLACEMENTS, Placement
 from lakescore.runtime.local_spark import classic_session, connect_requested, connect_session
@@ -225,8 +226,11 @@ class LocalRuntime:
         Raises
         ------
         ChangeFeedReadError
-            The feed cannot be read back to ``first`` (vacuumed data files, cleaned log); its
-            ``reason`` is the first line of the reader's error.
+            The feed cannot be read back to ``first`` (vacuumed data files, cleaned log): a lost
+            window (:func:`lakescore.change_feed_errors.change_feed_error`); its ``reason`` is the
+            reader's own line.
+        ChangeFeedQueryError
+            Any other failure of the read (e.g. a column the table lacks), naming its cause.
         """
         import pyarrow as pa
         from deltalake.exceptions import DeltaError
@@ -236,7 +240,7 @@ class LocalRuntime:
             data = pa.table(table.load_cdf(starting_version=first, ending_version=last,
                                            columns=[*columns, "_change_type", "_commit_version"]))
         except (DeltaError, pa.ArrowInvalid, OSError) as err:
-            raise ChangeFeedReadError.reading(name, first, last, err) from err
+            raise change_feed_error(name, first, last, err, columns=columns) from err
         fields = [pa.field(f.name, pa.large_string() if pa.types.is_string_view(f.type) else f.type, f.nullable)
                   for f in data.schema]  # text comes back as string_view, which filter/take do not support
         return data.cast(pa.schema(fields))
@@ -319,8 +323,10 @@ class LocalRuntime:
         TableNotFoundError
             The table does not exist (naming the folder and the fix).
         ChangeFeedReadError
-            Delta refuses the versions (a cleaned log, a feed not enabled there); its ``reason``
-            is the first line of Delta's error.
+            Delta refuses the versions (a cleaned log, a feed not enabled there): a lost window
+            (:func:`lakescore.change_feed_errors.change_feed_error`).
+        ChangeFeedQueryError
+            Any other failure of the read (e.g. ``UNRESOLVED_COLUMN``), naming its cause.
         """
         self.delta_table(name)  # a missing table fails here, with its fix
         try:
@@ -328,7 +334,7 @@ class LocalRuntime:
                     .option("startingVersion", first).option("endingVersion", last)
                     .load(str(self.table_path(name))).select(*columns, "_change_type", "_commit_version"))
         except spark_errors() as err:
-            raise ChangeFeedReadError.reading(name, first, last, err) from err
+            raise change_feed_error(name, first, last, err, columns=columns) from err
 
     def first_use(self, store: str) -> AbstractContextManager[Path]:
         """A lock that serialises the first use of the shared ``store`` across processes.

@@ -4,8 +4,10 @@
 - :func:`preview_train`: lint the selected recipe's user steps and the scoring rules, and list
   what the probe would check (no data is read);
 - :func:`preview_score`: the admission decision for the registered version inference.yml selects;
-- :func:`smoke_probe`: fit the recipe on a small sample (CSV or Parquet, 16+ rows, inputs plus the
-  target), use it as training rows and holdout, and run lint and probe, one line per check.
+- :func:`smoke_probe`: fit the recipe on a small sample (CSV or Parquet, 16+ rows, the training
+  table's columns plus the target) with the recipe's feature lookups joined as training joins them
+  (:func:`sample_with_lookups`), use it as training rows and holdout, and run lint and probe, one
+  line per check.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from lakescore.admission.agreement import AGREEMENT_CHECKS
 from lakescore.admission.probe import CHAIN_CHECKS, PART_CHECKS
 from lakescore.config import ProjectConfig
 from lakescore.custom import resolve_user_step
-from lakescore.errors import ConfigError, LakescoreError, ProbeError
+from lakescore.errors import ConfigError, FeatureLookupError, LakescoreError, ProbeError, TableNotFoundError
+from lakescore.lookup import FeatureLookup
 from lakescore.packaging import read_certificate, resolve_version
 from lakescore.rules import load_output_rules, load_rules
 from lakescore.runtime import Runtime
@@ -130,9 +133,84 @@ def read_sample(path: str | Path) -> pd.DataFrame:
     return frame
 
 
-def smoke_probe(project: ProjectConfig, sample_path: str | Path) -> tuple[list[str], bool]:
-    """Fit on the sample, use it as both training rows and holdout (the decision threshold too), run
-    lint and probe.
+def sample_with_lookups(project: ProjectConfig, runtime: Runtime | None, sample: pd.DataFrame, *,
+                        source: str) -> tuple[pd.DataFrame, list[str]]:
+    """``sample`` with the recipe's feature lookups (training.yml ``feature_lookups``) joined, as
+    training joins them (:func:`lakescore.workflows.lookups.read_feature_tables`, each table at its
+    current version, then :meth:`~lakescore.workflows.lookups.FeatureTables.join`).
+
+    A lookup whose output columns the sample already carries (all of them: it was exported joined)
+    is not joined again.
+
+    Parameters
+    ----------
+    project : ProjectConfig
+    runtime : Runtime or None
+        Where the feature tables live (the local runtime of ``--home``); None: join nothing.
+    sample : DataFrame of shape (n_rows, n_columns)
+    source : str
+        How messages name the sample (its path).
+
+    Returns
+    -------
+    (frame, lines)
+        The sample with the lookups' columns, same rows and order, and one line per lookup saying
+        what it did (empty without lookups).
+
+    Raises
+    ------
+    FeatureLookupError
+        The sample lacks a lookup's key or timestamp column, or carries some but not all of its
+        output columns (from :func:`lakescore.lookup.check_columns`).
+        Also a lookup to join and no feature table to join it from (no runtime, or the table is
+        not there): names the table, the columns the sample would have to carry instead, and the fix.
+    """
+    specs = [lookup.spec() for lookup in project.training.feature_lookups]
+    carried = [spec for spec in specs if set(spec.output_columns) <= set(sample.columns)]
+    lines = [f"Feature lookup {spec.table_name}: the sample carries {', '.join(spec.output_columns)}; not joined"
+             for spec in carried]
+    joining = [spec for spec in specs if spec not in carried]
+    if not joining:
+        return sample, lines
+    from lakescore.workflows.lookups import read_feature_tables  # reads Delta: only when a lookup is joined
+
+    if runtime is None:
+        raise _lookup_missing(project, joining, source=source, why="no local runtime was given to read them from")
+    try:
+        features = read_feature_tables(runtime, joining)
+    except TableNotFoundError as err:
+        where = getattr(runtime, "home", "the runtime")
+        raise _lookup_missing(project, joining, source=source, home=str(where),
+                              why=f"{err.fields.get('table')} is not in the local runtime {where}") from err
+    lines += [f"Feature lookup {spec.table_name}@v{features.versions[spec.table_name]}: joined "
+              f"{', '.join(spec.output_columns)} by {', '.join(spec.row_columns)}" for spec in joining]
+    return features.join(sample, joining), lines
+
+
+def _lookup_missing(project: ProjectConfig, specs: list[FeatureLookup], *, source: str, why: str,
+                    home: str = "HOME") -> FeatureLookupError:
+    """The refusal of a sample whose lookups cannot be joined: why, and the columns it must carry instead."""
+    wanted = "; ".join(f"{', '.join(spec.output_columns)} (from {spec.table_name} by {', '.join(spec.row_columns)})"
+                       for spec in specs)
+    return FeatureLookupError(f"sample {source}: {project.shown('training')} feature_lookups join columns the recipe "
+                              f"reads, and {why}. Load the feature tables (python scripts/load_demo_data.py --home "
+                              f"{home}), or give a sample that already carries {wanted}",
+                              table=specs[0].table_name, columns=[c for spec in specs for c in spec.output_columns])
+
+
+def smoke_probe(project: ProjectConfig, sample_path: str | Path, *,
+                runtime: Runtime | None = None) -> tuple[list[str], bool]:
+    """Join the recipe's feature lookups onto the sample (:func:`sample_with_lookups`), fit on it,
+    use it as both training rows and holdout (the decision threshold too), run lint and probe.
+
+    Parameters
+    ----------
+    project : ProjectConfig
+    sample_path : str or Path
+        A CSV or Parquet file of at least 16 rows.
+    runtime : Runtime, optional
+        The local runtime whose feature tables the lookups read (``src/tools/smoke.py --home``);
+        without it the sample must carry the lookups' columns itself.
 
     Returns
     -------
@@ -142,13 +220,23 @@ def smoke_probe(project: ProjectConfig, sample_path: str | Path) -> tuple[list[s
     ------
     ConfigError
         When the recipe names a column that neither the sample, ``feature_columns`` nor an earlier
-        step's outputs give (:func:`lakescore.training.recipe_problems`, as training's preflight).
+        step's outputs give (:func:`lakescore.training.recipe_problems`, as training's preflight),
+        or the joined sample lacks a column the model or a rule reads.
     LakescoreError
-        For a bad sample, or a recipe and model that cannot be fitted on it.
+        For a bad sample, lookups that cannot be joined, or a recipe and model that cannot be fitted on it.
     """
     _single_model(project)
     sample = read_sample(sample_path)
+    sample, lookup_lines = sample_with_lookups(project, runtime, sample, source=str(sample_path))
     problems = recipe_problems(project, set(sample.columns), source=str(sample_path))
+    cfg = project.training
+    read = [*cfg.data.feature_columns, *(c for r in (*project.scoring.eligibility, *project.scoring.output)
+                                         for c in r.columns)]
+    missing = [c for c in dict.fromkeys(read) if c not in sample.columns]
+    if missing:
+        problems.append(f"sample {sample_path} lacks column(s) {missing} that {project.shown('training')} "
+                        "data.feature_columns or a scoring rule reads; export them with the sample "
+                        f"(available: {', '.join(map(str, sample.columns))})")
     if problems:  # the same recipe check as training's preflight, so both accept the same recipes
         raise ConfigError(problems)
     try:
@@ -161,8 +249,8 @@ def smoke_probe(project: ProjectConfig, sample_path: str | Path) -> tuple[list[s
     try:
         evidence, problems = examine(chain, frame)
     except ProbeError as err:
-        return [str(err)], False
-    lines = [f"Probe on {evidence['sample_rows']} rows of {sample_path}:"]
+        return [*lookup_lines, str(err)], False
+    lines = [*lookup_lines, f"Probe on {evidence['sample_rows']} rows of {sample_path}:"]
     sections = [(f"step {e['name']} ({e['kind']})", e) for e in evidence["builtins"]]
     sections += [(f"custom step {e['name']}", e) for e in evidence["custom"]]
     sections += [(f"rule {e['name']}", e) for e in evidence["rules"]]

@@ -1,0 +1,44 @@
+"""The scripts under scripts/ run on the demo config with their smallest arguments, in this process
+(``main(argv)``, sharing the test session's SparkSession) on a tiny slice of the demo data. The
+figures they print are not checked: only that every step runs and its own checks pass."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+
+import pytest
+
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+
+
+@pytest.fixture
+def scripts(monkeypatch):
+    monkeypatch.syspath_prepend(str(SCRIPTS))  # the scripts import each other as run from scripts/
+    return importlib.import_module
+
+
+def test_load_demo_data_writes_the_tables_once(scripts, tmp_path, capsys):
+    load = scripts("load_demo_data")
+    load.main(["--home", str(tmp_path / "home")])
+    load.main(["--home", str(tmp_path / "home")])
+    out = capsys.readouterr().out.splitlines()
+    assert out == [f"main.flights.{t}: written" for t in ("flights", "weather", "planes", "flights_incoming")] + \
+                  [f"main.flights.{t}: kept" for t in ("flights", "weather", "planes", "flights_incoming")]
+
+
+@pytest.mark.spark
+def test_bench_publish_runs_on_the_demo_config_with_its_feature_lookups(scripts, spark, tmp_path, capsys):
+    scripts("bench_publish").main(["--rows", "2000", "--repeats", "1", "--history", "3",
+                                   "--home", str(tmp_path / "bench")])
+    out = capsys.readouterr().out
+    assert "prediction frame: 2,000 rows" in out
+    assert "replay no-op, 3 commits of history" in out  # the windows read from the change feed after v0
+
+
+@pytest.mark.spark
+def test_bench_spark_publish_runs_with_few_rows(scripts, spark, tmp_path, capsys):
+    scripts("bench_spark_publish").main(["500", "--repeats", "1", "--home", str(tmp_path / "bench")])
+    figures = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert figures["rows"] == 500 and set(figures["median_s"]) == {"plain", "guarded_first", "guarded_next", "replay"}
