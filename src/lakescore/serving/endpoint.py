@@ -33,7 +33,7 @@ from typing import Any, Callable
 
 import orjson
 
-from lakescore.errors import EndpointUnavailableError, RequestError
+from lakescore.errors import EndpointUnavailableError, ModelNotFoundError, RequestError
 from lakescore.serving import forkserver
 from lakescore.serving.autoscaler import Autoscaler
 from lakescore.serving.backend import FeatureGeneration, ReplicaBackend
@@ -103,7 +103,8 @@ class Endpoint:
         self.columns: dict[int, dict[str, str]] = {plan.version: plan.input_columns}
         self.autoscaler = Autoscaler(plan.name, plan.version, self.s, pool=self.pool, state=state,
                                      start_copy=self._start_copy, retire=self._retire,
-                                     held_elsewhere=lambda: self._cold_waiting)
+                                     held_elsewhere=lambda: self._cold_waiting,
+                                     refused=lambda version: self.stale.refusal(version))
         self.candidates = Candidates(plan, pool=self.pool, state=state, start_copy=self._start_copy,
                                      retire=self._retire, ask=self._ask, columns=self.columns,
                                      lookup_specs=self.generations.specs)
@@ -176,9 +177,11 @@ class Endpoint:
     # --- copies ------------------------------------------------------------------------------
 
     async def _start_copy(self, role: Role, version: int, *, features: FeatureGeneration | None = None) -> Copy | None:
-        """Start a copy (None when ``max_warm_copies`` copies are resident across endpoints);
-        ``features``: the feature generation it joins (a deploy's, not installed yet), default the
-        version's current one."""
+        """Start a copy (None when ``max_warm_copies`` copies are resident across endpoints, or the
+        version was deleted from the registry); ``features``: the feature generation it joins (a
+        deploy's, not installed yet), default the version's current one."""
+        if self.stale.refusal(version):
+            return None
         resident = await asyncio.to_thread(self.state.resident_copies)
         if len(resident) >= self.s.max_warm_copies:
             return None
@@ -409,6 +412,11 @@ class Endpoint:
         return "error", Reply(status, answer)
 
     async def _cold_path(self, version: int, body: bytes) -> list[dict[str, Any]]:
+        refused = self.stale.refusal(version)
+        if refused:
+            raise ModelNotFoundError(
+                f"endpoint {self.plan.name} holds no ready copy of v{version}, and {refused}, nor a cold-path "
+                "process; deploy a registered version with `lakescore serve --deploy N`", version=version)
         if self._cold_waiting >= self.s.max_queue:
             raise EndpointUnavailableError(
                 f"{self._cold_waiting} requests already wait for the cold path (max_queue {self.s.max_queue}); "
