@@ -135,3 +135,50 @@ def test_a_deleted_served_version_is_stale_once_and_starts_nothing_more(tmp_path
         assert ep.stale.reason == "" and ep.autoscaler.can_start()
 
     asyncio.run(scenario())
+
+
+def test_a_served_version_deleted_from_the_registry_keeps_its_warm_copy_and_starts_no_other(
+        trained, tmp_path) -> None:
+    """A real endpoint following champion (v1): the alias moves to v2 (stale), v2 is deleted (the alias no
+    longer resolves), then v1 itself: the warm copy keeps answering; once it is killed no copy of v1
+    starts again, and a request is refused with model_not_found."""
+    import os
+    import shutil
+    import signal
+    import time
+
+    from lakescore.runtime import LocalRuntime
+    from serving_helpers import MODEL, launch, ready_copies, records
+
+    shutil.copytree(trained.home, tmp_path / ".lakescore", ignore=shutil.ignore_patterns("serving"))
+    shutil.copytree(trained.config_dir, tmp_path / "config")  # its own registry: versions are deleted here
+    home = tmp_path / ".lakescore"
+    registry = LocalRuntime(home).mlflow().MlflowClient()
+    ep = launch(home, tmp_path / "config", endpoint_name="deleted", scale_interval_s=1)
+    try:
+        copy = ready_copies(ep.wait_for(lambda s: bool(ready_copies(s)), what="a ready copy"))[0]
+        registry.set_registered_model_alias(MODEL, "champion", "2")
+        ep.wait_for(lambda s: s["stale_reason"].startswith("champion is v2"), what="stale: alias moved", timeout_s=60)
+        registry.delete_model_version(MODEL, "2")
+        status = ep.wait_for(lambda s: s["stale_reason"].startswith("alias champion no longer resolves"),
+                             what="stale: alias unresolved", timeout_s=60)
+        assert status["stale"] is True
+        registry.delete_model_version(MODEL, "1")
+        status = ep.wait_for(lambda s: s["stale_reason"].startswith("v1 was deleted from the registry"),
+                             what="stale: served version deleted", timeout_s=60)
+        rows = records(trained.requests.head(2), trained.input_columns)
+        answered = ep.score(rows)
+        assert answered.status_code == 200 and answered.json()["served"] == "warm"  # the copy it holds
+        os.kill(copy["pid"], signal.SIGKILL)
+        ep.wait_for(lambda s: s["copies"] == [], what="the killed copy dropped", timeout_s=60)
+        time.sleep(5)  # before: a new copy of the deleted version within 4 s
+        status = ep.status()
+        assert status["copies"] == [] and status["stale"] is True
+        refused = ep.score(rows)
+        assert refused.status_code == 404 and refused.json()["error_code"] == "model_not_found"
+        assert "no ready copy of v1, and v1 was deleted from the registry" in refused.json()["message"]
+        assert [e.detail["cause"] for e in ep.events("ml.endpoint.stale")] == [
+            "alias_moved", "alias_unresolved", "version_deleted"]
+        assert len(ep.events("ml.copy.failed")) == 1
+    finally:
+        ep.stop()
