@@ -278,6 +278,9 @@ class Endpoint:
             ``request_timeout_s`` (503 with ``Retry-After`` from measured copy starts).
         ServingError
             When the cold path fails.
+        ModelNotFoundError
+            The version was deleted from the registry and no copy of it is ready (404): no new copy
+            or cold-path process of it starts (:meth:`lakescore.serving.stale.StaleCheck.refusal`).
         """
         asked = request.model_version
         pinned = asked is None or asked == self.plan.version
