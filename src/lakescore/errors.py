@@ -239,6 +239,15 @@ class ServingConflictError(ServingError):
     http_status = 409
 
 
+class EndpointRunningError(LakescoreError):
+    """``lakescore serve`` of an endpoint that a live process already serves from the same home
+    (its endpoint file names that process): the second start is refused, and nothing it would
+    own (the endpoint file, replica rows, copies) is touched."""
+
+    code = "endpoint_running"
+    http_status = 409
+
+
 class UnauthorizedError(LakescoreError):
     """A request to an endpoint without its token (HTTP 401)."""
 

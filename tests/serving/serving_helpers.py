@@ -189,17 +189,32 @@ DIE_WITH_PARENT = ("import ctypes, os, signal, sys; "
 def launch(home: Path, config_dir: Path, *, command: list[str] | None = None, **serving: Any) -> RunningEndpoint:
     """Write serving.yml (the template with ``serving`` overrides, port 0) and start ``lakescore serve``
     (or ``command``, a process that runs it)."""
+    name = write_serving(config_dir, **serving)
+    log = config_dir.parent / f"serve-{name}.log"
+    return attach(start_serve(home, config_dir, log, command=command), home, name, log)
+
+
+def write_serving(config_dir: Path, **serving: Any) -> str:
+    """Write serving.yml: the template with ``serving`` overrides and port 0; returns the endpoint's name."""
     settings = yaml.safe_load((REPO / "config" / "serving.yml").read_text())
     settings.update({"port": 0, **serving})
     (config_dir / "serving.yml").write_text(yaml.safe_dump(settings))
-    log = config_dir.parent / f"serve-{settings.get('endpoint_name', 'late_arrival')}.log"
+    return str(settings["endpoint_name"])
+
+
+def start_serve(home: Path, config_dir: Path, log: Path, *, command: list[str] | None = None) -> subprocess.Popen[bytes]:
+    """Start ``lakescore serve`` (or ``command``) with its output appended to ``log``; returns at once."""
     with open(log, "ab") as out:
         command = command or [sys.executable, "-m", "lakescore.cli", "serve", "--config-dir", str(config_dir),
                               "--home", str(home)]
-        proc = subprocess.Popen([sys.executable, "-c", DIE_WITH_PARENT, *command],
+        return subprocess.Popen([sys.executable, "-c", DIE_WITH_PARENT, *command],
                                 stdout=out, stderr=out, stdin=subprocess.DEVNULL,
                                 env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    where = home / "serving" / "endpoints" / f"{settings['endpoint_name']}.json"
+
+
+def attach(proc: subprocess.Popen[bytes], home: Path, name: str, log: Path) -> RunningEndpoint:
+    """The endpoint ``proc`` serves, once its endpoint file names it."""
+    where = home / "serving" / "endpoints" / f"{name}.json"
     deadline = time.monotonic() + START_TIMEOUT_S
     while not (where.exists() and json.loads(where.read_text())["pid"] == proc.pid):
         if proc.poll() is not None or time.monotonic() > deadline:

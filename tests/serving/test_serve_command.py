@@ -8,6 +8,7 @@ import json
 import shutil
 import socket
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -91,3 +92,44 @@ def test_on_the_databricks_placement_the_endpoint_binds_the_driver_and_requires_
         assert f'"url": "{url}"' in ep.log.read_text()  # what clients outside the driver call
     finally:
         ep.stop()
+
+
+def test_two_serves_of_one_endpoint_at_once_one_serves_and_the_other_is_refused(module_home, trained) -> None:
+    """Seen: both started, the second overwrote the endpoint file, and stopping it removed the file and
+    the first one's replica rows while the first kept answering, undiscoverable."""
+    from lakescore.serving.state import ServingState
+    from serving_helpers import attach, start_serve, write_serving
+
+    home, config = module_home
+    name = write_serving(config, endpoint_name="twice", scale_interval_s=1)
+    logs = [config.parent / f"serve-twice-{i}.log" for i in range(2)]
+    procs = [start_serve(home, config, log) for log in logs]  # in the same second
+    try:
+        deadline = time.monotonic() + 120
+        while all(p.poll() is None for p in procs):
+            assert time.monotonic() < deadline, "neither serve stopped"
+            time.sleep(0.1)
+        [refused] = [i for i, p in enumerate(procs) if p.poll() is not None]
+        winner = procs[1 - refused]
+        ep = attach(winner, home, name, logs[1 - refused])
+    except BaseException:
+        for p in procs:
+            p.kill()
+        raise
+    try:
+        said = logs[refused].read_text()
+        assert procs[refused].returncode == 2, said[-2000:]
+        assert (f"lakescore serve: endpoint_running: endpoint 'twice' is already served from {home} by process "
+                f"{winner.pid} at {ep.address} (version 1)") in said
+        status = ep.wait_for(lambda s: bool(ready_copies(s)), what="a ready copy")
+        state = ServingState(home)
+        held = [c["copy_id"] for c in state.resident_copies() if c["endpoint"] == "twice"]
+        assert held == [c["copy_id"] for c in status["copies"]]  # the winner's rows, counted
+        rows = records(trained.requests.head(2), trained.input_columns)
+        assert ep.score(rows).status_code == 200
+        assert json.loads((home / "serving" / "endpoints" / "twice.json").read_text())["pid"] == winner.pid
+    finally:
+        ep.stop()
+    assert not (home / "serving" / "endpoints" / "twice.json").exists()  # its owner stopped: removed
+    assert [c for c in state.resident_copies() if c["endpoint"] == "twice"] == []
+    state.close()

@@ -90,7 +90,7 @@ def test_an_old_state_db_is_migrated_once_keeping_audit_and_dropping_replies(tmp
     state = states[0]
     assert [(e.event, e.endpoint, e.detail) for e in state.events("ml.scale")] == [("ml.scale", "ep", {"action": "up"})]
     [migrated] = [e.detail for e in state.events("ml.state.migrated")]
-    assert migrated == {"path": str(path), "from_version": 1, "to_version": 2, "replies_dropped": 2}
+    assert migrated == {"path": str(path), "from_version": 1, "to_version": 3, "replies_dropped": 2}
     # the old reply answered an unknown request: it is never replayed, for any digest
     assert state.saved_reply("ep", "job-7:1", request_digest="a" * 64, max_age_s=1e10) is None
     state.save_reply("ep", "job-7:1", 200, b"{}", request_digest="a" * 64)
@@ -100,7 +100,7 @@ def test_an_old_state_db_is_migrated_once_keeping_audit_and_dropping_replies(tmp
     assert len(again.events("ml.state.migrated")) == 1
     again.close()
     db = sqlite3.connect(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 3
     assert [r[1] for r in db.execute("PRAGMA table_info(replies)")] == [
         "endpoint", "key", "request_digest", "ts", "status", "body"]
     db.close()
@@ -111,7 +111,7 @@ def test_a_state_db_of_a_newer_version_is_refused_with_what_to_do(tmp_path) -> N
     db = sqlite3.connect(path)
     db.execute("PRAGMA user_version = 7")
     db.close()
-    with pytest.raises(StateVersionError, match=r"has schema version 7; this lakescore reads versions up to 2\. "
+    with pytest.raises(StateVersionError, match=r"has schema version 7; this lakescore reads versions up to 3\. "
                                                 r"Upgrade lakescore, or move the file away") as caught:
         ServingState(tmp_path)
     assert caught.value.code == "state_version_unsupported" and str(path) in str(caught.value)
@@ -136,3 +136,57 @@ def test_four_first_starts_at_once_share_one_token_and_one_database(tmp_path, at
     tokens = {out.strip() for _, out, _ in done}
     assert tokens == {(tmp_path / "serving" / "token").read_text().strip()}
     assert len(ServingState(tmp_path).events("ml.scale")) == 4
+
+
+OTHER_OWNER = """
+import os, sys
+from lakescore.serving.state import ServingState
+state = ServingState(sys.argv[1])
+state.add_copy("ep-serve-v1-1", endpoint="ep", role="serve", version=1, pid=None, address="a")
+print("recorded", flush=True)
+sys.stdin.read()  # lives until the test closes its stdin
+"""
+
+
+def test_copy_rows_are_removed_only_by_the_process_that_recorded_them(tmp_path) -> None:
+    """Seen: a second endpoint process of the same name, stopping, removed the first's replica rows."""
+    other = subprocess.Popen([sys.executable, "-c", OTHER_OWNER, str(tmp_path)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert other.stdout.readline().strip() == "recorded"
+        state = ServingState(tmp_path)
+        state.add_copy("ep-serve-v1-2", endpoint="ep", role="serve", version=1, pid=None, address="b")
+        state.remove_copy("ep-serve-v1-1")  # the same id, another owner's row: kept
+        state.remove_endpoint_copies("ep")
+        assert [(c["copy_id"], c["address"]) for c in state.resident_copies()] == [("ep-serve-v1-1", "a")]
+    finally:
+        other.stdin.close()
+        other.wait(timeout=30)
+    assert state.resident_copies() == []  # its owner is gone: forgotten
+    state.close()
+
+
+def test_a_version_2_state_db_gains_the_copy_owner_and_keeps_its_copies(tmp_path) -> None:
+    path = tmp_path / "serving" / "state.db"
+    path.parent.mkdir(parents=True)
+    db = sqlite3.connect(path)
+    db.executescript(OLD_SCHEMA.replace("key TEXT NOT NULL,", "key TEXT NOT NULL, request_digest TEXT NOT NULL,")
+                     .replace("'job-7:1',", "'job-7:1', 'd',").replace("'job-7:2',", "'job-7:2', 'd',"))
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    db.execute("INSERT INTO copies VALUES ('old-serve-v1-1', 'old', 'serve', 1, ?, 'x', 1.0)", (live.pid,))
+    db.execute("PRAGMA user_version = 2")
+    db.commit()
+    db.close()
+    try:
+        state = ServingState(tmp_path)
+        assert [c["copy_id"] for c in state.resident_copies()] == ["old-serve-v1-1"]  # counted while it lives
+        assert state.saved_reply("ep", "job-7:1", request_digest="d", max_age_s=1e10) == (200, b'{"predictions": [1]}')
+        assert state.events("ml.state.migrated") == []  # no reply dropped
+        state.close()
+    finally:
+        live.kill()
+        live.wait()
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 3
+    assert [r[1] for r in db.execute("PRAGMA table_info(copies)")][-1] == "owner_pid"
+    db.close()

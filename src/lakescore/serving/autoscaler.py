@@ -37,14 +37,19 @@ class Autoscaler:
         ``await retire(copy)``: stop a copy now or once its request is answered.
     held_elsewhere : callable
         Requests held outside the pool (the cold path's waiters): they are not idleness.
+    refused : callable, optional
+        ``refused(version) -> str``: why no copy of ``version`` may start (empty: it may), e.g. it
+        was deleted from the registry (:meth:`lakescore.serving.stale.StaleCheck.refusal`).
     """
 
     def __init__(self, name: str, version: int, settings: ServingConfig, *, pool: CopyPool, state: ServingState,
                  start_copy: Callable[[Role, int], Awaitable[Copy | None]],
-                 retire: Callable[[Copy], Awaitable[None]], held_elsewhere: Callable[[], int]) -> None:
+                 retire: Callable[[Copy], Awaitable[None]], held_elsewhere: Callable[[], int],
+                 refused: Callable[[int], str] = lambda version: "") -> None:
         self.name, self.version, self.s = name, version, settings
         self.pool, self.state = pool, state
         self._start_copy, self._retire, self._held_elsewhere = start_copy, retire, held_elsewhere
+        self._refused = refused
         self.desired = 0
         self.arrivals = 0
         self.last_request_at = time.monotonic()
@@ -96,8 +101,9 @@ class Autoscaler:
         self.next_start_at = time.monotonic() + min(2.0 ** self.start_failures, MAX_START_BACKOFF_S)
 
     def can_start(self) -> bool:
-        """Whether a copy can start now: no start backoff, and the last start found room."""
-        return time.monotonic() >= self.next_start_at and not self.no_room
+        """Whether a copy can start now: no start backoff, the last start found room, and the
+        version may start (not deleted from the registry)."""
+        return time.monotonic() >= self.next_start_at and not self.no_room and not self._refused(self.version)
 
     def live(self) -> list[Copy]:
         """Copies of the pinned version that are starting or ready."""
@@ -182,7 +188,12 @@ class Autoscaler:
         return decision
 
     async def _up(self, decision: ScaleDecision, now: float) -> ScaleDecision:
-        """Start one copy, unless the start backoff or ``max_warm_copies`` holds it back."""
+        """Start one copy, unless the version may not start, or the start backoff or
+        ``max_warm_copies`` holds it back."""
+        refused = self._refused(self.version)
+        if refused:
+            return replace(decision, action="hold", copies_after=decision.copies_before,
+                           reason=f"wanted to scale up ({decision.reason}), but {refused}")
         if now < self.next_start_at:
             return replace(decision, action="hold", copies_after=decision.copies_before,
                            reason=f"wanted to scale up ({decision.reason}), but {self.start_failures} copies "

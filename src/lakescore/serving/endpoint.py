@@ -33,7 +33,7 @@ from typing import Any, Callable
 
 import orjson
 
-from lakescore.errors import EndpointUnavailableError, RequestError
+from lakescore.errors import EndpointUnavailableError, ModelNotFoundError, RequestError
 from lakescore.serving import forkserver
 from lakescore.serving.autoscaler import Autoscaler
 from lakescore.serving.backend import FeatureGeneration, ReplicaBackend
@@ -104,7 +104,8 @@ class Endpoint:
         self.columns: dict[int, dict[str, str]] = {plan.version: plan.input_columns}
         self.autoscaler = Autoscaler(plan.name, plan.version, self.s, pool=self.pool, state=state,
                                      start_copy=self._start_copy, retire=self._retire,
-                                     held_elsewhere=lambda: self._cold_waiting)
+                                     held_elsewhere=lambda: self._cold_waiting,
+                                     refused=lambda version: self.stale.refusal(version))
         self.candidates = Candidates(plan, pool=self.pool, state=state, start_copy=self._start_copy,
                                      retire=self._retire, ask=self._ask, columns=self.columns,
                                      lookup_specs=self.generations.specs)
@@ -176,9 +177,11 @@ class Endpoint:
     # --- copies ------------------------------------------------------------------------------
 
     async def _start_copy(self, role: Role, version: int, *, features: FeatureGeneration | None = None) -> Copy | None:
-        """Start a copy (None when ``max_warm_copies`` copies are resident across endpoints);
-        ``features``: the feature generation it joins (a deploy's, not installed yet), default the
-        version's current one."""
+        """Start a copy (None when ``max_warm_copies`` copies are resident across endpoints, or the
+        version was deleted from the registry); ``features``: the feature generation it joins (a
+        deploy's, not installed yet), default the version's current one."""
+        if self.stale.refusal(version):
+            return None
         resident = await asyncio.to_thread(self.state.resident_copies)
         if len(resident) >= self.s.max_warm_copies:
             return None
@@ -275,6 +278,9 @@ class Endpoint:
             ``request_timeout_s`` (503 with ``Retry-After`` from measured copy starts).
         ServingError
             When the cold path fails.
+        ModelNotFoundError
+            The version was deleted from the registry and no copy of it is ready (404): no new copy
+            or cold-path process of it starts (:meth:`lakescore.serving.stale.StaleCheck.refusal`).
         """
         asked = request.model_version
         pinned = asked is None or asked == self.plan.version
@@ -420,6 +426,11 @@ class Endpoint:
     async def _cold_path(self, version: int, body: bytes) -> list[dict[str, Any]]:
         """Score on the cold path: up to ``cold_max_concurrent`` at once; ``max_queue`` bounds only
         the requests that wait for a cold slot, so a free slot answers even with ``max_queue: 0``."""
+        refused = self.stale.refusal(version)
+        if refused:
+            raise ModelNotFoundError(
+                f"endpoint {self.plan.name} holds no ready copy of v{version}, and {refused}, nor a cold-path "
+                "process; deploy a registered version with `lakescore serve --deploy N`", version=version)
         if self._cold.locked() and self._cold_waiting >= self.s.max_queue:
             raise EndpointUnavailableError(
                 f"{self._cold_waiting} requests already wait for the cold path (max_queue {self.s.max_queue}); "

@@ -118,8 +118,43 @@ def model_lookups(model_uri: str) -> list[dict[str, Any]]:
 
 
 def alias_version(model_name: str, alias: str) -> int | None:
-    """The version ``alias`` points at, or None when the model or alias does not exist."""
+    """The version ``alias`` points at, or None when the model or alias does not exist (deleting
+    the version an alias points at deletes the alias).
+
+    Raises
+    ------
+    mlflow.exceptions.MlflowException
+        The registry cannot be read.
+    """
     return _registry(_alias_version, model_name, alias)
+
+
+@dataclass(frozen=True)
+class RegistryView:
+    """What the stale check reads in one registry visit (:func:`registry_view`).
+
+    Attributes
+    ----------
+    alias_version : int or None
+        The version the alias points at now; None when it does not resolve, or was not asked.
+    version_registered : bool
+        Whether the served version is still in the registry (False: it was deleted).
+    """
+
+    alias_version: int | None
+    version_registered: bool
+
+
+def registry_view(model_name: str, version: int, *, alias: str | None) -> RegistryView:
+    """Whether ``version`` is still registered and, with ``alias``, the version it points at (one
+    registry read, in a child of the fork server where there is one).
+
+    Raises
+    ------
+    mlflow.exceptions.MlflowException
+        The registry cannot be read (a missing version or alias is an answer, not an error).
+    """
+    return _registry(_registry_view, model_name, version, alias)
 
 
 def artifact_location(model_name: str, version: int) -> str:
@@ -195,13 +230,34 @@ def _artifact_location(model_name: str, version: int) -> str:
     return str(mlflow.MlflowClient().get_model_version_download_uri(model_name, str(version)))
 
 
+# What a registry answers for a missing model, version or alias (MLflow's SQL store says
+# INVALID_PARAMETER_VALUE for an alias it does not have; Unity Catalog says NOT_FOUND).
+_NOT_FOUND = ("RESOURCE_DOES_NOT_EXIST", "NOT_FOUND")
+_ALIAS_NOT_FOUND = (*_NOT_FOUND, "INVALID_PARAMETER_VALUE")
+
+
 def _alias_version(model_name: str, alias: str) -> int | None:
     import mlflow  # registry access
 
     try:
         return int(mlflow.MlflowClient().get_model_version_by_alias(model_name, alias).version)
-    except mlflow.exceptions.MlflowException:
-        return None
+    except mlflow.exceptions.MlflowException as err:
+        if err.error_code in _ALIAS_NOT_FOUND:
+            return None
+        raise
+
+
+def _registry_view(model_name: str, version: int, alias: str | None) -> RegistryView:
+    import mlflow  # registry access
+
+    try:
+        mlflow.MlflowClient().get_model_version(model_name, str(version))
+        registered = True
+    except mlflow.exceptions.MlflowException as err:
+        if err.error_code not in _NOT_FOUND:
+            raise
+        registered = False
+    return RegistryView(None if alias is None else _alias_version(model_name, alias), registered)
 
 
 def plan_endpoint(project: ProjectConfig, *, home: Path) -> EndpointPlan:

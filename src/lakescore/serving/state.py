@@ -4,18 +4,22 @@
 ``<home>/serving/state.db`` holds
 
 - ``audit``: one row per event (``ml.predict_query``, ``ml.scale``, ``ml.shadow.start``, ...);
-- ``copies``: every resident copy of every endpoint on this home (for ``max_warm_copies``);
+- ``copies``: every resident copy of every endpoint on this home (for ``max_warm_copies``), with the
+  endpoint process that started it (``owner_pid``): only that process removes its rows, and rows
+  whose copy or owner process is gone are forgotten when read;
 - ``replies``: answers kept by ``Idempotency-Key`` with the digest of the request they answered
   (:mod:`lakescore.serving.idempotency`), so a retried request is answered once and another request
   under the same key is refused, never answered with them.
 
 Writers use WAL mode, so the endpoint process and a reader (a test, ``status``) do not block.
 
-The schema's version is SQLite's ``user_version`` (``SCHEMA_VERSION``). A database from before it
-(``user_version`` 0, ``replies`` without ``request_digest``) is migrated when opened, in one
-``BEGIN IMMEDIATE`` transaction so that concurrent openers migrate once: its kept replies are
-dropped (nothing says which request each answered, so none may be replayed; a retry of one is
-scored again) and an ``ml.state.migrated`` audit event counts them; audit and copies are kept.
+The schema's version is SQLite's ``user_version`` (``SCHEMA_VERSION``). An older database is
+migrated when opened, in one ``BEGIN IMMEDIATE`` transaction so that concurrent openers migrate
+once: ``copies`` without ``owner_pid`` gains it (empty for the rows already there: they are
+counted while their copy's process lives, and no process removes them); ``replies`` without
+``request_digest`` (``user_version`` 0) is dropped (nothing says which request each kept reply
+answered, so none may be replayed; a retry of one is scored again) and an ``ml.state.migrated``
+audit event counts them; audit and copies are kept.
 A database of a newer version is refused with :class:`~lakescore.errors.StateVersionError`.
 """
 
@@ -37,13 +41,13 @@ from lakescore.errors import StateVersionError
 from lakescore.locking import exclusive
 from lakescore.serving.idempotency import Kept, check_same_request
 
-SCHEMA_VERSION = 2  # 2: replies carry request_digest
+SCHEMA_VERSION = 3  # 2: replies carry request_digest; 3: copies carry owner_pid
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS audit (id INTEGER PRIMARY KEY, ts REAL NOT NULL, event TEXT NOT NULL,
     endpoint TEXT NOT NULL, detail TEXT NOT NULL)""",
     "CREATE INDEX IF NOT EXISTS audit_event ON audit (event, endpoint)",
     """CREATE TABLE IF NOT EXISTS copies (copy_id TEXT PRIMARY KEY, endpoint TEXT NOT NULL, role TEXT NOT NULL,
-    version INTEGER NOT NULL, pid INTEGER, address TEXT, started_at REAL NOT NULL)""",
+    version INTEGER NOT NULL, pid INTEGER, address TEXT, started_at REAL NOT NULL, owner_pid INTEGER)""",
     """CREATE TABLE IF NOT EXISTS replies (endpoint TEXT NOT NULL, key TEXT NOT NULL,
     request_digest TEXT NOT NULL, ts REAL NOT NULL, status INTEGER NOT NULL, body TEXT NOT NULL,
     PRIMARY KEY (endpoint, key))""",
@@ -122,6 +126,9 @@ class ServingState:
                 if columns and "request_digest" not in columns:  # version 1: replies keyed by the key alone
                     dropped = db.execute("SELECT count(*) FROM replies").fetchone()[0]
                     db.execute("DROP TABLE replies")
+                copies = [r[1] for r in db.execute("PRAGMA table_info(copies)").fetchall()]
+                if copies and "owner_pid" not in copies:  # versions 1-2: no owner recorded
+                    db.execute("ALTER TABLE copies ADD COLUMN owner_pid INTEGER")
                 for statement in SCHEMA:
                     db.execute(statement)
                 if dropped is not None:
@@ -176,25 +183,28 @@ class ServingState:
 
     def add_copy(self, copy_id: str, *, endpoint: str, role: str, version: int, pid: int | None,
                  address: str | None) -> None:
-        """Record a started copy (counted against ``max_warm_copies`` while its process lives)."""
-        self._run("INSERT OR REPLACE INTO copies VALUES (?, ?, ?, ?, ?, ?, ?)",
-                  (copy_id, endpoint, role, version, pid, address, time.time()))
+        """Record a copy this process started (counted against ``max_warm_copies`` while its process
+        and this one live); this process is its owner."""
+        self._run("INSERT OR REPLACE INTO copies (copy_id, endpoint, role, version, pid, address, started_at, "
+                  "owner_pid) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                  (copy_id, endpoint, role, version, pid, address, time.time(), os.getpid()))
 
     def remove_copy(self, copy_id: str) -> None:
-        """Forget a stopped copy."""
-        self._run("DELETE FROM copies WHERE copy_id = ?", (copy_id,))
+        """Forget a stopped copy, if this process recorded it (another's row of the same id stays)."""
+        self._run("DELETE FROM copies WHERE copy_id = ? AND owner_pid = ?", (copy_id, os.getpid()))
 
     def remove_endpoint_copies(self, endpoint: str) -> None:
-        """Forget every copy of ``endpoint`` (it is shutting down)."""
-        self._run("DELETE FROM copies WHERE endpoint = ?", (endpoint,))
+        """Forget every copy of ``endpoint`` that this process recorded (it is shutting down)."""
+        self._run("DELETE FROM copies WHERE endpoint = ? AND owner_pid = ?", (endpoint, os.getpid()))
 
     def resident_copies(self) -> list[dict[str, Any]]:
-        """Copies of every endpoint whose process is still alive (dead ones are forgotten)."""
-        rows = self._run("SELECT copy_id, endpoint, role, version, pid, address FROM copies", ())
+        """Copies of every endpoint whose process and owner are still alive (a row whose copy or
+        owner process is gone is forgotten)."""
+        rows = self._run("SELECT copy_id, endpoint, role, version, pid, address, owner_pid FROM copies", ())
         alive = []
-        for copy_id, endpoint, role, version, pid, address in rows:
-            if pid is not None and not psutil.pid_exists(pid):
-                self.remove_copy(copy_id)
+        for copy_id, endpoint, role, version, pid, address, owner in rows:
+            if any(p is not None and not psutil.pid_exists(p) for p in (pid, owner)):
+                self._run("DELETE FROM copies WHERE copy_id = ? AND owner_pid IS ?", (copy_id, owner))
                 continue
             alive.append({"copy_id": copy_id, "endpoint": endpoint, "role": role, "version": version,
                           "pid": pid, "address": address})

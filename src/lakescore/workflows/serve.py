@@ -4,7 +4,9 @@ driver proxy on Databricks), run until stopped; or export the endpoint as a Data
 Serving config (:func:`export_model_serving`).
 
 The endpoint's address, client URL, process id and token file are written to
-``<home>/serving/endpoints/<name>.json`` while it runs, so clients can find it. Answered rows are
+``<home>/serving/endpoints/<name>.json`` while it runs, so clients can find it; it is claimed under
+the serving lock (:mod:`lakescore.serving.claim`), so a second ``lakescore serve`` of the same
+endpoint on the same home is refused while the first runs. Answered rows are
 appended to the inference table through the runtime; the drift reference is built once, in the
 background, from the training table.
 
@@ -23,7 +25,6 @@ feature holder its copies are forked from: :mod:`lakescore.serving.feature_holde
 from __future__ import annotations
 
 import json
-import os
 import functools
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +33,8 @@ from lakescore.errors import ConfigError, LakescoreError, RuntimeUnsupportedErro
 from lakescore.runtime import Runtime, serving_bind
 from lakescore.serving import forkserver
 from lakescore.serving.plan import EndpointPlan, plan_endpoint
-from lakescore.serving.run import bind, ceiling_text, endpoint_file, graceful_server, monthly_ceiling
+from lakescore.serving.claim import claim_endpoint, refuse_if_running, release_endpoint
+from lakescore.serving.run import bind, ceiling_text, graceful_server, monthly_ceiling
 from lakescore.serving.state import ServingState, ensure_token, serving_dir
 
 if TYPE_CHECKING:
@@ -66,12 +68,16 @@ def serve(project: ProjectConfig, runtime: Runtime, *, cost_per_hour: float | No
     ConfigError
         Before anything starts: serving.yml problems, a missing model/version/alias or
         certificate, a port in use, or a negative cost.
+    EndpointRunningError
+        Before any copy starts: another live process serves the same endpoint from this home.
     RuntimeUnsupportedError
         On the databricks runtime, a session without the cluster's address facts
         (:func:`lakescore.runtime.serving_address.cluster_facts`).
     """
     if cost_per_hour is not None and cost_per_hour < 0:
         raise ConfigError([f"--cost-per-hour must be zero or more; got {cost_per_hour:g}"])
+    if not dry_run and project.serving is not None:  # before planning; the claim decides under the lock
+        refuse_if_running(runtime.home, project.serving.endpoint_name)
     if dry_run or not runtime.placement.endpoint_reads_in_children:
         plan = _plan(project, runtime)
     else:  # in a child of the fork server: the endpoint process never imports MLflow
@@ -119,19 +125,20 @@ def _run_endpoint(runtime: Runtime, plan: EndpointPlan) -> dict[str, Any]:
     sock = bind(listen.host, plan.settings.port)
     address, url = listen.address(sock.getsockname()[1]), listen.client_url(sock.getsockname()[1])
     app = create_endpoint_app(endpoint, token=token, state=state, address=address)
-    where = endpoint_file(runtime.home, plan.name)
-    where.parent.mkdir(parents=True, exist_ok=True)
-    partial = where.with_suffix(".tmp")
-    partial.write_text(json.dumps({"address": address, "url": url, "pid": os.getpid(), "version": plan.version,
-                                   "token_file": str(serving_dir(runtime.home) / "token")}))
-    partial.replace(where)  # readers never see a half-written file
+    try:
+        claim_endpoint(runtime.home, plan.name, {"address": address, "url": url, "version": plan.version,
+                                                  "token_file": str(serving_dir(runtime.home) / "token")})
+    except BaseException:  # refused: nothing of ours was recorded, and nothing started
+        sock.close()
+        state.close()
+        raise
     print(json.dumps({"endpoint": plan.name, "address": address, "url": url, "model": plan.model_uri}), flush=True)
     server = graceful_server(uvicorn.Config(app, lifespan="on", log_level="warning", access_log=False,
                                             timeout_graceful_shutdown=10))
     try:
         server.run(sockets=[sock])
     finally:
-        where.unlink(missing_ok=True)
+        release_endpoint(runtime.home, plan.name)  # only while the file still names this process
         backend.stop_all()
         final = {k: v for k, v in endpoint.status().items()
                  if k in ("counts", "recorder", "stale_reason", "last_scale_decision")}
