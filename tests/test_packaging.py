@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from lakescore.admission.evidence import admit
-from lakescore.errors import CertificateError, UncertifiedModelError
+from lakescore.errors import CertificateError, ModelArtifactsMissingError, UncertifiedModelError
 from lakescore.packaging import batch_slices, log_and_register, predict_in_batches
 
 
@@ -168,3 +168,19 @@ def test_a_registered_threshold_labels_every_row_and_a_worker_refuses_it_changed
     chain_json.write_text(json.dumps(meta, indent=1, sort_keys=True))
     with pytest.raises(CertificateError, match="does not match its certificate.*recipe_sha256: sealed"):
         mlflow.pyfunc.load_model(registered.model_uri)
+
+
+def test_a_version_whose_artifact_folder_is_gone_is_named_with_the_folder_not_called_uncertified(registered, runtime):
+    import re
+    import shutil
+
+    from lakescore.packaging import model_input_kinds, read_certificate
+
+    folder = Path(mlflow.MlflowClient().get_model_version_download_uri("main.t.m", "1").removeprefix("file://"))
+    assert folder.is_dir() and folder.is_relative_to(runtime.home / "mlartifacts")
+    shutil.rmtree(runtime.home / "mlartifacts")
+    expected = f"artifacts of main.t.m v1 are expected at {folder}, which does not exist: was the home moved"
+    for read in (read_certificate, model_input_kinds):  # the certificate, and the signature serving reads first
+        with pytest.raises(ModelArtifactsMissingError, match=re.escape(expected)) as caught:
+            read("models:/main.t.m/1")
+        assert caught.value.code == "model_artifacts_missing" and "retrain" not in str(caught.value).lower()

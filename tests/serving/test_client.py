@@ -162,3 +162,22 @@ def test_the_token_can_travel_in_x_lakescore_token_next_to_a_workspace_token(ser
         client(address, ClientSettings(), fake, auth_header="cookie")
     with pytest.raises(LakescoreError, match="pass auth_header='x-lakescore-token'"):
         client(address, ClientSettings(), fake, workspace_token="dapi-workspace")
+
+
+def test_a_client_from_a_copied_home_sends_that_homes_token_not_the_recorded_token_file(server, tmp_path) -> None:
+    import json
+    import shutil
+
+    address, script = server
+    script.seen.clear()
+    original = tmp_path / "original" / ".lakescore"
+    (original / "serving" / "endpoints").mkdir(parents=True)
+    (original / "serving" / "token").write_text("tok-original\n")
+    (original / "serving" / "endpoints" / "main.json").write_text(json.dumps(
+        {"address": address, "url": address, "pid": 1, "version": 1,
+         "token_file": str(original / "serving" / "token")}))
+    copy = tmp_path / "copy" / ".lakescore"
+    shutil.copytree(original, copy)
+    (copy / "serving" / "token").write_text("tok-copy\n")  # the copy's endpoint has its own token
+    EndpointClient.from_home(copy, "main", settings=ClientSettings()).predict([{"a": 1}])
+    assert script.seen[-1]["authorization"] == "Bearer tok-copy"

@@ -28,6 +28,12 @@ from lakescore.monitoring.outputs import SET_NOT_MONITORED
 from lakescore.monitoring.performance import performance_figures
 
 
+JSON_TEXT_COLUMNS = frozenset({"exclusions_by_reason", "null_share", "prediction_distribution", "psi",
+                               "output_distribution", "not_monitored", "alert_reasons"})
+"""Quality-table columns that hold JSON text (a mapping or a list, kept as one string column in
+Delta); a reader that prints a row parses them back (:func:`lakescore.display.json_ready`)."""
+
+
 def _share(part: int, whole: int) -> float:
     return float(part / whole) if whole else 0.0
 

@@ -21,6 +21,7 @@ from lakescore.errors import TableExistsError, TableNotFoundError, spark_errors
 from lakescore.locking import exclusive
 from lakescore.runtime.base import PLACEMENTS, Placement
 from lakescore.runtime.local_spark import classic_session, connect_requested, connect_session
+from lakescore.runtime.relocation import ARTIFACTS, rebase, recorded_root
 
 if TYPE_CHECKING:  # pandas and pyarrow load where tables are read (the endpoint process reads none)
     import pandas as pd
@@ -355,7 +356,9 @@ class LocalRuntime:
 
         The first call in a process creates (or checks) the database and the ``lakescore``
         experiment under the ``mlflow`` first-use lock, so concurrent commands on a fresh home
-        do not run MLflow's schema migrations twice at once.
+        do not run MLflow's schema migrations twice at once. On a home that was copied or moved
+        it first points MLflow's recorded artifact URIs at this home
+        (:mod:`lakescore.runtime.relocation`): the copy reads its own artifacts, never the original's.
 
         Raises
         ------
@@ -371,11 +374,23 @@ class LocalRuntime:
             with self.first_use("mlflow"):
                 client = mlflow.MlflowClient()  # its stores migrate a fresh database on first call
                 if client.get_experiment_by_name(EXPERIMENT) is None:
-                    client.create_experiment(EXPERIMENT, artifact_location=(self.home / "mlartifacts").as_uri())
+                    client.create_experiment(EXPERIMENT, artifact_location=(self.home / ARTIFACTS).as_uri())
+                else:  # a copied or moved home: its recorded artifact URIs follow it here
+                    self._follow_home()
                 client.search_registered_models(max_results=1)  # the registry store, made here too
             self._mlflow_ready = True
         mlflow.set_experiment(EXPERIMENT)
         return mlflow
+
+    def _follow_home(self) -> int:
+        """Rewrite MLflow's recorded artifact URIs to this home when the database recorded another
+        root (the home was copied or moved; :mod:`lakescore.runtime.relocation`). Returns the values
+        rewritten (0 for a home that is where it was made)."""
+        db = self.home / "mlflow.db"
+        root = recorded_root(db, EXPERIMENT)
+        if root is None or root == self.home:
+            return 0
+        return rebase(db, old=root, new=self.home)
 
     def phase_store(self) -> Any:
         """Phase claims in SQLite: ``<home>/phases.db`` (:class:`lakescore.runtime.phases.SqlitePhaseStore`)."""

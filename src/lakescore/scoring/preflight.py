@@ -7,8 +7,8 @@ from typing import Any
 
 from lakescore.admission.certificate import check_environment, require_admitted
 from lakescore.config import ProjectConfig
-from lakescore.errors import (CertificateError, ConfigError, LakescoreError, SparkPolarsUnsupportedError,
-                              TableFeatureUnsupportedError, UncertifiedModelError)
+from lakescore.errors import (CertificateError, ConfigError, LakescoreError, ModelArtifactsMissingError,
+                              SparkPolarsUnsupportedError, TableFeatureUnsupportedError, UncertifiedModelError)
 from lakescore.runtime.base import Tables
 from lakescore.thresholds import saved_decision_rule
 
@@ -116,7 +116,7 @@ def preflight(project: ProjectConfig, tables: Tables) -> ScorePlan:
             raise SparkPolarsUnsupportedError(
                 f"model {name} v{version} was trained on Polars frames; Spark workers hand the model pandas "
                 "batches. Use batch_compute: single_node, or retrain with defaults.engine: pandas.")
-    except (UncertifiedModelError, SparkPolarsUnsupportedError, CertificateError) as err:
+    except (UncertifiedModelError, ModelArtifactsMissingError, SparkPolarsUnsupportedError, CertificateError) as err:
         problems.append(f"{err.code}: {err}")
     except ConfigError as err:
         problems += err.problems

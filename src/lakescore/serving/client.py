@@ -131,7 +131,9 @@ class EndpointClient:
 
     @classmethod
     def from_home(cls, home: str | Path, endpoint: str, **kwargs: Any) -> EndpointClient:
-        """A client of the endpoint running from runtime home ``home`` (reads its address file and token).
+        """A client of the endpoint running from runtime home ``home`` (reads its address file and
+        ``<home>/serving/token``: the address file's ``token_file`` is not followed, so a copied home
+        never reads the original's token).
 
         Raises
         ------
@@ -144,7 +146,8 @@ class EndpointClient:
         if info is None:
             raise EndpointUnavailableError(f"no endpoint {endpoint!r} is running from {home}; start it with "
                                            "`lakescore serve`")
-        return cls(info["address"], Path(info["token_file"]).read_text().strip(), **kwargs)
+        token = Path(home) / "serving" / "token"  # this home's (ensure_token), whatever path the file recorded
+        return cls(info["address"], token.read_text().strip(), **kwargs)
 
     def close(self) -> None:
         self._http.close()
