@@ -349,7 +349,9 @@ class LocalRuntime:
 
         The first call in a process creates (or checks) the database and the ``lakescore``
         experiment under the ``mlflow`` first-use lock, so concurrent commands on a fresh home
-        do not run MLflow's schema migrations twice at once.
+        do not run MLflow's schema migrations twice at once. MLflow's own log lines go to
+        ``<home>/logs/mlflow.log``; only its warnings and errors also reach the console
+        (:func:`lakescore.runtime.local_logs.route_mlflow_logs`).
 
         Raises
         ------
@@ -358,6 +360,9 @@ class LocalRuntime:
         """
         import mlflow  # heavy: only where models are logged or loaded
 
+        from lakescore.runtime.local_logs import route_mlflow_logs
+
+        route_mlflow_logs(self.home)  # MLflow's INFO lines to <home>/logs/mlflow.log, not the console
         uri = f"sqlite:///{self.home / 'mlflow.db'}"
         mlflow.set_tracking_uri(uri)
         mlflow.set_registry_uri(uri)
