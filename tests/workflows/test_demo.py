@@ -15,7 +15,10 @@ def test_a_psi_alert_is_explained_as_season_drift() -> None:
     assert note is not None
     assert note.startswith("season drift, expected in this demo: it scores the Oct-Dec flights of "
                            "main.flights.flights_incoming with a model trained on training.yml's rows "
-                           "(month <= 9 and arr_delay.notna()), another season, so temp, visib differ")
+                           "(month <= 9 and arr_delay.notna()), another season, so the distributions of temp, "
+                           "visib differ from training")
+    one = season_note(reasons[:1], source_table=INCOMING, training_filter=None)
+    assert "trained on all of training.yml's rows, another season, so the distribution of temp differs" in one
     # no PSI reason (or none at all): nothing to explain
     assert season_note(["exclusion_rate 0.3000 > max_exclusion_rate 0.2"], source_table=INCOMING,
                        training_filter=None) is None

@@ -128,8 +128,10 @@ def season_note(reasons: list[str], *, source_table: str, training_filter: str |
         return None
     months = f"{calendar.month_abbr[SCORE_MONTHS[0]]}-{calendar.month_abbr[SCORE_MONTHS[-1]]}"
     trained = f"training.yml's rows ({training_filter})" if training_filter else "all of training.yml's rows"
+    moved = (f"the distribution of {columns[0]} differs" if len(columns) == 1
+             else f"the distributions of {', '.join(columns)} differ")
     return (f"season drift, expected in this demo: it scores the {months} flights of {source_table} with a "
-            f"model trained on {trained}, another season, so {', '.join(columns)} differ from training. "
+            f"model trained on {trained}, another season, so {moved} from training. "
             "In a real job this alert says: retrain on recent months.")
 
 
