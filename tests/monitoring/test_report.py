@@ -16,7 +16,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from PIL import Image
 
 from lakescore.config import MonitoringConfig
-from lakescore.monitoring.report import drift_plot, drift_table, performance_plot, rates_plot, report_html
+from lakescore.monitoring.report import (ReportBins, calibration_plot, drift_plot, drift_table, histogram_plot,
+                                         performance_plot, rates_plot, report_html)
 
 MONITORING = MonitoringConfig(quality_table="main.m.q", max_psi=0.25)
 FEATURES = ["month", "day", "dep_delay", "distance", "carrier", "origin", "dest", "hour"]
@@ -87,9 +88,48 @@ def test_drift_table_lists_top_movers_sorted_by_the_newest_run():
     assert drift_table(quality.assign(psi="{}"), max_psi=0.25).startswith("<p>No drift figures")
 
 
+def one_run(accuracy: float = 0.8968, roc_auc: float = 0.8947) -> pd.DataFrame:
+    """The demo's first run: one measurement, accuracy and ROC AUC 0.0021 apart."""
+    run = quality_table(1).query("measurement == 'labels_changed'").reset_index(drop=True)
+    return run.assign(accuracy=accuracy, roc_auc=roc_auc)
+
+
+def test_metric_axes_are_not_zoomed_onto_a_gap_of_0_002():
+    ax = performance_plot(one_run()).axes[0]
+    low, high = ax.get_ylim()
+    assert high - low >= 0.1 and low < 0.8947 and high > 0.8968 and 0 <= low and high <= 1  # not 0.8946-0.8969
+    assert ax.get_ylabel() == "accuracy / ROC AUC"
+    ax = performance_plot(one_run(0.999, 0.998)).axes[0]
+    assert ax.get_ylim()[1] == 1.0 and ax.get_ylim()[1] - ax.get_ylim()[0] >= 0.1  # kept inside [0, 1]
+    rates = rates_plot(quality_table(3), max_exclusion_rate=0.2, max_invalid=0.05).axes[0]
+    assert rates.get_ylim()[0] == 0 and rates.get_ylim()[1] > 0.2  # from 0, the thresholds in view
+
+
+def test_every_plot_labels_its_y_axis():
+    quality = quality_table(3)
+    bins = ReportBins("probability", {1: ([0.0, 0.5, 1.0], [3, 5])})
+    figures = {"rates": rates_plot(quality, max_exclusion_rate=0.2, max_invalid=0.05),
+               "drift": drift_plot(quality, max_psi=0.25), "performance": performance_plot(quality),
+               "calibration": calibration_plot([(4, 1.0, 1.0), (6, 4.2, 5.0)]), "histogram": histogram_plot(bins)}
+    labels = {name: fig.axes[0].get_ylabel() for name, fig in figures.items()}
+    assert labels == {"rates": "share of rows", "drift": "PSI", "performance": "accuracy / ROC AUC",
+                      "calibration": "observed rate", "histogram": "density (share of rows per unit)"}
+
+
+def test_a_one_run_series_shows_its_value_beside_the_point():
+    ax = performance_plot(one_run()).axes[0]
+    assert sorted(t.get_text() for t in ax.texts) == ["0.8947", "0.8968"]
+    assert ax.get_title() == "Performance as labels arrive\n(one point per series so far: a line appears from the next run)"
+    first = one_run()
+    later = first.assign(label_table_version=2, monitored_at=first["monitored_at"] + pd.Timedelta(days=1), accuracy=0.9)
+    two = performance_plot(pd.concat([first, later], ignore_index=True)).axes[0]
+    assert not two.texts and two.get_title() == "Performance as labels arrive"  # two points: a line
+
+
 MEASURE = ("<script>window.addEventListener('load', () => {const d = document.documentElement;"
            "const p = document.createElement('pre'); p.id = 'measure';"
-           "p.textContent = JSON.stringify({scroll: d.scrollWidth, client: d.clientWidth});"
+           "p.textContent = JSON.stringify({scroll: d.scrollWidth, client: d.clientWidth,"
+           " images: Array.from(document.images).map(i => [i.alt, i.naturalWidth, i.naturalHeight])});"
            "document.body.appendChild(p);});</script></body>")
 
 
@@ -105,8 +145,9 @@ def chromium(*args: str, profile: Path) -> subprocess.CompletedProcess:
         capture_output=True, text=True, timeout=120, check=True)
 
 
-def test_report_fits_a_1280_pixel_window_in_chromium(tmp_path):
-    quality = quality_table()
+@pytest.mark.parametrize("runs", [12, 1], ids=["twelve-runs", "first-run"])
+def test_report_fits_a_1280_pixel_window_in_chromium(tmp_path, runs):
+    quality = quality_table(runs)
     rng = np.random.default_rng(3)
     predictions = pd.DataFrame({"run_id": quality["run_id"].iloc[-1], "model_version": 1,
                                 "scoring_status": "predicted", "probability": rng.uniform(0, 1, 200)})
@@ -123,6 +164,10 @@ def test_report_fits_a_1280_pixel_window_in_chromium(tmp_path):
     assert found, dom[-500:]
     width = json.loads(found.group(1))
     assert 1200 <= width["client"] <= 1280 and width["scroll"] <= width["client"], width
+    shown = {alt: (w, h) for alt, w, h in width["images"]}
+    assert list(shown) == ["Exclusion rate", "Drift", "Performance by label arrival", "Calibration",
+                           "Prediction histogram"]
+    assert all(w > 300 and h > 200 for w, h in shown.values()), shown  # every plot decoded and drawn
 
     shot = tmp_path / "report.png"
     chromium("--hide-scrollbars", f"--screenshot={shot}", report.as_uri(), profile=tmp_path / "p2")

@@ -5,6 +5,7 @@ Delta label table, and the HTML report."""
 from __future__ import annotations
 
 import base64
+import io
 import json
 import re
 import shutil
@@ -19,10 +20,12 @@ from sklearn.metrics import accuracy_score, log_loss, roc_auc_score
 
 from fixtures.configs import without_feature_lookups
 
+from lakescore import progress
 from lakescore.admission.evidence import admit
 from lakescore.config import load_project
 from lakescore.monitoring.drift import training_profile
 from lakescore.monitoring.labels import TRACKING_COLUMNS
+from lakescore.progress import LineReporter
 from lakescore.workflows.monitor import NOOP, monitor
 from lakescore.packaging import log_and_register
 from lakescore.workflows.publish import publish
@@ -101,9 +104,21 @@ def test_quality_rows_drift_and_performance(project, runtime, tmp_path):
 
     incoming = runtime.read_table(FLIGHTS).query("month >= 10").iloc[300:340]
     write_deltalake(str(runtime.table_path(INCOMING)), incoming.reset_index(drop=True), mode="append")
-    publish(project, runtime, score(project, runtime))
-    second = monitor(project, runtime, report=str(tmp_path / "out" / "report.html"))
+    shown = io.StringIO()
+    with progress.use(LineReporter(shown)):
+        publish(project, runtime, score(project, runtime))
+        second = monitor(project, runtime, report=str(tmp_path / "out" / "report.html"))
     assert second.action == "appended 1 row(s)" and second.row["rows"] == 40
+    # publish and monitor say what they are doing while they do it
+    lines = [re.sub(r" in [0-9.]+ s$", "", line) for line in shown.getvalue().splitlines()]
+    target = "main.flights.late_arrival_predictions"
+    assert lines[-8:] == [
+        f"lakescore: publish (delta-rs) {target}: started", f"lakescore: publish (delta-rs) {target}: done, 40 rows",
+        f"lakescore: monitor: read receipts of {target} and the labels: started",
+        f"lakescore: monitor: read receipts of {target} and the labels: done",
+        "lakescore: monitor: measure run v2 (40 rows): started", "lakescore: monitor: measure run v2 (40 rows): done",
+        f"lakescore: monitor: write report {tmp_path / 'out' / 'report.html'}: started",
+        f"lakescore: monitor: write report {tmp_path / 'out' / 'report.html'}: done"]
     quality = runtime.read_table(QUALITY)
     assert sorted(quality["table_version"]) == [1, 2] and quality["run_id"].is_unique
     assert list(quality["label_table_version"]) == [0, 0] and list(quality["measurement"]) == ["first", "first"]

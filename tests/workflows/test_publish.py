@@ -19,7 +19,8 @@ from lakescore.errors import CdfRecoveryRequiredError, SourceChangedError
 from lakescore.packaging import log_and_register
 from lakescore.publish.plan import app_id_for
 from lakescore.workflows.publish import publish
-from lakescore.workflows.score import load_scored, score
+from lakescore.scoring.preflight import preflight
+from lakescore.workflows.score import load_scored, noop_before_spark, score
 
 pytestmark = pytest.mark.spark
 NAME = "main.flights.late_arrival"
@@ -64,8 +65,12 @@ def spark_lake(spark_runtime, project_dir, flights_sample, small_chain, small_ev
     return lake
 
 
+def spark_refused(*args, **kwargs):
+    raise AssertionError("a Spark session was asked for")
+
+
 def test_a_spark_run_is_staged_by_the_executors_committed_by_spark_delta_and_replayed_as_a_noop(spark_lake, spark,
-                                                                                                small_chain):
+                                                                                                small_chain, monkeypatch):
     lake, runtime = spark_lake, spark_lake.runtime
     lake.add(lake.flights.iloc[:60])
     run = score(lake.project, runtime)
@@ -101,11 +106,15 @@ def test_a_spark_run_is_staged_by_the_executors_committed_by_spark_delta_and_rep
 
     again = publish(lake.project, runtime, staged)  # the same run published twice
     assert (again.action, again.table_version) == ("noop", 1) and again.message.startswith("replay: no-op")
-    rescored = score(lake.project, runtime)  # no new source version: nothing to score
-    assert rescored.counts["rows_in"] == 0 and publish(lake.project, runtime, rescored).action == "noop"
+    with monkeypatch.context() as patch:  # no new source version: a no-op, decided before any Spark session
+        patch.setattr(runtime, "spark", spark_refused)
+        rescored = score(lake.project, runtime)
+        assert rescored.scope["action"] == "noop" and rescored.scope["reason"].startswith("replay: no-op")
+        assert rescored.counts["rows_in"] == 0 and publish(lake.project, runtime, rescored).action == "noop"
     assert runtime.table_version(lake.target) == 1
 
     lake.add(lake.flights.iloc[60:75])  # v1: a window of 15 inserted rows, read from the change feed on Spark
+    assert noop_before_spark(lake.project, runtime, preflight(lake.project, runtime)) is None  # Spark plans it
     window = score(lake.project, runtime)
     assert window.scope["read"] == "cdf" and window.counts["rows_in"] == 15
     appended = publish(lake.project, runtime, window)

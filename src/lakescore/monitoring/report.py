@@ -4,7 +4,10 @@ Plots are drawn with matplotlib's object API (no pyplot state, Agg canvas) and e
 base64 PNGs, so the file opens anywhere with no other file next to it: exclusion rates over runs,
 drift (PSI) over runs with a table of the features that moved most, performance against label
 arrival (label table version) with every measurement in a table, calibration of the latest labelled
-run, and the prediction histogram by model version. Table versions are whole numbers on every axis.
+run, and the prediction histogram by model version. Table versions are whole numbers on every axis;
+every y axis is labelled; a rate or metric bounded by 0 and 1 gets an axis at least
+:data:`METRIC_MIN_SPAN` tall (not matplotlib's zoom onto a 0.002 gap); a series of one run shows its
+value beside the point.
 Tables sit in horizontally scrolling boxes with wrapping cells, so the page never runs off the
 right edge of the window.
 """
@@ -79,6 +82,46 @@ def _version_axis(ax: Any, label: str, versions: Any) -> None:
     ax.set_xlabel(label)
 
 
+METRIC_MIN_SPAN = 0.1
+"""Least height of the y axis of a metric bounded by 0 and 1 (accuracy, ROC AUC, rates), so a gap
+of 0.002 between two figures stays a small gap instead of filling the plot."""
+
+
+def _bounded_axis(ax: Any, values: Any, label: str, *, low: float = 0.0, high: float = 1.0,
+                  min_span: float = METRIC_MIN_SPAN) -> None:
+    """A y axis for figures between ``low`` and ``high``: the data with a margin, at least
+    ``min_span`` tall, inside ``[low, high]`` (matplotlib would zoom to the data's own range)."""
+    shown = [float(v) for v in values if v is not None and np.isfinite(float(v))]
+    if not shown:
+        ax.set_ylabel(label)
+        return
+    top, bottom = max(shown), min(shown)
+    span = max(top - bottom, min_span) * 1.2  # a tenth of margin above and below
+    start, end = (top + bottom - span) / 2, (top + bottom + span) / 2
+    if start < low:
+        start, end = low, min(low + span, high)
+    if end > high:
+        start, end = max(high - span, low), high
+    ax.set_ylim(start, end)
+    ax.set_ylabel(label)
+
+
+def _label_lone_points(ax: Any) -> None:
+    """Write the value beside each series that has a single point (one run: no line to read a
+    trend from yet), and say so under the title."""
+    lone = [line for line in ax.get_lines() if len(line.get_xdata()) == 1 and line.get_marker() not in (None, "None", "")]
+    for i, line in enumerate(lone):
+        x, y = line.get_xdata()[0], line.get_ydata()[0]
+        if np.isfinite(float(y)):  # staggered: two close values stay readable
+            ax.annotate(f"{float(y):.4f}", (x, y), xytext=(7, 5 - 11 * i), textcoords="offset points", fontsize=7,
+                        va="center", color=line.get_color())
+    if lone:
+        ax.set_title(f"{ax.get_title()}\n{ONE_POINT}", fontsize=10)
+
+
+ONE_POINT = "(one point per series so far: a line appears from the next run)"
+
+
 def rates_plot(quality: pd.DataFrame, *, max_exclusion_rate: float, max_invalid: float) -> Any:
     """Exclusion and invalid-exclusion rate per run (x: prediction table version), a matplotlib Figure."""
     fig, ax = _figure("Exclusion rate over runs")
@@ -88,6 +131,9 @@ def rates_plot(quality: pd.DataFrame, *, max_exclusion_rate: float, max_invalid:
     ax.axhline(max_exclusion_rate, color="C0", ls="--", lw=1, label="max_exclusion_rate")
     ax.axhline(max_invalid, color="C1", ls=":", lw=1, label="max_invalid_exclusion_rate")
     _version_axis(ax, "prediction table version", x)
+    _bounded_axis(ax, [*quality["exclusion_rate"], *quality["invalid_exclusion_rate"], max_exclusion_rate, max_invalid],
+                  "share of rows")
+    _label_lone_points(ax)
     ax.legend(fontsize=7)
     return fig
 
@@ -100,6 +146,9 @@ def drift_plot(quality: pd.DataFrame, *, max_psi: float) -> Any:
     ax.plot(x, quality["prediction_psi"].astype("float64"), marker="s", label="prediction PSI")
     ax.axhline(max_psi, color="red", ls="--", lw=1, label="max_psi")
     _version_axis(ax, "prediction table version", x)
+    ax.set_ylim(bottom=0)  # PSI has no upper bound: from 0, so a small figure looks small
+    ax.set_ylabel("PSI")
+    _label_lone_points(ax)
     ax.legend(fontsize=7)
     return fig
 
@@ -202,6 +251,7 @@ def histogram_plot(bins: ReportBins) -> Any:
     for version, (edges, counts) in sorted(bins.histograms.items()):
         ax.hist(edges[:-1], bins=edges, weights=counts, alpha=0.5, density=True, label=f"v{version}")
     ax.set_xlabel(bins.column)
+    ax.set_ylabel("density (share of rows per unit)")
     ax.legend(fontsize=7)
     return fig
 
@@ -229,6 +279,13 @@ def performance_plot(quality: pd.DataFrame, *, runs: int = 8) -> Any | None:
                         marker=marker, color=f"C{i % 10}",
                         label=f"{metric}, run v{table_version} (model v{model_version})")
     _version_axis(ax, "label table version", shown["label_table_version"])
+    values = [v for metric, _, _ in metrics if metric in shown.columns for v in shown[metric].astype("float64")]
+    if classifier:  # accuracy and ROC AUC lie in [0, 1]: an axis at least 0.1 tall, not zoomed to their gap
+        _bounded_axis(ax, values, "accuracy / ROC AUC")
+    else:
+        ax.set_ylim(bottom=0)
+        ax.set_ylabel("RMSE")
+    _label_lone_points(ax)
     ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the axes: no point hidden
     return fig
 

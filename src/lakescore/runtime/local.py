@@ -359,6 +359,8 @@ class LocalRuntime:
         do not run MLflow's schema migrations twice at once. On a home that was copied or moved
         it first points MLflow's recorded artifact URIs at this home
         (:mod:`lakescore.runtime.relocation`): the copy reads its own artifacts, never the original's.
+        MLflow's own log lines go to ``<home>/logs/mlflow.log``; only its warnings and errors also
+        reach the console (:func:`lakescore.runtime.local_logs.route_mlflow_logs`).
 
         Raises
         ------
@@ -367,6 +369,9 @@ class LocalRuntime:
         """
         import mlflow  # heavy: only where models are logged or loaded
 
+        from lakescore.runtime.local_logs import route_mlflow_logs
+
+        route_mlflow_logs(self.home)  # MLflow's INFO lines to <home>/logs/mlflow.log, not the console
         uri = f"sqlite:///{self.home / 'mlflow.db'}"
         mlflow.set_tracking_uri(uri)
         mlflow.set_registry_uri(uri)

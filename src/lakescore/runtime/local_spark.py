@@ -30,6 +30,7 @@ from typing import Any
 
 from lakescore.errors import ConfigError, SparkConnectUnavailableError
 from lakescore.runtime.jars import SPARK_DELTA_CONF, delta_jars, spark_environment
+from lakescore.runtime.local_logs import spark_log_confs, uses_log_config
 
 CONNECT_ENV = "LAKESCORE_SPARK_CONNECT"  # "1": the local runtime's Spark is a Spark Connect session
 CONNECT_MODE_ENV = "SPARK_CONNECT_MODE_ENABLED"  # pyspark's switch: functions build Connect columns
@@ -78,7 +79,8 @@ def master_cores(master: str) -> int:
 def session_confs(home: Path, jars: list[Path], *, master: str = DEFAULT_MASTER) -> dict[str, str]:
     """The confs of the local session: Delta Lake's extension and catalog from the cached ``jars``,
     Arrow on in batches of :data:`ARROW_BATCH_ROWS` rows, integer inputs to pandas UDFs as nullable
-    Int64, two cores, no UI, and the session time zone UTC (Databricks' default; otherwise Spark takes
+    Int64, two cores, no UI, Spark's own log lines in ``<home>/logs/spark.log`` (errors also on the
+    console; :mod:`lakescore.runtime.local_logs`), and the session time zone UTC (Databricks' default; otherwise Spark takes
     the JVM's zone, and a naive time, or a ``timestamp_ntz`` compared with a ``timestamp``, would be
     read in the machine's local time).
 
@@ -98,6 +100,7 @@ def session_confs(home: Path, jars: list[Path], *, master: str = DEFAULT_MASTER)
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.warehouse.dir": str(home / "spark-warehouse"),
         "spark.driver.memory": "4g",
+        **spark_log_confs(home),  # read by the JVM from its first line: none of Spark's chatter on the console
     }
 
 
@@ -172,7 +175,8 @@ def classic_session(home: Path, *, connect_server: bool = False) -> Any:
                 "server starts only with a new session; stop it first (spark.stop()) or set "
                 f"{CONNECT_ENV}=1 before the first Spark step.")
         _server = server
-    session.sparkContext.setLogLevel("ERROR")  # the classic session only: Connect has no sparkContext
+    if not uses_log_config(session.sparkContext.getConf().get("spark.driver.extraJavaOptions", "")):
+        session.sparkContext.setLogLevel("ERROR")  # a session started elsewhere: quiet it (Connect has no sparkContext)
     return session
 
 

@@ -1,5 +1,7 @@
 """Calling an endpoint: hold header, bounded retries with growing waits, one overall deadline, and
-an ``Idempotency-Key`` so a retried request is answered once.
+an ``Idempotency-Key`` so a retried request is answered once. The retries are tenacity's
+(``Retrying``: a fixed wait per retry, stopped by the attempt count, the idempotency rule or the
+deadline), on the client's own ``sleep`` and ``clock``.
 
 Profiles (``profile:`` in config/serving.yml; keys under ``client:`` override them):
 
@@ -24,9 +26,11 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Literal, NoReturn
 
 import httpx
+from tenacity import (RetryCallState, Retrying, retry_if_result, stop_after_attempt, stop_any, wait_chain, wait_fixed,
+                      wait_none)
 
 from lakescore.errors import (ConfigError, EndpointUnavailableError, IdempotencyKeyReusedError, LakescoreError, RequestError,
                               ServingError)
@@ -188,24 +192,30 @@ class EndpointClient:
         headers = {"Idempotency-Key": key} if key else {}
         started = self._clock()
         self.attempts = []
-        for attempt in range(len(s.retry_waits_s) + 1):
+
+        def attempt() -> dict[str, Any] | str:
             remaining = s.deadline_s - (self._clock() - started)
             hold = min(s.hold_s, max(remaining - 1, 0), max(s.timeout_s - 1, 0))
             sent = {**headers, **({"X-Scale-Up-Timeout": f"{hold:g}"} if hold > 0 else {})}
-            why = self._attempt(body, sent, timeout=min(s.timeout_s, max(remaining, 0.1)))
-            if isinstance(why, dict):
-                return why
-            self.attempts.append({"attempt": attempt, "outcome": why, "key": key})
-            retry_allowed = key is not None or not s.retry_only_idempotent
-            if attempt >= len(s.retry_waits_s) or not retry_allowed:
-                break
-            wait = s.retry_waits_s[attempt]
-            if self._clock() - started + wait >= s.deadline_s:
-                break
-            self._sleep(wait)
-        raise EndpointUnavailableError(
-            f"{self.address} did not answer after {len(self.attempts)} attempt(s) within deadline_s "
-            f"{s.deadline_s:g} ({self.attempts[-1]['outcome']}); retry later or use a profile with a longer hold")
+            return self._attempt(body, sent, timeout=min(s.timeout_s, max(remaining, 0.1)))
+
+        def record(state: RetryCallState) -> None:
+            self.attempts.append({"attempt": state.attempt_number - 1, "outcome": state.outcome.result(), "key": key})
+
+        def unavailable(state: RetryCallState) -> NoReturn:
+            raise EndpointUnavailableError(
+                f"{self.address} did not answer after {len(self.attempts)} attempt(s) within deadline_s "
+                f"{s.deadline_s:g} ({self.attempts[-1]['outcome']}); retry later or use a profile with a longer hold")
+
+        retrying = Retrying(
+            retry=retry_if_result(lambda why: isinstance(why, str)),  # a str says why the attempt may be retried
+            wait=wait_chain(*map(wait_fixed, s.retry_waits_s)) if s.retry_waits_s else wait_none(),
+            stop=stop_any(stop_after_attempt(len(s.retry_waits_s) + 1),
+                          lambda state: key is None and s.retry_only_idempotent,
+                          # the next wait would end at or past the deadline (on this client's clock)
+                          lambda state: self._clock() - started + state.upcoming_sleep >= s.deadline_s),
+            after=record, sleep=self._sleep, retry_error_callback=unavailable)
+        return dict(retrying(attempt))
 
     def deploy(self, version: int, *, timeout_s: float = 600.0) -> dict[str, Any]:
         """``POST /deploy {"version": version}``: the endpoint starts copies of ``version``, switches

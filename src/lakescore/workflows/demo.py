@@ -9,13 +9,15 @@ Run twice, the second publish is a replay no-op and the predictions table keeps 
 
 from __future__ import annotations
 
+import calendar
 import json
+import re
 import time
 from typing import Any
 
 from lakescore import progress
 from lakescore.config import ProjectConfig
-from lakescore.demo_data import INCOMING, demo_frames
+from lakescore.demo_data import INCOMING, SCORE_MONTHS, demo_frames
 from lakescore.publish.run import PublishResult
 from lakescore.runtime import Runtime
 from lakescore.scoring.preflight import ScorePlan
@@ -62,7 +64,7 @@ def demo(project: ProjectConfig, runtime: Runtime) -> dict[str, Any]:
     _line("rows", f"{counts['rows_in']:,} in, {counts['predicted']:,} predicted, {counts['excluded']:,} excluded")
     for reason, n in counts["exclusions"].items():
         _line("  excluded", f"{reason}: {n:,}")
-    if scored.plan.feature_tables:
+    if scored.plan.feature_tables and counts["rows_in"]:  # nothing scored (a replay no-op): nothing was joined
         _lookup_lines(project, runtime, scored.plan)
 
     print("4. publish")
@@ -81,13 +83,56 @@ def demo(project: ProjectConfig, runtime: Runtime) -> dict[str, Any]:
     monitored = monitor(project, runtime, report=str(runtime.home / "report.html"))
     row = monitored.row
     _line("quality table", f"{monitored.table} ({monitored.action})")
+    reasons = json.loads(row["alert_reasons"])
     _line("quality", f"exclusion_rate {row['exclusion_rate']:.4f}, mean probability {row['mean_probability']:.4f}, "
-                     f"accuracy {row['accuracy']:.4f}, ROC AUC {row['roc_auc']:.4f}, "
-                     f"alert: {', '.join(json.loads(row['alert_reasons'])) or 'none'}")
+                     f"accuracy {row['accuracy']:.4f}, ROC AUC {row['roc_auc']:.4f}")
+    _line("alert", ", ".join(reasons) or "none")
+    note = season_note(reasons, source_table=project.inference.score_source_table,
+                       training_filter=project.training.data.filter)
+    if note:
+        _line("  why", note)
     _line("report", monitored.report)
     print(f"done in {time.perf_counter() - started:.1f} s")
     return {"train": trained.summary(), "score": counts, "publish": published.summary(),
             "monitor": monitored.summary()}
+
+
+_PSI_REASON = re.compile(r"psi\[([^\]]+)\]")
+
+
+def season_note(reasons: list[str], *, source_table: str, training_filter: str | None) -> str | None:
+    """Why the demo's drift alert is expected: its score rows are another season than its training rows.
+
+    The demo scores the flights of :data:`lakescore.demo_data.SCORE_MONTHS` (October to December)
+    with a model trained on the rows of training.yml's ``data.filter`` (``month <= 9 ...``), so a
+    feature that follows the season (the weather's ``temp`` first) has a PSI against training well
+    above ``max_psi`` on every run.
+
+    Parameters
+    ----------
+    reasons : list of str
+        The quality row's alert reasons, e.g. ``["psi[temp] 0.8150 > max_psi 0.25"]``.
+    source_table : str
+        ``score_source_table`` (named in the note).
+    training_filter : str or None
+        training.yml ``data.filter`` (quoted in the note).
+
+    Returns
+    -------
+    str or None
+        One line naming the drifted columns, the score months and the training rows; None when no
+        reason is a PSI one (nothing to explain).
+    """
+    columns = [found.group(1) for reason in reasons if (found := _PSI_REASON.match(reason))]
+    if not columns:
+        return None
+    months = f"{calendar.month_abbr[SCORE_MONTHS[0]]}-{calendar.month_abbr[SCORE_MONTHS[-1]]}"
+    trained = f"training.yml's rows ({training_filter})" if training_filter else "all of training.yml's rows"
+    moved = (f"the distribution of {columns[0]} differs" if len(columns) == 1
+             else f"the distributions of {', '.join(columns)} differ")
+    return (f"season drift, expected in this demo: it scores the {months} flights of {source_table} with a "
+            f"model trained on {trained}, another season, so {moved} from training. "
+            "In a real job this alert says: retrain on recent months.")
 
 
 def _lookup_lines(project: ProjectConfig, runtime: Runtime, plan: ScorePlan) -> None:

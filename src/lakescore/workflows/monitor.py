@@ -13,12 +13,14 @@ driver. The figures come from the aggregates through one set of pure functions
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from lakescore import progress
 from lakescore.config import ProjectConfig
 from lakescore.errors import LakescoreError
 from lakescore.monitoring.labels import latest_measurements
@@ -68,13 +70,14 @@ def monitor(project: ProjectConfig, runtime: Runtime, *, report: str | None = No
         When nothing has been published yet.
     """
     inf, mon = project.inference, project.monitoring
-    found = prediction_target(runtime, inf.prediction_table, batch_compute=inf.batch_compute).receipts()
-    if not found:
-        raise LakescoreError(f"nothing is published in {inf.prediction_table} yet; run `lakescore score --publish`")
-    quality = runtime.read_table(mon.quality_table) if runtime.table_exists(mon.quality_table) else None
-    latest = latest_measurements(quality) if quality is not None else pd.DataFrame(columns=["run_id"])
-    runs = engine(project, runtime)
-    snapshot = runs.snapshot
+    with progress.step(f"monitor: read receipts of {inf.prediction_table} and the labels"):
+        found = prediction_target(runtime, inf.prediction_table, batch_compute=inf.batch_compute).receipts()
+        if not found:
+            raise LakescoreError(f"nothing is published in {inf.prediction_table} yet; run `lakescore score --publish`")
+        quality = runtime.read_table(mon.quality_table) if runtime.table_exists(mon.quality_table) else None
+        latest = latest_measurements(quality) if quality is not None else pd.DataFrame(columns=["run_id"])
+        runs = engine(project, runtime)
+        snapshot = runs.snapshot
     monitored, old = set(latest["run_id"]), stale(latest, snapshot)
     todo = [r for r in found if r["run_id"] not in monitored][:MAX_CATCH_UP]
     stale_runs = set(old["run_id"])
@@ -82,9 +85,13 @@ def monitor(project: ProjectConfig, runtime: Runtime, *, report: str | None = No
     remeasured = []
     for receipt in reversed(recheck):
         previous = old[old["run_id"] == receipt["run_id"]]
-        measured = runs.aggregates(receipt, versions=[int(v) for v in previous["model_version"]])
+        with _run_step("re-measure", receipt):
+            measured = runs.aggregates(receipt, versions=[int(v) for v in previous["model_version"]])
         remeasured += remeasure(previous, measured, snapshot.version)
-    rows = [row for receipt in reversed(todo) for row in run_quality(project, runtime, receipt, runs)]
+    rows = []
+    for receipt in reversed(todo):
+        with _run_step("measure", receipt):
+            rows += run_quality(project, runtime, receipt, runs)
     rows = remeasured + rows
     if rows:
         frame = pd.DataFrame(rows).astype({"source_version_from": "Int64", "label_table_version": "Int64",
@@ -95,8 +102,18 @@ def monitor(project: ProjectConfig, runtime: Runtime, *, report: str | None = No
             action += f" ({len(remeasured)} re-measured on label table version {snapshot.version})"
     else:
         action, last = NOOP, quality.sort_values("monitored_at").iloc[-1].to_dict()
-    written = str(write_report(project, runtime, report, runs=runs)) if report else None
+    written = None
+    if report:
+        with progress.step(f"monitor: write report {report}"):
+            written = str(write_report(project, runtime, report, runs=runs))
     return MonitorResult(mon.quality_table, action, last, written)
+
+
+def _run_step(what: str, receipt: dict[str, Any]) -> AbstractContextManager[progress.Step]:
+    """The progress step of one published run's aggregates: "monitor: measure run v3 (84,292 rows)"."""
+    rows = receipt.get("rows_in")
+    return progress.step(f"monitor: {what} run v{receipt.get('table_version')}"
+                         + (f" ({int(rows):,} rows)" if rows is not None else ""))
 
 
 def run_quality(project: ProjectConfig, runtime: Runtime, receipt: dict[str, Any], runs: Runs) -> list[dict[str, Any]]:

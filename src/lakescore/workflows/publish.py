@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from lakescore import progress
 from lakescore.config import ProjectConfig
 from lakescore.errors import StalePlanError
 from lakescore.publish import delta_rs
@@ -56,29 +57,31 @@ def publish(project: ProjectConfig, runtime: Runtime, run: ScoredRun, *, migrate
     if run.scope and Scope.from_json(run.scope).action == "noop":  # decided before scoring: no rows to look at
         return PublishResult(table, "noop", Scope.from_json(run.scope).reason,
                              runtime.table_version(table) if runtime.table_exists(table) else None, None, engine)
-    if on_spark:
-        data = spark_rows(runtime, run)
-        facts = saved_facts(data, run.facts, column) or spark_facts(data, column)  # observed when staged
-    else:
-        data = delta_rs.to_arrow(run.predictions, run_id=run.run_id)
-        facts = arrow_facts(data, column)
-    request = build_request(project, run, facts, target=runtime.target)
-    plan = run.plan
-    options: dict[str, Any] = dict(
-        allow_empty=inf.publication.allow_empty, model_change_mode=inf.publication.model_change_mode,
-        migrate=migrate, period_column=column, keys=list(plan.record_keys), read=Scope.from_json(run.scope).read,
-        certificate_sha256=plan.certificate_sha256, decision_threshold=plan.decision_threshold or None,
-        **run.counts, batch_compute=run.batch_compute,
-        env_manager=run.env_manager, batch_rows=run.batch_rows,
-        **({"feature_lookups": plan.lookup_record} if plan.feature_tables else {}),
-        **({"components": [dict(c) for c in plan.components]} if plan.components else {}))
-    if on_spark:
-        from lakescore.publish import spark_delta  # pyspark: only on the Spark route
+    with progress.step(f"publish ({engine}) {table}") as shown:
+        if on_spark:
+            data = spark_rows(runtime, run)
+            facts = saved_facts(data, run.facts, column) or spark_facts(data, column)  # observed when staged
+        else:
+            data = delta_rs.to_arrow(run.predictions, run_id=run.run_id)
+            facts = arrow_facts(data, column)
+        request = build_request(project, run, facts, target=runtime.target)
+        plan = run.plan
+        options: dict[str, Any] = dict(
+            allow_empty=inf.publication.allow_empty, model_change_mode=inf.publication.model_change_mode,
+            migrate=migrate, period_column=column, keys=list(plan.record_keys), read=Scope.from_json(run.scope).read,
+            certificate_sha256=plan.certificate_sha256, decision_threshold=plan.decision_threshold or None,
+            **run.counts, batch_compute=run.batch_compute,
+            env_manager=run.env_manager, batch_rows=run.batch_rows,
+            **({"feature_lookups": plan.lookup_record} if plan.feature_tables else {}),
+            **({"components": [dict(c) for c in plan.components]} if plan.components else {}))
+        if on_spark:
+            from lakescore.publish import spark_delta  # pyspark: only on the Spark route
 
-        decision, version, receipt = spark_delta.publish(runtime.table_ref(table), data, request, frame_facts=facts,
-                                                         **options)
-    else:
-        decision, version, receipt = delta_rs.publish(runtime.table_location(table), data, request, **options)
+            decision, version, receipt = spark_delta.publish(runtime.table_ref(table), data, request, frame_facts=facts,
+                                                             **options)
+        else:
+            decision, version, receipt = delta_rs.publish(runtime.table_location(table), data, request, **options)
+        shown.total_rows(facts.rows)
     return PublishResult(table, decision.action, decision.message, version, receipt, engine)
 
 

@@ -29,10 +29,12 @@ import pandas as pd
 from lakescore import progress
 from lakescore.config import ProjectConfig
 from lakescore.errors import ChangeFeedReadError, ConfigError, LakescoreError
-from lakescore.publish.plan import app_id_for, cdf_recovery, check_period_nulls, plan_scope, settle_window
+from lakescore.publish.plan import (Scope, TargetState, app_id_for, cdf_recovery, check_period_nulls, plan_scope,
+                                    settle_window)
 from lakescore.publish.scope import PreparedScope, attach_period, empty_predictions
 from lakescore.publish.state import read_source, spark_change_kinds, split_changes, window_history
 from lakescore.runtime import Runtime
+from lakescore.runtime.base import BatchCompute, DeltaEngine, publication_engine
 from lakescore.scoring.preflight import ScorePlan, preflight
 from lakescore.scoring.run import ScoredRun
 from lakescore.workflows.lookups import read_feature_tables, score_spark_route
@@ -67,7 +69,9 @@ def score(project: ProjectConfig, runtime: Runtime, *, recover: bool = False) ->
     inf = project.inference
     runtime.mlflow()
     plan = preflight(project, runtime)
-    prepared = prepare_scope(project, runtime, plan, recover=recover)
+    # a replay that writes nothing is decided before a JVM starts, where delta-rs can read the table
+    prepared = (noop_before_spark(project, runtime, plan, recover=recover)
+                or prepare_scope(project, runtime, plan, recover=recover))
     if prepared.empty:
         return stage_run(runtime, finish_run(project, runtime, plan, prepared, empty_predictions(plan.record_keys)))
     model_dir = runtime.runs_dir() / "models" / uuid.uuid4().hex  # this run's copy of the model
@@ -191,22 +195,8 @@ def prepare_scope(project: ProjectConfig, runtime: Runtime, plan: ScorePlan, *,
     """
     inf = project.inference
     pub = inf.publication
-    name, version = plan.source_table, plan.source_version
-    if pub.period_column and pub.period_column not in runtime.table_columns(name):
-        raise ConfigError([f"{project.shown('inference')}: publication.period_column {pub.period_column!r} is not a "
-                           f"column of {name}; available: {', '.join(sorted(runtime.table_columns(name)))}"])
-    target = prediction_target(runtime, inf.prediction_table, batch_compute=inf.batch_compute,
-                               app_id=app_id_for(inf.job_name, runtime.target, inf.prediction_table)).read()
-    wm = target.watermark
-    window_from = wm.source_version + 1 if wm and pub.mode == "incremental" and not recover else None
-    limit = window_history(version, window_from)
-    source = read_source(name, table_id=runtime.table_id(name), version=version,
-                         properties=runtime.table_properties(name, version=version),
-                         kept=None if limit is None else runtime.history_versions(name, version=version, limit=limit))
-    scope = plan_scope(pub, source, target, model_name=plan.model_name, model_version=plan.model_version,
-                       recover=recover)
-    if pub.mode == "snapshot" and scope.read == "snapshot" and pub.period_column:
-        check_period_nulls(name, version, pub.period_column, runtime.null_rows(name, pub.period_column, version=version))
+    name = plan.source_table
+    scope = decide_scope(project, runtime, plan, _target_state(project, runtime, inf.batch_compute), recover=recover)
     if scope.read != "cdf":
         return PreparedScope(scope)
     first, last = int(scope.source_version_from), int(scope.source_version_to)  # type: ignore[arg-type]
@@ -224,6 +214,72 @@ def prepare_scope(project: ProjectConfig, runtime: Runtime, plan: ScorePlan, *,
                            f"reading it failed ({err.fields.get('reason', err)})") from err
     settled = settle_window(scope, pub, source_table=name, inserted=inserted, changes=kinds)
     return (PreparedScope(settled, rows, inserted) if settled.read == "cdf" else PreparedScope(settled))
+
+
+def _target_state(project: ProjectConfig, runtime: Runtime, batch_compute: BatchCompute) -> TargetState:
+    """The prediction table's publication state, read by the engine the placement gives ``batch_compute``."""
+    inf = project.inference
+    return prediction_target(runtime, inf.prediction_table, batch_compute=batch_compute,
+                             app_id=app_id_for(inf.job_name, runtime.target, inf.prediction_table)).read()
+
+
+def decide_scope(project: ProjectConfig, runtime: Runtime, plan: ScorePlan, target: TargetState, *,
+                 recover: bool = False) -> Scope:
+    """What a run scores (:func:`~lakescore.publish.plan.plan_scope`) against ``target``: the
+    source's state at the pinned version read from its metadata (its log only as far back as the
+    window needs), and a snapshot's null periods refused.
+
+    Raises
+    ------
+    ConfigError, NullPeriodError, PublishError
+        As :func:`prepare_scope` (before any window is read).
+    """
+    pub = project.inference.publication
+    name, version = plan.source_table, plan.source_version
+    if pub.period_column and pub.period_column not in runtime.table_columns(name):
+        raise ConfigError([f"{project.shown('inference')}: publication.period_column {pub.period_column!r} is not a "
+                           f"column of {name}; available: {', '.join(sorted(runtime.table_columns(name)))}"])
+    wm = target.watermark
+    window_from = wm.source_version + 1 if wm and pub.mode == "incremental" and not recover else None
+    limit = window_history(version, window_from)
+    source = read_source(name, table_id=runtime.table_id(name), version=version,
+                         properties=runtime.table_properties(name, version=version),
+                         kept=None if limit is None else runtime.history_versions(name, version=version, limit=limit))
+    scope = plan_scope(pub, source, target, model_name=plan.model_name, model_version=plan.model_version,
+                       recover=recover)
+    if pub.mode == "snapshot" and scope.read == "snapshot" and pub.period_column:
+        check_period_nulls(name, version, pub.period_column, runtime.null_rows(name, pub.period_column, version=version))
+    return scope
+
+
+def noop_before_spark(project: ProjectConfig, runtime: Runtime, plan: ScorePlan, *,
+                      recover: bool = False) -> PreparedScope | None:
+    """A replay no-op of a Spark run, decided with delta-rs before any Spark session starts; None
+    when this cannot be decided so (the Spark route's own reader then plans the run).
+
+    Only where the placement reads prediction tables with delta-rs as well as Spark Delta (the
+    local one: both engines read the receipts either wrote), only for ``publication.mode:
+    incremental`` without recovery (the only plans that can be a no-op), and only a no-op is taken
+    from this reading: the same :func:`decide_scope` and :func:`~lakescore.publish.plan.plan_scope`
+    decide it, on the table's current log. Anything else (a window to score, a refusal, a table
+    delta-rs cannot read) is left to the Spark route's reader, so nothing is ever written, or
+    skipped, on this reading's word but a run that writes nothing.
+
+    Returns
+    -------
+    PreparedScope or None
+        The no-op scope, or None.
+    """
+    inf = project.inference
+    if (recover or inf.batch_compute != "spark" or inf.publication.mode != "incremental"
+            or publication_engine(runtime, "spark") is not DeltaEngine.SPARK_DELTA
+            or publication_engine(runtime, "single_node") is not DeltaEngine.DELTA_RS):
+        return None
+    try:
+        scope = decide_scope(project, runtime, plan, _target_state(project, runtime, "single_node"))
+    except Exception:  # noqa: BLE001 - a refusal or an unreadable table: the Spark reader decides, and raises it
+        return None
+    return PreparedScope(scope) if scope.action == "noop" else None
 
 
 def stage_run(runtime: Runtime, run: ScoredRun, *, period_column: str | None = None) -> ScoredRun:
