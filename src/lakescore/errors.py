@@ -192,6 +192,14 @@ class CdfRecoveryRequiredError(PublishError):
     code = "cdf_recovery_required"
 
 
+class PredictionsRewrittenError(PublishError):
+    """A commit after the prediction table's newest receipt removed rows (RESTORE, DELETE, an
+    overwrite, a MERGE or UPDATE by someone else): that receipt no longer describes the table, so
+    it is no watermark."""
+
+    code = "predictions_rewritten"
+
+
 class NullPeriodError(PublishError):
     """A snapshot's ``publication.period_column`` holds nulls: those rows belong to no period, so
     no later snapshot could replace them."""

@@ -33,6 +33,17 @@ asks for recovery instead of guessing (:func:`check_receipts_complete`). The gua
 module, applied to the snapshot the commit is made against (delta-rs records app transactions
 without enforcing them).
 
+A receipt is a watermark only while the table still holds the rows it describes. A commit after
+the newest receipt that removes data (a ``remove`` action with ``dataChange=true``: RESTORE,
+DELETE, an overwrite, a MERGE or UPDATE by someone else) breaks that: publishing on from the
+receipt would never write the removed rows again (RESTORE even keeps the app transaction). The
+readers list the commits after the newest receipt (:class:`LaterCommit`, from the log) and
+:func:`check_watermark_holds` refuses them (``predictions_rewritten``), naming the commit and the
+fix, ``--recover-predictions`` (one replacement of the whole table from a pinned snapshot).
+Maintenance rewrites files without changing rows (OPTIMIZE, compaction, ZORDER, REORG write
+``dataChange=false``; VACUUM and property changes remove nothing) and keeps the watermark. The
+check is blind to commits that log cleanup removed (older than ``delta.logRetentionDuration``).
+
 Table properties were not chosen: Spark Delta cannot set them in the same commit as an append,
 and a list of receipts does not belong in a table's configuration.
 
@@ -55,6 +66,7 @@ from lakescore.errors import (
     ChangeFeedDisabledError,
     ModelChangeError,
     NullPeriodError,
+    PredictionsRewrittenError,
     PublishConflictError,
     SchemaChangeError,
     SourceChangedError,
@@ -102,6 +114,38 @@ class Watermark:
 
 
 @dataclass(frozen=True)
+class LaterCommit:
+    """A commit of the prediction table after its newest receipt, as its log describes it.
+
+    ``data_removes`` counts its ``remove`` actions with ``dataChange=true`` (files whose rows
+    left the table); ``None`` when only the history could be read, not the log's actions (then
+    ``operation`` and ``mode``, ``operationParameters.mode``, decide). A file rewritten with
+    ``dataChange=false`` (OPTIMIZE) is not counted.
+    """
+
+    version: int
+    operation: str
+    data_removes: int | None
+    mode: str | None = None
+
+
+# Operations that can remove rows, for a commit whose actions could not be read (its history only).
+REMOVING_OPERATIONS = frozenset({"DELETE", "UPDATE", "MERGE", "RESTORE", "TRUNCATE", "REPLACE TABLE",
+                                 "CREATE OR REPLACE TABLE", "REPLACE TABLE AS SELECT",
+                                 "CREATE OR REPLACE TABLE AS SELECT"})
+
+
+def removes_rows(commit: LaterCommit) -> bool:
+    """Whether ``commit`` removed rows from the table: a ``remove`` action with ``dataChange=true``
+    (Delta protocol, "Add File and Remove File"), or, when its actions are unknown, an operation
+    of :data:`REMOVING_OPERATIONS` or a write in ``Overwrite`` mode."""
+    if commit.data_removes is not None:
+        return commit.data_removes > 0
+    operation = commit.operation.upper()
+    return operation in REMOVING_OPERATIONS or (str(commit.mode or "").lower() == "overwrite")
+
+
+@dataclass(frozen=True)
 class SourceState:
     """The score source at the pinned version.
 
@@ -123,7 +167,9 @@ class TargetState:
     ``schema`` holds ``(column, delta type)`` pairs; ``receipts`` the lakescore receipts of the
     table, from its log and its receipts table (:func:`merge_receipts`), newest first, each with
     its ``table_version``. ``app_txn`` is the app transaction version the table records for
-    ``app_id`` (None when it records none, or the engine cannot read it).
+    ``app_id`` (None when it records none, or the engine cannot read it). ``later_commits`` are
+    the commits after the newest receipt of this table, oldest first, as far as the log still
+    holds them (:func:`check_watermark_holds`).
     """
 
     table: str
@@ -135,6 +181,7 @@ class TargetState:
     receipts: tuple[dict[str, Any], ...] = ()
     app_id: str | None = None
     app_txn: int | None = None
+    later_commits: tuple[LaterCommit, ...] = ()
 
     @property
     def watermark(self) -> Watermark | None:
@@ -167,6 +214,42 @@ def check_receipts_complete(target: TargetState) -> None:
         "(the publishing process stopped before recording it, and the log was cleaned since), so its "
         "watermark is unknown. Rebuild from a pinned snapshot: lakescore publish --recover-predictions",
         table=target.table, version=target.app_txn)
+
+
+def rewriting_commit(target: TargetState) -> LaterCommit | None:
+    """The first commit after ``target``'s newest receipt that removed rows (:func:`removes_rows`),
+    or None: the receipt still describes the table."""
+    wm = target.watermark if target.exists else None
+    if wm is None or wm.target_table_id != target.table_id:
+        return None
+    return next((c for c in sorted(target.later_commits, key=lambda c: c.version)
+                 if c.version > wm.table_version and removes_rows(c)), None)
+
+
+def check_watermark_holds(target: TargetState) -> None:
+    """Refuse a watermark whose rows the table no longer holds: a commit after the newest receipt
+    removed rows (RESTORE, DELETE, an overwrite, a MERGE or UPDATE by someone else), so
+    publishing on from that receipt would never write them again.
+
+    Raises
+    ------
+    PredictionsRewrittenError
+        Naming the table, the commit version and operation, the receipt, and the fix
+        (``--recover-predictions``).
+    """
+    commit, wm = rewriting_commit(target), target.watermark
+    if commit is None or wm is None:
+        return
+    what = (f"removed {commit.data_removes} data file(s)" if commit.data_removes is not None
+            else "can remove rows (its log actions could not be read)")
+    raise PredictionsRewrittenError(
+        f"{target.table}: commit v{commit.version} ({commit.operation}) {what} after lakescore's last receipt "
+        f"(v{wm.table_version}, run {wm.run_id}, source up to v{wm.source_version}), so the table no longer "
+        "holds every prediction that receipt describes and publishing on from it would never write the removed "
+        "rows again. Nothing was written. Rebuild the table from a pinned snapshot in one commit: "
+        "lakescore publish --recover-predictions",
+        table=target.table, version=commit.version, operation=commit.operation,
+        watermark_version=wm.table_version)
 
 
 def check_period_nulls(source: str, version: int, column: str, nulls: int) -> None:
@@ -285,6 +368,9 @@ def plan_scope(publication: Any, source: SourceState, target: TargetState, *, mo
         An incremental window on a source without ``delta.enableChangeDataFeed``.
     ModelChangeError
         ``model_change_mode: reject`` and the model differs from the table's.
+    PredictionsRewrittenError
+        A commit after the newest receipt removed rows (:func:`check_watermark_holds`); a full
+        rebuild (recovery, ``model_change_mode: full_rebuild``) is not refused.
     StalePlanError
         A snapshot older than the one the table already holds.
     """
@@ -313,6 +399,7 @@ def plan_scope(publication: Any, source: SourceState, target: TargetState, *, mo
         if publication.model_change_mode == "full_rebuild":
             return Scope("replace_table", "snapshot", sid, None, s, before,
                          f"model change v{wm.model_version} -> v{model_version}: full rebuild from {name} v{s}")
+    check_watermark_holds(target)
     if publication.mode == "snapshot":
         if s < wm.source_version:
             raise _stale(target.table, wm, f"this run pinned {name} v{s}, older than the table's v{wm.source_version}")
@@ -561,6 +648,9 @@ def decide(request: PublishRequest, target: TargetState, *, allow_empty: bool = 
         The table's watermark moved since the run was scoped.
     CdfRecoveryRequiredError
         The watermark is bound to other table ids, or the table has rows and no receipt.
+    PredictionsRewrittenError
+        A commit after the newest receipt removed rows (:func:`check_watermark_holds`), unless
+        the request replaces the whole table (which is then never a replay).
     ModelChangeError, SchemaChangeError
         A refused model or schema change.
     """
@@ -568,7 +658,9 @@ def decide(request: PublishRequest, target: TargetState, *, allow_empty: bool = 
         if request.action == "noop" or request.rows == 0:
             return Decision("noop", f"no-op: no rows to publish and {target.table} does not exist yet", None)
         return Decision("create", f"create {request.prediction_table}", None)
-    replay = _replay(request, target)
+    if request.action != "replace_table":
+        check_watermark_holds(target)
+    replay = None if rewriting_commit(target) else _replay(request, target)  # a rewritten table is rebuilt
     if replay is not None:
         return replay
     wm = target.watermark

@@ -58,10 +58,16 @@ from typing import Any, Callable, Literal
 
 from lakescore.config import TABLE_NAME
 from lakescore.publish.commit import CommitLost, Period, RepeatedKeys, publish_once
-from lakescore.publish.plan import Decision, PublishRequest, TargetState
+from lakescore.publish.plan import Decision, LaterCommit, PublishRequest, TargetState
 from lakescore.publish.receipts import RECEIPTS_SUFFIX, merge_receipts, receipt_rows
 from lakescore.publish.run import FrameFacts
-from lakescore.publish.state import RECEIPTS_SCHEMA, DeltaRsTarget, history_receipts, stored_receipts
+from lakescore.publish.state import (
+    RECEIPTS_SCHEMA,
+    DeltaRsTarget,
+    history_receipts,
+    newest_receipt_version,
+    stored_receipts,
+)
 
 AppTxnReader = Callable[[str, str, int], "int | None"]  # (table location, app id, version) -> txn version
 
@@ -102,6 +108,28 @@ def spark_log_app_txn(spark: Any) -> AppTxnReader:
             raise
 
     return read
+
+
+def spark_later_commits(spark: Any, location: str, history: list[dict[str, Any]], after: int | None,
+                        version: int) -> tuple[LaterCommit, ...]:
+    """The commits ``after < v <= version`` of the table at ``location``, read from its log with
+    Spark (:func:`lakescore.runtime.delta_log.later_commit_facts`; nothing is read when there are
+    none). Where the location refuses path reads (:data:`PATH_REFUSED`), from ``history`` alone
+    (``DESCRIBE HISTORY``'s operation and mode; ``data_removes`` unknown, so
+    :func:`lakescore.publish.plan.removes_rows` judges by the operation)."""
+    from lakescore.runtime.delta_log import later_commit_facts  # base layer: the log reader
+
+    if after is None or after >= version:
+        return ()
+    try:
+        facts = later_commit_facts(spark, location, after, version)
+    except Exception as err:  # pyspark AnalysisException / SparkConnectGrpcException
+        if not any(code in str(err) for code in PATH_REFUSED):
+            raise
+        facts = [{"version": int(h["version"]), "operation": str(h.get("operation") or "UNKNOWN"),
+                  "mode": h.get("mode"), "data_removes": None}
+                 for h in sorted(history, key=lambda h: int(h["version"])) if after < int(h["version"]) <= version]
+    return tuple(LaterCommit(**f) for f in facts)
 
 
 def _missing_table(err: Exception) -> bool:
@@ -192,18 +220,22 @@ def write_options(request: PublishRequest, decision: Decision, receipt: dict[str
 
 def target_state(name: str, *, table_id: str, schema: list[tuple[str, str]], num_files: int,
                  history: list[dict[str, Any]], stored: list[dict[str, Any]] = (),  # type: ignore[assignment]
-                 app_id: str | None = None, app_txn: int | None = None) -> TargetState:
+                 app_id: str | None = None, app_txn: int | None = None,
+                 later: Callable[[int | None, int], tuple[LaterCommit, ...]] | None = None) -> TargetState:
     """A :class:`TargetState` from the table id, its schema (name, ``DataType.typeName()``), its
     file count, ``DESCRIBE HISTORY`` rows (version, timestamp in ms, userMetadata), the receipts
-    table's receipts (``stored``) and the app transaction read for ``app_id``.
+    table's receipts (``stored``), the app transaction read for ``app_id``, and ``later``:
+    ``(newest receipt's version or None, version) ->`` the commits in between
+    (:func:`spark_later_commits`; None: not read).
 
     The version is the newest in the history (maintenance commits included): the history is
     never empty, since log cleanup keeps the commits after the last checkpoint.
     """
     ordered = sorted(history, key=lambda h: -int(h["version"]))
     version = int(ordered[0]["version"]) if ordered else 0
-    return TargetState(name, True, version, table_id, tuple(schema), num_files > 0,
-                       tuple(merge_receipts(history_receipts(ordered), list(stored), table_id)), app_id, app_txn)
+    found = merge_receipts(history_receipts(ordered), list(stored), table_id)
+    return TargetState(name, True, version, table_id, tuple(schema), num_files > 0, tuple(found), app_id, app_txn,
+                       later(newest_receipt_version(found, table_id), version) if later else ())
 
 
 def period_nulls(frame: Any, column: str) -> int:
@@ -334,7 +366,8 @@ class SparkDeltaTarget:
 
     A table addressed by name is read with Spark SQL: one :meth:`read` costs ``DESCRIBE
     HISTORY``, ``DESCRIBE DETAIL``, the schema at the newest version, one read of the receipts
-    table and the app transaction read. The receipts table's rows are kept until the next
+    table and the app transaction read (and, only when commits followed the newest receipt, one
+    aggregate of their log files: :func:`spark_later_commits`). The receipts table's rows are kept until the next
     :meth:`read`, so :meth:`keep_receipts` appends what they lack without reading them again (a
     row another publisher appended meanwhile may be repeated: the receipts table allows repeats,
     :func:`~lakescore.publish.receipts.merge_receipts` keeps one).
@@ -406,7 +439,8 @@ class SparkDeltaTarget:
         version or a later one), or None when the table does not exist."""
         try:
             history = [r.asDict() for r in self.spark.sql(f"DESCRIBE HISTORY {self.ref.sql}")
-                       .selectExpr("version", "unix_millis(timestamp) AS timestamp", "userMetadata").collect()]
+                       .selectExpr("version", "unix_millis(timestamp) AS timestamp", "userMetadata", "operation",
+                                   "operationParameters['mode'] AS mode").collect()]
             detail = self.spark.sql(f"DESCRIBE DETAIL {self.ref.sql}").first()
         except Exception as err:  # AnalysisException [DELTA_MISSING_DELTA_TABLE] / [TABLE_OR_VIEW_NOT_FOUND]
             if _missing_table(err):
@@ -454,7 +488,8 @@ class SparkDeltaTarget:
         location = str(detail["location"]) if self.ref.is_name else self.ref.text
         app_txn = self._app_txn(location, self.app_id, version) if self.app_id else None
         return target_state(self.table, table_id=detail["id"], schema=fields, num_files=int(detail["numFiles"] or 0),
-                            history=history, stored=stored, app_id=self.app_id, app_txn=app_txn)
+                            history=history, stored=stored, app_id=self.app_id, app_txn=app_txn,
+                            later=lambda after, upto: spark_later_commits(self.spark, location, history, after, upto))
 
     def receipts(self) -> list[dict[str, Any]]:
         """Every lakescore receipt of the table, newest first (log and receipts table merged;

@@ -1,5 +1,6 @@
 """Table state for the guard: the target's receipts and state read with delta-rs
-(:class:`DeltaRsTarget`, :func:`read_target`, :func:`receipts`, :func:`stored_receipts`;
+(:class:`DeltaRsTarget`, :func:`read_target`, :func:`receipts`, :func:`stored_receipts`,
+:func:`later_commits`;
 :func:`keep_receipts` appends to the receipts table, see :mod:`lakescore.publish.plan` for why it
 exists), and the source's state and change feed from what the runtime read (:func:`read_source`
 and :func:`split_changes` are pure; :func:`spark_change_kinds` counts a Spark window's change
@@ -19,7 +20,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakescore.publish.plan import SourceState, TargetState
+from lakescore.publish.plan import LaterCommit, SourceState, TargetState
 from lakescore.publish.receipts import RECEIPTS_SUFFIX, merge_receipts, parse_receipt, receipt_rows
 
 RECEIPTS_SCHEMA = pa.schema([("target_table_id", pa.large_string()), ("table_version", pa.int64()),
@@ -91,6 +92,35 @@ def keep_receipts(path: str, found: Iterable[dict[str, Any]]) -> int:
     return len(rows)
 
 
+def newest_receipt_version(found: list[dict[str, Any]], table_id: str | None) -> int | None:
+    """The table version of the newest receipt of the table ``table_id`` in ``found`` (merged,
+    newest first), or None: the version after which :func:`later_commits` are read."""
+    return int(found[0]["table_version"]) if found and found[0].get("target_table_id") == table_id else None
+
+
+def later_commits(path: str, after: int | None, upto: int) -> tuple[LaterCommit, ...]:
+    """The commits ``after < version <= upto`` of the Delta table at ``path`` that its log still
+    holds, oldest first, each as :func:`lakescore.runtime.delta_log.commit_facts` reads its JSON
+    commit file (a few files, read directly: delta-rs shows no ``remove`` actions of a commit).
+    ``after=None`` (no receipt) reads nothing."""
+    from pyarrow import fs
+
+    from lakescore.runtime.delta_log import commit_facts  # the one parser of a commit's actions
+
+    if after is None:
+        return ()
+    system, root = fs.FileSystem.from_uri(path) if "://" in path else (fs.LocalFileSystem(), path)
+    found = []
+    for version in range(after + 1, upto + 1):
+        try:
+            with system.open_input_stream(f"{root.rstrip('/')}/_delta_log/{version:020d}.json") as stream:
+                lines = stream.read().decode().splitlines()
+        except FileNotFoundError:  # log cleanup took it (older than delta.logRetentionDuration)
+            continue
+        found.append(LaterCommit(**commit_facts(version, (json.loads(line) for line in lines if line.strip()))))
+    return tuple(found)
+
+
 def read_target(path: str, name: str, *, app_id: str | None = None) -> tuple[Any, TargetState]:
     """The prediction table and its :class:`TargetState`, read from one snapshot.
 
@@ -108,7 +138,7 @@ def read_target(path: str, name: str, *, app_id: str | None = None) -> tuple[Any
     (deltalake.DeltaTable or None, TargetState)
         The table loaded at its current version (None when it does not exist) and its state at
         that version: id, schema, whether it has files, its receipts (log and receipts table
-        merged) and its app transaction version. The writer commits against that same table
+        merged), its app transaction version and the commits after its newest receipt. The writer commits against that same table
         object.
     """
     from deltalake import DeltaTable
@@ -120,7 +150,8 @@ def read_target(path: str, name: str, *, app_id: str | None = None) -> tuple[Any
     found = merge_receipts(history_receipts(table.history()), stored_receipts(path), table_id)
     return table, TargetState(name, True, table.version(), table_id, delta_schema(table.schema()),
                               bool(table.file_uris()), tuple(found), app_id,
-                              table.transaction_version(app_id) if app_id else None)
+                              table.transaction_version(app_id) if app_id else None,
+                              later_commits(path, newest_receipt_version(found, table_id), table.version()))
 
 
 def receipts(path: str) -> list[dict[str, Any]]:

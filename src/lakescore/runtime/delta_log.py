@@ -8,6 +8,11 @@ checkpoints as ordinary files with ``spark.read`` (explicit schemas, aggregated 
 one row back), so they work on a classic session and on Spark Connect alike: no
 ``sparkContext``, no JVM objects.
 
+A third fact is what a commit did to the rows: its ``commitInfo.operation`` and how many of its
+``remove`` actions carry ``dataChange=true`` (:func:`commit_facts` for one commit's actions, as
+delta-rs readers read them; :func:`later_commit_facts` with Spark). OPTIMIZE rewrites files with
+``dataChange=false``; RESTORE, DELETE, UPDATE, MERGE and overwrites remove with ``dataChange=true``.
+
 Limits, stated plainly:
 
 - they need read access to the table's *storage location* (``DESCRIBE DETAIL``'s ``location``).
@@ -23,10 +28,14 @@ Limits, stated plainly:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 TXN_SCHEMA = "txn STRUCT<appId: STRING, version: BIGINT>"
 METADATA_SCHEMA = "metaData STRUCT<id: STRING, configuration: MAP<STRING, STRING>>"
+COMMIT_SCHEMA = ("commitInfo STRUCT<operation: STRING, operationParameters: MAP<STRING, STRING>>, "
+                 "remove STRUCT<path: STRING, dataChange: BOOLEAN>")
+COMMIT_FILE = r"^\d{20}\.json$"  # one commit (not a compacted range, not a checkpoint)
 # Commit <v>.json, compacted <a>.<b>.compacted.json (counts as b), checkpoint <v>.checkpoint[...].parquet
 VERSION_OF_FILE = r"^(\d+)\.(?:(\d+)\.compacted\.json)?"
 
@@ -124,3 +133,60 @@ def table_properties_at(spark: Any, location: str, version: int) -> dict[str, st
     if best is None:
         raise LookupError(f"no metaData at or below v{version} in {location}/_delta_log")
     return dict(best["configuration"] or {})
+
+
+def commit_facts(version: int, actions: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """What one commit did to the rows, from its actions (the parsed lines of ``<version>.json``).
+
+    Returns
+    -------
+    dict
+        ``version``, ``operation`` (``commitInfo.operation``, ``"UNKNOWN"`` without one), ``mode``
+        (``operationParameters.mode`` or None) and ``data_removes``: ``remove`` actions whose
+        ``dataChange`` is true or missing (the protocol requires it; a missing one is counted).
+    """
+    operation, mode, removes = "UNKNOWN", None, 0
+    for action in actions:
+        if isinstance(action.get("commitInfo"), dict):
+            info = action["commitInfo"]
+            operation = str(info.get("operation") or operation)
+            mode = (info.get("operationParameters") or {}).get("mode", mode)
+        if isinstance(action.get("remove"), dict) and action["remove"].get("dataChange", True) is not False:
+            removes += 1
+    return {"version": int(version), "operation": operation, "mode": None if mode is None else str(mode).strip('"'),
+            "data_removes": removes}
+
+
+def later_commit_facts(spark: Any, location: str, after: int, upto: int) -> list[dict[str, Any]]:
+    """:func:`commit_facts` of each commit ``after < version <= upto`` still in the log of the
+    Delta table at ``location``, oldest first, from one aggregate of the commit files (only one
+    row per commit reaches the driver).
+
+    Raises
+    ------
+    Exception
+        The engine's error when the location cannot be read (see the module's limits).
+    """
+    from pyspark.sql import functions as F  # Spark only where a log is read
+
+    if upto <= after:
+        return []
+    name = F.col("_metadata.file_name")
+    try:
+        frame = spark.read.schema(COMMIT_SCHEMA).json(location.rstrip("/") + "/_delta_log/*.json")
+        rows = (frame.where(name.rlike(COMMIT_FILE))
+                .withColumn("_log_version", F.regexp_extract(name, VERSION_OF_FILE, 1).cast("long"))
+                .where((F.col("_log_version") > after) & (F.col("_log_version") <= upto))
+                .groupBy("_log_version")
+                .agg(F.max("commitInfo.operation").alias("operation"),
+                     F.max(F.col("commitInfo.operationParameters").getItem("mode")).alias("mode"),
+                     F.sum(F.when(F.col("remove.path").isNotNull() & F.coalesce(F.col("remove.dataChange"), F.lit(True)),
+                                  1).otherwise(0)).alias("data_removes"))
+                .orderBy("_log_version").collect())
+    except Exception as err:  # AnalysisException [PATH_NOT_FOUND]: no commit file left
+        if _missing(err):
+            return []
+        raise
+    return [{"version": int(r["_log_version"]), "operation": r["operation"] or "UNKNOWN",
+             "mode": None if r["mode"] is None else str(r["mode"]).strip('"'), "data_removes": int(r["data_removes"])}
+            for r in rows]
