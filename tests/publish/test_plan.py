@@ -18,6 +18,7 @@ from lakescore.errors import (
     StalePlanError,
 )
 from lakescore.publish.plan import (
+    LaterCommit,
     PublishRequest,
     SourceState,
     TargetState,
@@ -234,3 +235,74 @@ def test_check_period_nulls_names_column_count_and_fix():
     assert str(err.value).startswith("main.s.src v6 has 3 row(s) with a null publication.period_column 'sched_ts'.")
     assert str(err.value).endswith("Fill sched_ts at the source (or score a view without those rows), or set "
                                    "publication.mode: incremental.")
+
+
+# --- a watermark whose rows the table no longer holds -------------------------------------------
+
+def rewritten(*later, version: int = 3, **receipt_args) -> TargetState:
+    """The table after lakescore's receipt at v1 (source up to v4), then ``later`` commits."""
+    return replace(target(receipt(**receipt_args), version=version), later_commits=tuple(later))
+
+
+def test_a_restore_after_the_receipt_refuses_the_replay_naming_the_commit_and_the_fix():
+    from lakescore.errors import PredictionsRewrittenError
+
+    table = rewritten(LaterCommit(2, "WRITE", 0, "Append"), LaterCommit(3, "RESTORE", 1))
+    with pytest.raises(PredictionsRewrittenError) as err:
+        plan_scope(PUB, source(4), table, model_name="m", model_version=1)  # would be "replay: no-op"
+    assert err.value.code == "predictions_rewritten"
+    assert str(err.value) == (
+        f"{TGT}: commit v3 (RESTORE) removed 1 data file(s) after lakescore's last receipt (v1, run r1, source up "
+        "to v4), so the table no longer holds every prediction that receipt describes and publishing on from it "
+        "would never write the removed rows again. Nothing was written. Rebuild the table from a pinned snapshot "
+        "in one commit: lakescore publish --recover-predictions")
+    assert err.value.fields == {"table": TGT, "version": 3, "operation": "RESTORE", "watermark_version": 1}
+    with pytest.raises(PredictionsRewrittenError, match="commit v3 .RESTORE."):
+        plan_scope(PUB, source(6), table, model_name="m", model_version=1)  # a window after the watermark
+    with pytest.raises(PredictionsRewrittenError, match="commit v3 .RESTORE."):
+        plan_scope(PublicationConfig(mode="snapshot", period_column="time_hour"), source(6), table,
+                   model_name="m", model_version=1)
+    replayed = request(source_version_from=3, source_version_to=4)
+    for at_commit in (replace(table, receipts=(receipt(digest=replayed.digest),)), table):
+        with pytest.raises(PredictionsRewrittenError, match="commit v3 .RESTORE."):  # not "already published"
+            decide(replayed, at_commit)
+    with pytest.raises(PredictionsRewrittenError):
+        decide(request(), table)  # the next window
+
+
+@pytest.mark.parametrize("commit", [LaterCommit(2, "DELETE", 1), LaterCommit(2, "WRITE", 3, "Overwrite"),
+                                    LaterCommit(2, "MERGE", 2), LaterCommit(2, "UPDATE", 1),
+                                    LaterCommit(2, "DELETE", None), LaterCommit(2, "WRITE", None, "Overwrite"),
+                                    LaterCommit(2, "RESTORE", None)])
+def test_any_commit_that_removes_data_after_the_receipt_voids_it(commit):
+    from lakescore.errors import PredictionsRewrittenError
+
+    with pytest.raises(PredictionsRewrittenError, match=f"commit v2 \\({commit.operation}\\)"):
+        plan_scope(PUB, source(4), rewritten(commit), model_name="m", model_version=1)
+
+
+def test_maintenance_that_keeps_every_row_keeps_the_watermark():
+    kept = rewritten(LaterCommit(2, "OPTIMIZE", 0), LaterCommit(3, "VACUUM START", 0), LaterCommit(4, "VACUUM END", 0),
+                     LaterCommit(5, "SET TBLPROPERTIES", 0), LaterCommit(6, "WRITE", 0, "Append"),
+                     LaterCommit(7, "MERGE", 0), LaterCommit(8, "OPTIMIZE", None), version=8)
+    scope = plan_scope(PUB, source(4), kept, model_name="m", model_version=1)
+    assert (scope.action, scope.reason) == ("noop", f"replay: no-op (no new versions of {SRC} since v4; "
+                                                    f"watermark in {TGT} v1)")
+    assert plan_scope(PUB, source(6), kept, model_name="m", model_version=1).source_version_from == 5
+    assert decide(request(), kept).action == "append"
+    # a removal at or before the receipt's own commit (lakescore's replacement, an older DELETE) is history
+    older = rewritten(LaterCommit(1, "WRITE", 4, "Overwrite"), LaterCommit(0, "DELETE", 1), version=1)
+    assert plan_scope(PUB, source(4), older, model_name="m", model_version=1).action == "noop"
+
+
+def test_recovery_and_a_full_rebuild_replace_a_rewritten_table_and_are_never_a_replay():
+    table = rewritten(LaterCommit(3, "RESTORE", 1))
+    scope = plan_scope(PUB, source(6), table, model_name="m", model_version=1, recover=True)
+    assert (scope.action, scope.read, scope.watermark_before) == ("replace_table", "snapshot", 4)
+    rebuild = request(action="replace_table", source_version_from=None, recovery=scope.recovery)
+    same_request_done_before = replace(table, receipts=(receipt(digest=rebuild.digest),))
+    for state in (table, same_request_done_before):
+        decision = decide(rebuild, state)
+        assert (decision.action, decision.read_version, decision.watermark_after) == ("replace_table", 3, 6)
+    full = PublicationConfig(model_change_mode="full_rebuild")
+    assert plan_scope(full, source(6), table, model_name="m", model_version=2).action == "replace_table"

@@ -1,13 +1,28 @@
-"""Table metadata on real Delta tables: receipts outlive the log they were committed in."""
+"""Table metadata on real Delta tables: receipts outlive the log they were committed in, and a
+receipt is no watermark once a later commit removed rows (RESTORE, DELETE, an overwrite), with
+each writer; OPTIMIZE and VACUUM keep it one."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
 from deltalake import DeltaTable
 
 from lakescore.cli import main
-from lakescore.publish.state import history_receipts, keep_receipts, receipts, receipts_path, stored_receipts
+from lakescore.errors import PredictionsRewrittenError
+from lakescore.publish.plan import LaterCommit
+from lakescore.publish.state import (
+    history_receipts,
+    keep_receipts,
+    later_commits,
+    receipts,
+    receipts_path,
+    stored_receipts,
+)
 
 TARGET = "main.flights.late_arrival_predictions"  # config/inference.yml
 
@@ -73,3 +88,112 @@ def test_a_change_feed_window_reads_integers_exactly_beside_a_null(tmp_path):
     assert changes == {}
     assert str(rows["v"].dtype) == "Int64"
     assert rows.sort_values("k")["v"].tolist() == [9007199254740993, pd.NA]
+
+
+# --- a receipt whose rows the table no longer holds is no watermark ------------------------------
+
+def _outside(engine: str, lake, operation: str, dropped: list[int]) -> None:
+    """What someone else does to the prediction table, with ``engine``'s own API: RESTORE to v1,
+    DELETE the ``dropped`` flights, or overwrite it with every other row."""
+    where = f"flight_id IN ({', '.join(map(str, dropped))})"
+    if engine == "delta-rs":
+        from deltalake import write_deltalake
+
+        table = DeltaTable(lake.path)
+        if operation == "RESTORE":
+            table.restore(1)
+        elif operation == "DELETE":
+            table.delete(where)
+        else:
+            rows = table.to_pyarrow_table()
+            write_deltalake(lake.path, rows.filter(pc.invert(pc.is_in(rows["flight_id"], pa.array(dropped)))),
+                            mode="overwrite")
+        return
+    spark = lake.runtime.spark()
+    if operation == "RESTORE":
+        spark.sql(f"RESTORE TABLE delta.`{lake.path}` TO VERSION AS OF 1")
+    elif operation == "DELETE":
+        spark.sql(f"DELETE FROM delta.`{lake.path}` WHERE {where}")
+    else:
+        kept = spark.read.format("delta").load(lake.path).where(f"NOT ({where})").localCheckpoint()
+        kept.write.format("delta").mode("overwrite").save(lake.path)
+
+
+@pytest.mark.parametrize("operation", ["RESTORE", "DELETE", "WRITE"])  # WRITE: an outside overwrite
+def test_rows_removed_after_the_last_receipt_are_refused_then_recovered_exactly_once(lake, engine, request,
+                                                                                      operation):
+    lake.on(engine, request)
+    lake.add_source(lake.flights.iloc[:30])
+    lake.publish(lake.score())  # table v1: 30 rows
+    lake.add_source(lake.flights.iloc[30:50])
+    second = lake.score()
+    assert lake.publish(second).table_version == 2  # v2: +20 rows, app transaction 2
+    _outside(engine, lake, operation, dropped=lake.flights["flight_id"].iloc[30:50].tolist())  # v3
+    assert len(lake.table()) == 30
+    assert DeltaTable(lake.path).transaction_version(receipts(lake.path)[0]["app_id"]) == 2  # kept by all three
+    assert [r["table_version"] for r in receipts(lake.path)] == [2, 1]  # v2's receipt in log and receipts table
+
+    fix = "Rebuild the table from a pinned snapshot in one commit: lakescore publish --recover-predictions"
+    with pytest.raises(PredictionsRewrittenError) as err:
+        lake.score()  # was: "replay: no-op (... watermark in ... v2)"
+    assert err.value.code == "predictions_rewritten" and fix in str(err.value)
+    assert str(err.value).startswith(f"{TARGET}: commit v3 ({operation}) removed ")
+    assert "after lakescore's last receipt (v2, run " in str(err.value)
+    with pytest.raises(PredictionsRewrittenError, match=r"commit v3"):
+        lake.publish(second)  # a retried publish of v2's request is no replay either
+    lake.add_source(lake.flights.iloc[50:60])  # the source grows: still refused, never a partial append
+    with pytest.raises(PredictionsRewrittenError, match=r"commit v3"):
+        lake.score()
+    assert DeltaTable(lake.path).version() == 3 and len(lake.table()) == 30  # nothing written
+
+    recovery = lake.score(recover=True)
+    recovered = lake.publish(recovery)  # the fix the error names
+    assert (recovered.action, recovered.table_version) == ("replace_table", 4)
+    assert len(lake.assert_whole()) == 60  # every source row once: the 20 removed and the 10 new included
+    assert lake.publish(recovery).action == "noop"  # the recovery itself replays as a no-op
+    assert lake.score().scope["action"] == "noop"
+    lake.add_source(lake.flights.iloc[60:70])
+    assert lake.publish(lake.score()).receipt["watermark_before"] == 2  # incremental again
+    assert len(lake.assert_whole()) == 70
+
+
+def test_optimize_and_vacuum_after_the_last_receipt_keep_it_a_watermark(lake, engine, request):
+    lake.on(engine, request)
+    lake.add_source(lake.flights.iloc[:30])
+    lake.publish(lake.score())
+    lake.add_source(lake.flights.iloc[30:50])
+    second = lake.score()
+    lake.publish(second)  # v2, two data files
+    if engine == "delta-rs":
+        DeltaTable(lake.path).optimize.compact()
+        DeltaTable(lake.path).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    else:
+        spark = lake.runtime.spark()
+        spark.sql(f"OPTIMIZE delta.`{lake.path}`")
+        spark.sql(f"ALTER TABLE delta.`{lake.path}` SET TBLPROPERTIES "
+                  "('delta.deletedFileRetentionDuration' = 'interval 0 seconds')")
+        spark.sql(f"VACUUM delta.`{lake.path}` RETAIN 0 HOURS")
+    operations = [h["operation"] for h in sorted(DeltaTable(lake.path).history(), key=lambda h: h["version"])][3:]
+    assert "OPTIMIZE" in operations and "VACUUM END" in operations
+    assert len(DeltaTable(lake.path).file_uris()) == 1  # the two files rewritten as one (dataChange=false)
+
+    replay = lake.score()
+    assert replay.scope["action"] == "noop" and replay.scope["reason"].startswith("replay: no-op")
+    assert lake.publish(second).action == "noop"
+    lake.add_source(lake.flights.iloc[50:60])
+    done = lake.publish(lake.score())
+    assert (done.action, done.receipt["watermark_before"]) == ("append", 1)
+    assert len(lake.assert_whole()) == 60
+
+
+def test_later_commits_are_read_from_the_log_after_the_newest_receipt_only(lake):
+    lake.add_source(lake.flights.iloc[:30])
+    lake.publish(lake.score())  # v1
+    DeltaTable(lake.path).optimize.compact()  # one file: nothing to compact, no commit
+    DeltaTable(lake.path).alter.set_table_properties({"delta.checkpointInterval": "100"})  # v2: removes nothing
+    DeltaTable(lake.path).delete(f"flight_id = {lake.flights['flight_id'].iloc[0]}")  # v3
+    DeltaTable(lake.path).create_checkpoint()
+    assert later_commits(lake.path, 1, 3) == (LaterCommit(2, "SET TBLPROPERTIES", 0), LaterCommit(3, "DELETE", 1))
+    assert later_commits(lake.path, 3, 3) == () and later_commits(lake.path, None, 3) == ()
+    (Path(lake.path) / "_delta_log" / f"{2:020d}.json").unlink()  # as log cleanup leaves it
+    assert later_commits(lake.path, 1, 3) == (LaterCommit(3, "DELETE", 1),)
