@@ -324,3 +324,35 @@ def test_a_path_tables_state_read_with_delta_rs_is_the_state_spark_sql_reads(spa
     writers = {str(h.get("engineInfo")).replace(":", "/").split("/")[0]
                for h in DeltaTable(receipts_path(lake.path)).history() if h.get("operation") == "WRITE"}
     assert writers == {"Apache-Spark", "delta-rs"}  # rows by Spark SQL's keep_receipts and by delta-rs
+
+
+@pytest.mark.spark
+def test_spark_sql_reads_the_commits_after_the_newest_receipt_from_the_log_or_else_from_the_history(spark_lake,
+                                                                                                    monkeypatch):
+    from lakescore.errors import PredictionsRewrittenError
+    from lakescore.publish.plan import LaterCommit, check_watermark_holds
+    from lakescore.publish.spark_delta import SparkDeltaTarget
+    from lakescore.publish.state import DeltaRsTarget
+
+    lake = spark_lake
+    lake.add_source(lake.flights.iloc[:30])
+    lake.publish(lake.score(), engine="delta-rs")
+    lake.add_source(lake.flights.iloc[30:40])
+    lake.publish(lake.score(), engine="delta-rs")  # v2: the newest receipt, a second file
+    DeltaTable(lake.path).optimize.compact()  # v3: both files rewritten as one, dataChange=false
+    spark = lake.runtime.spark()
+    spark.sql(f"DELETE FROM delta.`{lake.path}` WHERE flight_id = {lake.flights['flight_id'].iloc[35]}")  # v4
+    by_sql = SparkDeltaTarget(lake.path, spark, table=TARGET_NAME, app_id=app_id_of(lake), state_engine="spark")
+    expected = (LaterCommit(3, "OPTIMIZE", 0), LaterCommit(4, "DELETE", 1))
+    assert by_sql.read().later_commits == expected
+    assert DeltaRsTarget(lake.path, table=TARGET_NAME, app_id=app_id_of(lake)).read().later_commits == expected
+
+    def refused(*args):  # a Unity Catalog managed table's storage, on a standard-access cluster
+        raise RuntimeError("[INSUFFICIENT_PERMISSIONS] User does not have permission SELECT on any file.")
+
+    monkeypatch.setattr("lakescore.runtime.delta_log.later_commit_facts", refused)
+    state = by_sql.read()
+    assert state.later_commits == (LaterCommit(3, "OPTIMIZE", None), LaterCommit(4, "DELETE", None))
+    with pytest.raises(PredictionsRewrittenError, match=r"commit v4 \(DELETE\) can remove rows \(its log actions "
+                                                        r"could not be read\) after lakescore's last receipt \(v2, run"):
+        check_watermark_holds(state)
