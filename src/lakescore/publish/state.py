@@ -138,8 +138,8 @@ def read_target(path: str, name: str, *, app_id: str | None = None) -> tuple[Any
     (deltalake.DeltaTable or None, TargetState)
         The table loaded at its current version (None when it does not exist) and its state at
         that version: id, schema, whether it has files, its receipts (log and receipts table
-        merged), its app transaction version and the commits after its newest receipt. The writer commits against that same table
-        object.
+        merged), its app transaction version and the commits after its newest receipt
+        (:func:`later_commits`). The writer commits against that same table object.
     """
     from deltalake import DeltaTable
 

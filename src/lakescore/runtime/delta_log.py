@@ -180,8 +180,9 @@ def later_commit_facts(spark: Any, location: str, after: int, upto: int) -> list
                 .groupBy("_log_version")
                 .agg(F.max("commitInfo.operation").alias("operation"),
                      F.max(F.col("commitInfo.operationParameters").getItem("mode")).alias("mode"),
-                     F.sum(F.when(F.col("remove.path").isNotNull() & F.coalesce(F.col("remove.dataChange"), F.lit(True)),
-                                  1).otherwise(0)).alias("data_removes"))
+                     F.sum(F.when(F.col("remove.path").isNotNull()
+                                  & F.coalesce(F.col("remove.dataChange"), F.lit(True)), 1).otherwise(0))
+                     .alias("data_removes"))
                 .orderBy("_log_version").collect())
     except Exception as err:  # AnalysisException [PATH_NOT_FOUND]: no commit file left
         if _missing(err):
