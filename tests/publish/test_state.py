@@ -73,3 +73,37 @@ def test_a_change_feed_window_reads_integers_exactly_beside_a_null(tmp_path):
     assert changes == {}
     assert str(rows["v"].dtype) == "Int64"
     assert rows.sort_values("k")["v"].tolist() == [9007199254740993, pd.NA]
+
+
+def race(n_rounds: int, call) -> list[list]:
+    """``call(round)`` in two threads at the same moment, ``n_rounds`` times; their answers."""
+    import threading
+
+    answers = []
+    for r in range(n_rounds):
+        gate, out = threading.Barrier(2, timeout=60), [None, None]
+
+        def one(i, r=r, gate=gate, out=out):
+            gate.wait()
+            out[i] = call(r)
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        answers.append(out)
+    return answers
+
+
+def test_two_writers_keeping_the_same_receipt_at_once_keep_it_once(tmp_path):
+    path = str(tmp_path / "predictions")
+
+    def receipt(r: int) -> dict:
+        return {"target_table_id": "t-1", "table_version": r, "run_id": f"run-{r}",
+                "committed_at": f"2026-12-01T00:00:0{r}+00:00", "lakescore_receipt": 1}
+
+    answers = race(6, lambda r: keep_receipts(path, [receipt(r)]))
+    assert [sorted(a) for a in answers] == [[0, 1]] * 6  # one writer appended each, the other found it
+    rows = DeltaTable(receipts_path(path)).to_pyarrow_table(columns=["table_version"])["table_version"].to_pylist()
+    assert sorted(rows) == list(range(6))

@@ -212,7 +212,7 @@ def _spark_raced(err: Exception) -> bool:
 def _spark_missing(err: Exception) -> bool:
     text = str(err)
     return any(word in text for word in ("DELTA_MISSING_DELTA_TABLE", "TABLE_OR_VIEW_NOT_FOUND", "is not a Delta table",
-                                         "DELTA_TABLE_NOT_FOUND", "PATH_NOT_FOUND"))
+                                         "DELTA_TABLE_NOT_FOUND", "PATH_NOT_FOUND", "DELTA_TABLE_ONLY_OPERATION"))
 
 
 def spark_insert_new(frame: Any, *, sql: str, save: Callable[[Any], None], keys: Sequence[str],
