@@ -28,13 +28,14 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from lakescore.locking import exclusive
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
+T = TypeVar("T")
 ATTEMPTS = 30
 """Commits tried per append: each loss means another writer's commit landed in between."""
 
@@ -48,6 +49,29 @@ def _retrying() -> Any:
 
     return Retrying(retry=retry_if_exception_type(_Lost), stop=stop_after_attempt(ATTEMPTS),
                     wait=wait_random(0.01, 0.2), reraise=True)
+
+
+def retry_races(call: Callable[[], T], *, raced: Callable[[Exception], bool] | None = None) -> T:
+    """``call()``, run again (up to :data:`ATTEMPTS` times, a little apart) while it fails with an
+    exception that ``raced`` says another writer caused (default: a Spark Delta concurrency
+    failure, :func:`spark_raced`); the last such failure is raised."""
+    said = raced or spark_raced
+
+    def attempt() -> T:
+        try:
+            return call()
+        except Exception as err:
+            if said(err):
+                raise _Lost(str(err)) from err
+            raise
+
+    try:
+        for tried in _retrying():
+            with tried:
+                return attempt()
+    except _Lost as lost:  # every attempt lost: the last writer's own error
+        raise lost.__cause__ from None  # type: ignore[misc]
+    raise AssertionError("unreachable: tenacity reraises the last loss")  # pragma: no cover
 
 
 def _unique(data: pa.Table, keys: Sequence[str]) -> pa.Table:
@@ -95,9 +119,9 @@ def _creating(path: str) -> Iterator[bool]:
 
 def _raced(err: Exception) -> bool:
     """A delta-rs failure that another writer's commit or create caused."""
-    from deltalake.exceptions import CommitFailedError
+    from deltalake.exceptions import CommitFailedError, DeltaError
 
-    return isinstance(err, CommitFailedError) or "already exists" in str(err)
+    return isinstance(err, CommitFailedError) or (isinstance(err, DeltaError) and "already exists" in str(err))
 
 
 def insert_new(path: str, data: pa.Table, *, keys: Sequence[str], schema_mode: Literal["merge"] | None = None,
@@ -128,29 +152,23 @@ def insert_new(path: str, data: pa.Table, *, keys: Sequence[str], schema_mode: L
         When :data:`ATTEMPTS` commits in a row lost their race.
     """
     from deltalake import DeltaTable, write_deltalake  # delta-rs, where tables are written
-    from deltalake.exceptions import DeltaError
 
     data = _unique(data, keys)
     if not data.num_rows:
         return 0
-    for attempt in _retrying():
-        with attempt:
-            try:
-                with _creating(path) as missing:
-                    if missing:
-                        write_deltalake(path, data, mode="error", **create)
-                        return int(data.num_rows)
-                table = DeltaTable(path)
-                predicate = key_predicate(keys, [f.name for f in table.schema().fields])
-                merger = table.merge(data, predicate, source_alias="s", target_alias="t",
-                                     merge_schema=schema_mode == "merge",
-                                     writer_properties=create.get("writer_properties"))
-                return int(merger.when_not_matched_insert_all().execute()["num_target_rows_inserted"])
-            except DeltaError as err:
-                if _raced(err):
-                    raise _Lost(str(err)) from err
-                raise
-    raise AssertionError("unreachable: tenacity reraises the last loss")  # pragma: no cover
+
+    def attempt() -> int:
+        with _creating(path) as missing:
+            if missing:
+                write_deltalake(path, data, mode="error", **create)
+                return int(data.num_rows)
+        table = DeltaTable(path)
+        predicate = key_predicate(keys, [f.name for f in table.schema().fields])
+        merger = table.merge(data, predicate, source_alias="s", target_alias="t", merge_schema=schema_mode == "merge",
+                             writer_properties=create.get("writer_properties"))
+        return int(merger.when_not_matched_insert_all().execute()["num_target_rows_inserted"])
+
+    return retry_races(attempt, raced=_raced)
 
 
 def append_once(path: str, data: pa.Table, *, app_id: str, version: int,
@@ -178,32 +196,27 @@ def append_once(path: str, data: pa.Table, *, app_id: str, version: int,
         True when this call appended the rows, False when the version was recorded already.
     """
     from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
-    from deltalake.exceptions import DeltaError
 
     txn = CommitProperties(app_transactions=[Transaction(app_id, int(version))])
-    for attempt in _retrying():
-        with attempt:
-            try:
-                with _creating(path) as missing:
-                    if missing:
-                        write_deltalake(path, data, mode="error", commit_properties=txn, **create)
-                        return True
-                snapshot = DeltaTable(path)
-                recorded = snapshot.transaction_version(app_id)
-                if recorded is not None and int(recorded) >= version:
-                    return False
-                write_deltalake(snapshot, data, mode="append", schema_mode=schema_mode, commit_properties=txn,
-                                writer_properties=create.get("writer_properties"))  # the snapshot just checked
+
+    def attempt() -> bool:
+        with _creating(path) as missing:
+            if missing:
+                write_deltalake(path, data, mode="error", commit_properties=txn, **create)
                 return True
-            except DeltaError as err:
-                if _raced(err):
-                    raise _Lost(str(err)) from err
-                raise
-    raise AssertionError("unreachable: tenacity reraises the last loss")  # pragma: no cover
+        snapshot = DeltaTable(path)
+        recorded = snapshot.transaction_version(app_id)
+        if recorded is not None and int(recorded) >= version:
+            return False
+        write_deltalake(snapshot, data, mode="append", schema_mode=schema_mode, commit_properties=txn,
+                        writer_properties=create.get("writer_properties"))  # the snapshot just checked
+        return True
+
+    return retry_races(attempt, raced=_raced)
 
 
-def _spark_raced(err: Exception) -> bool:
-    """A Spark Delta failure another writer caused (a concurrent commit, a concurrent create)."""
+def spark_raced(err: Exception) -> bool:
+    """Whether ``err`` is a Spark Delta failure another writer caused (a concurrent commit, a concurrent create)."""
     text = f"{type(err).__name__} {err}"
     return any(word in text for word in ("Concurrent", "DELTA_CONCURRENT", "ALREADY_EXISTS", "already exists",
                                          "ProtocolChanged", "MetadataChanged"))
@@ -241,28 +254,23 @@ def spark_insert_new(frame: Any, *, sql: str, save: Callable[[Any], None], keys:
     view = f"lakescore_insert_{uuid.uuid4().hex}"
     frame.createOrReplaceTempView(view)
     evolve = " WITH SCHEMA EVOLUTION" if schema_mode == "merge" else ""
+
+    def attempt() -> int:
+        try:
+            present = spark.sql(f"SELECT * FROM {sql} LIMIT 0").columns
+        except Exception as err:  # no table yet: create it with the rows
+            if not _spark_missing(err):
+                raise
+            save(frame.write.format("delta").mode("error"))
+            return int(frame.count())
+        rows = spark.sql(f"MERGE{evolve} INTO {sql} t USING {view} s ON {key_predicate(keys, present, spark=True)} "
+                         "WHEN NOT MATCHED THEN INSERT *").collect()
+        return int(rows[0]["num_inserted_rows"]) if rows else 0
+
     try:
-        for attempt in _retrying():
-            with attempt:
-                try:
-                    try:
-                        present = spark.sql(f"SELECT * FROM {sql} LIMIT 0").columns
-                    except Exception as err:  # no table yet: create it with the rows
-                        if not _spark_missing(err):
-                            raise
-                        save(frame.write.format("delta").mode("error"))
-                        return int(frame.count())
-                    rows = spark.sql(f"MERGE{evolve} INTO {sql} t USING {view} s ON "
-                                     f"{key_predicate(keys, present, spark=True)} "
-                                     "WHEN NOT MATCHED THEN INSERT *").collect()
-                    return int(rows[0]["num_inserted_rows"]) if rows else 0
-                except Exception as err:
-                    if _spark_raced(err):
-                        raise _Lost(str(err)) from err
-                    raise
+        return retry_races(attempt)
     finally:
         spark.catalog.dropTempView(view)
-    raise AssertionError("unreachable: tenacity reraises the last loss")  # pragma: no cover
 
 
 def spark_append_once(frame: Any, *, save: Callable[[Any], None], app_id: str, version: int,
@@ -279,15 +287,8 @@ def spark_append_once(frame: Any, *, save: Callable[[Any], None], app_id: str, v
     app_id, version, schema_mode
         As :func:`append_once`.
     """
-    for attempt in _retrying():
-        with attempt:
-            writer = (frame.write.format("delta").mode("append").option("txnAppId", app_id)
-                      .option("txnVersion", int(version)))
-            if schema_mode == "merge":
-                writer = writer.option("mergeSchema", "true")
-            try:
-                save(writer)
-            except Exception as err:
-                if _spark_raced(err):
-                    raise _Lost(str(err)) from err
-                raise
+    def attempt() -> None:
+        writer = frame.write.format("delta").mode("append").option("txnAppId", app_id).option("txnVersion", int(version))
+        save(writer.option("mergeSchema", "true") if schema_mode == "merge" else writer)
+
+    retry_races(attempt)
