@@ -322,8 +322,8 @@ def test_a_path_tables_state_read_with_delta_rs_is_the_state_spark_sql_reads(spa
     assert sorted(r["table_version"] for r in stored_receipts(lake.path)) == [1, 2, 7]
     assert by_rs.keep_receipts(rebuilt) == 0
     writers = {str(h.get("engineInfo")).replace(":", "/").split("/")[0]
-               for h in DeltaTable(receipts_path(lake.path)).history() if h.get("operation") == "WRITE"}
-    assert writers == {"Apache-Spark", "delta-rs"}  # rows by Spark SQL's keep_receipts and by delta-rs
+               for h in DeltaTable(receipts_path(lake.path)).history() if h.get("operation") in ("WRITE", "MERGE")}
+    assert writers == {"Apache-Spark", "delta-rs"}  # rows by Spark SQL's keep_receipts (a MERGE) and by delta-rs
 
 
 @pytest.mark.spark
@@ -356,3 +356,36 @@ def test_spark_sql_reads_the_commits_after_the_newest_receipt_from_the_log_or_el
     with pytest.raises(PredictionsRewrittenError, match=r"commit v4 \(DELETE\) can remove rows \(its log actions "
                                                         r"could not be read\) after lakescore's last receipt \(v2, run"):
         check_watermark_holds(state)
+
+
+@pytest.mark.spark
+def test_two_publishers_keeping_the_same_receipt_by_name_keep_it_once(spark):
+    """The receipts table of a table addressed by name (Spark SQL, as on a workspace): two
+    back-fills of the same receipts at once leave one row per receipt."""
+    import threading
+    import uuid
+
+    from lakescore.publish.spark_delta import SparkDeltaTarget, TableRef
+
+    schema = f"receipts_{uuid.uuid4().hex[:8]}"
+    spark.sql(f"CREATE SCHEMA spark_catalog.{schema}")
+    name = f"spark_catalog.{schema}.predictions"
+    found = [{"target_table_id": "t-1", "table_version": v, "run_id": f"run-{v}",
+              "committed_at": "2026-12-01T00:00:00+00:00", "lakescore_receipt": 1} for v in (1, 2)]
+    for batch in (found[:1], found):
+        gate, added = threading.Barrier(2, timeout=120), []
+
+        def one(batch=batch, gate=gate, added=added):
+            target = SparkDeltaTarget(TableRef(name), spark, table=name)
+            target.stored()
+            gate.wait()
+            added.append(target.keep_receipts(batch))
+
+        threads = [threading.Thread(target=one) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(added) == [0, 1]
+    rows = spark.sql(f"SELECT table_version FROM {name}_lakescore_receipts").collect()
+    assert sorted(r["table_version"] for r in rows) == [1, 2]

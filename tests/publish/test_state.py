@@ -197,3 +197,37 @@ def test_later_commits_are_read_from_the_log_after_the_newest_receipt_only(lake)
     assert later_commits(lake.path, 3, 3) == () and later_commits(lake.path, None, 3) == ()
     (Path(lake.path) / "_delta_log" / f"{2:020d}.json").unlink()  # as log cleanup leaves it
     assert later_commits(lake.path, 1, 3) == (LaterCommit(3, "DELETE", 1),)
+
+
+def race(n_rounds: int, call) -> list[list]:
+    """``call(round)`` in two threads at the same moment, ``n_rounds`` times; their answers."""
+    import threading
+
+    answers = []
+    for r in range(n_rounds):
+        gate, out = threading.Barrier(2, timeout=60), [None, None]
+
+        def one(i, r=r, gate=gate, out=out):
+            gate.wait()
+            out[i] = call(r)
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        answers.append(out)
+    return answers
+
+
+def test_two_writers_keeping_the_same_receipt_at_once_keep_it_once(tmp_path):
+    path = str(tmp_path / "predictions")
+
+    def receipt(r: int) -> dict:
+        return {"target_table_id": "t-1", "table_version": r, "run_id": f"run-{r}",
+                "committed_at": f"2026-12-01T00:00:0{r}+00:00", "lakescore_receipt": 1}
+
+    answers = race(6, lambda r: keep_receipts(path, [receipt(r)]))
+    assert [sorted(a) for a in answers] == [[0, 1]] * 6  # one writer appended each, the other found it
+    rows = DeltaTable(receipts_path(path)).to_pyarrow_table(columns=["table_version"])["table_version"].to_pylist()
+    assert sorted(rows) == list(range(6))

@@ -287,3 +287,41 @@ def test_the_runtime_and_a_publication_by_name_run_on_spark_connect(tmp_path: Pa
     assert result["rows_v0"] == [1, 2]
     assert result["published"] == ["append", 1] and result["replayed"] == ["noop", 1]
     assert result["app_txn"] == 1 and result["runs"] == str(tmp_path / "volume" / "runs")
+
+
+def _at_once(call) -> list:
+    """``call()`` in two threads released together; their answers."""
+    import threading
+
+    gate, out = threading.Barrier(2, timeout=120), []
+
+    def one():
+        gate.wait()
+        out.append(call())
+
+    threads = [threading.Thread(target=one) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return out
+
+
+def test_two_jobs_appending_the_same_rows_at_once_append_them_once(dbx: DatabricksRuntime, schema: str) -> None:
+    """Keyed rows (a Spark MERGE on the key, a new column merged into the schema) and a batch
+    with an app transaction (txnAppId/txnVersion), each written by two jobs at the same moment."""
+    keyed = f"{schema}.quality_{uuid.uuid4().hex[:6]}"
+    dbx.write_table(keyed, pd.DataFrame({"run_id": ["a"], "label_table_version": pd.array([0], dtype="Int64")}))
+    rows = pd.DataFrame({"run_id": ["a", "b"], "label_table_version": pd.array([0, 0], dtype="Int64"),
+                         "measurement": ["first", "first"]})
+    assert sorted(_at_once(lambda: dbx.insert_new(keyed, rows, keys=["run_id", "label_table_version"],
+                                                  schema_mode="merge"))) == [0, 1]
+    found = dbx.read_table(keyed).sort_values("run_id")
+    assert found["run_id"].tolist() == ["a", "b"] and found["measurement"].tolist()[1] == "first"
+
+    inference = f"{schema}.inference_{uuid.uuid4().hex[:6]}"
+    dbx.write_table(inference, pd.DataFrame({"request_id": ["r0"]}))
+    for version in (0, 1):
+        batch = pd.DataFrame({"request_id": [f"r{version + 1}"] * 2})
+        _at_once(lambda batch=batch, version=version: dbx.append_once(inference, batch, app_id="ep-1", version=version))
+    assert sorted(dbx.read_table(inference)["request_id"]) == ["r0", "r1", "r1", "r2", "r2"]

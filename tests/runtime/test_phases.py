@@ -62,3 +62,22 @@ def test_the_delta_store_hands_over_once_on_local_spark(spark, tmp_path):
     results = _race(store, "k", n=2)
     assert sum(claimed for _, claimed in results) == 1
     assert store.phases("j")[0]["record"] == {"note": "it's done"}
+
+
+def test_the_delta_store_claims_two_jobs_at_once_on_local_spark(spark, tmp_path):
+    """Two jobs claim their first phase at the same moment: each gets its claim (a merge of the
+    whole table conflicts with the other job's merge, and the loser must not lose its claim)."""
+    store = DeltaPhaseStore(spark, f"delta.`{tmp_path / 'phases'}`")
+    for attempt in range(2):
+        gate, results = threading.Barrier(2, timeout=120), {}
+
+        def claimer(job, gate=gate, results=results):
+            gate.wait()
+            results[job] = store.claim(job, "search")
+
+        threads = [threading.Thread(target=claimer, args=(f"job-{attempt}-{i}",)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert results == {f"job-{attempt}-0": True, f"job-{attempt}-1": True}

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from lakescore.serving.recorder import Answered, PredictionRecorder
+from lakescore.serving.recorder import Answered, PredictionRecorder, RecordBatch
 from lakescore.serving.state import ServingState
 from lakescore.workflows.serve import append_rows
 
@@ -54,13 +54,13 @@ def test_rows_are_appended_in_one_commit_per_flush(recorder, runtime) -> None:
 
 def test_a_failed_write_keeps_the_rows_for_the_next_flush(runtime) -> None:
     state = ServingState(runtime.home)
-    written: list[list[dict]] = []
+    written: list[RecordBatch] = []
     fail = {"now": True}
 
-    def write(records: list[dict]) -> None:
+    def write(batch: RecordBatch) -> None:
         if fail["now"]:
             raise OSError("disk full")
-        written.append(records)
+        written.append(batch)
 
     rec = PredictionRecorder(write=write, state=state, endpoint="ep", model_name="m", flush_rows=100)
     rec.add(answered("r1", 2))
@@ -68,7 +68,8 @@ def test_a_failed_write_keeps_the_rows_for_the_next_flush(runtime) -> None:
     assert rec.buffered == 2 and len(state.events("ml.predict_query")) == 1  # the audit is not lost
     fail["now"] = False
     rec.add(answered("r2", 1))
-    assert rec.flush() == 3 and [len(f) for f in written] == [3]
+    assert rec.flush() == 3  # the failed batch as itself (its app transaction), then the new one
+    assert [(b.version, [r["request_id"] for r in b.records]) for b in written] == [(0, ["r1", "r1"]), (1, ["r2"])]
     assert rec.summary()["last_error"] == ""
     state.close()
 
@@ -97,7 +98,7 @@ def test_a_model_set_answer_is_recorded_whole_in_outputs(recorder, runtime) -> N
 
 def test_a_drift_fault_keeps_every_request_and_its_audit_for_the_next_flush(runtime) -> None:
     state = ServingState(runtime.home)
-    written: list[list[dict]] = []
+    written: list[RecordBatch] = []
     faults = ["drift reference broken"]
 
     def drift(rows: list[dict]) -> list[str]:
@@ -112,6 +113,35 @@ def test_a_drift_fault_keeps_every_request_and_its_audit_for_the_next_flush(runt
     assert rec.buffered == 2 and written == [] and state.events("ml.predict_query") == []
     rec.add(answered("r2", 1))
     assert rec.flush() == 3
-    assert [r["request_id"] for r in written[0]] == ["r1", "r1", "r2"]
+    assert [r["request_id"] for r in written[0].records] == ["r1", "r1", "r2"]
     assert [e.detail["request_id"] for e in state.events("ml.predict_query")] == ["r1", "r2"]
     state.close()
+
+
+def test_a_batch_written_twice_at_once_lands_once(runtime) -> None:
+    """A write the recorder gave up on (a child killed at its time-out) may commit after all, while
+    the retry of the same batch writes too: the batch's app transaction lets one of them land."""
+    import threading
+
+    state = ServingState(runtime.home)
+    batches: list[RecordBatch] = []
+    rec = PredictionRecorder(write=batches.append, state=state, endpoint="ep", model_name="m", flush_rows=100)
+    for i in range(4):
+        rec.add(answered(f"r{i}", 2))
+        rec.flush()
+    state.close()
+    for batch in batches:  # each batch written by two writers at the same moment
+        gate = threading.Barrier(2, timeout=60)
+
+        def one(batch=batch, gate=gate):
+            gate.wait()
+            append_rows(runtime, TABLE, batch)
+
+        threads = [threading.Thread(target=one) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    append_rows(runtime, TABLE, batches[1])  # a late retry of an old batch: nothing more
+    table = runtime.read_table(TABLE)
+    assert sorted(zip(table["request_id"], table["row_index"])) == [(f"r{i}", j) for i in range(4) for j in (0, 1)]

@@ -296,3 +296,68 @@ def test_a_model_set_is_monitored_alike_by_the_spark_engine(trained_set, spark):
     values = np.sort(table[table["scoring_status"] == "predicted"]["late_risk"].to_numpy(dtype="float64"))
     for q, value in spark_per["late_risk"]["prediction_quantiles"].items():  # percentile_approx: a value of the data
         assert value in values and abs(np.searchsorted(values, value) - int(q[1:]) / 100 * (len(values) - 1)) <= 1, q
+
+
+def _two_monitors_at_once(project, runtime):
+    """Two ``lakescore monitor`` of ``project`` in two threads, both held just before their write
+    to the quality table until the other is there too (so both decided on the same table);
+    returns their actions."""
+    import threading
+
+    gate, actions, errors = threading.Barrier(2, timeout=120), [None, None], []
+    quality = project.monitoring.quality_table
+
+    def held(write):
+        def call(name, *args, **kwargs):
+            if name == quality:
+                gate.wait()
+            return write(name, *args, **kwargs)
+        return call
+
+    runtime.write_table, runtime.insert_new = held(runtime.write_table), held(runtime.insert_new)
+
+    def one(i):
+        try:
+            actions[i] = monitor(project, runtime).action
+        except Exception as err:  # noqa: BLE001  (shown by the assertion below)
+            errors.append(err)
+            gate.abort()
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    del runtime.write_table, runtime.insert_new
+    assert not errors, errors
+    return actions
+
+
+@pytest.mark.parametrize("batch_compute", ["single_node", pytest.param("spark", marks=pytest.mark.spark)])
+def test_two_monitors_at_once_append_one_quality_row(runtime, project_dir, flights_sample, admitted, batch_compute,
+                                                     request):
+    """One quality row per (run, model version, label table version), however many monitors race,
+    on both engines; each says what it did."""
+    project = publish_project(runtime, project_dir, flights_sample, flights_sample, admitted)
+    if batch_compute == "spark":
+        runtime._spark = request.getfixturevalue("spark")
+        path = project_dir / "inference.yml"
+        path.write_text(yaml.safe_dump({**yaml.safe_load(path.read_text()), "batch_compute": "spark"}))
+        project = load_project(project_dir)
+    actions = _two_monitors_at_once(project, runtime)
+    from lakescore.workflows.monitor import RACED
+
+    assert sorted(actions) == ["appended 1 row(s)", RACED]
+    quality = runtime.read_table(QUALITY)
+    assert len(quality) == 1 and quality["measurement"].tolist() == ["first"]
+    assert monitor(project, runtime).action == NOOP
+    if batch_compute == "spark":
+        return  # the engines differ in the aggregates only; the re-measured row is written alike
+
+    # the labels move: both re-measure on label table version 1, and one row of it lands
+    DeltaTable(str(runtime.table_path(FLIGHTS))).update(predicate="month >= 10", updates={"arr_delay": "arr_delay + 30"})
+    actions = _two_monitors_at_once(project, runtime)
+    assert sorted(actions) == ["appended 1 row(s) (1 re-measured on label table version 1)", RACED]
+    quality = runtime.read_table(QUALITY).sort_values("monitored_at")
+    assert quality["label_table_version"].tolist() == [0, 1]
+    assert quality["measurement"].tolist() == ["first", "labels_changed"]

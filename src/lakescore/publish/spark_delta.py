@@ -62,12 +62,14 @@ from lakescore.publish.plan import Decision, LaterCommit, PublishRequest, Target
 from lakescore.publish.receipts import RECEIPTS_SUFFIX, merge_receipts, receipt_rows
 from lakescore.publish.run import FrameFacts
 from lakescore.publish.state import (
+    RECEIPT_KEY,
     RECEIPTS_SCHEMA,
     DeltaRsTarget,
     history_receipts,
     newest_receipt_version,
     stored_receipts,
 )
+from lakescore.runtime.appends import spark_insert_new
 
 AppTxnReader = Callable[[str, str, int], "int | None"]  # (table location, app id, version) -> txn version
 
@@ -367,10 +369,10 @@ class SparkDeltaTarget:
     A table addressed by name is read with Spark SQL: one :meth:`read` costs ``DESCRIBE
     HISTORY``, ``DESCRIBE DETAIL``, the schema at the newest version, one read of the receipts
     table and the app transaction read (and, only when commits followed the newest receipt, one
-    aggregate of their log files: :func:`spark_later_commits`). The receipts table's rows are kept until the next
-    :meth:`read`, so :meth:`keep_receipts` appends what they lack without reading them again (a
-    row another publisher appended meanwhile may be repeated: the receipts table allows repeats,
-    :func:`~lakescore.publish.receipts.merge_receipts` keeps one).
+    aggregate of their log files: :func:`spark_later_commits`). The receipts table's rows are kept
+    until the next :meth:`read`, so :meth:`keep_receipts` appends what they lack without reading
+    them again; a row another publisher appended meanwhile is not repeated (a ``MERGE`` on the
+    receipt's key).
 
     A table addressed by path (the local placement) is read, and its receipts table written,
     with delta-rs (:class:`lakescore.publish.state.DeltaRsTarget`: the same log, the same facts,
@@ -505,17 +507,19 @@ class SparkDeltaTarget:
 
     def keep_receipts(self, found: list[dict[str, Any]]) -> int:
         """Append to the receipts table the receipts of ``found`` that it lacked at the last
-        :meth:`read`; returns how many (0: nothing written)."""
+        :meth:`read`, each once however many publishers race (a ``MERGE`` on
+        :data:`~lakescore.publish.state.RECEIPT_KEY`); returns how many (0: nothing written)."""
         if self._by_path is not None:
             return self._by_path.keep_receipts(found)
         held = self.stored() if self._held is None else self._held
         rows = receipt_rows(found, held)
-        if rows:
-            schema = ", ".join(f"{f.name} {'bigint' if f.name == 'table_version' else 'string'}"
-                               for f in RECEIPTS_SCHEMA)
-            self.ref.receipts.write(self.spark.createDataFrame(rows, schema).write.format("delta").mode("append"))
-            self._held = [*held, *(json.loads(r["receipt"]) for r in rows)]
-        return len(rows)
+        if not rows:
+            return 0
+        schema = ", ".join(f"{f.name} {'bigint' if f.name == 'table_version' else 'string'}" for f in RECEIPTS_SCHEMA)
+        added = spark_insert_new(self.spark.createDataFrame(rows, schema), sql=self.ref.receipts.sql,
+                                 save=self.ref.receipts.write, keys=RECEIPT_KEY)  # once, however many race
+        self._held = [*held, *(json.loads(r["receipt"]) for r in rows)]
+        return added
 
 
 class SparkDeltaWriter:

@@ -69,8 +69,14 @@ def stored_receipts(path: str) -> list[dict[str, Any]]:
     return [json.loads(text) for text in DeltaTable(folder).to_pyarrow_table(columns=["receipt"])["receipt"].to_pylist()]
 
 
+RECEIPT_KEY = ("target_table_id", "table_version")
+"""One receipts-table row per prediction-table commit, however many publishers back-fill at once."""
+
+
 def keep_receipts(path: str, found: Iterable[dict[str, Any]]) -> int:
-    """Append to the receipts table every receipt of ``found`` that it does not hold yet.
+    """Append to the receipts table every receipt of ``found`` that it does not hold yet, once
+    however many writers race (a merge-insert on :data:`RECEIPT_KEY`,
+    :func:`lakescore.runtime.appends.insert_new`).
 
     Parameters
     ----------
@@ -82,14 +88,14 @@ def keep_receipts(path: str, found: Iterable[dict[str, Any]]) -> int:
     Returns
     -------
     int
-        Receipts appended (0 when all were kept already: nothing is written).
+        Receipts appended (0 when all were kept already, maybe by a concurrent writer).
     """
-    from deltalake import write_deltalake
+    from lakescore.runtime.appends import insert_new
 
     rows = receipt_rows(list(found), stored_receipts(path))
-    if rows:
-        write_deltalake(receipts_path(path), pa.Table.from_pylist(rows, schema=RECEIPTS_SCHEMA), mode="append")
-    return len(rows)
+    if not rows:
+        return 0
+    return insert_new(receipts_path(path), pa.Table.from_pylist(rows, schema=RECEIPTS_SCHEMA), keys=RECEIPT_KEY)
 
 
 def newest_receipt_version(found: list[dict[str, Any]], table_id: str | None) -> int | None:

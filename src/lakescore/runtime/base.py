@@ -11,6 +11,7 @@ smallest of these Protocols it needs.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from enum import StrEnum
@@ -205,6 +206,18 @@ class Tables(Protocol):
     def write_table(self, name: str, frame: pd.DataFrame, *, mode: Literal["error", "append"] = "error",
                     **kwargs: Any) -> None:
         """Write ``frame`` (``mode="error"`` never touches an existing table)."""
+        ...
+
+    def insert_new(self, name: str, frame: pd.DataFrame, *, keys: Sequence[str],
+                   schema_mode: Literal["merge"] | None = None) -> int:
+        """Append the rows of ``frame`` whose ``keys`` the table lacks (creating it when missing),
+        once however many writers race: a Delta merge-insert on the key; rows inserted."""
+        ...
+
+    def append_once(self, name: str, frame: pd.DataFrame, *, app_id: str, version: int,
+                    schema_mode: Literal["merge"] | None = None) -> None:
+        """Append ``frame`` as app transaction ``(app_id, version)`` unless the table records that
+        version already, once however many writers race."""
         ...
 
 

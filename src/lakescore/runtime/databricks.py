@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -435,6 +436,53 @@ class DatabricksRuntime:
             if "TABLE_OR_VIEW_ALREADY_EXISTS" in str(err) and mode == "error":
                 raise TableExistsError(f"table {name} was created by another writer meanwhile; nothing written.",
                                        table=name) from err
+            if _resolves(err):
+                raise _not_found(name, err) from err
+            raise
+
+    def insert_new(self, name: str, frame: pd.DataFrame, *, keys: Sequence[str],
+                   schema_mode: Literal["merge"] | None = None) -> int:
+        """Append the rows of ``frame`` whose ``keys`` the Unity Catalog table ``name`` lacks (a
+        Spark ``MERGE ... WHEN NOT MATCHED THEN INSERT``, :func:`lakescore.runtime.appends.spark_insert_new`),
+        once however many jobs race; created with them when missing.
+
+        Returns
+        -------
+        int
+            Rows inserted.
+
+        Raises
+        ------
+        TableNotFoundError
+            The catalog or schema does not resolve.
+        """
+        from lakescore.runtime.appends import spark_insert_new
+
+        try:
+            return spark_insert_new(self.spark().createDataFrame(frame), sql=_quoted(name), keys=keys,
+                                    save=lambda writer: writer.saveAsTable(_quoted(name)), schema_mode=schema_mode)
+        except Exception as err:
+            if _resolves(err):
+                raise _not_found(name, err) from err
+            raise
+
+    def append_once(self, name: str, frame: pd.DataFrame, *, app_id: str, version: int,
+                    schema_mode: Literal["merge"] | None = None) -> None:
+        """Append ``frame`` to the Unity Catalog table ``name`` as app transaction
+        ``(app_id, version)`` (``txnAppId``/``txnVersion``: Delta skips a version it recorded),
+        once however many writers race (:func:`lakescore.runtime.appends.spark_append_once`).
+
+        Raises
+        ------
+        TableNotFoundError
+            The catalog or schema does not resolve.
+        """
+        from lakescore.runtime.appends import spark_append_once
+
+        try:
+            spark_append_once(self.spark().createDataFrame(frame), save=lambda writer: writer.saveAsTable(_quoted(name)),
+                              app_id=app_id, version=version, schema_mode=schema_mode)
+        except Exception as err:
             if _resolves(err):
                 raise _not_found(name, err) from err
             raise

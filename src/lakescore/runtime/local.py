@@ -10,6 +10,7 @@ through Delta Lake (jars fetched once by ``scripts/setup.sh`` into the environme
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -270,6 +271,48 @@ class LocalRuntime:
             if mode == "error" and "already exists" in str(err):
                 raise self._exists(name) from err
             raise
+
+    def insert_new(self, name: str, frame: pd.DataFrame, *, keys: Sequence[str],
+                   schema_mode: Literal["merge"] | None = None, **kwargs: Any) -> int:
+        """Append the rows of ``frame`` whose ``keys`` table ``name`` lacks, once however many
+        writers race (a delta-rs merge-insert on the key, :func:`lakescore.runtime.appends.insert_new`);
+        the table is created with them when missing.
+
+        Returns
+        -------
+        int
+            Rows inserted (0: every key was there, maybe put there by a concurrent writer).
+        """
+        import pyarrow as pa
+
+        from lakescore.runtime.appends import insert_new
+
+        kwargs.setdefault("writer_properties", self._row_groups())
+        path = self.table_path(name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return insert_new(str(path), pa.Table.from_pandas(frame, preserve_index=False), keys=keys,
+                          schema_mode=schema_mode, **kwargs)
+
+    def append_once(self, name: str, frame: pd.DataFrame, *, app_id: str, version: int,
+                    schema_mode: Literal["merge"] | None = None, **kwargs: Any) -> None:
+        """Append ``frame`` to table ``name`` as app transaction ``(app_id, version)``, unless the
+        table records that version already; once however many writers race
+        (:func:`lakescore.runtime.appends.append_once`)."""
+        import pyarrow as pa
+
+        from lakescore.runtime.appends import append_once
+
+        kwargs.setdefault("writer_properties", self._row_groups())
+        path = self.table_path(name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        append_once(str(path), pa.Table.from_pandas(frame, preserve_index=False), app_id=app_id, version=version,
+                    schema_mode=schema_mode, **kwargs)
+
+    @staticmethod
+    def _row_groups() -> Any:
+        from deltalake import WriterProperties
+
+        return WriterProperties(max_row_group_size=ROW_GROUP_ROWS)
 
     def _exists(self, name: str) -> TableExistsError:
         return TableExistsError(

@@ -8,7 +8,9 @@ finish together and both try to move the job on get one ``True`` between them.
   key makes the claim an ``INSERT ... ON CONFLICT DO NOTHING`` that one writer wins.
 - :class:`DeltaPhaseStore` (Databricks): one row per (job, phase) in a Delta table; the claim is a
   ``MERGE ... WHEN NOT MATCHED THEN INSERT``, and Delta's optimistic concurrency fails the second of
-  two racing merges (``ConcurrentAppendException``), which loses the claim.
+  two racing merges (``ConcurrentAppendException``), which is merged again: it finds the claim the
+  other made (same job and phase), or makes its own (another job or phase, which a merge of the
+  whole table conflicts with too).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from lakescore.errors import ConfigError
+from lakescore.runtime.appends import retry_races
 
 _NAME = re.compile(r"^[A-Za-z0-9_.:@-]{1,200}$")
 
@@ -112,28 +115,18 @@ class DeltaPhaseStore:
         _checked(job, phase, *([after] if after else []))
         if after is not None and self._state(job, after) != "finished":
             return False
-        try:
-            metrics = self.spark.sql(
-                f"MERGE INTO {self.table} t USING (SELECT '{job}' AS job, '{phase}' AS phase) s "
-                "ON t.job = s.job AND t.phase = s.phase WHEN NOT MATCHED THEN INSERT (job, phase, state, record, at) "
-                f"VALUES (s.job, s.phase, 'claimed', NULL, '{_now()}')").collect()
-        except Exception as err:  # the loser of a race: Delta's ConcurrentAppendException (a JVM or Connect error)
-            if "Concurrent" in f"{type(err).__name__} {err}":
-                return False
-            raise
+        metrics = retry_races(lambda: self.spark.sql(  # a lost race is merged again: it finds the claim, or makes it
+            f"MERGE INTO {self.table} t USING (SELECT '{job}' AS job, '{phase}' AS phase) s "
+            "ON t.job = s.job AND t.phase = s.phase WHEN NOT MATCHED THEN INSERT (job, phase, state, record, at) "
+            f"VALUES (s.job, s.phase, 'claimed', NULL, '{_now()}')").collect())
         return bool(metrics) and int(metrics[0]["num_inserted_rows"]) == 1
 
     def finish(self, job: str, phase: str, record: dict[str, Any]) -> bool:
         _checked(job, phase)
         text = json.dumps(record, sort_keys=True).replace("\\", "\\\\").replace("'", "\\'")
-        try:
-            metrics = self.spark.sql(
-                f"UPDATE {self.table} SET state = 'finished', record = '{text}', at = '{_now()}' "
-                f"WHERE job = '{job}' AND phase = '{phase}' AND state = 'claimed'").collect()
-        except Exception as err:  # a concurrent finisher committed first
-            if "Concurrent" in f"{type(err).__name__} {err}":
-                return False
-            raise
+        metrics = retry_races(lambda: self.spark.sql(  # a lost race is run again: it finds the phase finished, or finishes it
+            f"UPDATE {self.table} SET state = 'finished', record = '{text}', at = '{_now()}' "
+            f"WHERE job = '{job}' AND phase = '{phase}' AND state = 'claimed'").collect())
         return bool(metrics) and int(metrics[0]["num_affected_rows"]) == 1
 
     def phases(self, job: str) -> list[dict[str, Any]]:

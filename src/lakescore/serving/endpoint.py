@@ -49,7 +49,7 @@ from lakescore.serving.features import FeatureReader
 from lakescore.serving.health import HEALTH_INTERVAL_S, CopyHealth
 from lakescore.serving.plan import EndpointPlan
 from lakescore.serving.pool import Copy, CopyPool, Role
-from lakescore.serving.recorder import Answered, PredictionRecorder
+from lakescore.serving.recorder import Answered, PredictionRecorder, RecordBatch
 from lakescore.serving.routing import Route, Snapshot, route
 from lakescore.serving.stale import StaleCheck
 from lakescore.serving.state import ServingState
@@ -79,7 +79,8 @@ class Endpoint:
     state : ServingState
         Audit events, resident copies and idempotent replies.
     write : callable
-        ``write(records)``: appends the inference table's records (one dict per answered row, see
+        ``write(batch)``: appends a :class:`lakescore.serving.recorder.RecordBatch` of the inference
+        table's records once (one dict per answered row, see
         :class:`lakescore.serving.recorder.PredictionRecorder`).
     reference : callable, optional
         Called once, in the background, to build the drift reference from the training rows
@@ -90,7 +91,7 @@ class Endpoint:
     """
 
     def __init__(self, plan: EndpointPlan, *, backend: ReplicaBackend, state: ServingState,
-                 write: Callable[[list[dict[str, Any]]], None], reference: Callable[[], DriftReference] | None = None,
+                 write: Callable[[RecordBatch], None], reference: Callable[[], DriftReference] | None = None,
                  features: FeatureReader | None = None) -> None:
         self.plan, self.s, self.backend, self.state = plan, plan.settings, backend, state
         self.reference = reference

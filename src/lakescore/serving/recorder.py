@@ -12,13 +12,19 @@ columns; its ``prediction`` and ``probability`` are null), a chain's output-rule
 also adds one ``ml.predict_query`` audit event, written to SQLite with the same flush. When the
 buffer passes ``max_buffer_rows`` (a table that cannot be written), the oldest rows are dropped and
 counted in the status.
+
+Each flush is one batch with its own app transaction (``app_id`` of this recorder, ``version`` its
+batch number; :class:`RecordBatch`): a batch whose write failed is retried as itself, before the
+newer rows, and lands once even when the failed write had committed after all (a write child
+killed at its time-out) or still races its retry.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from dataclasses import dataclass
+import uuid
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -33,6 +39,16 @@ COLUMNS = ["request_id", "endpoint", "received_at", "row_index", "model_name", "
 STANDARD = frozenset(("prediction", "probability", "scoring_status", "exclusion_reason", "model_version", "served",
                       "feature_tables"))
 """The answer keys recorded in columns of their own; every other key goes to ``outputs``."""
+
+
+@dataclass(frozen=True)
+class RecordBatch:
+    """One flush's records and the app transaction that appends them once: ``app_id`` names the
+    recorder (endpoint and a fresh id per recorder), ``version`` numbers its batches from 0."""
+
+    app_id: str
+    version: int
+    records: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -52,10 +68,10 @@ class PredictionRecorder:
     Parameters
     ----------
     write : callable
-        ``write(records)`` appends the records (one dict per answered row, the keys of
-        :data:`COLUMNS`) to the inference table, e.g. ``runtime.write_table(name,
-        records_frame(records), mode="append")``; the endpoint runs that in a child of the fork
-        server, so the endpoint process never imports pandas.
+        ``write(batch)`` appends a :class:`RecordBatch` (its records: one dict per answered row,
+        the keys of :data:`COLUMNS`) to the inference table once, e.g. ``runtime.append_once(name,
+        records_frame(batch.records), app_id=batch.app_id, version=batch.version)``; the endpoint
+        runs that in a child of the fork server, so the endpoint process never imports pandas.
     state : ServingState
         Where the ``ml.predict_query`` audit events go.
     flush_rows : int
@@ -67,7 +83,7 @@ class PredictionRecorder:
         Rows kept while the table cannot be written; older ones are dropped beyond it.
     """
 
-    def __init__(self, *, write: Callable[[list[dict[str, Any]]], None], state: ServingState, endpoint: str,
+    def __init__(self, *, write: Callable[[RecordBatch], None], state: ServingState, endpoint: str,
                  model_name: str, flush_rows: int, drift: Callable[[list[dict[str, Any]]], list[str]] | None = None,
                  max_buffer_rows: int = 100_000) -> None:
         self._write = write
@@ -78,8 +94,10 @@ class PredictionRecorder:
         self.max_buffer_rows = max_buffer_rows
         self._drift = drift
         self._pending: list[Answered] = []
-        self._rows: list[dict[str, Any]] = []
+        self._kept: list[RecordBatch] = []  # batches whose write failed, oldest first
         self._buffered = 0
+        self.app_id = f"lakescore-inference-{endpoint}-{uuid.uuid4().hex}"
+        self._batches = 0
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self.rows_written = 0
@@ -89,7 +107,7 @@ class PredictionRecorder:
 
     @property
     def buffered(self) -> int:
-        return self._buffered + len(self._rows)
+        return self._buffered + sum(len(b.records) for b in self._kept)
 
     def add(self, answered: Answered) -> bool:
         """Buffer one answered request; True when a flush is due."""
@@ -97,10 +115,14 @@ class PredictionRecorder:
             self._pending.append(answered)
             self._buffered += len(answered.rows)
             overflow = self.buffered - self.max_buffer_rows
-            if overflow > 0 and self._rows:  # rows a failed write left behind go first
-                dropped = min(overflow, len(self._rows))
-                del self._rows[:dropped]
+            while overflow > 0 and self._kept:  # rows a failed write left behind go first
+                oldest = self._kept[0]
+                dropped = min(overflow, len(oldest.records))
+                del oldest.records[:dropped]  # the batch keeps its version: it lands once, or not at all
+                if not oldest.records:
+                    self._kept.pop(0)
                 self.rows_dropped += dropped
+                overflow -= dropped
             return self.buffered >= self.flush_rows
 
     def _records(self, pending: list[Answered]) -> tuple[list[dict[str, Any]], list[AuditEvent]]:
@@ -134,7 +156,8 @@ class PredictionRecorder:
         return records, events
 
     def flush(self) -> int:
-        """Append every buffered row in one commit and write the buffered audit events.
+        """Append the buffered rows, one commit per batch, and write the buffered audit events:
+        first each batch a failed write left behind (as itself), then the new rows as a new batch.
 
         Returns the number of rows written (0 when the buffer was empty, or the records could not
         be built or written: the requests and rows stay buffered for the next flush, their audit
@@ -143,7 +166,7 @@ class PredictionRecorder:
         with self._flush_lock:
             with self._lock:
                 pending, self._pending, self._buffered = self._pending, [], 0
-                rows, self._rows = self._rows, []
+                batches, self._kept = self._kept, []
             try:
                 new_rows, events = self._records(pending)
             except Exception as err:  # a drift or encoding fault: keep every request for the next flush
@@ -151,24 +174,28 @@ class PredictionRecorder:
                 with self._lock:
                     self._pending[:0] = pending
                     self._buffered += sum(len(answered.rows) for answered in pending)
-                    self._rows[:0] = rows
+                    self._kept[:0] = batches
                 return 0
             if events:
                 self._state.audit_many(events)
-            rows += new_rows
-            if not rows:
-                return 0
-            try:
-                self._write(rows)
-            except Exception as err:  # keep the rows; the status shows the error
-                self.last_error = f"{type(err).__name__}: {err}"
-                with self._lock:
-                    self._rows[:0] = rows
-                return 0
-            self.rows_written += len(rows)
-            self.flushes += 1
-            self.last_error = ""
-            return len(rows)
+            if new_rows:
+                batches.append(RecordBatch(self.app_id, self._batches, new_rows))
+                self._batches += 1
+            written = 0
+            for i, batch in enumerate(batches):
+                try:
+                    self._write(batch)
+                except Exception as err:  # keep this batch and the later ones; the status shows the error
+                    self.last_error = f"{type(err).__name__}: {err}"
+                    with self._lock:
+                        self._kept[:0] = batches[i:]
+                    return written
+                written += len(batch.records)
+                self.rows_written += len(batch.records)
+                self.flushes += 1
+            if batches:
+                self.last_error = ""
+            return written
 
     def summary(self) -> dict[str, Any]:
         return {"buffered_rows": self.buffered, "rows_written": self.rows_written, "flushes": self.flushes,

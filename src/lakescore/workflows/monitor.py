@@ -33,6 +33,10 @@ from lakescore.workflows.placement import prediction_target
 MAX_CATCH_UP = 20  # unmonitored runs handled per `lakescore monitor`, newest first
 MAX_RELABEL = 100  # newest published runs whose labels are read again when the label table moves
 NOOP = "noop: every published run is already monitored on the current labels"
+RACED = "noop: a concurrent lakescore monitor appended these quality rows first"
+QUALITY_KEY = ("run_id", "model_version", "label_table_version")
+"""One quality row per run, model version and label table version, however many monitors run at
+once: rows are appended with a merge-insert on this key (:meth:`lakescore.runtime.base.Tables.insert_new`)."""
 
 @dataclass(frozen=True)
 class MonitorResult:
@@ -63,6 +67,10 @@ def monitor(project: ProjectConfig, runtime: Runtime, *, report: str | None = No
     A quality table written before label tracking gains the columns ``label_table_version``,
     ``labels_digest`` and ``measurement`` on the first append (Delta schema merge); its rows read
     as measured on an unknown label version.
+
+    Monitors that run at once append each row once (:data:`QUALITY_KEY`): the one that loses the
+    race inserts only what the other did not, and says so in its action (:data:`RACED` when it
+    inserted nothing).
 
     Raises
     ------
@@ -96,9 +104,11 @@ def monitor(project: ProjectConfig, runtime: Runtime, *, report: str | None = No
     if rows:
         frame = pd.DataFrame(rows).astype({"source_version_from": "Int64", "label_table_version": "Int64",
                                             "labels_digest": "string", "measurement": "string"})
-        runtime.write_table(mon.quality_table, frame, mode="append", schema_mode="merge")
-        action, last = f"appended {len(rows)} row(s)", rows[-1]
-        if remeasured:
+        appended = runtime.insert_new(mon.quality_table, frame, keys=QUALITY_KEY, schema_mode="merge")
+        action, last = f"appended {appended} row(s)", rows[-1]
+        if appended < len(rows):  # a concurrent `lakescore monitor` appended the others first
+            action = RACED if not appended else f"{action} ({len(rows) - appended} appended by a concurrent monitor)"
+        elif remeasured:
             action += f" ({len(remeasured)} re-measured on label table version {snapshot.version})"
     else:
         action, last = NOOP, quality.sort_values("monitored_at").iloc[-1].to_dict()

@@ -40,6 +40,7 @@ from lakescore.serving.state import ServingState, ensure_token, serving_dir
 if TYPE_CHECKING:
     from lakescore.runtime import Runtime
     from lakescore.serving.drift import DriftReference
+    from lakescore.serving.recorder import RecordBatch
     from lakescore.workflows.lookups import FeatureTables
 
 WRITE_TIMEOUT_S = 600.0
@@ -109,7 +110,7 @@ def _run_endpoint(runtime: Runtime, plan: EndpointPlan) -> dict[str, Any]:
     table = plan.settings.inference_table
     if runtime.placement.endpoint_reads_in_children:
         endpoint = Endpoint(plan, backend=backend, state=state,
-                            write=lambda records: forkserver.call(append_rows, runtime, table, records,
+                            write=lambda batch: forkserver.call(append_rows, runtime, table, batch,
                                                                 timeout_s=WRITE_TIMEOUT_S, what=f"an append to {table}"),
                             reference=lambda: forkserver.call(read_reference, runtime, plan, what="the drift reference"),
                             features=functools.partial(read_serving_features, runtime))
@@ -119,7 +120,7 @@ def _run_endpoint(runtime: Runtime, plan: EndpointPlan) -> dict[str, Any]:
             "a warm endpoint reads its feature tables in a child process, which this placement does not do. "
             "Serve it with --runtime local, or export it as a Databricks Model Serving endpoint.")
     else:  # the job's Spark session lives in this process
-        endpoint = Endpoint(plan, backend=backend, state=state, write=lambda records: append_rows(runtime, table, records),
+        endpoint = Endpoint(plan, backend=backend, state=state, write=lambda batch: append_rows(runtime, table, batch),
                             reference=lambda: read_reference(runtime, plan))
     listen = serving_bind(runtime, host=plan.settings.host)
     sock = bind(listen.host, plan.settings.port)
@@ -240,13 +241,15 @@ def _plan(project: ProjectConfig, runtime: Runtime) -> EndpointPlan:
     return plan_endpoint(project, home=runtime.home)
 
 
-def append_rows(runtime: Runtime, table: str, records: list[dict[str, Any]]) -> None:
-    """Append prediction records (:class:`lakescore.serving.recorder.PredictionRecorder`'s, one dict
-    per answered row) to the inference table, in a child of the fork server where the placement has
-    one; a column the table lacks (``feature_tables``, added with feature lookups) is added to it."""
+def append_rows(runtime: Runtime, table: str, batch: RecordBatch) -> None:
+    """Append a batch of prediction records (:class:`lakescore.serving.recorder.PredictionRecorder`'s,
+    one dict per answered row) to the inference table once, as its app transaction (a retried or
+    racing write of the same batch adds nothing), in a child of the fork server where the placement
+    has one; a column the table lacks (``feature_tables``, added with feature lookups) is added to it."""
     from lakescore.serving.recorder import records_frame
 
-    runtime.write_table(table, records_frame(records), mode="append", schema_mode="merge")
+    runtime.append_once(table, records_frame(batch.records), app_id=batch.app_id, version=batch.version,
+                        schema_mode="merge")
 
 
 def read_serving_features(runtime: Runtime, specs: list[dict[str, Any]],
