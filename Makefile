@@ -1,4 +1,5 @@
 # Two commands a user needs: `make demo` and `make test`. Each installs what it needs first.
+# `make lint` builds the docs (docs/, mkdocs.yml) strictly into .lakescore/site.
 # `make test-dbr` runs the Spark, packaging and publication tests again on Databricks Runtime 18
 # LTS ML's library versions (requirements-dbr.lock) in a second environment, .venv-dbr.
 VENV := .venv
@@ -8,7 +9,7 @@ DBR_VENV := .venv-dbr
 DBR_STAMP := $(DBR_VENV)/.installed
 DBR_TESTS := tests/runtime tests/publish tests/scoring tests/test_packaging.py tests/workflows/test_score.py
 
-.PHONY: install install-dbr demo test test-dbr bench clean
+.PHONY: install install-dbr demo test test-dbr lint bench clean
 
 $(STAMP): requirements.lock pyproject.toml scripts/setup.sh
 	bash scripts/setup.sh
@@ -25,6 +26,9 @@ demo: install
 
 test: install
 	$(PY) -m pytest
+
+lint: install
+	$(VENV)/bin/mkdocs build --strict -d .lakescore/site
 
 test-dbr: install-dbr
 	$(DBR_VENV)/bin/python -m pytest $(DBR_TESTS)
