@@ -525,7 +525,7 @@ def test_every_task_gives_the_databricks_runtime_the_bundles_volume_and_experime
 
 
 def test_the_optional_quality_monitor_profiles_the_predictions_and_their_labels(validator: Any) -> None:
-    (path,) = OPTIONAL_FILES
+    path = RESOURCES / "optional" / "quality_monitor.yml"
     assert "resources/optional" not in " ".join(BUNDLE["include"])  # deploys before the table exists
     bundle = _merged_bundle()
     _merge(bundle, _load(path))
@@ -554,13 +554,15 @@ def test_the_optional_quality_monitor_profiles_the_predictions_and_their_labels(
 def _bundle_classes() -> dict[str, Any]:
     from databricks.bundles.experiments import MlflowExperiment
     from databricks.bundles.jobs import Job
+    from databricks.bundles.model_serving_endpoints import ModelServingEndpoint
     from databricks.bundles.quality_monitors import QualityMonitor
     from databricks.bundles.registered_models import RegisteredModel
     from databricks.bundles.schemas import Schema
     from databricks.bundles.volumes import Volume
 
     return {"jobs": Job, "schemas": Schema, "volumes": Volume, "experiments": MlflowExperiment,
-            "registered_models": RegisteredModel, "quality_monitors": QualityMonitor}
+            "registered_models": RegisteredModel, "quality_monitors": QualityMonitor,
+            "model_serving_endpoints": ModelServingEndpoint}
 
 
 def _all_resources() -> list[Any]:
