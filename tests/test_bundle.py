@@ -605,3 +605,28 @@ def test_databricks_bundles_rejects_a_broken_job(where: str, key: str, value: An
         job["environments"][0]["spec"][key] = value
     with pytest.raises(ValueError, match=re.escape(message)):
         Job.from_dict(job)
+
+
+@pytest.mark.parametrize("target", ["dev", "staging", "prod"])
+def test_the_optional_model_serving_endpoint_is_the_exported_config(validator: Any, target: str) -> None:
+    """resources/optional/model_serving.yml serves what `lakescore serve --export-model-serving`
+    exports for the same version (entity, scale, route, inference-table capture), and is not
+    included by databricks.yml: a deploy before a version is registered never meets it."""
+    from lakescore.serving.model_serving import ai_gateway_config, endpoint_config
+
+    path = RESOURCES / "optional" / "model_serving.yml"
+    assert "resources/optional" not in " ".join(BUNDLE["include"])
+    document = _load(path)
+    assert "default" not in document["variables"]["serving_model_version"]  # the deploy must name the version
+    bundle = _merged_bundle()
+    _merge(bundle, document)
+    assert _errors(validator, bundle) == []
+    (endpoint,) = document["resources"]["model_serving_endpoints"].values()
+    text = json.dumps(endpoint).replace("${var.serving_model_version}", "7")
+    resource = json.loads(_substitute(text, target))
+    args = _task_args("score", target)
+    project = load_project(ROOT / "config", catalog=args.catalog, schema=args.schema)
+    exported = endpoint_config(project.serving, model_name=project.training.registry.model_name, version=7)
+    assert resource["config"] == {k: v for k, v in exported.as_dict().items() if k != "name"}
+    assert resource["ai_gateway"] == ai_gateway_config(project.serving).as_dict()
+    assert resource["name"] == f"{project.serving.endpoint_name}-{target}"
