@@ -192,6 +192,13 @@ def create_endpoint(config: Any, ai_gateway: Any = None) -> dict[str, Any]:
     """Create the Model Serving endpoint on the configured workspace
     (``WorkspaceClient().serving_endpoints.create``); does not wait for it to be ready.
 
+    Parameters
+    ----------
+    config : databricks.sdk.service.serving.EndpointCoreConfigInput
+        :func:`endpoint_config`.
+    ai_gateway : databricks.sdk.service.serving.AiGatewayConfig, optional
+        :func:`ai_gateway_config` (the inference-table capture); None sends none.
+
     Returns
     -------
     dict
