@@ -525,7 +525,7 @@ def test_every_task_gives_the_databricks_runtime_the_bundles_volume_and_experime
 
 
 def test_the_optional_quality_monitor_profiles_the_predictions_and_their_labels(validator: Any) -> None:
-    (path,) = OPTIONAL_FILES
+    path = RESOURCES / "optional" / "quality_monitor.yml"
     assert "resources/optional" not in " ".join(BUNDLE["include"])  # deploys before the table exists
     bundle = _merged_bundle()
     _merge(bundle, _load(path))
@@ -554,13 +554,15 @@ def test_the_optional_quality_monitor_profiles_the_predictions_and_their_labels(
 def _bundle_classes() -> dict[str, Any]:
     from databricks.bundles.experiments import MlflowExperiment
     from databricks.bundles.jobs import Job
+    from databricks.bundles.model_serving_endpoints import ModelServingEndpoint
     from databricks.bundles.quality_monitors import QualityMonitor
     from databricks.bundles.registered_models import RegisteredModel
     from databricks.bundles.schemas import Schema
     from databricks.bundles.volumes import Volume
 
     return {"jobs": Job, "schemas": Schema, "volumes": Volume, "experiments": MlflowExperiment,
-            "registered_models": RegisteredModel, "quality_monitors": QualityMonitor}
+            "registered_models": RegisteredModel, "quality_monitors": QualityMonitor,
+            "model_serving_endpoints": ModelServingEndpoint}
 
 
 def _all_resources() -> list[Any]:
@@ -603,3 +605,28 @@ def test_databricks_bundles_rejects_a_broken_job(where: str, key: str, value: An
         job["environments"][0]["spec"][key] = value
     with pytest.raises(ValueError, match=re.escape(message)):
         Job.from_dict(job)
+
+
+@pytest.mark.parametrize("target", ["dev", "staging", "prod"])
+def test_the_optional_model_serving_endpoint_is_the_exported_config(validator: Any, target: str) -> None:
+    """resources/optional/model_serving.yml serves what `lakescore serve --export-model-serving`
+    exports for the same version (entity, scale, route, inference-table capture), and is not
+    included by databricks.yml: a deploy before a version is registered never meets it."""
+    from lakescore.serving.model_serving import ai_gateway_config, endpoint_config
+
+    path = RESOURCES / "optional" / "model_serving.yml"
+    assert "resources/optional" not in " ".join(BUNDLE["include"])
+    document = _load(path)
+    assert "default" not in document["variables"]["serving_model_version"]  # the deploy must name the version
+    bundle = _merged_bundle()
+    _merge(bundle, document)
+    assert _errors(validator, bundle) == []
+    (endpoint,) = document["resources"]["model_serving_endpoints"].values()
+    text = json.dumps(endpoint).replace("${var.serving_model_version}", "7")
+    resource = json.loads(_substitute(text, target))
+    args = _task_args("score", target)
+    project = load_project(ROOT / "config", catalog=args.catalog, schema=args.schema)
+    exported = endpoint_config(project.serving, model_name=project.training.registry.model_name, version=7)
+    assert resource["config"] == {k: v for k, v in exported.as_dict().items() if k != "name"}
+    assert resource["ai_gateway"] == ai_gateway_config(project.serving).as_dict()
+    assert resource["name"] == f"{project.serving.endpoint_name}-{target}"

@@ -111,6 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="with --export-model-serving / --create: a candidate version taking canary.share_percent")
     serve.add_argument("--create", action="store_true",
                        help="create that Model Serving endpoint on the configured workspace (databricks-sdk)")
+    serve.add_argument("--allow-latest-features", action="store_true",
+                       help="with --export-model-serving / --create: export a model with feature lookups anyway "
+                            "(Model Serving would serve the latest feature values, not point-in-time ones)")
     serve.add_argument("--deploy", type=int, default=None, metavar="N",
                        help="redeploy the running endpoint to version N: start its copies, switch, drain the old")
     return parser
@@ -126,7 +129,7 @@ def _runtime(args: argparse.Namespace) -> Runtime:
 
 
 # The three things `lakescore serve` can do, and the flags that belong to each.
-SERVE_MODES = {"export": ("--export-model-serving", "--create", "--candidate-version"),
+SERVE_MODES = {"export": ("--export-model-serving", "--create", "--candidate-version", "--allow-latest-features"),
                "deploy": ("--deploy",),
                "serve": ("--dry-run", "--cost-per-hour")}
 
@@ -141,7 +144,7 @@ def _refuse_mixed_serve_modes(args: argparse.Namespace) -> None:
     """
     given = {"--export-model-serving": args.export_model_serving is not None, "--create": args.create,
              "--candidate-version": args.candidate_version is not None, "--deploy": args.deploy is not None,
-             "--dry-run": args.dry_run, "--cost-per-hour": args.cost_per_hour is not None}
+             "--allow-latest-features": args.allow_latest_features, "--dry-run": args.dry_run, "--cost-per-hour": args.cost_per_hour is not None}
     used = {mode: [f for f in flags if given[f]] for mode, flags in SERVE_MODES.items()}
     mixed = [flags[0] for flags in used.values() if flags]
     if len(mixed) > 1:
@@ -183,11 +186,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         from lakescore.workflows.monitor import monitor
 
         return monitor(project, runtime, report=args.report).summary()
-    if args.command == "serve" and (args.export_model_serving or args.create or args.candidate_version is not None):
+    if args.command == "serve" and (args.export_model_serving or args.create or args.candidate_version is not None
+                                    or args.allow_latest_features):
         from lakescore.workflows.serve import export_model_serving
 
         return export_model_serving(project, runtime, path=args.export_model_serving,
-                                    candidate_version=args.candidate_version, create=args.create)
+                                    candidate_version=args.candidate_version, create=args.create,
+                                    allow_latest_features=args.allow_latest_features)
     if args.command == "serve" and args.deploy is not None:
         from lakescore.workflows.serve import deploy
 

@@ -287,6 +287,16 @@ class ModelServingError(LakescoreError):
     http_status = 502
 
 
+class ModelServingLookupsError(LakescoreError):
+    """A model with feature lookups exported as a Databricks Model Serving endpoint
+    (``serve --export-model-serving``/``--create``): Model Serving joins features only for a
+    Feature Engineering model, from an online store, at the latest value rather than the
+    point-in-time one the model was trained and scored with."""
+
+    code = "model_serving_lookups"
+    http_status = 400
+
+
 class EndpointActionError(LakescoreError):
     """An operator's request to the endpoint (deploy, shadow, canary, flush, status) failed on
     something other than a lakescore error, e.g. a registry read timing out; the endpoint keeps

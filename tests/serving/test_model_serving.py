@@ -22,8 +22,9 @@ from databricks.sdk.service.serving import EndpointCoreConfigInput, ServedEntity
 
 from lakescore.cli import main
 from lakescore.config import load_project
-from lakescore.errors import ConfigError
-from lakescore.serving.model_serving import endpoint_config, read_request, workload_size
+from lakescore.errors import ConfigError, ModelServingLookupsError
+from lakescore.serving.model_serving import ai_gateway_config, endpoint_config, provisioned_concurrency, \
+    read_request, refuse_lookups
 from serving_helpers import MODEL, REPO
 
 
@@ -33,12 +34,15 @@ def settings(**overrides: Any):
     return serving.model_copy(update=overrides)
 
 
-def test_workload_size_is_the_smallest_concurrency_range_holding_replicas_max() -> None:
-    # Small 4 (0-4 with scale to zero), Medium 8-16, Large 16-64 provisioned concurrency
-    assert [workload_size(n) for n in (1, 4, 5, 8, 16, 17, 64)] == [
-        "Small", "Small", "Medium", "Medium", "Medium", "Large", "Large"]
+def test_provisioned_concurrency_keeps_replicas_min_and_max_in_steps_of_four() -> None:
+    from lakescore.config import ReplicasConfig
+
+    # one request at a time per copy and per concurrency unit; Model Serving grants units in fours
+    assert [provisioned_concurrency(ReplicasConfig(min=a, max=b)) for a, b in
+            ((0, 1), (1, 1), (0, 6), (5, 6), (10, 12), (12, 64))] == [
+        (0, 4), (4, 4), (0, 8), (8, 8), (12, 12), (12, 64)]
     with pytest.raises(ConfigError, match="replicas.max 65 is above Model Serving's Large workload size"):
-        workload_size(65)
+        provisioned_concurrency(ReplicasConfig.model_construct(min=1, max=65))  # serving.yml caps it at 64
 
 
 def test_pinned_and_candidate_with_scale_to_zero_and_canary_routes() -> None:
@@ -50,9 +54,9 @@ def test_pinned_and_candidate_with_scale_to_zero_and_canary_routes() -> None:
         "name": "late_arrival",
         "served_entities": [
             {"name": "serve-v3", "entity_name": "main.flights.late_arrival", "entity_version": "3",
-             "workload_size": "Medium", "scale_to_zero_enabled": True},
+             "min_provisioned_concurrency": 0, "max_provisioned_concurrency": 8, "scale_to_zero_enabled": True},
             {"name": "candidate-v4", "entity_name": "main.flights.late_arrival", "entity_version": "4",
-             "workload_size": "Medium", "scale_to_zero_enabled": True}],
+             "min_provisioned_concurrency": 0, "max_provisioned_concurrency": 8, "scale_to_zero_enabled": True}],
         "traffic_config": {"routes": [{"served_entity_name": "serve-v3", "traffic_percentage": 95},
                                       {"served_entity_name": "candidate-v4", "traffic_percentage": 5}]}}
     back = EndpointCoreConfigInput.from_dict(config.as_dict())  # the SDK reads back what it wrote
@@ -61,13 +65,80 @@ def test_pinned_and_candidate_with_scale_to_zero_and_canary_routes() -> None:
     assert back.as_dict() == config.as_dict()
 
 
+def test_a_warm_minimum_above_a_workload_sizes_floor_is_kept() -> None:
+    from lakescore.config import ReplicasConfig
+
+    # replicas {min: 10, max: 12}: a workload size (Medium 8-16) would let it fall to 8 copies
+    (entity,) = endpoint_config(settings(replicas=ReplicasConfig(min=10, max=12), max_warm_copies=16),
+                                model_name=MODEL, version=2).served_entities
+    assert (entity.min_provisioned_concurrency, entity.max_provisioned_concurrency, entity.workload_size,
+            entity.scale_to_zero_enabled) == (12, 12, None, False)
+
+
 def test_pinned_only_takes_all_traffic_and_a_warm_minimum_never_scales_to_zero() -> None:
     config = endpoint_config(settings(), model_name=MODEL, version=1)  # replicas default {min: 1, max: 1}
     assert config.served_entities == [ServedEntityInput(name="serve-v1", entity_name=MODEL, entity_version="1",
-                                                        workload_size="Small", scale_to_zero_enabled=False)]
+                                                        min_provisioned_concurrency=4, max_provisioned_concurrency=4,
+                                                        scale_to_zero_enabled=False)]
     assert [(r.served_entity_name, r.traffic_percentage) for r in config.traffic_config.routes] == [("serve-v1", 100)]
     with pytest.raises(ConfigError, match="--candidate-version 1 is the pinned version of endpoint late_arrival"):
         endpoint_config(settings(), model_name=MODEL, version=1, candidate_version=1)
+
+
+def test_the_inference_table_becomes_the_ai_gateway_capture() -> None:
+    gateway = ai_gateway_config(settings(inference_table="cat.sch.late_arrival_inference"))
+    assert gateway.as_dict() == {"inference_table_config": {
+        "catalog_name": "cat", "schema_name": "sch", "table_name_prefix": "late_arrival_inference", "enabled": True}}
+
+
+LOOKUPS = [{"table_name": "main.flights.weather", "lookup_key": ["origin", "time_hour"]},
+           {"table_name": "main.flights.planes", "lookup_key": ["tailnum"]},
+           {"table_name": "main.flights.weather", "lookup_key": ["dest", "time_hour"]}]
+
+
+def test_a_model_with_feature_lookups_is_refused_naming_its_tables() -> None:
+    assert refuse_lookups([], model_uri=f"models:/{MODEL}/1") == []
+    with pytest.raises(ModelServingLookupsError) as caught:
+        refuse_lookups(LOOKUPS, model_uri=f"models:/{MODEL}/1")
+    err = caught.value
+    assert err.code == "model_serving_lookups" and err.fields["tables"] == ["main.flights.weather",
+                                                                            "main.flights.planes"]
+    assert str(err).startswith(f"model models:/{MODEL}/1 joins feature lookups from main.flights.weather, "
+                               "main.flights.planes; Databricks Model Serving looks features up only for a Feature "
+                               "Engineering model from an online store, and at the latest value, not the "
+                               "point-in-time one")
+    assert "Serve it with `lakescore serve`" in str(err) and "--allow-latest-features" in str(err)
+
+
+def test_allow_latest_features_exports_with_a_warning() -> None:
+    (warning,) = refuse_lookups(LOOKUPS, model_uri=f"models:/{MODEL}/1", allow_latest=True)
+    assert "main.flights.weather, main.flights.planes" in warning
+    assert warning.endswith("the exported endpoint answers with the latest feature values (or none)")
+
+
+@pytest.mark.parametrize("allow", [False, True])
+def test_the_export_refuses_or_warns_on_the_versions_lookups(module_home, tmp_path: Path, monkeypatch, capsys,
+                                                             allow: bool) -> None:
+    import dataclasses
+
+    import lakescore.workflows.serve as serve_workflow
+
+    real = serve_workflow.plan_endpoint  # the real plan, as if version 1 had been trained with lookups
+    monkeypatch.setattr(serve_workflow, "plan_endpoint",
+                        lambda *a, **kw: dataclasses.replace(real(*a, **kw), lookups=tuple(LOOKUPS)))
+    home, config = module_home
+    out = tmp_path / "x.json"
+    code = main(["serve", "--config-dir", str(config), "--home", str(home), "--export-model-serving", str(out),
+                 *(["--allow-latest-features"] if allow else [])])
+    captured = capsys.readouterr()
+    if allow:
+        assert code == 0 and out.exists()
+        assert "lakescore serve: warning: model models:/main.flights.late_arrival/1 joins feature lookups" in captured.err
+        assert json.loads(captured.out)["warnings"][0].startswith("model models:/main.flights.late_arrival/1")
+    else:
+        assert code == 2 and not out.exists()
+        assert "model_serving_lookups: model models:/main.flights.late_arrival/1 joins feature lookups from " \
+               "main.flights.weather, main.flights.planes" in captured.err
 
 
 def test_the_cli_exports_a_file_the_sdk_parses(module_home, tmp_path: Path, capsys) -> None:
@@ -80,8 +151,12 @@ def test_the_cli_exports_a_file_the_sdk_parses(module_home, tmp_path: Path, caps
     body = json.loads(out.read_text())
     assert body["name"] == "late_arrival"
     parsed = read_request(out)
-    assert [(e.name, e.entity_version, e.workload_size, e.scale_to_zero_enabled) for e in parsed.served_entities] == [
-        ("serve-v1", "1", "Small", False), ("candidate-v2", "2", "Small", False)]
+    assert [(e.name, e.entity_version, e.min_provisioned_concurrency, e.max_provisioned_concurrency,
+             e.scale_to_zero_enabled) for e in parsed.served_entities] == [
+        ("serve-v1", "1", 4, 4, False), ("candidate-v2", "2", 4, 4, False)]
+    assert body["ai_gateway"] == {"inference_table_config": {  # serving.yml: ${catalog}.${schema}.late_arrival_inference
+        "catalog_name": "main", "schema_name": "flights", "table_name_prefix": "late_arrival_inference",
+        "enabled": True}}
     assert [(r.served_entity_name, r.traffic_percentage) for r in parsed.traffic_config.routes] == [
         ("serve-v1", 95), ("candidate-v2", 5)]
 
@@ -144,8 +219,12 @@ def workspace_host(no_workspace, monkeypatch: pytest.MonkeyPatch) -> Iterator[st
 def test_create_sends_the_config_with_the_sdk(module_home, workspace_host, monkeypatch, capsys) -> None:
     calls: list[tuple[str, EndpointCoreConfigInput]] = []
 
-    def create(self: ServingEndpointsAPI, name: str, *, config: EndpointCoreConfigInput, **_: Any) -> Wait:
+    gateways: list[Any] = []
+
+    def create(self: ServingEndpointsAPI, name: str, *, config: EndpointCoreConfigInput, ai_gateway: Any = None,
+               **_: Any) -> Wait:
         calls.append((name, config))
+        gateways.append(ai_gateway)
         return Wait(lambda **kw: None, response=ServingEndpointDetailed(name=name, id="ep-123"), name=name)
 
     monkeypatch.setattr(ServingEndpointsAPI, "create", create)
@@ -156,6 +235,8 @@ def test_create_sends_the_config_with_the_sdk(module_home, workspace_host, monke
     (name, sent), = calls
     assert name == "late_arrival"
     assert sent == endpoint_config(load_project(config).serving, model_name=MODEL, version=1, candidate_version=2)
+    assert gateways == [ai_gateway_config(load_project(config).serving)]
+    assert gateways[0].inference_table_config.table_name_prefix == "late_arrival_inference"
     assert [(r.served_entity_name, r.traffic_percentage) for r in sent.traffic_config.routes] == [
         ("serve-v1", 95), ("candidate-v2", 5)]
 

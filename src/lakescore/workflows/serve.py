@@ -148,7 +148,8 @@ def _run_endpoint(runtime: Runtime, plan: EndpointPlan) -> dict[str, Any]:
 
 
 def export_model_serving(project: ProjectConfig, runtime: Runtime, *, path: str | None = None,
-                         candidate_version: int | None = None, create: bool = False) -> dict[str, Any]:
+                         candidate_version: int | None = None, create: bool = False,
+                         allow_latest_features: bool = False) -> dict[str, Any]:
     """The endpoint as a Databricks Model Serving config
     (``lakescore serve --export-model-serving PATH [--candidate-version N] [--create]``).
 
@@ -165,12 +166,15 @@ def export_model_serving(project: ProjectConfig, runtime: Runtime, *, path: str 
         A registered version that takes ``canary.share_percent`` per cent of the traffic.
     create : bool, default False
         Send it with ``WorkspaceClient().serving_endpoints.create``.
+    allow_latest_features : bool, default False
+        Export a model with feature lookups anyway, with a warning (printed to stderr and in
+        ``warnings``): Model Serving would serve the latest feature values, not point-in-time ones.
 
     Returns
     -------
     dict
         ``endpoint``, ``model``, ``candidate``, ``config`` (the request body), ``written`` (the
-        path or None) and, with ``create``, ``created`` (the SDK's answer).
+        path or None), ``warnings`` and, with ``create``, ``created`` (the SDK's answer).
 
     Raises
     ------
@@ -179,14 +183,23 @@ def export_model_serving(project: ProjectConfig, runtime: Runtime, *, path: str 
         pinned version, or nothing to do (neither ``path`` nor ``create``).
     RuntimeUnsupportedError
         ``create`` without a configured workspace.
+    ModelServingLookupsError
+        The pinned version joins feature lookups and ``allow_latest_features`` is false.
     """
+    import sys
+
     from lakescore.packaging import resolve_version
     from lakescore.serving import model_serving
 
     if path is None and not create:
-        raise ConfigError(["lakescore serve: --candidate-version needs --export-model-serving PATH or --create"])
+        raise ConfigError(["lakescore serve: --candidate-version and --allow-latest-features need "
+                           "--export-model-serving PATH or --create"])
     runtime.mlflow()
     plan = plan_endpoint(project, home=runtime.home)
+    warnings = model_serving.refuse_lookups(plan.lookups, model_uri=plan.model_uri,
+                                            allow_latest=allow_latest_features)
+    for warning in warnings:
+        print(f"lakescore serve: warning: {warning}", file=sys.stderr)
     if candidate_version is not None:
         try:
             resolve_version(plan.model_name, selection="pinned_version", version=candidate_version)
@@ -194,12 +207,14 @@ def export_model_serving(project: ProjectConfig, runtime: Runtime, *, path: str 
             raise ConfigError([f"--candidate-version {candidate_version}: {err.code}: {err}"]) from err
     config = model_serving.endpoint_config(plan.settings, model_name=plan.model_name, version=plan.version,
                                            candidate_version=candidate_version)
+    gateway = model_serving.ai_gateway_config(plan.settings)
     summary: dict[str, Any] = {"endpoint": plan.name, "model": plan.model_uri, "candidate": candidate_version,
-                               "config": model_serving.create_request(config), "written": None}
+                               "config": model_serving.create_request(config, gateway), "written": None,
+                               "warnings": warnings}
     if path is not None:
-        summary["written"] = str(model_serving.write_request(path, config))
+        summary["written"] = str(model_serving.write_request(path, config, gateway))
     if create:
-        summary["created"] = model_serving.create_endpoint(config)
+        summary["created"] = model_serving.create_endpoint(config, gateway)
     return summary
 
 
