@@ -175,11 +175,16 @@ REGISTRY_TIMEOUT_S = 120.0
 
 
 def _registry(read: Callable[..., Any], *args: Any) -> Any:
-    """``read(*args)`` in a child of this process's fork server when it has one that knows the
-    registry, else here."""
+    """``read(*args)`` in a child of this process's fork server once the endpoint gave its children
+    the registry's URIs (``forkserver.child_env``; the server is started again if it died), else here.
+
+    Never here once the URIs went to the children only: this process's MLflow was never pointed at
+    the registry, so its default (``./mlflow.db`` in the working directory, created empty) would
+    answer that every version is missing.
+    """
     from lakescore.serving import forkserver
 
-    if forkserver.child_env.get("MLFLOW_TRACKING_URI") and forkserver.running():
+    if forkserver.child_env.get("MLFLOW_TRACKING_URI"):
         return forkserver.call(read, *args, timeout_s=REGISTRY_TIMEOUT_S, what=f"registry read {args[0]}")
     return read(*args)
 
