@@ -10,6 +10,7 @@ stopped at the end.
 
     .venv/bin/python scripts/bench_serving.py                 # trains the demo model in a temp home
     .venv/bin/python scripts/bench_serving.py --home .lakescore   # reuse a home that has the demo model
+    .venv/bin/python scripts/bench_serving.py --requests 50 --seconds 20 --kill-requests 200   # a smoke run
 
 Not a test: figures vary with the machine and what else runs on it.
 """
@@ -91,7 +92,7 @@ def kill_under_load(served: Any, bodies: list[bytes], *, requests: int = 1000) -
 
 
 def bench_ours(mode: str, *, home: Path, config: Path, env: dict[str, str], scratch: Path, version: int,
-               requests: int, seconds: float) -> dict[str, Any]:
+               requests: int, seconds: float, kill_requests: int = 1000) -> dict[str, Any]:
     """Start ``lakescore serve`` with ``copy_start: mode``, load it, measure it, stop it."""
     serving = yaml.safe_load((config / "serving.yml").read_text())
     serving["copy_start"] = mode
@@ -109,7 +110,7 @@ def bench_ours(mode: str, *, home: Path, config: Path, env: dict[str, str], scra
         out["c8"] = {**run_load(url, auth, out["bodies"], concurrency=8, requests=requests, max_s=seconds),
                      "copies": copies}
         if mode == "preloaded_fork":
-            out["killed"] = kill_under_load(served, out["bodies"])
+            out["killed"] = kill_under_load(served, out["bodies"], requests=kill_requests)
         copy_pid = [c for c in httpx.get(status_url, headers=auth).json()["copies"] if c["state"] == "ready"][0]["pid"]
         out["copy_memory"] = memory(copy_pid)
         servers = [p for p in psutil.Process(served.proc.pid).children() if "forkserver" in " ".join(p.cmdline())]
@@ -127,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--home", default=None, help="runtime home with (or to get) the demo model; default: temp")
     parser.add_argument("--requests", type=int, default=400, help="requests per load level (default 400)")
     parser.add_argument("--seconds", type=float, default=60.0, help="time cap per load level (default 60)")
+    parser.add_argument("--kill-requests", type=int, default=1000,
+                        help="requests sent while one copy is killed (default 1000)")
     args = parser.parse_args(argv)
 
     scratch = Path(tempfile.mkdtemp(prefix="bench-serving-"))
@@ -143,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     figures: dict[str, Any] = {"model": f"models:/{MODEL}/{version}", "setup_s": round(setup_s, 1)}
     for mode in ("preloaded_fork", "new_process"):
         figures[mode] = bench_ours(mode, home=home, config=config, env=env, scratch=scratch, version=version,
-                                   requests=args.requests, seconds=args.seconds)
+                                   requests=args.requests, seconds=args.seconds, kill_requests=args.kill_requests)
     bodies = figures["preloaded_fork"]["bodies"]
 
     peer = None

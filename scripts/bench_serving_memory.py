@@ -11,6 +11,7 @@ RSS counts pages shared between processes in each of them; the sum of PSS is wha
 cost the machine together, and the footprint target (<= 400 MB with one warm copy) is judged on it.
 
     .venv/bin/python scripts/bench_serving_memory.py --home /path/to/home --requests 100000
+    .venv/bin/python scripts/bench_serving_memory.py --requests 1200 --max-seconds 60   # a smoke run
 
 ``--home`` is copied to a temporary folder first (never changed); without it the demo model is
 trained in a temporary home (a few minutes). Everything binds 127.0.0.1; every load is bounded in
@@ -72,7 +73,7 @@ def bench(home: Path, config: Path, env: dict[str, str], scratch: Path, *, versi
     try:
         wait_until(lambda: served.status()["drift_reference"], "the drift reference", proc)
         bodies = request_bodies(home, version, 500)
-        first = run_load(url, auth, bodies, concurrency=threads, requests=CHECKPOINT, max_s=max_s)
+        first = run_load(url, auth, bodies, concurrency=threads, requests=min(CHECKPOINT, requests), max_s=max_s)
         time.sleep(2)  # let the recorder's flush child finish
         out["at_first"] = (first, measure(status_url, auth, proc.pid))
         rest = run_load(url, auth, bodies, concurrency=threads, requests=max(requests - CHECKPOINT, 0), max_s=max_s)
@@ -97,7 +98,8 @@ def bench(home: Path, config: Path, env: dict[str, str], scratch: Path, *, versi
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--home", default=None, help="runtime home with the demo model (copied first); default: train")
-    parser.add_argument("--requests", type=int, default=100_000, help="one-row requests in all (default 100000)")
+    parser.add_argument("--requests", type=int, default=100_000, help="one-row requests in all (default 100000; the first "
+                        "checkpoint is after 1,000, or after all of them when fewer)")
     parser.add_argument("--threads", type=int, default=4, help="client threads (default 4)")
     parser.add_argument("--max-seconds", type=float, default=1800.0, help="time cap per load phase (default 1800)")
     args = parser.parse_args(argv)

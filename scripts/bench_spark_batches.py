@@ -8,7 +8,8 @@ Each cell runs the whole route into Spark's ``noop`` sink (nothing reaches the d
 times and keeps the fastest; one untimed run first loads the Python workers.
 
 Usage: python scripts/bench_spark_batches.py [--home /tmp/lakescore-bench-batches] [--config-dir config]
-       [--arrow 2000 10000 50000] [--batch-rows 2000 10000 50000] [--repeat 2]
+       [--arrow 2000 10000 50000] [--batch-rows 2000 10000 50000] [--repeat 2] [--rows N]
+(``--rows 2000 --arrow 1000 --batch-rows 1000 --repeat 1``: a smoke run of every step)
 """
 
 from __future__ import annotations
@@ -25,14 +26,17 @@ from bench_capacity import register  # scripts/ is on sys.path: the script's fol
 ARROW_CONF = "spark.sql.execution.arrow.maxRecordsPerBatch"
 
 
-def run_once(runtime, plan, *, arrow_rows: int, batch_rows: int) -> float:
-    """Seconds to score every row of the plan's source through the Spark route into ``noop``."""
+def run_once(runtime, plan, *, arrow_rows: int, batch_rows: int, rows: int | None = None) -> float:
+    """Seconds to score every row of the plan's source (its first ``rows`` only, when given) through
+    the Spark route into ``noop``."""
     from lakescore.scoring.spark import score_spark
 
     spark = runtime.spark()
     spark.conf.set(ARROW_CONF, str(arrow_rows))
+    source = runtime.spark_source(plan.source_table, version=plan.source_version)
+    source = source if rows is None else source.limit(rows)
     start = time.perf_counter()
-    scored = score_spark(runtime.spark_source(plan.source_table, version=plan.source_version), plan,
+    scored = score_spark(source, plan,
                          batch_rows=batch_rows, env_manager="local")
     scored.write.format("noop").mode("overwrite").save()
     return time.perf_counter() - start
@@ -45,6 +49,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--arrow", type=int, nargs="+", default=[2000, 10000, 50000])
     parser.add_argument("--batch-rows", type=int, nargs="+", default=[2000, 10000, 50000])
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--rows", type=int, default=None, help="score the first N flights only (default: all 336,776)")
     args = parser.parse_args(argv)
 
     from dataclasses import replace
@@ -63,15 +68,16 @@ def main(argv: list[str] | None = None) -> None:
     plan = replace(plan, source_table=FLIGHTS, source_version=runtime.table_version(FLIGHTS))
     spark = runtime.spark()
     rows = runtime.row_count(plan.source_table, version=plan.source_version)
+    rows = rows if args.rows is None else min(rows, args.rows)
     print(f"python {sys.version.split()[0]}, spark {spark.version}, master {spark.sparkContext.master}, "
           f"cores on the machine {os.cpu_count()}, load average {os.getloadavg()[0]:.1f}")
-    print(f"rows scored per run: {rows:,} (all flights); best of {args.repeat} runs per cell")
-    run_once(runtime, plan, arrow_rows=10000, batch_rows=10000)  # warm-up: workers, imports
+    print(f"rows scored per run: {rows:,} ({'all' if args.rows is None else 'the first'} flights); best of {args.repeat} runs per cell")
+    run_once(runtime, plan, arrow_rows=10000, batch_rows=10000, rows=args.rows)  # warm-up: workers, imports
 
     print(f"{'maxRecordsPerBatch':>19}{'batch_rows':>12}{'best s':>9}{'rows/s':>11}")
     for arrow_rows in args.arrow:
         for batch_rows in args.batch_rows:
-            best = min(run_once(runtime, plan, arrow_rows=arrow_rows, batch_rows=batch_rows)
+            best = min(run_once(runtime, plan, arrow_rows=arrow_rows, batch_rows=batch_rows, rows=args.rows)
                        for _ in range(args.repeat))
             print(f"{arrow_rows:>19,}{batch_rows:>12,}{best:>9.2f}{rows / best:>11,.0f}", flush=True)
     spark.stop()
