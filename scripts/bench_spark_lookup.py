@@ -10,7 +10,8 @@ every feature row at or before it, reduced with ``max_by``) lives only in this s
 in for ``spark_lookup._latest`` while it is timed. Both joins' rows are compared (``exceptAll`` both
 ways) before anything is timed.
 
-Usage: python scripts/bench_spark_lookup.py [--home DIR] [--config-dir config] [--repeat 2]
+Usage: python scripts/bench_spark_lookup.py [--home DIR] [--config-dir config] [--repeat 2] [--rows N]
+(``--rows 2000 --repeat 1``: a smoke run of every step)
 """
 
 from __future__ import annotations
@@ -55,20 +56,23 @@ def old_join() -> Iterator[None]:
         spark_lookup._latest = new
 
 
-def joined(runtime: Any, specs: list[Any]) -> Any:
-    """flights_incoming with every lookup joined (lazily), each table at its current version."""
+def joined(runtime: Any, specs: list[Any], rows: int | None = None) -> Any:
+    """flights_incoming (its ``rows`` smallest ``flight_id`` only, when given) with every lookup
+    joined (lazily), each table at its current version."""
     from lakescore.demo_data import INCOMING
     from lakescore.scoring.spark_lookup import spark_join_all
 
     names = [INCOMING, *dict.fromkeys(spec.table_name for spec in specs)]
     frames = {name: runtime.spark_source(name, version=runtime.table_version(name)) for name in names}
-    return spark_join_all(frames.pop(INCOMING), frames, specs)
+    source = frames.pop(INCOMING)
+    source = source if rows is None else source.orderBy("flight_id").limit(rows)  # the same rows on every read
+    return spark_join_all(source, frames, specs)
 
 
-def seconds(runtime: Any, specs: list[Any]) -> float:
+def seconds(runtime: Any, specs: list[Any], rows: int | None = None) -> float:
     """Seconds to build the join (the duplicate checks run here) and write every joined row to ``noop``."""
     start = time.perf_counter()
-    joined(runtime, specs).write.format("noop").mode("overwrite").save()
+    joined(runtime, specs, rows).write.format("noop").mode("overwrite").save()
     return time.perf_counter() - start
 
 
@@ -77,6 +81,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--home", default=None, help="runtime home (default: a temporary folder, removed after)")
     parser.add_argument("--config-dir", default=str(Path(__file__).resolve().parents[1] / "config"))
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--rows", type=int, default=None,
+                        help="join the N incoming flights with the smallest flight_id only (default: all 84,292)")
     args = parser.parse_args(argv)
     if args.home:
         run(Path(args.home), args)
@@ -104,21 +110,21 @@ def run(home: Path, args: argparse.Namespace) -> None:
         per_key = table.groupby(list(spec.lookup_key)).size()
         print(f"lookup {spec.table_name}: {len(table):,} feature rows, {len(per_key):,} keys, up to "
               f"{per_key.max():,} rows per key{', point in time' if spec.point_in_time else ''}")
-    incoming = frames[INCOMING]
+    incoming = frames[INCOMING] if args.rows is None else frames[INCOMING].nsmallest(args.rows, "flight_id")
     pit = [s for s in specs if s.point_in_time]
     pairs = {s.table_name: len(incoming[list(s.row_columns)].dropna().drop_duplicates()) for s in pit}
     print(f"source {INCOMING}: {len(incoming):,} rows; distinct (key, timestamp) pairs: {pairs}")
 
-    new_rows = joined(runtime, specs)
+    new_rows = joined(runtime, specs, args.rows)
     with old_join():
-        old_rows = joined(runtime, specs)
+        old_rows = joined(runtime, specs, args.rows)
         differ = old_rows.exceptAll(new_rows).count() + new_rows.exceptAll(old_rows).count()
     print(f"rows that differ between the two joins: {differ}")
 
-    seconds(runtime, specs)  # warm-up: the first job's JVM classes and the Delta snapshots
-    new = min(seconds(runtime, specs) for _ in range(args.repeat))
+    seconds(runtime, specs, args.rows)  # warm-up: the first job's JVM classes and the Delta snapshots
+    new = min(seconds(runtime, specs, args.rows) for _ in range(args.repeat))
     with old_join():
-        old = min(seconds(runtime, specs) for _ in range(args.repeat))
+        old = min(seconds(runtime, specs, args.rows) for _ in range(args.repeat))
     print(f"{'join':<36}{'best s':>8}   (best of {args.repeat}, joined rows to the noop sink)")
     print(f"{'range join + max_by (old)':<36}{old:>8.2f}")
     print(f"{'sort-based as-of join (new)':<36}{new:>8.2f}")
