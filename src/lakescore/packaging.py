@@ -191,11 +191,12 @@ def logged_model_config(model_uri: str) -> tuple[dict[str, str], dict[str, Any]]
 
     try:
         info = pyfunc_mlmodel(model_uri)  # a Feature Engineering model: its raw model (a sub-path)
-    except mlflow.exceptions.MlflowException as err:
+    except (mlflow.exceptions.MlflowException, OSError) as err:  # MLflow 3.8's local store raises OSError
         from lakescore.model_uri import require_artifacts
 
         require_artifacts(model_uri)  # the version exists but its folder is gone: say where it should be
-        raise ModelNotFoundError(f"{model_uri} does not exist ({err.message.splitlines()[0]}); "
+        first = (err.message if isinstance(err, mlflow.exceptions.MlflowException) else str(err)).splitlines()[0]
+        raise ModelNotFoundError(f"{model_uri} does not exist ({first}); "
                                  "ask for a registered version (`lakescore train` registers one)") from err
     config = dict(info.flavors.get("python_function", {}).get("config") or {})
     return _kinds_or_signature(config, info.signature.inputs), config
