@@ -8,6 +8,10 @@ STAMP := $(VENV)/.installed
 DBR_VENV := .venv-dbr
 DBR_STAMP := $(DBR_VENV)/.installed
 DBR_TESTS := tests/runtime tests/publish tests/scoring tests/test_packaging.py tests/workflows/test_score.py
+# Both test lanes run in TEST_WORKERS processes (pytest-xdist): each test file runs whole, in order,
+# in one process; session fixtures (a Spark session, a fitted model) are built once per process.
+TEST_WORKERS ?= 2
+XDIST := -n $(TEST_WORKERS) --dist loadfile
 
 .PHONY: install install-dbr demo test test-dbr lint bench clean
 
@@ -25,13 +29,13 @@ demo: install
 	$(VENV)/bin/lakescore demo --config-dir config
 
 test: install
-	$(PY) -m pytest
+	$(PY) -m pytest $(XDIST)
 
 lint: install
 	$(VENV)/bin/mkdocs build --strict -d .lakescore/site
 
 test-dbr: install-dbr
-	$(DBR_VENV)/bin/python -m pytest $(DBR_TESTS)
+	$(DBR_VENV)/bin/python -m pytest $(XDIST) $(DBR_TESTS)
 
 bench: install
 	$(PY) scripts/bench_capacity.py
