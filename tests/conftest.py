@@ -64,7 +64,7 @@ def spark(spark_home: LocalRuntime):
     """One local[2] SparkSession for the whole test session (it takes ~15 s to start). Its JVM also
     hosts the Spark Connect server that :func:`spark_connect` talks to (one JVM for both lanes)."""
     session = classic_session(spark_home.home, connect_server=True)
-    spark_home._spark = session
+    spark_home.spark_session = session
     yield session
     session.stop()
 
@@ -109,14 +109,14 @@ def runtime(tmp_path: Path) -> LocalRuntime:
 @pytest.fixture
 def spark_runtime(runtime: LocalRuntime, spark) -> LocalRuntime:
     """A fresh local runtime that reuses the session's SparkSession."""
-    runtime._spark = spark
+    runtime.spark_session = spark
     return runtime
 
 
 @pytest.fixture
 def route_runtime(runtime: LocalRuntime, route_spark) -> LocalRuntime:
     """A fresh local runtime on :func:`route_spark`: each Spark route test using it runs twice."""
-    runtime._spark = route_spark
+    runtime.spark_session = route_spark
     return runtime
 
 

@@ -1,9 +1,5 @@
 """The compiled part: admission proves the compiled plan agrees with the reference walk."""
 
-import importlib
-import sys
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -12,13 +8,6 @@ from lakescore.admission.agreement import null_patterns
 from lakescore.admission.evidence import examine, part_flags
 from lakescore.chain import FittedChain
 from lakescore.steps import FittedStep
-
-
-@pytest.fixture
-def broken():
-    sys.path.insert(0, str(Path(__file__).parent))
-    yield importlib.import_module("broken_steps")
-    sys.path.remove(str(Path(__file__).parent))
 
 
 def with_first_step(chain: FittedChain, step: FittedStep) -> FittedChain:

@@ -1,37 +1,22 @@
 """check_step: every probe check on one step; each check catches its broken fixture, names the
 check, the column and a fix; every built-in kind passes on an adversarial frame."""
 
-import importlib
-import sys
-from pathlib import Path
-
 import pandas as pd
 import pytest
+from fixtures import step_contract
 
 from lakescore.admission import StepChecks, check_step
 from lakescore.admission.perturb import UNSEEN_TEXT, all_missing, unseen_text
 from lakescore.errors import ProbeError, StepCheckError, StepError
 from lakescore.steps import FittedStep, learn_step
 
-HERE = Path(__file__).parent
 CHECKS = ["repeat", "chunks:1", "chunks:2", "chunks:7", "reverse", "index_shift", "empty", "perturb",
           "json_round_trip", "dtypes", "agree:whole", "agree:rows", "agree:empty", "agree:nulls"]
 
 
-def _import_from(folder: Path, name: str):
-    if str(folder) not in sys.path:
-        sys.path.insert(0, str(folder))
-    return importlib.import_module(name)
-
-
-@pytest.fixture(scope="module")
-def broken():
-    return _import_from(HERE, "broken_steps")
-
-
 @pytest.fixture(scope="module")
 def contract():
-    return _import_from(HERE.parent / "steps", "step_contract")
+    return step_contract
 
 
 @pytest.fixture
@@ -129,8 +114,8 @@ def adversarial(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _first_cases():
-    contract = _import_from(HERE.parent / "steps", "step_contract")
-    return [pytest.param(kind, entries[0], id=kind, marks=contract.marks(kind)) for kind, entries in contract.CASES.items()]
+    return [pytest.param(kind, entries[0], id=kind, marks=step_contract.marks(kind))
+            for kind, entries in step_contract.CASES.items()]
 
 
 # Vectorizers that learn a vocabulary make one output column per word, and every check compares

@@ -1,9 +1,5 @@
 """Admission end to end: problems name the part that failed first, and the parts that failed because of it."""
 
-import importlib
-import sys
-from pathlib import Path
-
 import pytest
 
 from lakescore.admission.evidence import examine
@@ -11,13 +7,6 @@ from lakescore.chain import FittedChain
 from lakescore.config import ScoringConfig
 from lakescore.rules import load_output_rules
 from lakescore.steps.base import FittedStep
-
-
-@pytest.fixture
-def broken():
-    sys.path.insert(0, str(Path(__file__).parent))
-    yield importlib.import_module("broken_steps")
-    sys.path.remove(str(Path(__file__).parent))
 
 
 def test_a_step_failure_is_reported_once_and_the_output_rule_and_chain_blame_it(broken, small_chain,
@@ -46,11 +35,10 @@ def test_a_step_failure_is_reported_once_and_the_output_rule_and_chain_blame_it(
     assert {c["check"]: c["status"] for c in evidence["rules"][-1]["checks"]}["fresh_module"] == "failed"
 
 
-def test_a_custom_forward_fill_is_refused_by_the_lint_and_by_perturb(flights_sample, monkeypatch):
+def test_a_custom_forward_fill_is_refused_by_the_lint_and_by_perturb(flights_sample):
     from lakescore.frames import derive_label
     from lakescore.training import fit_chain
 
-    monkeypatch.syspath_prepend(str(Path(__file__).parent))  # broken_user_code.forward_fill_step
     recipe = [{"step": "custom", "name": "forward_fill", "columns": ["dep_delay"],
                "ref": "broken_user_code:forward_fill_step"},
               {"step": "SimpleImputer", "name": "impute", "columns": ["dep_delay", "distance"], "strategy": "median"}]

@@ -1,16 +1,10 @@
 """Every lint rule catches its broken fixture and names the step, file, line, call and fix."""
 
-import sys
-from pathlib import Path
-
 import pytest
 
 from lakescore.admission.lint import lint_function, lint_source
 
-sys.path.insert(0, str(Path(__file__).parent))
-import broken_user_code as user  # noqa: E402
-
-sys.path.remove(str(Path(__file__).parent))
+import broken_user_code as user  # beside this file (see conftest.py)
 
 
 def messages(fn):

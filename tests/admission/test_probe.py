@@ -1,8 +1,5 @@
 """Every probe check catches its deliberately broken fixture, and names the part, check and fix."""
 
-import importlib
-import sys
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -17,14 +14,6 @@ from lakescore.admission.probe import (check_empty, check_index_shift, check_per
 from lakescore.chain import FittedChain
 from lakescore.errors import ProbeError
 from lakescore.steps.base import FittedStep
-
-
-@pytest.fixture(scope="module")
-def broken():
-    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
-    module = importlib.import_module("broken_steps")
-    yield module
-    sys.path.remove(str(__import__("pathlib").Path(__file__).parent))
 
 
 @pytest.fixture

@@ -103,7 +103,7 @@ class Lake:
         """Publish with ``engine`` from now on (the Spark one on the test session's SparkSession, or
         on the test's ``route_spark``, classic then Spark Connect, when the test asks for it)."""
         if engine == "spark":
-            self.runtime._spark = request.getfixturevalue(
+            self.runtime.spark_session = request.getfixturevalue(
                 "route_spark" if "route_spark" in request.fixturenames else "spark")
         self.engine = engine
         return self

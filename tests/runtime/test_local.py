@@ -126,7 +126,7 @@ def test_a_spark_session_without_the_jars_stops_before_starting_with_the_install
     assert str(err.value) == (f"Delta Lake's Spark jars are not in {tmp_path / 'env' / 'lakescore-jars'}: run "
                               f"`{setup_command()}` once (fetches {DELTA_SPARK_PACKAGE} from Maven Central).")
     assert err.value.fields["folder"] == str(tmp_path / "env" / "lakescore-jars")
-    assert runtime._spark is None and not (tmp_path / "home" / "spark-warehouse").exists()
+    assert runtime.spark_session is None and not (tmp_path / "home" / "spark-warehouse").exists()
 
 
 def test_the_local_master_is_two_threads_unless_the_environment_names_another_local_one(monkeypatch):

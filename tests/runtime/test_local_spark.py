@@ -34,7 +34,7 @@ def test_a_connect_session_reads_pinned_delta_versions_and_has_no_spark_context(
 
     monkeypatch.setenv(CONNECT_MODE_ENV, "1")
     runtime = LocalRuntime(tmp_path, connect=True)
-    runtime._spark = spark_connect  # the test session's client: LocalRuntime(connect=True).spark() made it
+    runtime.spark_session = spark_connect  # the test session's client: LocalRuntime(connect=True).spark() made it
     name = "main.s.pinned"
     runtime.write_table(name, pd.DataFrame({"k": [1, 2, 3]}))
     runtime.write_table(name, pd.DataFrame({"k": [4, 5]}), mode="append")
@@ -49,12 +49,10 @@ def test_a_connect_session_reads_pinned_delta_versions_and_has_no_spark_context(
 
 @pytest.mark.spark
 @pytest.mark.connect
-def test_the_connect_server_refuses_a_client_without_its_token(spark_connect):
+def test_the_connect_server_refuses_a_client_without_its_token(spark, spark_connect):
     from pyspark.sql.connect.session import SparkSession as ConnectSession
 
-    from lakescore.runtime import local_spark
-
-    port, _token = local_spark._server
+    port = spark.conf.get("spark.connect.grpc.binding.port")  # the server in the classic session's JVM
     stranger = ConnectSession(connection=f"sc://localhost:{port}/;token=not-the-token")
     try:
         with pytest.raises(Exception, match="(?i)authenticat|UNAUTHENTICATED"):

@@ -82,7 +82,7 @@ def registered(runtime, rules_file, flights_sample, demo_recipe):
 @pytest.fixture
 def on_spark(registered, route_spark, rules_file):
     """``registered`` on the test's Spark session, classic and then Spark Connect (see route_spark)."""
-    registered[0]._spark = route_spark
+    registered[0].spark_session = route_spark
     ship(route_spark, rules_file)
     return registered
 
@@ -90,7 +90,7 @@ def on_spark(registered, route_spark, rules_file):
 @pytest.fixture
 def on_classic_spark(registered, spark, rules_file):
     """``registered`` on the classic session only."""
-    registered[0]._spark = spark
+    registered[0].spark_session = spark
     ship(spark, rules_file)
     return registered
 

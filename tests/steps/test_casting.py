@@ -7,7 +7,7 @@ import pytest
 from lakescore.columns import Columns
 from lakescore.errors import InputError, StepError
 from lakescore.steps import learn_step
-from step_contract import cases, check_contract
+from fixtures.step_contract import cases, check_contract
 
 
 @pytest.mark.parametrize("raw", cases("Casting", "ValueReplacement"))

@@ -6,7 +6,7 @@ import pytest
 
 from lakescore.errors import StepError
 from lakescore.steps import learn_step, parse_params
-from step_contract import cases, check_contract
+from fixtures.step_contract import cases, check_contract
 
 
 @pytest.mark.parametrize("raw", cases("AliasReplacement", "InvalidValueReplacement", "TextCleaning",

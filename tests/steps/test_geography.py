@@ -10,7 +10,7 @@ import pytest
 from lakescore.errors import StepError
 from lakescore.steps import learn_step, parse_params
 from lakescore.steps.geography import H3Index
-from step_contract import cases, check_contract
+from fixtures.step_contract import cases, check_contract
 
 
 @pytest.mark.parametrize("raw", cases("GeoDistance", "H3Index"))

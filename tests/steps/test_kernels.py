@@ -1,6 +1,6 @@
 """Each built-in step's compiled kernel gives what its reference apply/flags give.
 
-For every recipe entry of the step contract (tests/steps/step_contract.py), learned on real flights:
+For every recipe entry of the step contract (tests/fixtures/step_contract.py), learned on real flights:
 the step's stage in the compiled plan (its kernel, or the reference run inside the plan when its kind
 has none) against ``FittedStep.flags`` then ``FittedStep.apply`` on the kept rows: whole frame, each
 sample row alone, the empty frame and every null pattern (each column missing in every row, every
@@ -20,7 +20,7 @@ from lakescore.columns import Columns
 from lakescore.compiled import stage_of
 from lakescore.steps import STEPS, FittedStep, learn_step
 
-from step_contract import CASES, COLUMNS, assert_same, available, cases, learning_frame, sample_rows
+from fixtures.step_contract import CASES, COLUMNS, assert_same, available, cases, learning_frame, sample_rows
 
 SCORED = [k for k in CASES if not (STEPS[k].training_only and not STEPS[k].row_filter)]
 # every built-in kind that runs at scoring has a compiled kernel; user steps run as written

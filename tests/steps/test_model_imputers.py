@@ -7,7 +7,7 @@ import pytest
 from lakescore.errors import StepError
 from lakescore.frames import floats_close
 from lakescore.steps import learn_step, parse_params
-from step_contract import cases, check_contract, learning_frame
+from fixtures.step_contract import cases, check_contract, learning_frame
 
 COLUMNS = ["dep_delay", "arr_delay", "air_time", "distance"]
 

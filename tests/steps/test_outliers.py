@@ -7,7 +7,7 @@ import pytest
 from lakescore.columns import Columns
 from lakescore.errors import StepError
 from lakescore.steps import learn_step, parse_params
-from step_contract import cases, check_contract, learning_frame
+from fixtures.step_contract import cases, check_contract, learning_frame
 
 
 @pytest.mark.parametrize("raw", cases("IQR", "ZScore", "ManualBounds", "EllipticEnvelope"))

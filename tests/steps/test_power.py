@@ -10,7 +10,7 @@ from lakescore.columns import Columns
 from lakescore.errors import StepError
 from lakescore.frames import floats_close
 from lakescore.steps import learn_step
-from step_contract import cases, check_contract, learning_frame
+from fixtures.step_contract import cases, check_contract, learning_frame
 
 
 @pytest.mark.parametrize("raw", cases("PowerTransformer"))

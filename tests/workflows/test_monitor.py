@@ -192,7 +192,7 @@ def test_spark_engine_matches_single_node(runtime, spark, project_dir, flights_s
     """One published run monitored by the Spark engine (``batch_compute: spark``) and by the
     single-node one, each into its own quality table: the same row, but for the approximate
     quantiles (a value of the data within the ranks percentile_approx allows)."""
-    runtime._spark = spark
+    runtime.spark_session = spark
     waiting = flights_sample.assign(arr_delay=flights_sample["arr_delay"].where(flights_sample["month"] != 11))
     single = publish_project(runtime, project_dir, flights_sample, waiting, admitted)
     for name, change in (("inference.yml", {"batch_compute": "spark"}),
@@ -280,7 +280,7 @@ def test_a_model_set_is_monitored_per_output_and_says_what_it_does_not_measure(t
 def test_a_model_set_is_monitored_alike_by_the_spark_engine(trained_set, spark):
     single, runtime = _set_monitoring(trained_set, "set_both", "set_both_quality", "single_node")
     on_spark, _ = _set_monitoring(trained_set, "set_both", "set_both_quality_spark", "spark")
-    runtime._spark = spark
+    runtime.spark_session = spark
     publish(single, runtime, score(single, runtime))
     found, expected = monitor(on_spark, runtime).row, monitor(single, runtime).row
     for name in ("rows", "predicted", "exclusions_by_reason", "null_share", "not_monitored", "labelled_rows"):
@@ -340,7 +340,7 @@ def test_two_monitors_at_once_append_one_quality_row(runtime, project_dir, fligh
     on both engines; each says what it did."""
     project = publish_project(runtime, project_dir, flights_sample, flights_sample, admitted)
     if batch_compute == "spark":
-        runtime._spark = request.getfixturevalue("spark")
+        runtime.spark_session = request.getfixturevalue("spark")
         path = project_dir / "inference.yml"
         path.write_text(yaml.safe_dump({**yaml.safe_load(path.read_text()), "batch_compute": "spark"}))
         project = load_project(project_dir)

@@ -60,7 +60,7 @@ def test_deleted_rows_are_neither_scored_nor_published_on_either_route(dv_projec
 def test_the_spark_route_scores_stages_and_publishes_on_spark_connect(dv_project, spark_connect, monkeypatch):
     project, runtime, _, kept = dv_project
     monkeypatch.setenv(CONNECT_MODE_ENV, "1")  # as LAKESCORE_SPARK_CONNECT=1 sets it: Connect columns
-    runtime._spark = spark_connect
+    runtime.spark_session = spark_connect
     run = score(project, runtime)  # preflight, scope, spark_udf, staging from the executors
     assert run.counts["rows_in"] == 8 and sorted(as_pandas(run.predictions)["flight_id"]) == kept
     assert not list((runtime.runs_dir() / "models").glob("*/*"))  # the run's model copy is gone once staged
@@ -207,7 +207,7 @@ def test_a_model_set_scores_on_one_node_and_publishes_every_output_in_one_commit
 
 def test_a_model_set_scores_on_spark_as_on_one_node(trained_set, flights_sample, spark):
     project, runtime, result = _set_project(trained_set, "main.flights.set_predictions_spark", "spark")
-    runtime._spark = spark
+    runtime.spark_session = spark
     run = score(project, runtime)
     got = as_pandas(run.predictions).set_index("flight_id").loc[flights_sample.iloc[1900:1960]["flight_id"]]
     both, p, m = _by_hand(runtime, result, flights_sample.iloc[1900:1960])

@@ -48,7 +48,7 @@ def _project(folder: Path, **split_training):
 
 def _train(home: Path, rows: pd.DataFrame, spark, **split_training):
     runtime = LocalRuntime(home / ".lakescore")
-    runtime._spark = spark
+    runtime.spark_session = spark
     runtime.write_table(TABLE, rows)
     runtime.write_table(INCOMING, rows.iloc[:300].reset_index(drop=True))
     project = _project(home / "config", **split_training)

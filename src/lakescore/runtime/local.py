@@ -67,13 +67,15 @@ class LocalRuntime:
 
     ``connect`` (default: ``LAKESCORE_SPARK_CONNECT=1`` in the environment) makes :meth:`spark` a
     Spark Connect session, as serverless jobs and standard-access clusters get on Databricks.
+    ``spark_session`` is a session already started to use instead (an application's own, or one a
+    test session shares); by default :meth:`spark` starts one when first asked.
     """
 
     home: Path
     target: str = "dev"
     kind: Literal["local"] = "local"
     connect: bool = field(default_factory=connect_requested)
-    _spark: Any = field(default=None, repr=False)
+    spark_session: Any = field(default=None, repr=False)
     _mlflow_ready: bool = field(default=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -338,9 +340,9 @@ class LocalRuntime:
         SparkConnectUnavailableError
             :attr:`connect`, and a classic session without a Connect server already runs in this process.
         """
-        if self._spark is None:
-            self._spark = connect_session(self.home) if self.connect else classic_session(self.home)
-        return self._spark
+        if self.spark_session is None:
+            self.spark_session = connect_session(self.home) if self.connect else classic_session(self.home)
+        return self.spark_session
 
     def spark_source(self, name: str, *, version: int) -> Any:
         """A Spark DataFrame of table ``name`` at ``version``, read through Delta Lake.
