@@ -3,7 +3,7 @@
 Starts ``lakescore serve`` (one copy forked from the preloaded fork server), sends one-row requests
 from a few client threads, and prints the resident (RSS) and proportional (PSS) memory of each of
 the endpoint's processes after 1,000 and after ``--requests`` answered requests, read from
-``/proc/<pid>/smaps_rollup`` by :func:`lakescore.serving.memory.footprint` (what ``GET /status``
+``/proc/<pid>/smaps_rollup`` by :func:`lakescore.serving.replicas.memory.footprint` (what ``GET /status``
 reports). It then times the endpoint's cold path (a request for another version: a child of the
 fork server loads it and scores; 3 runs, median) and the client's fallback (a fresh process).
 
@@ -55,7 +55,7 @@ def prepare(home: Path, config: Path) -> tuple[int, int]:
 
 def measure(status_url: str, headers: dict[str, str], endpoint_pid: int) -> dict[str, Any]:
     """The endpoint's own figures (``/status`` memory) plus the multiprocessing resource tracker."""
-    from lakescore.serving.memory import process_memory
+    from lakescore.serving.replicas.memory import process_memory
 
     memory = httpx.get(status_url, headers=headers, timeout=30).json()["memory"]
     trackers = [p.pid for p in psutil.Process(endpoint_pid).children()
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
                "PYTHONUNBUFFERED": "1"}
         figures = bench(home, config, env, scratch, version=version, other=other, requests=args.requests,
                         threads=args.threads, max_s=args.max_seconds)
-        from lakescore.serving.cold import score_cold_sync
+        from lakescore.serving.replicas.cold import score_cold_sync
 
         fresh = []
         for body in figures["bodies"]:
@@ -165,7 +165,7 @@ def report(f: dict[str, Any], version: int) -> None:
     print(f"cold path through the endpoint (child of the fork server loads the version, scores one row): "
           f"{cold} s; median {statistics.median(f['cold_s']):.2f} s (target <= 3 s)")
     fresh = ", ".join(f"{x:.2f}" for x in f["fresh_s"])
-    print(f"client fallback (fresh `python -m lakescore.serving.cold`): {fresh} s; "
+    print(f"client fallback (fresh `python -m lakescore.serving.replicas.cold`): {fresh} s; "
           f"median {statistics.median(f['fresh_s']):.2f} s")
 
 

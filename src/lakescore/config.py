@@ -463,7 +463,7 @@ class ReplicasConfig(_Strict):
 
 
 class ShadowConfig(_Strict):
-    rtol: Annotated[float, _between(0, 1)] = 1e-3  # values within 0.1% agree (lakescore.serving.shadow)
+    rtol: Annotated[float, _between(0, 1)] = 1e-3  # values within 0.1% agree (lakescore.serving.policy.shadow)
     atol: Annotated[float, _between(0, 1e12)] = 1e-9
 
 

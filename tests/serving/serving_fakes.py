@@ -11,13 +11,13 @@ from typing import Callable
 import orjson
 
 from lakescore.config import ServingConfig
-from lakescore.serving.backend import CopyStatus
-from lakescore.serving.channel import HEADER, frame, socket_path
+from lakescore.serving.replicas.backend import CopyStatus
+from lakescore.serving.replicas.channel import HEADER, frame, socket_path
 from lakescore.serving.endpoint import Endpoint
 from lakescore.serving.plan import EndpointPlan
-from lakescore.serving.pool import Copy
-from lakescore.serving.state import ServingState
-from lakescore.serving.wire import ScoreRequest, parse_request
+from lakescore.serving.replicas.pool import Copy
+from lakescore.serving.state.store import ServingState
+from lakescore.serving.http.wire import ScoreRequest, parse_request
 from serving_helpers import MODEL
 
 

@@ -147,7 +147,7 @@ class RunningEndpoint:
         return status
 
     def events(self, event: str) -> list[Any]:
-        from lakescore.serving.state import ServingState
+        from lakescore.serving.state.store import ServingState
 
         state = ServingState(self.home)
         try:

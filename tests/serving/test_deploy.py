@@ -15,10 +15,10 @@ import httpx
 import pytest
 
 from lakescore.runtime import LocalRuntime
-from lakescore.serving.backend import CopyStatus
-from lakescore.serving.candidates import Candidate
+from lakescore.serving.replicas.backend import CopyStatus
+from lakescore.serving.policy.candidates import Candidate
 from lakescore.serving.endpoint import Endpoint
-from lakescore.serving.shadow import ShadowTally
+from lakescore.serving.policy.shadow import ShadowTally
 from serving_fakes import FakeBackend, fake_endpoint, ready_copy
 from serving_helpers import MODEL, Trained, assert_same_answers, chain_of, expected_rows, launch, ready_copies, records
 

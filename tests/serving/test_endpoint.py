@@ -24,9 +24,9 @@ import yaml
 from lakescore.config import load_project
 from lakescore.errors import EndpointUnavailableError, IdempotencyKeyReusedError, RequestError
 from lakescore.runtime import LocalRuntime
-from lakescore.serving.backend import CopyStatus
-from lakescore.serving.canary import CanaryWindow
-from lakescore.serving.channel import CopyChannels
+from lakescore.serving.replicas.backend import CopyStatus
+from lakescore.serving.policy.canary import CanaryWindow
+from lakescore.serving.replicas.channel import CopyChannels
 from serving_fakes import fake_endpoint, one_row, ready_copy
 from serving_helpers import MODEL, Trained, assert_same_answers, chain_of, expected_rows, launch, ready_copies, records
 
@@ -325,7 +325,7 @@ def test_another_version_is_answered_on_the_cold_path(endpoint, trained: Trained
 
 
 def test_a_retried_request_is_answered_once(endpoint, trained: Trained) -> None:
-    from lakescore.serving.client import ClientSettings, EndpointClient
+    from lakescore.serving.http.client import ClientSettings, EndpointClient
 
     rows = records(trained.requests.head(2), trained.input_columns)
     assert endpoint.client.post("/flush").status_code == 200
@@ -344,7 +344,7 @@ def test_a_retried_request_is_answered_once(endpoint, trained: Trained) -> None:
 
 
 def test_a_key_used_again_for_other_rows_is_refused_with_422(endpoint, trained: Trained) -> None:
-    from lakescore.serving.client import ClientSettings, EndpointClient
+    from lakescore.serving.http.client import ClientSettings, EndpointClient
 
     columns = list(trained.input_columns)
     one = records(trained.requests.iloc[[2]], columns)

@@ -9,7 +9,7 @@ import pandas as pd
 
 from lakescore.lookup import FeatureLookup, join_features
 from lakescore.serving.features import TIMESTAMP_KIND, Features, request_columns
-from lakescore.serving.wire import parse_request
+from lakescore.serving.http.wire import parse_request
 
 WEATHER = FeatureLookup("main.flights.weather", ("origin",), ("temp", "wind_speed"), timestamp_lookup_key="time_hour")
 PLANES = FeatureLookup("main.flights.planes", ("tailnum",), ("year",), (("year", "plane_year"),))

@@ -97,7 +97,7 @@ def test_on_the_databricks_placement_the_endpoint_binds_the_driver_and_requires_
 def test_two_serves_of_one_endpoint_at_once_one_serves_and_the_other_is_refused(module_home, trained) -> None:
     """Seen: both started, the second overwrote the endpoint file, and stopping it removed the file and
     the first one's replica rows while the first kept answering, undiscoverable."""
-    from lakescore.serving.state import ServingState
+    from lakescore.serving.state.store import ServingState
     from serving_helpers import attach, start_serve, write_serving
 
     home, config = module_home

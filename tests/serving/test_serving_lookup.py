@@ -184,8 +184,8 @@ def test_a_request_must_carry_the_keys_and_a_time_and_never_the_looked_up_column
 
 
 def test_the_cold_path_joins_the_feature_tables_at_the_pinned_versions(lookup_model: LookupModel) -> None:
-    from lakescore.serving.cold import ColdFeatures, cold_reply
-    from lakescore.serving.wire import parse_request
+    from lakescore.serving.replicas.cold import ColdFeatures, cold_reply
+    from lakescore.serving.http.wire import parse_request
     from lakescore.workflows.serve import read_serving_features
 
     model = lookup_model

@@ -4,7 +4,7 @@
 candidate's copy is adopted when it holds that version), switches traffic once one is ready, then
 drains and stops the old copies. A version with feature lookups reads its feature tables in a new
 generation that only the deploy's copies join until the deploy succeeds
-(:mod:`lakescore.serving.feature_generations`). One deploy runs at a time; one that fails, is
+(:mod:`lakescore.serving.replicas.feature_generations`). One deploy runs at a time; one that fails, is
 refused or cancelled after it started copies stops them and is audited ``ml.deploy.failed``, and
 the old version keeps serving; a successful one is audited ``ml.deploy``.
 
@@ -19,14 +19,14 @@ import time
 from typing import Any, Awaitable, Callable
 
 from lakescore.errors import ServingConflictError, ServingError
-from lakescore.serving.autoscaler import Autoscaler
-from lakescore.serving.backend import FeatureGeneration
-from lakescore.serving.candidates import Candidates
-from lakescore.serving.feature_generations import FeatureGenerations
-from lakescore.serving.health import COPY_START_TIMEOUT_S, HEALTH_INTERVAL_S
+from lakescore.serving.policy.autoscaler import Autoscaler
+from lakescore.serving.replicas.backend import FeatureGeneration
+from lakescore.serving.policy.candidates import Candidates
+from lakescore.serving.replicas.feature_generations import FeatureGenerations
+from lakescore.serving.policy.health import COPY_START_TIMEOUT_S, HEALTH_INTERVAL_S
 from lakescore.serving.plan import EndpointPlan, alias_version, certified_columns, model_task
-from lakescore.serving.pool import Copy, CopyPool
-from lakescore.serving.state import ServingState
+from lakescore.serving.replicas.pool import Copy, CopyPool
+from lakescore.serving.state.store import ServingState
 
 StartCopy = Callable[..., Awaitable[Copy | None]]
 """``await start_copy(role, version, *, features=None) -> Copy | None`` (None: ``max_warm_copies`` reached)."""

@@ -1,18 +1,18 @@
 """One endpoint: the facade that wires its parts together and carries their decisions out.
 
-- the copy pool (:mod:`lakescore.serving.pool`): copies, the quietest-copy rule, the bounded queue,
+- the copy pool (:mod:`lakescore.serving.replicas.pool`): copies, the quietest-copy rule, the bounded queue,
   measured start times; this module starts and stops copies through the backend;
 - copy health (marks copies ready, drops failed ones, replaces those over ``memory_limit_mb``):
-  :class:`lakescore.serving.health.CopyHealth`;
-- where a request goes: the pure :func:`lakescore.serving.routing.route` (the rules are in that
+  :class:`lakescore.serving.policy.health.CopyHealth`;
+- where a request goes: the pure :func:`lakescore.serving.policy.routing.route` (the rules are in that
   module's docstring); :meth:`Endpoint.answer` carries the route out;
-- scaling: :class:`lakescore.serving.autoscaler.Autoscaler`;
-- shadow, canary and mirroring: :class:`lakescore.serving.candidates.Candidates`;
+- scaling: :class:`lakescore.serving.policy.autoscaler.Autoscaler`;
+- shadow, canary and mirroring: :class:`lakescore.serving.policy.candidates.Candidates`;
 - redeploys: :class:`lakescore.serving.deploy.Deployer` (the switch itself is here);
 - the feature rows each version's copies join:
-  :class:`lakescore.serving.feature_generations.FeatureGenerations`;
-- the stale mark: :class:`lakescore.serving.stale.StaleCheck`;
-- after the reply: the rows are recorded (:mod:`lakescore.serving.recorder`) and, with a shadow,
+  :class:`lakescore.serving.replicas.feature_generations.FeatureGenerations`;
+- the stale mark: :class:`lakescore.serving.policy.stale.StaleCheck`;
+- after the reply: the rows are recorded (:mod:`lakescore.serving.state.recorder`) and, with a shadow,
   mirrored.
 
 A request whose copy does not answer (it died mid-request, or is not ready) is routed again, up to
@@ -35,25 +35,25 @@ import orjson
 
 from lakescore.errors import EndpointUnavailableError, ModelNotFoundError, RequestError
 from lakescore.serving import forkserver
-from lakescore.serving.autoscaler import Autoscaler
-from lakescore.serving.backend import FeatureGeneration, ReplicaBackend
-from lakescore.serving.canary import Outcome, verdict
-from lakescore.serving.candidates import Candidates
-from lakescore.serving.channel import ChannelError, CopyChannels
-from lakescore.serving.copy_app import trim_memory
-from lakescore.serving.cold import score_cold
+from lakescore.serving.policy.autoscaler import Autoscaler
+from lakescore.serving.replicas.backend import FeatureGeneration, ReplicaBackend
+from lakescore.serving.policy.canary import Outcome, verdict
+from lakescore.serving.policy.candidates import Candidates
+from lakescore.serving.replicas.channel import ChannelError, CopyChannels
+from lakescore.serving.replicas.replica import trim_memory
+from lakescore.serving.replicas.cold import score_cold
 from lakescore.serving.deploy import Deployer
 from lakescore.serving.drift import DriftReference, check_rows
-from lakescore.serving.feature_generations import FeatureGenerations
+from lakescore.serving.replicas.feature_generations import FeatureGenerations
 from lakescore.serving.features import FeatureReader
-from lakescore.serving.health import HEALTH_INTERVAL_S, CopyHealth
+from lakescore.serving.policy.health import HEALTH_INTERVAL_S, CopyHealth
 from lakescore.serving.plan import EndpointPlan
-from lakescore.serving.pool import Copy, CopyPool, Role
-from lakescore.serving.recorder import Answered, PredictionRecorder, RecordBatch
-from lakescore.serving.routing import Route, Snapshot, route
-from lakescore.serving.stale import StaleCheck
-from lakescore.serving.state import ServingState
-from lakescore.serving.wire import ScoreRequest, parse_request
+from lakescore.serving.replicas.pool import Copy, CopyPool, Role
+from lakescore.serving.state.recorder import Answered, PredictionRecorder, RecordBatch
+from lakescore.serving.policy.routing import Route, Snapshot, route
+from lakescore.serving.policy.stale import StaleCheck
+from lakescore.serving.state.store import ServingState
+from lakescore.serving.http.wire import ScoreRequest, parse_request
 
 MAX_COPY_ATTEMPTS = 3
 
@@ -79,9 +79,9 @@ class Endpoint:
     state : ServingState
         Audit events, resident copies and idempotent replies.
     write : callable
-        ``write(batch)``: appends a :class:`lakescore.serving.recorder.RecordBatch` of the inference
+        ``write(batch)``: appends a :class:`lakescore.serving.state.recorder.RecordBatch` of the inference
         table's records once (one dict per answered row, see
-        :class:`lakescore.serving.recorder.PredictionRecorder`).
+        :class:`lakescore.serving.state.recorder.PredictionRecorder`).
     reference : callable, optional
         Called once, in the background, to build the drift reference from the training rows
         (None: rows are recorded with drift_check ``no_reference``).
@@ -261,7 +261,7 @@ class Endpoint:
                         max_queue=self.pool.max_queue, hold_s=hold_s)
 
     async def answer(self, request: ScoreRequest, body: bytes, *, hold_s: float | None) -> Reply:
-        """Answer one validated request where :func:`lakescore.serving.routing.route` sends it.
+        """Answer one validated request where :func:`lakescore.serving.policy.routing.route` sends it.
 
         Parameters
         ----------
@@ -281,7 +281,7 @@ class Endpoint:
             When the cold path fails.
         ModelNotFoundError
             The version was deleted from the registry and no copy of it is ready (404): no new copy
-            or cold-path process of it starts (:meth:`lakescore.serving.stale.StaleCheck.refusal`).
+            or cold-path process of it starts (:meth:`lakescore.serving.policy.stale.StaleCheck.refusal`).
         """
         asked = request.model_version
         pinned = asked is None or asked == self.plan.version
@@ -512,7 +512,7 @@ class Endpoint:
                 **self.generations.status(self.plan.version, None if candidate is None else candidate.version)}
 
     def processes(self) -> dict[str, Any]:
-        """The processes whose memory ``GET /status`` reports (:func:`lakescore.serving.memory.footprint`
+        """The processes whose memory ``GET /status`` reports (:func:`lakescore.serving.replicas.memory.footprint`
         reads them from /proc, off the event loop): this endpoint process, its fork server, the
         feature holders of lookup versions, each copy, and any other process under this one."""
         return {"endpoint": os.getpid(), "fork_server": forkserver.server_pid(), "others_under": os.getpid(),

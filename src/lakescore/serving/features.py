@@ -17,7 +17,7 @@ it is compared as UTC wall clock, the zone the local Spark session and Databrick
 (:meth:`Features.join`), where the batch join refuses an aware time against a naive one.
 
 The feature tables are read once per copy generation, in the process the copies are forked from
-(:mod:`lakescore.serving.feature_holder`), so the copies share their pages; :class:`Features` is
+(:mod:`lakescore.serving.replicas.feature_holder`), so the copies share their pages; :class:`Features` is
 what a copy holds. Nothing here imports pandas at import time: the endpoint process uses
 :func:`request_columns` on specs in JSON form.
 """
@@ -101,7 +101,7 @@ class Features:
         """``frame`` (a request's rows) with every lookup joined in order, as
         :func:`lakescore.lookup.join_all` joins them.
 
-        A request time is an instant (``datetime64[ns, UTC]``, :mod:`lakescore.serving.wire`); against
+        A request time is an instant (``datetime64[ns, UTC]``, :mod:`lakescore.serving.http.wire`); against
         a feature table without a zone (``datetime64`` naive, Delta ``timestamp_ntz``) it is compared
         as UTC wall clock, the zone the local Spark session and Databricks use, so the features equal
         the batch join's for the same naive times. The rows keep their own (aware) time column.
@@ -109,7 +109,7 @@ class Features:
         Parameters
         ----------
         frame : DataFrame of shape (n_rows, n_columns)
-            A request's rows (:attr:`lakescore.serving.wire.ScoreRequest.frame`).
+            A request's rows (:attr:`lakescore.serving.http.wire.ScoreRequest.frame`).
         specs : sequence of FeatureLookup
             The chain's lookups, in join order.
 

@@ -104,11 +104,10 @@ def model_task(model_uri: str) -> str:
     return _registry(_model_task, model_uri)
 
 
-def compared_output_columns(model_uri: str) -> dict[str, str]:
-    """The version's answer columns a shadow compares, each ``label`` (exact) or ``value`` (within
-    the shadow's tolerances): :func:`lakescore.serving.shadow.compared_columns` of its saved chain
-    or model set."""
-    return _registry(_compared_columns, model_uri)
+def saved_description(model_uri: str) -> dict[str, Any]:
+    """The version's saved description: its ``chain.json``, or for a model set its ``set.json`` with
+    ``task`` ``model_set`` (what :func:`lakescore.serving.policy.shadow.compared_columns` reads)."""
+    return _registry(_saved_model, model_uri)
 
 
 def model_lookups(model_uri: str) -> list[dict[str, Any]]:
@@ -221,12 +220,6 @@ def _model_task(model_uri: str) -> str:
 
 def _model_lookups(model_uri: str) -> list[dict[str, Any]]:
     return [dict(x["spec"]) for x in _saved_model(model_uri).get("feature_lookups", [])]
-
-
-def _compared_columns(model_uri: str) -> dict[str, str]:
-    from lakescore.serving.shadow import compared_columns
-
-    return compared_columns(_saved_model(model_uri))
 
 
 def _artifact_location(model_name: str, version: int) -> str:

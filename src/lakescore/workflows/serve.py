@@ -5,7 +5,7 @@ Serving config (:func:`export_model_serving`).
 
 The endpoint's address, client URL, process id and token file are written to
 ``<home>/serving/endpoints/<name>.json`` while it runs, so clients can find it; it is claimed under
-the serving lock (:mod:`lakescore.serving.claim`), so a second ``lakescore serve`` of the same
+the serving lock (:mod:`lakescore.serving.state.claim`), so a second ``lakescore serve`` of the same
 endpoint on the same home is refused while the first runs. Answered rows are
 appended to the inference table through the runtime; the drift reference is built once, in the
 background, from the training table.
@@ -18,7 +18,7 @@ leaves with them. ``--dry-run`` plans in place and starts no fork server.
 
 A model with feature lookups is served with requests that carry the row's own columns and keys;
 its feature tables are read once at their current versions (:func:`read_serving_features`, in the
-feature holder its copies are forked from: :mod:`lakescore.serving.feature_holder`) and again on
+feature holder its copies are forked from: :mod:`lakescore.serving.replicas.feature_holder`) and again on
 ``POST /deploy``.
 """
 
@@ -33,14 +33,14 @@ from lakescore.errors import ConfigError, LakescoreError, RuntimeUnsupportedErro
 from lakescore.runtime import Runtime, serving_bind
 from lakescore.serving import forkserver
 from lakescore.serving.plan import EndpointPlan, plan_endpoint
-from lakescore.serving.claim import claim_endpoint, refuse_if_running, release_endpoint
+from lakescore.serving.state.claim import claim_endpoint, refuse_if_running, release_endpoint
 from lakescore.serving.run import bind, ceiling_text, graceful_server, monthly_ceiling
-from lakescore.serving.state import ServingState, ensure_token, serving_dir
+from lakescore.serving.state.store import ServingState, ensure_token, serving_dir
 
 if TYPE_CHECKING:
     from lakescore.runtime import Runtime
     from lakescore.serving.drift import DriftReference
-    from lakescore.serving.recorder import RecordBatch
+    from lakescore.serving.state.recorder import RecordBatch
     from lakescore.workflows.lookups import FeatureTables
 
 WRITE_TIMEOUT_S = 600.0
@@ -99,7 +99,7 @@ def _run_endpoint(runtime: Runtime, plan: EndpointPlan) -> dict[str, Any]:
     """Start the endpoint, publish its address file, serve until stopped; the final counters."""
     import uvicorn  # the endpoint's server
 
-    from lakescore.serving.backend import LocalProcessBackend
+    from lakescore.serving.replicas.backend import LocalProcessBackend
     from lakescore.serving.endpoint import Endpoint
     from lakescore.serving.endpoint_app import create_endpoint_app
 
@@ -238,7 +238,7 @@ def deploy(project: ProjectConfig, runtime: Runtime, version: int) -> dict[str, 
     RequestError, ServingError
         When the endpoint refuses or cannot start the version (it keeps serving the old one).
     """
-    from lakescore.serving.client import EndpointClient
+    from lakescore.serving.http.client import EndpointClient
 
     if project.serving is None:
         raise ConfigError([f"{project.config_dir.name}/serving.yml: file not found; create it (see config/)"])
@@ -257,11 +257,11 @@ def _plan(project: ProjectConfig, runtime: Runtime) -> EndpointPlan:
 
 
 def append_rows(runtime: Runtime, table: str, batch: RecordBatch) -> None:
-    """Append a batch of prediction records (:class:`lakescore.serving.recorder.PredictionRecorder`'s,
+    """Append a batch of prediction records (:class:`lakescore.serving.state.recorder.PredictionRecorder`'s,
     one dict per answered row) to the inference table once, as its app transaction (a retried or
     racing write of the same batch adds nothing), in a child of the fork server where the placement
     has one; a column the table lacks (``feature_tables``, added with feature lookups) is added to it."""
-    from lakescore.serving.recorder import records_frame
+    from lakescore.serving.state.recorder import records_frame
 
     runtime.append_once(table, records_frame(batch.records), app_id=batch.app_id, version=batch.version,
                         schema_mode="merge")
