@@ -1,5 +1,5 @@
 """The endpoint's HTTP app (what ``lakescore serve`` listens with: 127.0.0.1 locally, the driver's
-address behind the driver proxy on Databricks). It forwards checked requests to the copies over
+address behind the driver proxy on Databricks). It forwards checked requests to the replicas over
 their Unix sockets (:mod:`lakescore.serving.replicas.channel`).
 
 Routes (all need the endpoint's token, checked by one dependency, :func:`token_check`, as
@@ -8,11 +8,11 @@ Routes (all need the endpoint's token, checked by one dependency, :func:`token_c
 
 - ``POST /invocations``: score rows (``dataframe_records`` or ``dataframe_split``); where a request
   goes is :mod:`lakescore.serving.policy.routing`. Headers: ``X-Scale-Up-Timeout: N`` caps how long the
-  request waits for a copy to start (default ``request_timeout_s``; 0: 503 at once when no copy is ready);
+  request waits for a replica to start (default ``request_timeout_s``; 0: 503 at once when no replica is ready);
   ``Idempotency-Key: K`` answers a retried request once (the first 200 reply is kept 24 h, bound
   to the request's digest); the same key with another request gets 422 ``idempotency_key_reused``
   (see :mod:`lakescore.serving.http.idempotency`).
-- ``GET /status``: the endpoint's state, copies, last scale decision, shadow and canary figures,
+- ``GET /status``: the endpoint's state, replicas, last scale decision, shadow and canary figures,
   and the memory of its processes.
 - ``POST /shadow`` ``{"version": N}`` / ``DELETE /shadow``: choose or retire the candidate.
 - ``POST /canary`` ``{"share_percent": P, "version": N}`` / ``DELETE /canary``: real traffic to it.
@@ -233,7 +233,7 @@ class Invocations:
 
 
 def create_endpoint_app(endpoint: Endpoint, *, token: str, state: ServingState, address: str = "") -> FastAPI:
-    """The endpoint's app; its lifespan starts and stops the endpoint (copies, loops, flush).
+    """The endpoint's app; its lifespan starts and stops the endpoint (replicas, loops, flush).
 
     Parameters
     ----------

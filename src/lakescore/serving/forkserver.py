@@ -1,7 +1,7 @@
 """The endpoint's preloaded fork server, and short jobs run in children forked from it.
 
 One fork server per endpoint process (multiprocessing's ``forkserver`` start method) imports the
-scoring stack once (:mod:`lakescore.serving.replicas.preload`) and loads no model. Copies are forked from it
+scoring stack once (:mod:`lakescore.serving.replicas.preload`) and loads no model. Replicas are forked from it
 (:class:`lakescore.serving.replicas.backend.LocalProcessBackend`), and so are the jobs that need that stack
 but must not leave it in the endpoint process, which holds no model: the cold path (load a version
 and score, :mod:`lakescore.serving.replicas.cold`), model-registry reads (:mod:`lakescore.serving.plan`) and

@@ -6,7 +6,7 @@ The registry reads here need MLflow (~125 MB of imports with its SQL store). The
 holds no model, so once it has a fork server (:mod:`lakescore.serving.forkserver`) and has told its
 children where the registry is (``MLFLOW_TRACKING_URI`` in ``forkserver.child_env``), each read
 runs in a child forked from it, which has MLflow's pyfunc imported already and imports the SQL
-store itself (the fork server does not hold it: copies never read the registry), and the endpoint
+store itself (the fork server does not hold it: replicas never read the registry), and the endpoint
 never imports MLflow; any other process reads in place.
 """
 
@@ -158,7 +158,7 @@ def registry_view(model_name: str, version: int, *, alias: str | None) -> Regist
 
 def artifact_location(model_name: str, version: int) -> str:
     """Where the registered version's files are (``MlflowClient.get_model_version_download_uri``:
-    a ``file://`` folder on the local runtime). A copy loads its model from there, so it needs no
+    a ``file://`` folder on the local runtime). A replica loads its model from there, so it needs no
     registry read and no registry client (the SQL store's ~45 MB of imports); the certificate is
     verified at load exactly as for ``models:/<name>/<version>``, whose files these are.
 

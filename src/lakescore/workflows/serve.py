@@ -18,7 +18,7 @@ leaves with them. ``--dry-run`` plans in place and starts no fork server.
 
 A model with feature lookups is served with requests that carry the row's own columns and keys;
 its feature tables are read once at their current versions (:func:`read_serving_features`, in the
-feature holder its copies are forked from: :mod:`lakescore.serving.replicas.feature_holder`) and again on
+feature holder its replicas are forked from: :mod:`lakescore.serving.replicas.feature_holder`) and again on
 ``POST /deploy``.
 """
 
@@ -53,7 +53,7 @@ def serve(project: ProjectConfig, runtime: Runtime, *, cost_per_hour: float | No
     Parameters
     ----------
     cost_per_hour : float, optional
-        Compute price of one copy per hour; prints the monthly ceiling
+        Compute price of one replica per hour; prints the monthly ceiling
         ``24 x 31 x replicas.max x cost_per_hour`` with the sentence that it is an upper bound of
         compute, not a spending limit.
     dry_run : bool, default False
@@ -70,7 +70,7 @@ def serve(project: ProjectConfig, runtime: Runtime, *, cost_per_hour: float | No
         Before anything starts: serving.yml problems, a missing model/version/alias or
         certificate, a port in use, or a negative cost.
     EndpointRunningError
-        Before any copy starts: another live process serves the same endpoint from this home.
+        Before any replica starts: another live process serves the same endpoint from this home.
     RuntimeUnsupportedError
         On the databricks runtime, a session without the cluster's address facts
         (:func:`lakescore.runtime.serving_address.cluster_facts`).
@@ -106,7 +106,7 @@ def _run_endpoint(runtime: Runtime, plan: EndpointPlan) -> dict[str, Any]:
     token = ensure_token(runtime.home)
     state = ServingState(runtime.home)
     backend = LocalProcessBackend(model_name=plan.model_name, tracking_uri=plan.tracking_uri,
-                                  log_dir=serving_dir(runtime.home) / "logs", start=plan.settings.copy_start)
+                                  log_dir=serving_dir(runtime.home) / "logs", start=plan.settings.replica_start)
     table = plan.settings.inference_table
     if runtime.placement.endpoint_reads_in_children:
         endpoint = Endpoint(plan, backend=backend, state=state,
@@ -222,7 +222,7 @@ def deploy(project: ProjectConfig, runtime: Runtime, version: int) -> dict[str, 
     """Redeploy the project's running endpoint to ``version`` (``lakescore serve --deploy N``).
 
     Calls ``POST /deploy`` on the endpoint running from ``runtime.home`` (its address file and
-    token): copies of ``version`` start, traffic switches once one is ready, the old copies drain.
+    token): replicas of ``version`` start, traffic switches once one is ready, the old replicas drain.
 
     Returns
     -------
@@ -277,7 +277,7 @@ def read_serving_features(runtime: Runtime, specs: list[dict[str, Any]],
     specs : list of dict
         The version's lookup specs (``FeatureLookup.to_json``).
     versions : dict of str to int, optional
-        Table -> Delta version to read (the cold path pins the warm copies' versions); default current.
+        Table -> Delta version to read (the cold path pins the warm replicas' versions); default current.
 
     Returns
     -------

@@ -16,7 +16,7 @@ from lakescore.errors import EndpointUnavailableError, IdempotencyKeyReusedError
 from lakescore.serving.http.client import ClientSettings, EndpointClient
 
 OK = (200, {"predictions": [{"prediction": 1, "served": "warm", "model_version": 1}]})
-BUSY = (503, {"error_code": "endpoint_unavailable", "message": "at zero copies"})
+BUSY = (503, {"error_code": "endpoint_unavailable", "message": "at zero replicas"})
 
 
 class Script:

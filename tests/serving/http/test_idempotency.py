@@ -41,7 +41,7 @@ def test_the_digest_does_not_depend_on_the_model_s_column_order() -> None:
     before = parse_request(json.dumps(records).encode(), COLUMNS, max_body_bytes=10_000, max_rows=10)
     after = parse_request(json.dumps(records).encode(), dict(reversed(COLUMNS.items())), max_body_bytes=10_000,
                           max_rows=10)
-    assert before.to_body() != after.to_body()  # what the copies get differs ...
+    assert before.to_body() != after.to_body()  # what the replicas get differs ...
     assert request_digest(before) == request_digest(after)  # ... the request does not
 
 

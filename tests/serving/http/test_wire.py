@@ -160,7 +160,7 @@ def test_a_lookup_request_reads_keys_and_iso_times_as_utc_instants() -> None:
     assert request.values["tailnum"] == ["N14228", 2119, None]
     assert request.values["time_hour"] == ["2013-10-01T05:00:00+00:00", "2013-10-01T09:30:00+00:00",
                                            "2013-10-01T05:00:00+00:00"]
-    again = forwarded(request.to_body(), LOOKUP_COLUMNS).frame  # what a copy builds
+    again = forwarded(request.to_body(), LOOKUP_COLUMNS).frame  # what a replica builds
     assert str(again["time_hour"].dtype) == "datetime64[ns, UTC]"
     assert again["time_hour"].tolist() == [pd.Timestamp("2013-10-01 05:00", tz="UTC"),
                                            pd.Timestamp("2013-10-01 09:30", tz="UTC"),

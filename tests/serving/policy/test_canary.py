@@ -1,7 +1,7 @@
 """Canary share, the counting rule (a request counts once, for the side that answered it; reroutes
-for neither) and the rollback rules, on hand-worked figures and on an endpoint over scripted copies;
-then a real canary whose copies are killed (charged nothing, replaced, rolled back on the third
-death), and one whose copy starts under load (not charged for the requests it could not take)."""
+for neither) and the rollback rules, on hand-worked figures and on an endpoint over scripted replicas;
+then a real canary whose replicas are killed (charged nothing, replaced, rolled back on the third
+death), and one whose replica starts under load (not charged for the requests it could not take)."""
 
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ import httpx
 import pytest
 
 from lakescore.runtime import LocalRuntime
-from lakescore.serving.replicas.backend import CopyStatus
+from lakescore.serving.replicas.backend import ReplicaStatus
 from lakescore.serving.policy.canary import (MAX_CANDIDATE_DEATHS, CanaryWindow, deaths_reason, goes_to_canary,
                                       rollback_reason, verdict)
 from lakescore.serving.policy.candidates import Candidate
-from serving_fakes import fake_endpoint, one_row, ready_copy
-from serving_helpers import Trained, assert_same_answers, chain_of, expected_rows, ready_copies, records
+from serving_fakes import fake_endpoint, one_row, ready_replica
+from serving_helpers import Trained, assert_same_answers, chain_of, expected_rows, ready_replicas, records
 
 
 @pytest.mark.parametrize("share", [1, 5, 33, 50, 100])
@@ -54,26 +54,26 @@ def test_the_window_forgets_old_outcomes() -> None:
     ("ok", None, "answered"),
     ("error", 500, "failed"),  # a model error
     ("error", 422, "answered"),  # the request's own fault: production answers it so too
-    ("timeout", None, "failed"),  # a ready copy that ran over request_timeout_s
+    ("timeout", None, "failed"),  # a ready replica that ran over request_timeout_s
     ("unavailable", None, "rerouted"),  # died mid-request, starting, gone, or its queue full
 ])
 def test_a_request_counts_against_a_side_only_when_that_side_answered_it_badly(outcome, status, want) -> None:
     assert verdict(outcome, status=status) == want
 
 
-def test_reroutes_and_copy_deaths_count_for_neither_rate_and_deaths_have_their_own_rule() -> None:
+def test_reroutes_and_replica_deaths_count_for_neither_rate_and_deaths_have_their_own_rule() -> None:
     window = CanaryWindow(version=2, share_percent=50, window_s=600)
     for t, side, what in [(1, "candidate", "answered"), (2, "candidate", "rerouted"), (3, "candidate", "died"),
                           (4, "production", "rerouted"), (5, "production", "failed"), (6, "production", "answered"),
                           (7, "candidate", "died")]:
         window.record(side, what, now=float(t))
     assert window.counts() == {"candidate_requests": 1, "candidate_failures": 0, "candidate_rerouted": 1,
-                               "candidate_copy_deaths": 2, "production_requests": 2, "production_failures": 1,
-                               "production_rerouted": 1, "production_copy_deaths": 0}
+                               "candidate_replica_deaths": 2, "production_requests": 2, "production_failures": 1,
+                               "production_rerouted": 1, "production_replica_deaths": 0}
     assert window.check(max_gap=0.05, min_requests=1) is None  # 0% against 50%; two deaths are not three
     window.record("candidate", "died", now=8.0)
     assert window.check(max_gap=0.05, min_requests=1) == (
-        "candidate copies died 3 times in 600 s against production 0: at least 3 deaths, more than production")
+        "candidate replicas died 3 times in 600 s against production 0: at least 3 deaths, more than production")
     assert deaths_reason(candidate_deaths=3, production_deaths=3, window_s=600) is None  # both sides alike
     assert deaths_reason(candidate_deaths=2, production_deaths=0, window_s=600) is None
 
@@ -89,16 +89,16 @@ def nonzero(counts: dict[str, int]) -> dict[str, int]:
     return {k: v for k, v in counts.items() if v}
 
 
-def test_a_candidate_copy_that_died_is_rerouted_and_counts_for_neither_side(tmp_path) -> None:
+def test_a_candidate_replica_that_died_is_rerouted_and_counts_for_neither_side(tmp_path) -> None:
     async def scenario() -> None:
         ep, backend, _ = canary_endpoint(tmp_path, 100)
-        await ready_copy(ep, backend, "serve", 1)
-        dead = await ready_copy(ep, backend, "candidate", 2, listen=False)  # killed after its health check
+        await ready_replica(ep, backend, "serve", 1)
+        dead = await ready_replica(ep, backend, "candidate", 2, listen=False)  # killed after its health check
         request = one_row({"a": "long"}, {"a": 1})
         reply = await ep.answer(request, request.to_body(), hold_s=None)
         assert reply.status == 200 and reply.payload["model_version"] == 1  # production answered it
         assert dead.state == "failed"
-        again = await ep.answer(request, request.to_body(), hold_s=None)  # no ready candidate copy now
+        again = await ep.answer(request, request.to_body(), hold_s=None)  # no ready candidate replica now
         assert again.payload["model_version"] == 1
         assert nonzero(ep.candidates.canary.counts()) == {"candidate_rerouted": 2}
         assert ep.status()["counts"]["canary_rerouted"] == 2 and "candidate_failures" not in ep.status()["counts"]
@@ -106,11 +106,11 @@ def test_a_candidate_copy_that_died_is_rerouted_and_counts_for_neither_side(tmp_
     asyncio.run(scenario())
 
 
-def test_a_production_copy_that_died_is_rerouted_and_counts_for_neither_side(tmp_path) -> None:
+def test_a_production_replica_that_died_is_rerouted_and_counts_for_neither_side(tmp_path) -> None:
     async def scenario() -> None:
         ep, backend, _ = canary_endpoint(tmp_path, 1)  # request 0 is not in a 1% share
-        await ready_copy(ep, backend, "serve", 1, listen=False)  # the quietest: asked first, and dead
-        await ready_copy(ep, backend, "serve", 1)
+        await ready_replica(ep, backend, "serve", 1, listen=False)  # the quietest: asked first, and dead
+        await ready_replica(ep, backend, "serve", 1)
         request = one_row({"a": "long"}, {"a": 1})
         reply = await ep.answer(request, request.to_body(), hold_s=None)
         assert reply.status == 200 and reply.payload["model_version"] == 1
@@ -124,8 +124,8 @@ def test_a_production_copy_that_died_is_rerouted_and_counts_for_neither_side(tmp
 def test_a_candidate_that_answers_badly_is_charged_and_production_answers(tmp_path, serve, counted) -> None:
     async def scenario() -> None:
         ep, backend, _ = canary_endpoint(tmp_path, 100, request_timeout_s=0.2)
-        await ready_copy(ep, backend, "serve", 1)
-        await ready_copy(ep, backend, "candidate", 2, **serve)
+        await ready_replica(ep, backend, "serve", 1)
+        await ready_replica(ep, backend, "candidate", 2, **serve)
         request = one_row({"a": "long"}, {"a": 1})
         reply = await ep.answer(request, request.to_body(), hold_s=None)
         assert reply.status == 200 and reply.payload["model_version"] == 1, counted
@@ -134,35 +134,35 @@ def test_a_candidate_that_answers_badly_is_charged_and_production_answers(tmp_pa
     asyncio.run(scenario())
 
 
-def test_a_candidate_copy_that_dies_is_replaced_and_one_that_keeps_dying_is_rolled_back(tmp_path) -> None:
+def test_a_candidate_replica_that_dies_is_replaced_and_one_that_keeps_dying_is_rolled_back(tmp_path) -> None:
     async def scenario() -> None:
         ep, backend, state = canary_endpoint(tmp_path, 50)
-        await ready_copy(ep, backend, "serve", 1)
+        await ready_replica(ep, backend, "serve", 1)
         for death in range(1, MAX_CANDIDATE_DEATHS + 1):
-            [copy] = ep.pool.of("candidate") or [await ready_copy(ep, backend, "candidate", 2)]
-            backend.states[copy.copy_id] = CopyStatus("failed", "process exited with code -9")
+            [replica] = ep.pool.of("candidate") or [await ready_replica(ep, backend, "candidate", 2)]
+            backend.states[replica.replica_id] = ReplicaStatus("failed", "process exited with code -9")
             await ep.health.check()
             if death < MAX_CANDIDATE_DEATHS:  # replaced at once, and the canary goes on
                 [replacement] = ep.pool.of("candidate")
-                assert replacement.state == "starting" and replacement.copy_id != copy.copy_id
+                assert replacement.state == "starting" and replacement.replica_id != replica.replica_id
                 assert ep.candidates.canary is not None and state.events("ml.canary.rollback") == []
         [rollback] = [e.detail for e in state.events("ml.canary.rollback")]
-        assert rollback["reason"] == ("candidate copies died 3 times in 600 s against production 0: at least 3 "
+        assert rollback["reason"] == ("candidate replicas died 3 times in 600 s against production 0: at least 3 "
                                       "deaths, more than production")
-        assert rollback["candidate_copy_deaths"] == 3 and rollback["candidate_requests"] == 0
+        assert rollback["candidate_replica_deaths"] == 3 and rollback["candidate_requests"] == 0
         assert ep.candidates.candidate is None and ep.pool.of("candidate") == []
 
     asyncio.run(scenario())
 
 
-def test_killed_copies_charge_neither_side_and_a_candidate_that_keeps_dying_is_rolled_back(
+def test_killed_replicas_charge_neither_side_and_a_candidate_that_keeps_dying_is_rolled_back(
         candidate_endpoint, trained: Trained) -> None:
-    """Kill -9 the production copy, then the candidate's: callers see only 200s and neither side is
-    charged a failure; the candidate's copy is replaced, and only its third death rolls it back."""
+    """Kill -9 the production replica, then the candidate's: callers see only 200s and neither side is
+    charged a failure; the candidate's replica is replaced, and only its third death rolls it back."""
     ep = candidate_endpoint
     started = ep.client.post("/canary", json={"version": 2, "share_percent": 50})
     assert started.status_code == 200, started.text
-    status = ep.wait_for(lambda s: bool(ready_copies(s, "candidate")), what="the candidate copy")
+    status = ep.wait_for(lambda s: bool(ready_replicas(s, "candidate")), what="the candidate replica")
     runtime = LocalRuntime(ep.home)
     request = trained.requests.head(1)
     want = {1: expected_rows(chain_of(runtime, 1), request), 2: expected_rows(chain_of(runtime, 2), request)}
@@ -180,14 +180,14 @@ def test_killed_copies_charge_neither_side_and_a_candidate_that_keeps_dying_is_r
                 if resp.status_code == 200:
                     assert_same_answers(resp.json()["predictions"], want[resp.json()["model_version"]])
 
-    def kill(role: str, *, ready: bool = True) -> None:  # ready=False: a starting copy dies too
+    def kill(role: str, *, ready: bool = True) -> None:  # ready=False: a starting replica dies too
         def victims(s: dict) -> list[dict]:  # type: ignore[type-arg]
-            return ready_copies(s, role) if ready else [c for c in s["copies"] if c["role"] == role and c["pid"]]
+            return ready_replicas(s, role) if ready else [c for c in s["replicas"] if c["role"] == role and c["pid"]]
 
-        victim = victims(ep.wait_for(lambda s: bool(victims(s)), what=f"a {role} copy"))[0]
+        victim = victims(ep.wait_for(lambda s: bool(victims(s)), what=f"a {role} replica"))[0]
         os.kill(victim["pid"], signal.SIGKILL)
-        ep.wait_for(lambda s: victim["copy_id"] not in [c["copy_id"] for c in s["copies"]],
-                    what=f"the killed {role} copy dropped")
+        ep.wait_for(lambda s: victim["replica_id"] not in [c["replica_id"] for c in s["replicas"]],
+                    what=f"the killed {role} replica dropped")
 
     threads = [threading.Thread(target=client_loop) for _ in range(2)]
     for t in threads:
@@ -195,11 +195,11 @@ def test_killed_copies_charge_neither_side_and_a_candidate_that_keeps_dying_is_r
     try:
         kill("serve")
         kill("candidate")
-        status = ep.wait_for(lambda s: bool(ready_copies(s, "candidate")), what="the candidate's replacement")
+        status = ep.wait_for(lambda s: bool(ready_replicas(s, "candidate")), what="the candidate's replacement")
         canary = status["canary"]
         assert canary is not None and ep.events("ml.canary.rollback") == []  # a healthy candidate stays
         assert (canary["candidate_failures"], canary["production_failures"]) == (0, 0)
-        assert (canary["candidate_copy_deaths"], canary["production_copy_deaths"]) == (1, 1)
+        assert (canary["candidate_replica_deaths"], canary["production_replica_deaths"]) == (1, 1)
         before = len(codes)
         while len(codes) < before + 10:  # the replacement answers its share again
             time.sleep(0.05)
@@ -210,9 +210,9 @@ def test_killed_copies_charge_neither_side_and_a_candidate_that_keeps_dying_is_r
         stop.set()
         for t in threads:
             t.join(timeout=120)
-    assert codes and set(codes) == {200}  # no caller saw a copy die
+    assert codes and set(codes) == {200}  # no caller saw a replica die
     [rollback] = [e.detail for e in ep.events("ml.canary.rollback")]
-    assert rollback["reason"] == ("candidate copies died 3 times in 600 s against production 1: at least 3 "
+    assert rollback["reason"] == ("candidate replicas died 3 times in 600 s against production 1: at least 3 "
                                   "deaths, more than production")
     assert (rollback["candidate_failures"], rollback["production_failures"]) == (0, 0)
     status = ep.status()
@@ -220,9 +220,9 @@ def test_killed_copies_charge_neither_side_and_a_candidate_that_keeps_dying_is_r
     assert {ep.score(rows).json()["model_version"] for _ in range(4)} == {1}
 
 
-def test_a_canary_is_not_charged_for_requests_that_arrived_while_its_copy_started(candidate_endpoint,
+def test_a_canary_is_not_charged_for_requests_that_arrived_while_its_replica_started(candidate_endpoint,
                                                                                   trained: Trained) -> None:
-    """Issue 12: requests routed to the candidate while its copy was still starting counted as its
+    """Issue 12: requests routed to the candidate while its replica was still starting counted as its
     failures, and a healthy canary was rolled back after 7 s ("failed 100 of 100")."""
     ep = candidate_endpoint
     rollbacks_before = len(ep.events("ml.canary.rollback"))
@@ -230,8 +230,8 @@ def test_a_canary_is_not_charged_for_requests_that_arrived_while_its_copy_starte
     runtime = LocalRuntime(ep.home)
     want = {1: expected_rows(chain_of(runtime, 1), trained.requests.head(1)),
             2: expected_rows(chain_of(runtime, 2), trained.requests.head(1))}
-    ep.client.delete("/canary")  # start from no candidate: its copy starts under the load below
-    ep.wait_for(lambda s: not [c for c in s["copies"] if c["role"] == "candidate"], what="no candidate copy")
+    ep.client.delete("/canary")  # start from no candidate: its replica starts under the load below
+    ep.wait_for(lambda s: not [c for c in s["replicas"] if c["role"] == "candidate"], what="no candidate replica")
     answers: list[tuple[int, int]] = []
     stop = threading.Event()
 
@@ -250,7 +250,7 @@ def test_a_canary_is_not_charged_for_requests_that_arrived_while_its_copy_starte
     for t in threads:
         t.start()
     try:
-        ep.wait_for(lambda s: bool(ready_copies(s, "candidate")), what="the candidate copy")
+        ep.wait_for(lambda s: bool(ready_replicas(s, "candidate")), what="the candidate replica")
         deadline = time.monotonic() + 60
         while sum(v == 2 for _, v in answers) < 20 and time.monotonic() < deadline:
             time.sleep(0.1)

@@ -1,4 +1,4 @@
-"""Shadow comparison: the tally and its sentence, then a real candidate copy mirrored after replies."""
+"""Shadow comparison: the tally and its sentence, then a real candidate replica mirrored after replies."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from lakescore.config import ServingConfig
 from lakescore.errors import ServingConflictError
 from lakescore.runtime import LocalRuntime
 from lakescore.serving.policy.shadow import ShadowTally, check_comparable, compared_columns, rows_agree
-from serving_fakes import fake_endpoint, one_row, ready_copy
-from serving_helpers import Trained, chain_of, expected_rows, ready_copies, records
+from serving_fakes import fake_endpoint, one_row, ready_replica
+from serving_helpers import Trained, chain_of, expected_rows, ready_replicas, records
 
 
 def row(prediction: object) -> dict[str, object]:
@@ -98,13 +98,13 @@ def test_the_default_tolerance_reads_refits_that_differ_in_the_last_digits_as_ag
                                 "values agree within 1e-09 + 0.001 x |served|")
 
 
-def test_a_mirror_at_max_queue_0_compares_when_the_candidate_copy_is_idle_and_skips_when_busy(tmp_path) -> None:
+def test_a_mirror_at_max_queue_0_compares_when_the_candidate_replica_is_idle_and_skips_when_busy(tmp_path) -> None:
     async def scenario() -> None:
         ep, backend, _ = fake_endpoint(tmp_path, max_queue=0)
-        candidate = await ready_copy(ep, backend, "candidate", 2)
+        candidate = await ready_replica(ep, backend, "candidate", 2)
         tally = ShadowTally(2, 1, "classification", 0.0, 0.0)
         body = one_row({"a": "long"}, {"a": 1}).to_body()
-        served = [{"prediction": None}]  # the fake copy answers a row without prediction: they agree
+        served = [{"prediction": None}]  # the fake replica answers a row without prediction: they agree
         await ep.candidates.mirror(tally, body, served, request_id="r1")
         candidate.busy = True
         await ep.candidates.mirror(tally, body, served, request_id="r2")
@@ -126,7 +126,7 @@ def test_a_shadow_mirrors_after_the_reply_and_compares(candidate_endpoint, train
     assert ep.client.post("/shadow", json={"version": 1}).status_code == 409  # the served version
     chosen = ep.client.post("/shadow", json={"version": 2})
     assert chosen.status_code == 200, chosen.text
-    ep.wait_for(lambda s: bool(ready_copies(s, "candidate")), what="the candidate copy")
+    ep.wait_for(lambda s: bool(ready_replicas(s, "candidate")), what="the candidate replica")
     first, rest = late_flights.head(40), late_flights.iloc[40:140]
     reply = ep.score(records(first, trained.input_columns))
     assert {r["model_version"] for r in reply.json()["predictions"]} == {1}  # shadowing never answers
@@ -160,4 +160,4 @@ def test_a_shadow_mirrors_after_the_reply_and_compares(candidate_endpoint, train
     stops = [e.detail for e in ep.events("ml.shadow.stop")]
     assert stops[-1]["compared_rows"] == 140 and stops[-1]["reason"] == "replaced by candidate v2"
     assert ep.client.delete("/shadow").status_code == 200
-    ep.wait_for(lambda s: not [c for c in s["copies"] if c["role"] == "candidate"], what="candidate stopped")
+    ep.wait_for(lambda s: not [c for c in s["replicas"] if c["role"] == "candidate"], what="candidate stopped")

@@ -32,7 +32,7 @@ def test_an_unschedulable_pod_is_starting_and_waits_for_room() -> None:
     assert (status.state, status.detail) == ("starting", f"waiting for room in the cluster: {message}")
 
 
-def test_pod_phases_map_to_copy_states() -> None:
+def test_pod_phases_map_to_replica_states() -> None:
     assert pod_status(pod("Pending", PodScheduled=("True", ""))).state == "starting"
     assert pod_status(pod("Running", Ready=("False", ""))).detail == "container running, loading the model"
     assert pod_status(pod("Running", Ready=("True", ""))).state == "ready"
@@ -41,7 +41,7 @@ def test_pod_phases_map_to_copy_states() -> None:
 
 
 @pytest.mark.parametrize("start", ["preloaded_fork", "new_process"])
-def test_a_local_copy_that_cannot_load_is_failed_with_the_reason(module_home, tmp_path, start) -> None:
+def test_a_local_replica_that_cannot_load_is_failed_with_the_reason(module_home, tmp_path, start) -> None:
     home, _ = module_home
     backend = LocalProcessBackend(model_name="main.flights.late_arrival", tracking_uri=f"sqlite:///{home / 'mlflow.db'}",
                                   log_dir=tmp_path, start=start)
@@ -62,13 +62,13 @@ def test_a_local_copy_that_cannot_load_is_failed_with_the_reason(module_home, tm
     backend.stop_all()
 
 
-def test_a_copy_that_cannot_start_leaves_no_socket_behind(module_home, tmp_path) -> None:
+def test_a_replica_that_cannot_start_leaves_no_socket_behind(module_home, tmp_path) -> None:
     home, _ = module_home
     logs = tmp_path / "logs"
     backend = LocalProcessBackend(model_name="main.flights.late_arrival", tracking_uri=f"sqlite:///{home / 'mlflow.db'}",
                                   log_dir=logs, start="new_process")
-    shutil.rmtree(logs)  # the copy's log cannot be opened: starting its process raises
-    mine = f"lakescore-copies-{os.getpid()}-*"
+    shutil.rmtree(logs)  # the replica's log cannot be opened: starting its process raises
+    mine = f"lakescore-replicas-{os.getpid()}-*"
     folders_before, open_before = set(Path(tempfile.gettempdir()).glob(mine)), len(os.listdir("/proc/self/fd"))
     with pytest.raises(FileNotFoundError):
         backend.start("c-v1", 1)
@@ -79,7 +79,7 @@ def test_a_copy_that_cannot_start_leaves_no_socket_behind(module_home, tmp_path)
     assert not folder.exists()
 
 
-def test_a_ready_copy_reads_its_memory_once_per_status(module_home, tmp_path, monkeypatch) -> None:
+def test_a_ready_replica_reads_its_memory_once_per_status(module_home, tmp_path, monkeypatch) -> None:
     home, _ = module_home
     backend = LocalProcessBackend(model_name="main.flights.late_arrival", tracking_uri=f"sqlite:///{home / 'mlflow.db'}",
                                   log_dir=tmp_path)
@@ -104,10 +104,10 @@ def test_a_ready_copy_reads_its_memory_once_per_status(module_home, tmp_path, mo
     assert not Path(socket_path(address)).parent.exists()
 
 
-def test_copies_and_the_fork_server_hold_no_registry_client(module_home, tmp_path, monkeypatch) -> None:
-    """A copy loads the version's files from its artifact location, read once in a child of the fork
-    server, so neither the copy nor the fork server maps MLflow's SQL store (SQLAlchemy, ~45 MB of
-    pages a copy would otherwise share or copy)."""
+def test_replicas_and_the_fork_server_hold_no_registry_client(module_home, tmp_path, monkeypatch) -> None:
+    """A replica loads the version's files from its artifact location, read once in a child of the fork
+    server, so neither the replica nor the fork server maps MLflow's SQL store (SQLAlchemy, ~45 MB of
+    pages a replica would otherwise share or replica)."""
     home, _ = module_home
     tracking = f"sqlite:///{home / 'mlflow.db'}"
     monkeypatch.setitem(forkserver.child_env, "MLFLOW_TRACKING_URI", tracking)
@@ -127,9 +127,9 @@ def test_copies_and_the_fork_server_hold_no_registry_client(module_home, tmp_pat
 
 
 def test_only_a_local_artifact_location_is_loaded_directly(tmp_path, monkeypatch) -> None:
-    """A copy reads a ``file://`` location itself; remote storage (Unity Catalog's) is reached only
+    """A replica reads a ``file://`` location itself; remote storage (Unity Catalog's) is reached only
     through ``models:/``, whose loader gets the registry's credentials; an unreadable registry leaves
-    the copy to fail with the registry's own reason (and is asked again next time)."""
+    the replica to fail with the registry's own reason (and is asked again next time)."""
     answers = {1: "file:///home/m/artifacts", 2: "s3://bucket/models/m-2/artifacts", 3: "/local/m-3"}
     reads: list[int] = []
 
@@ -149,9 +149,9 @@ def test_only_a_local_artifact_location_is_loaded_directly(tmp_path, monkeypatch
 def test_socket_folders_of_killed_endpoints_are_removed(tmp_path) -> None:
     dead = subprocess.Popen(["true"])  # its pid is free once it has exited
     dead.wait()
-    orphan = tmp_path / f"lakescore-copies-{dead.pid}-abc"
-    live = tmp_path / f"lakescore-copies-{os.getpid()}-def"
-    other = tmp_path / "lakescore-copies-notapid-x"
+    orphan = tmp_path / f"lakescore-replicas-{dead.pid}-abc"
+    live = tmp_path / f"lakescore-replicas-{os.getpid()}-def"
+    other = tmp_path / "lakescore-replicas-notapid-x"
     for folder in (orphan, live, other):
         folder.mkdir()
         (folder / "1.sock").touch()
@@ -159,8 +159,8 @@ def test_socket_folders_of_killed_endpoints_are_removed(tmp_path) -> None:
     assert not orphan.exists() and live.exists() and other.exists()
 
 
-def test_a_fresh_status_asks_a_ready_copy_again(module_home, tmp_path) -> None:
-    """Issue 12 review 5: a copy that answered once stayed ``ready`` for good, so a hung copy kept
+def test_a_fresh_status_asks_a_ready_replica_again(module_home, tmp_path) -> None:
+    """Issue 12 review 5: a replica that answered once stayed ``ready`` for good, so a hung replica kept
     taking requests. A stopped process (SIGSTOP) is alive but answers nothing."""
     home, _ = module_home
     backend = LocalProcessBackend(model_name="main.flights.late_arrival", tracking_uri=f"sqlite:///{home / 'mlflow.db'}",

@@ -1,4 +1,4 @@
-"""The endpoint -> copy channel with a real copy process: frames over its Unix socket."""
+"""The endpoint -> replica channel with a real replica process: frames over its Unix socket."""
 
 from __future__ import annotations
 
@@ -16,16 +16,16 @@ import pytest
 
 from lakescore.runtime import LocalRuntime
 from lakescore.serving.replicas.backend import LocalProcessBackend
-from lakescore.serving.replicas.channel import HEADER, HEALTH, SCORE, CopyChannel, CopyChannels, frame, health, socket_path
+from lakescore.serving.replicas.channel import HEADER, HEALTH, SCORE, ReplicaChannel, ReplicaChannels, frame, health, socket_path
 from lakescore.serving.http.wire import parse_request
 from serving_helpers import MODEL, Trained, assert_same_answers, chain_of, expected_rows, records
 
 
 @pytest.fixture(scope="module")
-def copy_address(module_home, tmp_path_factory):
+def replica_address(module_home, tmp_path_factory):
     home, _ = module_home
     backend = LocalProcessBackend(model_name=MODEL, tracking_uri=f"sqlite:///{home / 'mlflow.db'}",
-                                  log_dir=tmp_path_factory.mktemp("copy-logs"))
+                                  log_dir=tmp_path_factory.mktemp("replica-logs"))
     address = backend.start("c-v1", 1)
     deadline = time.monotonic() + 120
     while (status := backend.status("c-v1")).state == "starting" and time.monotonic() < deadline:
@@ -40,7 +40,7 @@ def copy_address(module_home, tmp_path_factory):
 
 def score(address: str, body: bytes) -> tuple[int, dict]:
     async def ask() -> tuple[int, bytes]:
-        channels = CopyChannels(timeout_s=60)
+        channels = ReplicaChannels(timeout_s=60)
         try:
             return await channels.score(address, body)
         finally:
@@ -50,34 +50,34 @@ def score(address: str, body: bytes) -> tuple[int, dict]:
     return status, orjson.loads(payload)
 
 
-def test_only_this_user_can_reach_the_copy_socket(copy_address) -> None:
-    folder = Path(socket_path(copy_address)).parent
+def test_only_this_user_can_reach_the_replica_socket(replica_address) -> None:
+    folder = Path(socket_path(replica_address)).parent
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
     assert folder.stat().st_uid == os.getuid()
-    code, body = health(copy_address)
+    code, body = health(replica_address)
     assert (code, body["state"], body["version"]) == (200, "ready", 1)
 
 
-def test_checked_rows_get_the_chain_s_answers(copy_address, trained: Trained, module_home) -> None:
+def test_checked_rows_get_the_chain_s_answers(replica_address, trained: Trained, module_home) -> None:
     home, _ = module_home
     chain = chain_of(LocalRuntime(home), 1)
-    columns = {name: kind for name, kind in health(copy_address)[1]["input_columns"].items()}
+    columns = {name: kind for name, kind in health(replica_address)[1]["input_columns"].items()}
     rows = records(trained.requests, trained.input_columns)
     body = parse_request(orjson.dumps({"dataframe_records": rows}), columns, max_body_bytes=10**6,
                          max_rows=100).to_body()
-    status, payload = score(copy_address, body)
+    status, payload = score(replica_address, body)
     assert status == 200 and payload["served"] == "warm" and payload["model_version"] == 1
     assert_same_answers(payload["predictions"], expected_rows(chain, trained.requests))
 
 
-def test_nan_is_answered_as_null_and_infinity_is_refused_before_the_copy(copy_address, trained: Trained) -> None:
-    columns = health(copy_address)[1]["input_columns"]
+def test_nan_is_answered_as_null_and_infinity_is_refused_before_the_replica(replica_address, trained: Trained) -> None:
+    columns = health(replica_address)[1]["input_columns"]
     number = next(name for name, kind in columns.items() if kind == "double")
     row = records(trained.requests.head(1), trained.input_columns)[0]
     as_null = orjson.dumps({"dataframe_records": [{**row, number: None}]})
     as_nan = as_null.replace(f'"{number}":null'.encode(), f'"{number}":NaN'.encode())
     assert b"NaN" in as_nan
-    answers = [score(copy_address, parse_request(b, columns, max_body_bytes=10**6, max_rows=1).to_body())
+    answers = [score(replica_address, parse_request(b, columns, max_body_bytes=10**6, max_rows=1).to_body())
                for b in (as_null, as_nan)]
     assert answers[0][0] == answers[1][0] == 200
     assert answers[0][1]["predictions"] == answers[1][1]["predictions"]
@@ -85,18 +85,18 @@ def test_nan_is_answered_as_null_and_infinity_is_refused_before_the_copy(copy_ad
         parse_request(as_nan.replace(b"NaN", b"Infinity"), columns, max_body_bytes=10**6, max_rows=1)
 
 
-def test_bad_frames_and_dropped_connections_do_not_stop_the_copy(copy_address) -> None:
-    status, payload = score(copy_address, b"not json")
+def test_bad_frames_and_dropped_connections_do_not_stop_the_replica(replica_address) -> None:
+    status, payload = score(replica_address, b"not json")
     assert status == 500 and payload["error_code"] == "scoring_failed"
     with socket.socket(socket.AF_UNIX) as sock:  # an unknown frame code
-        sock.connect(socket_path(copy_address))
+        sock.connect(socket_path(replica_address))
         sock.sendall(frame(99))
         head = sock.recv(HEADER.size)
         assert HEADER.unpack(head)[0] == 400
     with socket.socket(socket.AF_UNIX) as sock:  # a frame cut off halfway
-        sock.connect(socket_path(copy_address))
+        sock.connect(socket_path(replica_address))
         sock.sendall(HEADER.pack(HEALTH, 100) + b"{")
-    assert health(copy_address)[0] == 200
+    assert health(replica_address)[0] == 200
 
 
 def test_a_cancelled_ask_does_not_hand_its_answer_to_the_next_one() -> None:
@@ -113,7 +113,7 @@ def test_a_cancelled_ask_does_not_hand_its_answer_to_the_next_one() -> None:
 
     async def scenario(path: str) -> tuple[int, bytes]:
         server = await asyncio.start_unix_server(answer_each_frame, path)
-        channel = CopyChannel(f"unix:{path}")
+        channel = ReplicaChannel(f"unix:{path}")
         try:
             slow = asyncio.create_task(channel.ask(SCORE, b"slow", timeout_s=5))
             await asyncio.sleep(0.05)

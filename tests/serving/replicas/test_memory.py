@@ -15,7 +15,7 @@ from lakescore.serving.replicas.memory import MB, footprint, process_memory
 SIZE_MB = 200
 
 # Writes SIZE_MB of non-zero bytes when told to ("grow"), or forks first and keeps the pages shared
-# ("fork": the child only sleeps, so the kernel copies none of them).
+# ("fork": the child only sleeps, so the kernel replicas none of them).
 HOLDER = textwrap.dedent(f"""
     import os, sys, time
     mode = sys.argv[1]
@@ -84,9 +84,9 @@ def test_pages_shared_after_a_fork_count_in_each_rss_but_are_split_in_pss(holder
     assert both_rss - both_pss > 0.9 * SIZE_MB  # the block once in the PSS sum, twice in the RSS sum
     assert all(m.pss_bytes / MB > SIZE_MB / 2 * 0.9 for m in mem.values())  # type: ignore[union-attr]
 
-    fp = footprint(endpoint=os.getpid(), fork_server=parent, copies=[child, None, 2**22 + 1])
-    assert fp["fork_server"]["pid"] == parent and [c["pid"] for c in fp["copies"]] == [child]  # gone pids left out
-    parts = [fp["endpoint"], fp["fork_server"], *fp["copies"]]
+    fp = footprint(endpoint=os.getpid(), fork_server=parent, replicas=[child, None, 2**22 + 1])
+    assert fp["fork_server"]["pid"] == parent and [c["pid"] for c in fp["replicas"]] == [child]  # gone pids left out
+    parts = [fp["endpoint"], fp["fork_server"], *fp["replicas"]]
     assert fp["total_pss_mb"] == pytest.approx(sum(p["pss_mb"] for p in parts), abs=0.5)
     assert fp["total_rss_mb"] == pytest.approx(sum(p["rss_mb"] for p in parts), abs=0.5)
 
@@ -95,6 +95,6 @@ def test_a_process_that_is_gone_has_no_memory() -> None:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait(timeout=30)
     assert process_memory(proc.pid) is None
-    assert footprint(endpoint=None, fork_server=proc.pid, copies=[]) == {
-        "endpoint": None, "fork_server": None, "feature_holders": [], "copies": [], "total_pss_mb": 0.0,
+    assert footprint(endpoint=None, fork_server=proc.pid, replicas=[]) == {
+        "endpoint": None, "fork_server": None, "feature_holders": [], "replicas": [], "total_pss_mb": 0.0,
         "total_rss_mb": 0.0}

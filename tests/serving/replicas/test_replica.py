@@ -1,4 +1,4 @@
-"""A copy's answers to its frames: the health answer says whether a score is running."""
+"""A replica's answers to its frames: the health answer says whether a score is running."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Token, audit, resident copies and kept replies under the runtime home."""
+"""Token, audit, resident replicas and kept replies under the runtime home."""
 
 from __future__ import annotations
 
@@ -22,18 +22,18 @@ def test_the_token_is_made_once_and_private(tmp_path) -> None:
     assert ensure_token(tmp_path) == token
 
 
-def test_audit_copies_and_replies_round_trip(tmp_path) -> None:
+def test_audit_replicas_and_replies_round_trip(tmp_path) -> None:
     state = ServingState(tmp_path)
-    state.audit("ml.scale", "ep", action="up", copies_after=2)
+    state.audit("ml.scale", "ep", action="up", replicas_after=2)
     assert [(e.event, e.endpoint, e.detail) for e in state.events("ml.scale")] == [
-        ("ml.scale", "ep", {"action": "up", "copies_after": 2})]
+        ("ml.scale", "ep", {"action": "up", "replicas_after": 2})]
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
-        state.add_copy("gone", endpoint="ep", role="serve", version=1, pid=dead.pid, address=None)
-        state.add_copy("here", endpoint="other", role="candidate", version=2, pid=live.pid, address="x")
-        assert [c["copy_id"] for c in state.resident_copies()] == ["here"]
+        state.add_replica("gone", endpoint="ep", role="serve", version=1, pid=dead.pid, address=None)
+        state.add_replica("here", endpoint="other", role="candidate", version=2, pid=live.pid, address="x")
+        assert [c["replica_id"] for c in state.resident_replicas()] == ["here"]
     finally:
         live.kill()
         live.wait()
@@ -90,7 +90,7 @@ def test_an_old_state_db_is_migrated_once_keeping_audit_and_dropping_replies(tmp
     state = states[0]
     assert [(e.event, e.endpoint, e.detail) for e in state.events("ml.scale")] == [("ml.scale", "ep", {"action": "up"})]
     [migrated] = [e.detail for e in state.events("ml.state.migrated")]
-    assert migrated == {"path": str(path), "from_version": 1, "to_version": 3, "replies_dropped": 2}
+    assert migrated == {"path": str(path), "from_version": 1, "to_version": 4, "replies_dropped": 2}
     # the old reply answered an unknown request: it is never replayed, for any digest
     assert state.saved_reply("ep", "job-7:1", request_digest="a" * 64, max_age_s=1e10) is None
     state.save_reply("ep", "job-7:1", 200, b"{}", request_digest="a" * 64)
@@ -100,7 +100,7 @@ def test_an_old_state_db_is_migrated_once_keeping_audit_and_dropping_replies(tmp
     assert len(again.events("ml.state.migrated")) == 1
     again.close()
     db = sqlite3.connect(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 3
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 4
     assert [r[1] for r in db.execute("PRAGMA table_info(replies)")] == [
         "endpoint", "key", "request_digest", "ts", "status", "body"]
     db.close()
@@ -111,7 +111,7 @@ def test_a_state_db_of_a_newer_version_is_refused_with_what_to_do(tmp_path) -> N
     db = sqlite3.connect(path)
     db.execute("PRAGMA user_version = 7")
     db.close()
-    with pytest.raises(StateVersionError, match=r"has schema version 7; this lakescore reads versions up to 3\. "
+    with pytest.raises(StateVersionError, match=r"has schema version 7; this lakescore reads versions up to 4\. "
                                                 r"Upgrade lakescore, or move the file away") as caught:
         ServingState(tmp_path)
     assert caught.value.code == "state_version_unsupported" and str(path) in str(caught.value)
@@ -142,31 +142,31 @@ OTHER_OWNER = """
 import os, sys
 from lakescore.serving.state.store import ServingState
 state = ServingState(sys.argv[1])
-state.add_copy("ep-serve-v1-1", endpoint="ep", role="serve", version=1, pid=None, address="a")
+state.add_replica("ep-serve-v1-1", endpoint="ep", role="serve", version=1, pid=None, address="a")
 print("recorded", flush=True)
 sys.stdin.read()  # lives until the test closes its stdin
 """
 
 
-def test_copy_rows_are_removed_only_by_the_process_that_recorded_them(tmp_path) -> None:
+def test_replica_rows_are_removed_only_by_the_process_that_recorded_them(tmp_path) -> None:
     """Seen: a second endpoint process of the same name, stopping, removed the first's replica rows."""
     other = subprocess.Popen([sys.executable, "-c", OTHER_OWNER, str(tmp_path)], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, text=True)
     try:
         assert other.stdout.readline().strip() == "recorded"
         state = ServingState(tmp_path)
-        state.add_copy("ep-serve-v1-2", endpoint="ep", role="serve", version=1, pid=None, address="b")
-        state.remove_copy("ep-serve-v1-1")  # the same id, another owner's row: kept
-        state.remove_endpoint_copies("ep")
-        assert [(c["copy_id"], c["address"]) for c in state.resident_copies()] == [("ep-serve-v1-1", "a")]
+        state.add_replica("ep-serve-v1-2", endpoint="ep", role="serve", version=1, pid=None, address="b")
+        state.remove_replica("ep-serve-v1-1")  # the same id, another owner's row: kept
+        state.remove_endpoint_replicas("ep")
+        assert [(c["replica_id"], c["address"]) for c in state.resident_replicas()] == [("ep-serve-v1-1", "a")]
     finally:
         other.stdin.close()
         other.wait(timeout=30)
-    assert state.resident_copies() == []  # its owner is gone: forgotten
+    assert state.resident_replicas() == []  # its owner is gone: forgotten
     state.close()
 
 
-def test_a_version_2_state_db_gains_the_copy_owner_and_keeps_its_copies(tmp_path) -> None:
+def test_a_version_2_state_db_gains_the_replica_owner_and_keeps_its_replicas(tmp_path) -> None:
     path = tmp_path / "serving" / "state.db"
     path.parent.mkdir(parents=True)
     db = sqlite3.connect(path)
@@ -179,7 +179,7 @@ def test_a_version_2_state_db_gains_the_copy_owner_and_keeps_its_copies(tmp_path
     db.close()
     try:
         state = ServingState(tmp_path)
-        assert [c["copy_id"] for c in state.resident_copies()] == ["old-serve-v1-1"]  # counted while it lives
+        assert [c["replica_id"] for c in state.resident_replicas()] == ["old-serve-v1-1"]  # counted while it lives
         assert state.saved_reply("ep", "job-7:1", request_digest="d", max_age_s=1e10) == (200, b'{"predictions": [1]}')
         assert state.events("ml.state.migrated") == []  # no reply dropped
         state.close()
@@ -187,6 +187,38 @@ def test_a_version_2_state_db_gains_the_copy_owner_and_keeps_its_copies(tmp_path
         live.kill()
         live.wait()
     db = sqlite3.connect(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 3
-    assert [r[1] for r in db.execute("PRAGMA table_info(copies)")][-1] == "owner_pid"
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 4
+    assert [r[1] for r in db.execute("PRAGMA table_info(replicas)")][-1] == "owner_pid"
+    db.close()
+
+
+def test_a_version_3_state_db_names_its_copies_table_and_column_for_replicas_and_keeps_the_rows(tmp_path) -> None:
+    """Up to version 3 the table of replicas was ``copies`` keyed by ``copy_id``; version 4 renames
+    both in place, so a running endpoint's rows still count against max_warm_replicas."""
+    path = tmp_path / "serving" / "state.db"
+    path.parent.mkdir(parents=True)
+    db = sqlite3.connect(path)
+    db.executescript(OLD_SCHEMA.replace("key TEXT NOT NULL,", "key TEXT NOT NULL, request_digest TEXT NOT NULL,")
+                     .replace("started_at REAL NOT NULL)", "started_at REAL NOT NULL, owner_pid INTEGER)")
+                     .replace("'job-7:1',", "'job-7:1', 'd',").replace("'job-7:2',", "'job-7:2', 'd',"))
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    db.execute("INSERT INTO copies VALUES ('old-serve-v1-1', 'old', 'serve', 1, ?, 'x', 1.0, ?)", (live.pid, live.pid))
+    db.execute("PRAGMA user_version = 3")
+    db.commit()
+    db.close()
+    try:
+        state = ServingState(tmp_path)
+        assert state.resident_replicas() == [{"replica_id": "old-serve-v1-1", "endpoint": "old", "role": "serve",
+                                              "version": 1, "pid": live.pid, "address": "x"}]
+        assert state.events("ml.scale")[0].detail == {"action": "up"} and state.events("ml.state.migrated") == []
+        state.close()
+    finally:
+        live.kill()
+        live.wait()
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 4
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert tables == {"audit", "replicas", "replies"}
+    assert [r[1] for r in db.execute("PRAGMA table_info(replicas)")] == [
+        "replica_id", "endpoint", "role", "version", "pid", "address", "started_at", "owner_pid"]
     db.close()

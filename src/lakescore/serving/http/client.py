@@ -45,7 +45,7 @@ class ClientSettings:
     Attributes
     ----------
     hold_s : float
-        Sent as ``X-Scale-Up-Timeout``: how long the endpoint may hold a request while a copy starts
+        Sent as ``X-Scale-Up-Timeout``: how long the endpoint may hold a request while a replica starts
         (0: not sent).
     timeout_s : float
         One attempt's HTTP timeout.
@@ -218,15 +218,15 @@ class EndpointClient:
         return dict(retrying(attempt))
 
     def deploy(self, version: int, *, timeout_s: float = 600.0) -> dict[str, Any]:
-        """``POST /deploy {"version": version}``: the endpoint starts copies of ``version``, switches
-        traffic once one is ready, then drains and stops the old copies.
+        """``POST /deploy {"version": version}``: the endpoint starts replicas of ``version``, switches
+        traffic once one is ready, then drains and stops the old replicas.
 
         Parameters
         ----------
         version : int
             Registered version to serve.
         timeout_s : float, default 600
-            Seconds to wait for the switch (copies load and verify the version first).
+            Seconds to wait for the switch (replicas load and verify the version first).
 
         Returns
         -------
@@ -238,7 +238,7 @@ class EndpointClient:
         RequestError
             The endpoint refused the version (4xx: unknown version, no certificate, already serving it).
         ServingError
-            The new copies could not start; the endpoint keeps serving the old version.
+            The new replicas could not start; the endpoint keeps serving the old version.
         """
         try:
             resp = self._http.post("/deploy", json={"version": version}, timeout=timeout_s)

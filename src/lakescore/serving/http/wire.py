@@ -1,7 +1,7 @@
-"""What travels over HTTP, and on to the copies over their channel: request bodies in, scored rows out.
+"""What travels over HTTP, and on to the replicas over their channel: request bodies in, scored rows out.
 
-A request is parsed and checked here once, in the endpoint; what goes on to a copy
-(:mod:`lakescore.serving.replicas.channel`) or the cold path is ``ScoreRequest.to_body()``, and the copy reads
+A request is parsed and checked here once, in the endpoint; what goes on to a replica
+(:mod:`lakescore.serving.replicas.channel`) or the cold path is ``ScoreRequest.to_body()``, and the replica reads
 it back with :func:`forwarded` without checking the values again.
 
 Requests take MLflow's scoring-server shapes, so the same body works for ``mlflow models serve``::
@@ -20,7 +20,7 @@ never NaN or ``"<NA>"``. A lookup model's requests add two types
 (:mod:`lakescore.serving.features`): ``key`` (text, a whole number or null) and ``timestamp`` (ISO
 8601 text, required, forwarded as UTC text and built into a ``datetime64[ns, UTC]`` column).
 
-pandas is imported only where a frame is built or read (a copy), never by the endpoint process.
+pandas is imported only where a frame is built or read (a replica), never by the endpoint process.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ class ScoreRequest:
     def frame(self) -> pd.DataFrame:
         """DataFrame of shape (n_rows, n_columns): Int64 and boolean (``pd.NA`` for null), float64
         (NaN for null) and object (str or None) columns, as a batch route reads them."""
-        import pandas as pd  # only a copy builds frames
+        import pandas as pd  # only a replica builds frames
 
         return pd.DataFrame({name: _array(values, self.types[name]) for name, values in self.values.items()},
                             copy=False)
@@ -74,7 +74,7 @@ class ScoreRequest:
 
     def to_body(self) -> bytes:
         """The request as ``dataframe_split`` JSON, columns in the model's order (what the endpoint
-        forwards to a copy or the cold path; see :func:`forwarded`)."""
+        forwards to a replica or the cold path; see :func:`forwarded`)."""
         data = [list(row) for row in zip(*self.values.values())]
         return orjson.dumps({"dataframe_split": {"columns": list(self.values), "data": data}})
 
@@ -374,8 +374,8 @@ def error_payload(err: Exception) -> tuple[int, dict[str, Any]]:
         fields = {k: v for k, v in err.fields.items() if isinstance(v, (str, int, float, list))}
         return err.http_status, {"error_code": err.code, "message": str(err), **fields}
     return 500, {"error_code": "scoring_failed",
-                 "message": f"{type(err).__name__}: {err}. The copy keeps serving; check the input rows or the "
-                            "model, and see the copy's log."}
+                 "message": f"{type(err).__name__}: {err}. The replica keeps serving; check the input rows or the "
+                            "model, and see the replica's log."}
 
 
 def dumps(payload: Any) -> bytes:

@@ -6,16 +6,16 @@ exactly p.
 
 Both sides are counted by one rule over the same sliding window (:func:`verdict`): a request counts
 once, for the side that answered it, as ``answered`` or ``failed`` — failed only when that side
-answered it badly (a model error, 5xx, or a ready copy that ran over ``request_timeout_s``). A
-request that side could not take (its copy died mid-request, was starting, or was gone, or its
+answered it badly (a model error, 5xx, or a ready replica that ran over ``request_timeout_s``). A
+request that side could not take (its replica died mid-request, was starting, or was gone, or its
 queue was full) is ``rerouted``: it counts for neither side, and each side's reroutes are shown in
 ``GET /status``. When the candidate's failure rate exceeds production's by more than
 ``max_failure_rate_gap`` with at least ``min_requests`` counted candidate requests in the window,
 the candidate is taken out and the event audited as ``ml.canary.rollback``.
 
-Copy deaths are the other figure (:func:`deaths_reason`): a candidate whose copies died
+Replica deaths are the other figure (:func:`deaths_reason`): a candidate whose replicas died
 ``MAX_CANDIDATE_DEATHS`` times in the window, more often than production's did, is rolled back
-too (an out-of-memory version); a single death is replaced, like a production copy's.
+too (an out-of-memory version); a single death is replaced, like a production replica's.
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ def verdict(outcome: Outcome, *, status: int | None = None) -> Verdict:
     Parameters
     ----------
     outcome : {"ok", "error", "timeout", "unavailable"}
-        What the copy did: answered 200; answered another status (``status``); was alive and ran
+        What the replica did: answered 200; answered another status (``status``); was alive and ran
         over ``request_timeout_s``; or could not take the request (died mid-request, not ready,
-        not listening, no ready copy, queue full).
+        not listening, no ready replica, queue full).
     status : int, optional
         The HTTP status of an ``error`` answer: 5xx is the model's failure, 4xx the request's own
         fault (answered, as production would answer it too).
@@ -89,20 +89,20 @@ def rollback_reason(*, candidate_failures: int, candidate_requests: int, product
 
 
 def deaths_reason(*, candidate_deaths: int, production_deaths: int, window_s: float) -> str | None:
-    """Why a candidate whose copies keep dying must be taken out, or None.
+    """Why a candidate whose replicas keep dying must be taken out, or None.
 
-    The rule: ``candidate_deaths >= MAX_CANDIDATE_DEATHS`` (3) copy deaths in the window, and more
-    than production's copies had in the same window (deaths that hit both sides alike are the
+    The rule: ``candidate_deaths >= MAX_CANDIDATE_DEATHS`` (3) replica deaths in the window, and more
+    than production's replicas had in the same window (deaths that hit both sides alike are the
     machine's, not the candidate's).
 
     >>> deaths_reason(candidate_deaths=3, production_deaths=1, window_s=600)
-    'candidate copies died 3 times in 600 s against production 1: at least 3 deaths, more than production'
+    'candidate replicas died 3 times in 600 s against production 1: at least 3 deaths, more than production'
     >>> deaths_reason(candidate_deaths=3, production_deaths=3, window_s=600) is None
     True
     """
     if candidate_deaths < MAX_CANDIDATE_DEATHS or candidate_deaths <= production_deaths:
         return None
-    return (f"candidate copies died {candidate_deaths} times in {window_s:g} s against production "
+    return (f"candidate replicas died {candidate_deaths} times in {window_s:g} s against production "
             f"{production_deaths}: at least {MAX_CANDIDATE_DEATHS} deaths, more than production")
 
 
@@ -124,22 +124,22 @@ class CanaryWindow:
         return chosen
 
     def record(self, side: Side, what: Verdict | Literal["died"], *, now: float) -> None:
-        """Count one request of ``side`` (:func:`verdict`), or one of its copies' deaths, at ``now``
+        """Count one request of ``side`` (:func:`verdict`), or one of its replicas' deaths, at ``now``
         and forget those older than the window."""
         self.events.append((now, side, what))
         while self.events and self.events[0][0] < now - self.window_s:
             self.events.popleft()
 
     def counts(self) -> dict[str, int]:
-        """Counted requests, failures, reroutes and copy deaths of each side in the window."""
+        """Counted requests, failures, reroutes and replica deaths of each side in the window."""
         out = {f"{side}_{what}": 0 for side in ("candidate", "production")
-               for what in ("requests", "failures", "rerouted", "copy_deaths")}
+               for what in ("requests", "failures", "rerouted", "replica_deaths")}
         for _, side, what in self.events:
             if what in ("answered", "failed"):
                 out[f"{side}_requests"] += 1
                 out[f"{side}_failures"] += int(what == "failed")
             else:
-                out[f"{side}_{'copy_deaths' if what == 'died' else 'rerouted'}"] += 1
+                out[f"{side}_{'replica_deaths' if what == 'died' else 'rerouted'}"] += 1
         return out
 
     def check(self, *, max_gap: float, min_requests: int) -> str | None:
@@ -149,7 +149,7 @@ class CanaryWindow:
                                production_failures=c["production_failures"],
                                production_requests=c["production_requests"], max_gap=max_gap,
                                min_requests=min_requests) \
-            or deaths_reason(candidate_deaths=c["candidate_copy_deaths"], production_deaths=c["production_copy_deaths"],
+            or deaths_reason(candidate_deaths=c["candidate_replica_deaths"], production_deaths=c["production_replica_deaths"],
                              window_s=self.window_s)
 
     def summary(self) -> dict[str, Any]:

@@ -2,12 +2,12 @@
 automatic rollback — the one action the platform takes on its own. Shadowing never promotes;
 adopting a candidate is the ordinary redeploy.
 
-:class:`Candidates` owns the candidate of one endpoint: its copy (started and retired through the
+:class:`Candidates` owns the candidate of one endpoint: its replica (started and retired through the
 endpoint's callables), the shadow tally and mirroring, and the canary window and rollback. Both
 sides are counted by one rule (:func:`lakescore.serving.policy.canary.verdict`): a request counts against
-a side only when that side answered it badly (a model error, a timeout of a ready copy); a request
-re-routed because a copy died, was starting or was gone counts for neither side. A canary
-candidate's copy that dies is replaced; one whose copies keep dying is rolled back
+a side only when that side answered it badly (a model error, a timeout of a ready replica); a request
+re-routed because a replica died, was starting or was gone counts for neither side. A canary
+candidate's replica that dies is replaced; one whose replicas keep dying is rolled back
 (:func:`lakescore.serving.policy.canary.deaths_reason`).
 """
 
@@ -21,12 +21,12 @@ from typing import Any, Awaitable, Callable
 from lakescore.errors import EndpointUnavailableError, ServingConflictError
 from lakescore.serving.policy.canary import CanaryWindow, Side, Verdict, verdict
 from lakescore.serving.plan import EndpointPlan, input_columns, model_task, saved_description
-from lakescore.serving.replicas.pool import Copy, CopyPool, Role
+from lakescore.serving.replicas.pool import Replica, ReplicaPool, Role
 from lakescore.serving.policy.routing import CandidateCopy
 from lakescore.serving.policy.shadow import Kind, ShadowTally, check_comparable, compared_columns
 from lakescore.serving.state.store import ServingState
 
-Ask = Callable[[Copy, bytes], Awaitable[tuple[str, Any]]]
+Ask = Callable[[Replica, bytes], Awaitable[tuple[str, Any]]]
 
 
 @dataclass(frozen=True)
@@ -44,28 +44,28 @@ class Candidates:
     Parameters
     ----------
     plan : EndpointPlan
-    pool : CopyPool
-        The endpoint's copies (the candidate's copy has role ``candidate``).
+    pool : ReplicaPool
+        The endpoint's replicas (the candidate's replica has role ``candidate``).
     state : ServingState
         Audit events.
-    start_copy, retire : callable
-        ``await start_copy(role, version) -> Copy | None`` and ``await retire(copy)``.
+    start_replica, retire : callable
+        ``await start_replica(role, version) -> Replica | None`` and ``await retire(replica)``.
     ask : callable
-        ``await ask(copy, body) -> ("ok", rows) | ("unavailable", detail) | ("error", Reply)``.
+        ``await ask(replica, body) -> ("ok", rows) | ("unavailable", detail) | ("error", Reply)``.
     columns : dict
         Input columns by version; a chosen candidate's are added.
     lookup_specs : callable
         ``await lookup_specs(version)``: reads a version's feature lookup specs into the endpoint's
         (:meth:`lakescore.serving.replicas.feature_generations.FeatureGenerations.specs`); a chosen
-        candidate's are read before its copy starts, so the copy is forked with its feature rows.
+        candidate's are read before its replica starts, so the replica is forked with its feature rows.
     """
 
-    def __init__(self, plan: EndpointPlan, *, pool: CopyPool, state: ServingState,
-                 start_copy: Callable[[Role, int], Awaitable[Copy | None]],
-                 retire: Callable[[Copy], Awaitable[None]], ask: Ask, columns: dict[int, dict[str, str]],
+    def __init__(self, plan: EndpointPlan, *, pool: ReplicaPool, state: ServingState,
+                 start_replica: Callable[[Role, int], Awaitable[Replica | None]],
+                 retire: Callable[[Replica], Awaitable[None]], ask: Ask, columns: dict[int, dict[str, str]],
                  lookup_specs: Callable[[int], Awaitable[Any]]) -> None:
         self.plan, self.s, self.pool, self.state = plan, plan.settings, pool, state
-        self._start_copy, self._retire, self._ask = start_copy, retire, ask
+        self._start_replica, self._retire, self._ask = start_replica, retire, ask
         self.columns = columns
         self._lookup_specs = lookup_specs
         self.candidate: Candidate | None = None
@@ -85,7 +85,7 @@ class Candidates:
         Raises
         ------
         ServingConflictError
-            The version is the served one, its task cannot be compared, or ``max_warm_copies`` is reached.
+            The version is the served one, its task cannot be compared, or ``max_warm_replicas`` is reached.
         ModelNotFoundError
             The version does not exist.
         """
@@ -98,9 +98,9 @@ class Candidates:
         compared = await self._compared(version)
         await self._lookup_specs(version)
         await self.retire_candidate(reason=f"replaced by candidate v{version}")
-        if await self._start_copy("candidate", version) is None:
-            raise ServingConflictError(f"cannot start candidate v{version}: max_warm_copies {self.s.max_warm_copies} "
-                                       "copies are resident across endpoints; stop one or raise the limit")
+        if await self._start_replica("candidate", version) is None:
+            raise ServingConflictError(f"cannot start candidate v{version}: max_warm_replicas {self.s.max_warm_replicas} "
+                                       "replicas are resident across endpoints; stop one or raise the limit")
         self.candidate = Candidate(version, task, columns)
         self.columns[version] = columns
         self.shadow = ShadowTally(version, self.plan.version, task, self.s.shadow.rtol, self.s.shadow.atol,
@@ -123,11 +123,11 @@ class Candidates:
         return compared
 
     async def retire_candidate(self, *, reason: str) -> None:
-        """Stop the candidate's copy and forget it (audited ``ml.shadow.stop``; shadowing never promotes)."""
+        """Stop the candidate's replica and forget it (audited ``ml.shadow.stop``; shadowing never promotes)."""
         if self.candidate is None:
             return
-        for copy in self.pool.of("candidate"):
-            await self._retire(copy)
+        for replica in self.pool.of("candidate"):
+            await self._retire(replica)
         self._forget(reason=reason)
 
     def _forget(self, *, reason: str) -> None:
@@ -138,7 +138,7 @@ class Candidates:
         self.candidate, self.shadow, self.canary = None, None, None
 
     async def start_canary(self, *, version: int | None = None, share_percent: int | None = None) -> dict[str, Any]:
-        """Send ``share_percent`` of requests to the candidate for real (its copy stays warm; the
+        """Send ``share_percent`` of requests to the candidate for real (its replica stays warm; the
         canary figures start fresh, the shadow totals stay).
 
         Raises
@@ -157,14 +157,14 @@ class Candidates:
         self.canary = CanaryWindow(self.candidate.version, share, self.s.canary.window_s)
         self.state.audit("ml.canary.start", self.plan.name, candidate_version=self.candidate.version,
                          share_percent=share)
-        if not self.pool.of("candidate", "starting", "ready", "failed"):  # the shadow's copy died
-            await self.replace_copy()
+        if not self.pool.of("candidate", "starting", "ready", "failed"):  # the shadow's replica died
+            await self.replace_replica()
         return self.summary()
 
     # --- answering ---------------------------------------------------------------------------
 
-    def copy_state(self) -> CandidateCopy:
-        """The candidate's copy as routing sees it: ready, starting, or none (no candidate, or gone)."""
+    def replica_state(self) -> CandidateCopy:
+        """The candidate's replica as routing sees it: ready, starting, or none (no candidate, or gone)."""
         states = {c.state for c in self.pool.of("candidate")}
         return "ready" if "ready" in states else ("starting" if "starting" in states else "none")
 
@@ -180,54 +180,54 @@ class Candidates:
                 self.rerouted += 1
 
     async def answer(self, body: bytes) -> tuple[list[dict[str, Any]], int] | None:
-        """The candidate's rows and the version of the copy that gave them, or None (production then
+        """The candidate's rows and the version of the replica that gave them, or None (production then
         answers, and the request counts no further): after counting a failure (a model error, or its
-        ready copy ran over ``request_timeout_s``), or a reroute (no ready copy, its queue is full, or
-        its copy died mid-request; counted for neither side)."""
+        ready replica ran over ``request_timeout_s``), or a reroute (no ready replica, its queue is full, or
+        its replica died mid-request; counted for neither side)."""
         canary = self.canary
         if canary is None:
             return None
         try:
-            copy = await self.pool.acquire("candidate", wait_s=self.s.request_timeout_s) \
+            replica = await self.pool.acquire("candidate", wait_s=self.s.request_timeout_s) \
                 if self.pool.of("candidate", "ready") else None
         except EndpointUnavailableError:  # max_queue requests already wait: production answers
-            copy = None
-        outcome, value = ("unavailable", "no ready candidate copy") if copy is None else await self._ask(copy, body)
+            replica = None
+        outcome, value = ("unavailable", "no ready candidate replica") if replica is None else await self._ask(replica, body)
         what = verdict(outcome, status=value.status if outcome == "error" else None)
         self.count("candidate", what)
         if what == "failed":
             self.failures += 1
-        if outcome == "unavailable" and copy is not None and copy.state == "ready":
-            copy.state, copy.detail = "failed", value  # no request until the health pass sees it ready again
+        if outcome == "unavailable" and replica is not None and replica.state == "ready":
+            replica.state, replica.detail = "failed", value  # no request until the health pass sees it ready again
         await self._maybe_roll_back(canary)
-        return (value, copy.version) if outcome == "ok" and copy is not None else None
+        return (value, replica.version) if outcome == "ok" and replica is not None else None
 
-    async def copy_lost(self, copy: Copy, detail: str) -> None:
-        """A copy of either side died or failed to start (the health pass dropped it): counted in the
-        live canary's window (:func:`lakescore.serving.policy.canary.deaths_reason`). A candidate's copy is
+    async def replica_lost(self, replica: Replica, detail: str) -> None:
+        """A replica of either side died or failed to start (the health pass dropped it): counted in the
+        live canary's window (:func:`lakescore.serving.policy.canary.deaths_reason`). A candidate's replica is
         replaced while a canary is live, unless its deaths roll it back; without a canary it is
         noted (the shadow counts its mirror failures)."""
-        side: Side = "candidate" if copy.role == "candidate" else "production"
+        side: Side = "candidate" if replica.role == "candidate" else "production"
         canary = self.canary
         if canary is not None:
             canary.record(side, "died", now=time.monotonic())
         if side == "production":
             return
-        self.note = f"candidate copy {copy.copy_id} failed: {detail}"
-        if canary is None or self.candidate is None or copy.version != self.candidate.version:
+        self.note = f"candidate replica {replica.replica_id} failed: {detail}"
+        if canary is None or self.candidate is None or replica.version != self.candidate.version:
             return
         await self._maybe_roll_back(canary)
         if self.canary is canary and not self.pool.of("candidate", "starting", "ready", "failed"):
-            await self.replace_copy()
+            await self.replace_replica()
 
-    async def replace_copy(self) -> None:
-        """Start another copy of the candidate (its copy died, or was over ``memory_limit_mb``); with
-        no room (``max_warm_copies``) the candidate is stopped, with the reason."""
+    async def replace_replica(self) -> None:
+        """Start another replica of the candidate (its replica died, or was over ``memory_limit_mb``); with
+        no room (``max_warm_replicas``) the candidate is stopped, with the reason."""
         if self.candidate is None:
             return
-        if await self._start_copy("candidate", self.candidate.version) is None:
-            await self.retire_candidate(reason=f"its copy could not be replaced: max_warm_copies "
-                                               f"{self.s.max_warm_copies} copies are resident across endpoints")
+        if await self._start_replica("candidate", self.candidate.version) is None:
+            await self.retire_candidate(reason=f"its replica could not be replaced: max_warm_replicas "
+                                               f"{self.s.max_warm_replicas} replicas are resident across endpoints")
 
     def wants_mirror(self, *, version: Any, by_candidate: bool) -> ShadowTally | None:
         """The shadow to mirror an answered request to: a shadow without canary, for a production answer."""
@@ -237,20 +237,20 @@ class Candidates:
 
     async def mirror(self, tally: ShadowTally, body: bytes, served_rows: list[dict[str, Any]], *,
                      request_id: str) -> None:
-        """Ask the candidate the same request and compare. A mirror waits for the candidate's copy
-        only while fewer than ``max_queue`` mirrors wait; otherwise it takes the copy when idle or is
+        """Ask the candidate the same request and compare. A mirror waits for the candidate's replica
+        only while fewer than ``max_queue`` mirrors wait; otherwise it takes the replica when idle or is
         skipped (``max_queue: 0``: mirrors never wait)."""
         wait_s = self.s.request_timeout_s if self._mirroring < self.s.max_queue else 0.0
         self._mirroring += 1
         try:
             try:
-                copy = await self.pool.acquire("candidate", wait_s=wait_s) if self.pool.of("candidate") else None
+                replica = await self.pool.acquire("candidate", wait_s=wait_s) if self.pool.of("candidate") else None
             except EndpointUnavailableError:  # the queue is full of requests: they go first
-                copy = None
-            if copy is None and wait_s == 0:
+                replica = None
+            if replica is None and wait_s == 0:
                 tally.skipped += 1
                 return
-            outcome, value = ("unavailable", "") if copy is None else await self._ask(copy, body)
+            outcome, value = ("unavailable", "") if replica is None else await self._ask(replica, body)
             if outcome == "ok":
                 tally.add(served_rows, value, request_id=request_id)
             else:
@@ -267,16 +267,16 @@ class Candidates:
         self.canary = None
         await self.retire_candidate(reason=f"canary rolled back: {reason}")
 
-    def adopt(self, version: int) -> list[Copy]:
-        """Hand the candidate's copies to a redeploy of ``version`` (role ``next``) and forget the
-        candidate (audited ``ml.shadow.stop``); no copies when the candidate is another version."""
+    def adopt(self, version: int) -> list[Replica]:
+        """Hand the candidate's replicas to a redeploy of ``version`` (role ``next``) and forget the
+        candidate (audited ``ml.shadow.stop``); no replicas when the candidate is another version."""
         if self.candidate is None or self.candidate.version != version:
             return []
-        copies = [c for c in self.pool.of("candidate") if c.state in ("starting", "ready")]
-        for copy in copies:
-            copy.role = "next"
+        replicas = [c for c in self.pool.of("candidate") if c.state in ("starting", "ready")]
+        for replica in replicas:
+            replica.role = "next"
         self._forget(reason=f"adopted by the deploy of v{version}")
-        return copies
+        return replicas
 
     def summary(self) -> dict[str, Any]:
         """The candidate's part of the endpoint's status."""

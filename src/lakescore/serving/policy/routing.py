@@ -2,24 +2,24 @@
 
 The rules, in order (:func:`route`):
 
-1. The request names a version other than the pinned one: the live canary's candidate when its copy
-   is ready, else the cold path with that version (the endpoint holds no copy of it).
-2. The request is in the canary's share: the candidate, unless its copy is still starting — then
+1. The request names a version other than the pinned one: the live canary's candidate when its replica
+   is ready, else the cold path with that version (the endpoint holds no replica of it).
+2. The request is in the canary's share: the candidate, unless its replica is still starting — then
    production answers and the candidate is not charged (it could not have answered). A candidate
-   whose copy is gone is charged for the request, and production answers it.
-3. A ready copy is idle: that copy (``warm``).
-4. Ready copies are all busy: wait in the bounded queue for one (``queue``, up to
+   whose replica is gone is charged for the request, and production answers it.
+3. A ready replica is idle: that replica (``warm``).
+4. Ready replicas are all busy: wait in the bounded queue for one (``queue``, up to
    ``request_timeout_s``).
-5. No copy is ready, but copies are starting or a start can be triggered (also at zero copies, and
-   after a copy died): wait in the same queue until one is ready (``hold``), for at most
+5. No replica is ready, but replicas are starting or a start can be triggered (also at zero replicas, and
+   after a replica died): wait in the same queue until one is ready (``hold``), for at most
    ``X-Scale-Up-Timeout`` seconds, or ``request_timeout_s`` without the header. ``X-Scale-Up-Timeout: 0``
    asks not to wait: 503 at once.
-6. No copy is alive and none can start (start backoff after failed starts, or ``max_warm_copies``
+6. No replica is alive and none can start (start backoff after failed starts, or ``max_warm_replicas``
    reached): the cold path.
 
 Waiting when the queue already holds ``max_queue`` requests is refused: 503 with ``Retry-After``
-(``reject``). A request whose copy did not answer (died, or not ready) is routed again: another
-ready copy, or the queue until the replacement is ready; never an error.
+(``reject``). A request whose replica did not answer (died, or not ready) is routed again: another
+ready replica, or the queue until the replacement is ready; never an error.
 """
 
 from __future__ import annotations
@@ -54,14 +54,14 @@ class Snapshot:
         That version is the live canary's candidate.
     canary_pick : bool
         A canary is live and this request is in its share.
-    candidate_copy : {"none", "starting", "ready"}
-        The candidate's copy (``none``: no candidate, or its copy is gone).
+    candidate_replica : {"none", "starting", "ready"}
+        The candidate's replica (``none``: no candidate, or its replica is gone).
     idle, ready, starting : int
-        Copies of the pinned version: ready and idle, ready, starting.
+        Replicas of the pinned version: ready and idle, ready, starting.
     can_start : bool
-        A copy can be started now (no start backoff, ``max_warm_copies`` not reached).
+        A replica can be started now (no start backoff, ``max_warm_replicas`` not reached).
     waiting, max_queue : int
-        Requests waiting for a copy, and the most that may.
+        Requests waiting for a replica, and the most that may.
     hold_s : float or None
         ``X-Scale-Up-Timeout`` in seconds (None when absent).
     """
@@ -69,7 +69,7 @@ class Snapshot:
     other_version: bool = False
     asks_candidate: bool = False
     canary_pick: bool = False
-    candidate_copy: CandidateCopy = "none"
+    candidate_replica: CandidateCopy = "none"
     idle: int = 0
     ready: int = 0
     starting: int = 0
@@ -86,8 +86,8 @@ def route(snap: Snapshot) -> Route:
     ('warm', 'queue', 'hold')
     """
     if snap.other_version:
-        return Route.CANDIDATE if snap.asks_candidate and snap.candidate_copy == "ready" else Route.COLD
-    if snap.canary_pick and snap.candidate_copy != "starting":
+        return Route.CANDIDATE if snap.asks_candidate and snap.candidate_replica == "ready" else Route.COLD
+    if snap.canary_pick and snap.candidate_replica != "starting":
         return Route.CANDIDATE
     if snap.idle:
         return Route.WARM

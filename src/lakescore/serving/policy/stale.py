@@ -1,7 +1,7 @@
 """Whether an endpoint is stale, read from the registry every ``scale_interval_s``:
 
 - the served version was deleted from the registry (any endpoint, pinned or not): the endpoint
-  keeps answering with the warm copies it holds, but starts no new copy of that version, and no
+  keeps answering with the warm replicas it holds, but starts no new replica of that version, and no
   cold-path process for it either (its files may be gone with it): :meth:`StaleCheck.refusal`;
   a deploy of a registered version ends it;
 - it follows the alias (``model_selection: champion``) and the alias points at another version
@@ -37,7 +37,7 @@ class StaleCheck:
     reason : str
         Why the endpoint is stale, and what to do; empty when it is not.
     deleted : set of int
-        Served versions the registry was seen without: no new copy of them starts.
+        Served versions the registry was seen without: no new replica of them starts.
     """
 
     def __init__(self, *, served: Callable[[], EndpointPlan], state: ServingState) -> None:
@@ -46,10 +46,10 @@ class StaleCheck:
         self.deleted: set[int] = set()
 
     def refusal(self, version: int) -> str:
-        """Why no new copy (nor cold-path process) of ``version`` may start; empty when it may."""
+        """Why no new replica (nor cold-path process) of ``version`` may start; empty when it may."""
         if version not in self.deleted:
             return ""
-        return f"v{version} was deleted from the registry, so no new copy of it starts"
+        return f"v{version} was deleted from the registry, so no new replica of it starts"
 
     async def check(self) -> None:
         """Read the registry and mark or clear the endpoint's stale reason. A check that a deploy
@@ -79,8 +79,8 @@ def stale_reason(plan: EndpointPlan, view: RegistryView) -> tuple[str, dict[str,
         then = (f"{plan.alias} is v{champion}: `lakescore serve --deploy {champion}` serves it"
                 if follows and champion is not None else "deploy a registered version with `lakescore serve "
                                                           "--deploy N`")
-        return (f"v{plan.version} was deleted from the registry; this endpoint keeps answering with the warm copies "
-                f"it holds, and starts no new copy of v{plan.version} (its files may be gone). To serve again, "
+        return (f"v{plan.version} was deleted from the registry; this endpoint keeps answering with the warm replicas "
+                f"it holds, and starts no new replica of v{plan.version} (its files may be gone). To serve again, "
                 f"{then}.", {"champion": champion, "cause": "version_deleted"})
     if not follows:
         return "", {}

@@ -1,16 +1,16 @@
-"""How the endpoint talks to a copy: length-prefixed frames over the copy's Unix domain socket.
+"""How the endpoint talks to a replica: length-prefixed frames over the replica's Unix domain socket.
 
 A frame is a 6-byte header — a code (unsigned 16 bits) and the payload's length in bytes
 (unsigned 32 bits), both big-endian — then the payload. The endpoint sends ``SCORE`` with the
 request it already checked (``ScoreRequest.to_body()``: ``dataframe_split`` JSON in the model's
-column order) or ``HEALTH`` with no payload; the copy answers with an HTTP status as the code and a
+column order) or ``HEALTH`` with no payload; the replica answers with an HTTP status as the code and a
 JSON payload. One connection carries one request at a time, and the endpoint keeps it open
 between requests.
 
 The socket lives in a folder only the endpoint's user can enter (mode 0700, made by the local
-process backend), so no other local user can reach a copy, and no token travels on it. It replaced
-keep-alive HTTP (httpx -> uvicorn/FastAPI in the copy): over 1,000 one-row requests to one copy,
-the round trip less the copy's scoring time was p50 1.40 ms / p99 13.9 ms over HTTP and
+process backend), so no other local user can reach a replica, and no token travels on it. It replaced
+keep-alive HTTP (httpx -> uvicorn/FastAPI in the replica): over 1,000 one-row requests to one replica,
+the round trip less the replica's scoring time was p50 1.40 ms / p99 13.9 ms over HTTP and
 p50 0.15 ms / p99 0.78 ms over this socket (issue 12, 2-core machine under other load).
 """
 
@@ -30,7 +30,7 @@ PREFIX = "unix:"
 
 
 class ChannelError(ConnectionError):
-    """The copy did not answer: not listening, closed the connection, or ran over the timeout
+    """The replica did not answer: not listening, closed the connection, or ran over the timeout
     (``timed_out``: it was alive and took longer than the timeout)."""
 
     def __init__(self, message: str, *, timed_out: bool = False) -> None:
@@ -39,7 +39,7 @@ class ChannelError(ConnectionError):
 
 
 def socket_path(address: str) -> str:
-    """The socket path of a copy address ``unix:<path>``.
+    """The socket path of a replica address ``unix:<path>``.
 
     Raises
     ------
@@ -47,7 +47,7 @@ def socket_path(address: str) -> str:
         When the address is not a ``unix:`` address.
     """
     if not address.startswith(PREFIX):
-        raise ValueError(f"copy address {address!r} is not a unix socket address; expected 'unix:<path>'")
+        raise ValueError(f"replica address {address!r} is not a unix socket address; expected 'unix:<path>'")
     return address[len(PREFIX):]
 
 
@@ -86,18 +86,18 @@ def read_frame(sock: socket.socket) -> tuple[int, bytes] | None:
 
 
 def health(address: str, *, timeout_s: float = 1.0) -> tuple[int, dict[str, Any]]:
-    """Ask a copy how it is (a fresh connection, closed after the answer).
+    """Ask a replica how it is (a fresh connection, closed after the answer).
 
     Returns
     -------
     (int, dict)
-        200 ready, 503 loading, 500 failed, with the copy's health payload (``state``, ``error``,
+        200 ready, 503 loading, 500 failed, with the replica's health payload (``state``, ``error``,
         ``pid``, ``rss_bytes``, ...).
 
     Raises
     ------
     ChannelError
-        When the copy does not answer within ``timeout_s`` seconds.
+        When the replica does not answer within ``timeout_s`` seconds.
     """
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
@@ -108,12 +108,12 @@ def health(address: str, *, timeout_s: float = 1.0) -> tuple[int, dict[str, Any]
     except OSError as err:
         raise ChannelError(f"{type(err).__name__}: {err}") from err
     if got is None:
-        raise ChannelError("the copy closed the connection without answering")
+        raise ChannelError("the replica closed the connection without answering")
     return got[0], orjson.loads(got[1])
 
 
-class CopyChannel:
-    """One kept-open connection to one copy (asyncio), used by one request at a time."""
+class ReplicaChannel:
+    """One kept-open connection to one replica (asyncio), used by one request at a time."""
 
     def __init__(self, address: str) -> None:
         self.path = socket_path(address)
@@ -126,10 +126,10 @@ class CopyChannel:
         Raises
         ------
         ChannelError
-            The copy is not listening, closed the connection, or did not answer within
+            The replica is not listening, closed the connection, or did not answer within
             ``timeout_s`` seconds; the connection is dropped and the next ask opens a new one.
 
-        A cancelled ask also drops the connection: the copy's answer to it may still arrive, and
+        A cancelled ask also drops the connection: the replica's answer to it may still arrive, and
         it must not be read as the answer to the next request.
         """
         async with self._lock:
@@ -139,7 +139,7 @@ class CopyChannel:
                 self.close()
                 timed_out = isinstance(err, asyncio.TimeoutError)
                 detail = f"no answer within {timeout_s:g} s" if timed_out else f"{type(err).__name__}: {err}"
-                raise ChannelError(f"copy at {self.path}: {detail}", timed_out=timed_out) from err
+                raise ChannelError(f"replica at {self.path}: {detail}", timed_out=timed_out) from err
             except BaseException:  # cancelled (or anything else) mid-exchange: a half-read reply stays behind
                 self.close()
                 raise
@@ -160,29 +160,29 @@ class CopyChannel:
             self._streams = None
 
 
-class CopyChannels:
-    """The endpoint's open channels, one per copy address.
+class ReplicaChannels:
+    """The endpoint's open channels, one per replica address.
 
     Parameters
     ----------
     timeout_s : float
-        Seconds a copy may take to answer one request (``request_timeout_s``).
+        Seconds a replica may take to answer one request (``request_timeout_s``).
     """
 
     def __init__(self, *, timeout_s: float) -> None:
         self.timeout_s = timeout_s
-        self._open: dict[str, CopyChannel] = {}
+        self._open: dict[str, ReplicaChannel] = {}
 
     async def score(self, address: str, body: bytes) -> tuple[int, bytes]:
-        """Send a checked request (``ScoreRequest.to_body()``) to the copy at ``address``;
+        """Send a checked request (``ScoreRequest.to_body()``) to the replica at ``address``;
         (HTTP status, JSON payload bytes). Raises :class:`ChannelError` when it does not answer."""
         channel = self._open.get(address)
         if channel is None:
-            channel = self._open[address] = CopyChannel(address)
+            channel = self._open[address] = ReplicaChannel(address)
         return await channel.ask(SCORE, body, timeout_s=self.timeout_s)
 
     def keep_only(self, addresses: set[str]) -> None:
-        """Close the channels of copies that are gone."""
+        """Close the channels of replicas that are gone."""
         for address in [a for a in self._open if a not in addresses]:
             self._open.pop(address).close()
 

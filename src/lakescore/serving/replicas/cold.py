@@ -1,14 +1,14 @@
 """The cold path: load the version and score in a process of its own, as a batch job would.
 
-When no copy can answer (no copy is ready and the request cannot wait for one to start, the queue
-is full, or a request asks for a version no copy holds; requests that arrive while a copy loads
+When no replica can answer (no replica is ready and the request cannot wait for one to start, the queue
+is full, or a request asks for a version no replica holds; requests that arrive while a replica loads
 wait in the queue for it), the endpoint forks
 a child from its preloaded fork server (:mod:`lakescore.serving.forkserver`), which has imported the
 scoring stack but holds no model, so the child imports nothing more when the endpoint knows the
-version's local artifact location (a version it started copies of or answered cold before): it loads
+version's local artifact location (a version it started replicas of or answered cold before): it loads
 ``models:/<name>/<version>`` from there with ``mlflow.pyfunc.load_model`` (the certificate is
 re-verified); for another version it reads the registry first, importing MLflow's SQL store (about
-0.7 s), which the fork server leaves out to keep the copies small. Then it calls the pyfunc's
+0.7 s), which the fork server leaves out to keep the replicas small. Then it calls the pyfunc's
 ``predict`` — the same ``FittedChain.predict`` a batch job calls — on the request's rows, sends the
 reply (``served: cold``) back and exits. Slower, never different.
 
@@ -54,7 +54,7 @@ class ColdReply:
 @dataclass(frozen=True)
 class ColdFeatures:
     """How the cold path reads a lookup model's feature tables: ``reader`` (it must pickle), the
-    version's lookup specs, and the Delta versions the warm copies hold (None: the current ones)."""
+    version's lookup specs, and the Delta versions the warm replicas hold (None: the current ones)."""
 
     reader: Any
     specs: tuple[dict[str, Any], ...]
@@ -66,7 +66,7 @@ def cold_reply(model_uri: str, version: int, tracking_uri: str, body: bytes,
     """Load ``model_uri`` as a batch job does (from ``load_uri``, its local artifact location, when
     the endpoint knows it: no registry read then) and score a ``dataframe_split`` body; never raises
     (an error becomes the payload's ``error_code`` and ``message``). A lookup model's rows are joined
-    with the feature tables ``features`` reads first, as a warm copy joins them."""
+    with the feature tables ``features`` reads first, as a warm replica joins them."""
     os.environ["MLFLOW_TRACKING_URI"] = tracking_uri
     os.environ["MLFLOW_REGISTRY_URI"] = tracking_uri
     from lakescore.serving.http.wire import dumps, parse_request, scored_rows
@@ -109,7 +109,7 @@ def _rows(payload: bytes, detail: str, model_uri: str) -> list[dict[str, Any]]:
 
 def _timed_out(model_uri: str, timeout_s: float) -> ServingError:
     return ServingError(f"the cold path for {model_uri} ran over {timeout_s:g} s (cold_timeout_s in "
-                        "config/serving.yml); raise it or keep a copy warm")
+                        "config/serving.yml); raise it or keep a replica warm")
 
 
 async def run_cold(*, model_uri: str, version: int, tracking_uri: str, body: bytes, timeout_s: float,
@@ -152,7 +152,7 @@ async def score_cold(*, model_uri: str, version: int, tracking_uri: str, body: b
     timeout_s : float
         Seconds before the child is killed.
     features : ColdFeatures, optional
-        A lookup model's feature tables (read in the child, at the versions the warm copies hold).
+        A lookup model's feature tables (read in the child, at the versions the warm replicas hold).
     load_uri : str, optional
         The version's local artifact location (``ReplicaBackend.location``): the child loads from
         there without reading the registry (default: ``model_uri`` itself).

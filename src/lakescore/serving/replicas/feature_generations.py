@@ -1,9 +1,9 @@
-"""Which feature rows each version's copies join.
+"""Which feature rows each version's replicas join.
 
 A version whose chain joins feature lookups (:mod:`lakescore.serving.features`) is served from a
 *generation*: its feature tables read once, at one Delta version each, by the backend (in the process
-its copies are forked from). :class:`FeatureGenerations` holds an endpoint's lookup specs by version
-(read once from the registry) and carries out, through the backend, which generation copies of a
+its replicas are forked from). :class:`FeatureGenerations` holds an endpoint's lookup specs by version
+(read once from the registry) and carries out, through the backend, which generation replicas of a
 version started from now on join: read one (at start, when a version is first asked for, and in a
 deploy, where it is installed only once the deploy succeeds), install it, discard or release it. It
 also says which tables the served and the candidate version join (``GET /status``) and at which
@@ -20,7 +20,7 @@ from lakescore.serving.replicas.backend import FeatureGeneration, ReplicaBackend
 from lakescore.serving.replicas.cold import ColdFeatures
 from lakescore.serving.features import FeatureReader
 from lakescore.serving.plan import model_lookups
-from lakescore.serving.replicas.pool import Copy
+from lakescore.serving.replicas.pool import Replica
 from lakescore.serving.state.store import ServingState
 
 Specs = tuple[dict[str, Any], ...]
@@ -38,7 +38,7 @@ class FeatureGenerations:
     uri : callable
         ``uri(version) -> "models:/<model_name>/<version>"`` (:meth:`lakescore.serving.plan.EndpointPlan.uri`).
     backend : ReplicaBackend
-        Reads, installs, discards and releases generations, and says which one a copy joins.
+        Reads, installs, discards and releases generations, and says which one a replica joins.
     state : ServingState
         Audit events (``ml.features.loaded``).
     reader : FeatureReader, optional
@@ -101,7 +101,7 @@ class FeatureGenerations:
         return await asyncio.to_thread(self.backend.load_features, version, self.reader, list(specs))
 
     async def install(self, version: int, generation: FeatureGeneration) -> None:
-        """Copies of ``version`` started from now on join ``generation`` (audited ``ml.features.loaded``)."""
+        """Replicas of ``version`` started from now on join ``generation`` (audited ``ml.features.loaded``)."""
         await asyncio.to_thread(self.backend.install_features, version, generation)
         self.state.audit("ml.features.loaded", self.endpoint, version=version, feature_tables=generation.tables,
                          generation=generation.generation)
@@ -111,25 +111,25 @@ class FeatureGenerations:
         await asyncio.to_thread(self.backend.discard_features, generation)
 
     async def release(self, version: int) -> None:
-        """``version`` is no longer served: its feature rows go with its last copy."""
+        """``version`` is no longer served: its feature rows go with its last replica."""
         await asyncio.to_thread(self.backend.release_features, version)
 
     def current(self, version: int) -> FeatureGeneration | None:
-        """The generation new copies of ``version`` join (None: no lookups, or none installed)."""
+        """The generation new replicas of ``version`` join (None: no lookups, or none installed)."""
         return self.backend.features(version) if self.joins(version) else None
 
-    def stamp(self, copy: Copy) -> None:
-        """Note on ``copy`` the feature tables and generation it joins (nothing without lookups)."""
-        if not self.joins(copy.version):
+    def stamp(self, replica: Replica) -> None:
+        """Note on ``replica`` the feature tables and generation it joins (nothing without lookups)."""
+        if not self.joins(replica.version):
             return
-        generation = self.backend.copy_features(copy.copy_id)
+        generation = self.backend.replica_features(replica.replica_id)
         if generation is not None:
-            copy.feature_tables, copy.feature_generation = generation.tables, generation.generation
+            replica.feature_tables, replica.feature_generation = generation.tables, generation.generation
 
     # --- what others read --------------------------------------------------------------------
 
     def tables(self, version: int) -> list[dict[str, Any]] | None:
-        """``[{"table", "version"}]`` that new copies of ``version`` join with (None: no lookups)."""
+        """``[{"table", "version"}]`` that new replicas of ``version`` join with (None: no lookups)."""
         generation = self.current(version)
         return None if generation is None else generation.tables
 
@@ -145,7 +145,7 @@ class FeatureGenerations:
 
     async def cold(self, version: int) -> ColdFeatures | None:
         """How the cold path reads ``version``'s feature tables: at the Delta versions its warm
-        copies join (the current ones when none are loaded); None without lookups or reader."""
+        replicas join (the current ones when none are loaded); None without lookups or reader."""
         specs = await self.specs(version)
         if not specs or self.reader is None:
             return None

@@ -1,25 +1,25 @@
-"""The process that holds a lookup model's feature rows and forks its copies, so they share the pages.
+"""The process that holds a lookup model's feature rows and forks its replicas, so they share the pages.
 
-A copy of a model without lookups is forked from the endpoint's preloaded fork server
-(:mod:`lakescore.serving.forkserver`). A copy of a lookup model needs the feature tables too, and
-reading them in every copy would read each table once per copy and keep one private copy of the
-rows per copy. So the endpoint forks one *holder* from the fork server per lookup version and feature
+A replica of a model without lookups is forked from the endpoint's preloaded fork server
+(:mod:`lakescore.serving.forkserver`). A replica of a lookup model needs the feature tables too, and
+reading them in every replica would read each table once per replica and keep one private copy of the
+rows per replica. So the endpoint forks one *holder* from the fork server per lookup version and feature
 read: the holder reads each feature table once, at its current version, through the runtime
 (:data:`lakescore.serving.features.FeatureReader`), freezes the collector (``gc.freeze``, as the
-preload does, so no copy writes to the shared objects), and then forks each copy of that version
-itself (``os.fork``): the copies share the holder's pages of the imports and of the feature rows.
+preload does, so no replica writes to the shared objects), and then forks each replica of that version
+itself (``os.fork``): the replicas share the holder's pages of the imports and of the feature rows.
 
 ``POST /deploy`` reads the tables again in a new holder (the feature rows of a holder never change);
-the old holder stays until its last copy is stopped. A holder exits when its parent (the fork
-server) is gone, and its copies exit when it is gone.
+the old holder stays until its last replica is stopped. A holder exits when its parent (the fork
+server) is gone, and its replicas exit when it is gone.
 
-The endpoint talks to a holder over a pipe: ``copy`` (the listening socket goes across as a file
-descriptor, ``multiprocessing.reduction.send_handle``) -> the copy's process id; ``poll`` of a copy
--> None while it runs, else its exit code; ``signal`` a copy; ``exit``. The copies are the holder's
+The endpoint talks to a holder over a pipe: ``replica`` (the listening socket goes across as a file
+descriptor, ``multiprocessing.reduction.send_handle``) -> the replica's process id; ``poll`` of a replica
+-> None while it runs, else its exit code; ``signal`` a replica; ``exit``. The replicas are the holder's
 children, not the endpoint's, so only the holder knows for sure whether one still runs: a thread of
-the holder reaps each copy and records its exit code in the same step (under one lock), and the holder
-signals a copy only while it has not reaped it. A reaped copy's process id can be reused by any
-process, so the endpoint never probes or signals a copy's pid itself.
+the holder reaps each replica and records its exit code in the same step (under one lock), and the holder
+signals a replica only while it has not reaped it. A reaped replica's process id can be reused by any
+process, so the endpoint never probes or signals a replica's pid itself.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ REPLY_TIMEOUT_S = 30.0
 
 
 class FeatureHolder:
-    """A running holder (endpoint side): the feature versions it read, and the copies it forks.
+    """A running holder (endpoint side): the feature versions it read, and the replicas it forks.
 
     Parameters
     ----------
@@ -76,11 +76,11 @@ class FeatureHolder:
             raise ServingError(f"{what}: the feature tables could not be read ({type(value).__name__}: {value}); "
                                "check that every feature table exists and holds the lookups' columns")
         self.record: list[dict[str, Any]] = value
-        self.copies: set[int] = set()
+        self.replicas: set[int] = set()
 
     @property
     def pid(self) -> int:
-        """The holder's process id (a child of the endpoint's fork server; the copies are its children)."""
+        """The holder's process id (a child of the endpoint's fork server; the replicas are its children)."""
         return int(self.process.pid)
 
     def _receive(self, timeout_s: float) -> tuple[str, Any]:
@@ -93,17 +93,17 @@ class FeatureHolder:
             raise ServingError(f"{self.what}: the feature holder (process {self.pid}) exited with code "
                                f"{self.process.exitcode}; see the endpoint's log") from err
 
-    def fork_copy(self, sock: socket.socket, options: Any, log_path: str) -> int:
-        """Fork a copy on the listening ``sock`` from the holder; its process id."""
+    def fork_replica(self, sock: socket.socket, options: Any, log_path: str) -> int:
+        """Fork a replica on the listening ``sock`` from the holder; its process id."""
         from multiprocessing.reduction import send_handle  # the socket crosses as a descriptor
 
         with self._lock:
-            self.conn.send(("copy", options, log_path))
+            self.conn.send(("replica", options, log_path))
             send_handle(self.conn, sock.fileno(), self.pid)
             kind, value = self._receive(REPLY_TIMEOUT_S)
         if kind != "pid":
-            raise ServingError(f"{self.what}: the feature holder could not fork a copy ({value})")
-        self.copies.add(int(value))
+            raise ServingError(f"{self.what}: the feature holder could not fork a replica ({value})")
+        self.replicas.add(int(value))
         return int(value)
 
     def _ask(self, *message: Any) -> Any:
@@ -112,8 +112,8 @@ class FeatureHolder:
             self.conn.send(message)
             return self._receive(REPLY_TIMEOUT_S)[1]
 
-    def poll_copy(self, pid: int) -> int | None:
-        """None while copy ``pid`` runs; its exit code once the holder reaped it (negative: the
+    def poll_replica(self, pid: int) -> int | None:
+        """None while replica ``pid`` runs; its exit code once the holder reaped it (negative: the
         signal that ended it; -1: the holder never forked ``pid``).
 
         Raises
@@ -126,16 +126,16 @@ class FeatureHolder:
         except OSError as err:  # the pipe is closed: the holder was stopped
             raise ServingError(f"{self.what}: the feature holder (process {self.pid}) is stopped") from err
 
-    def signal_copy(self, pid: int, sig: int) -> None:
-        """Send ``sig`` to copy ``pid`` when it still runs (a reaped copy's pid is never signalled);
-        nothing when the holder is gone (its copies exit with it)."""
+    def signal_replica(self, pid: int, sig: int) -> None:
+        """Send ``sig`` to replica ``pid`` when it still runs (a reaped replica's pid is never signalled);
+        nothing when the holder is gone (its replicas exit with it)."""
         try:
             self._ask("signal", pid, int(sig))
         except (ServingError, OSError):
             pass
 
     def stop(self) -> None:
-        """Ask the holder to exit (its copies exit with it), then make sure it is gone (idempotent)."""
+        """Ask the holder to exit (its replicas exit with it), then make sure it is gone (idempotent)."""
         with self._lock:
             try:
                 self.conn.send(("exit", None))
@@ -149,11 +149,11 @@ class FeatureHolder:
 
 
 class HeldCopy:
-    """A copy forked by a holder, with the ``Popen`` methods the backend uses.
+    """A replica forked by a holder, with the ``Popen`` methods the backend uses.
 
     It is the holder's child, not this process's: whether it runs, its exit code and its signals all
-    go through the holder (:meth:`FeatureHolder.poll_copy`, :meth:`FeatureHolder.signal_copy`), never
-    through its process id here, which another process may hold once the copy is reaped.
+    go through the holder (:meth:`FeatureHolder.poll_replica`, :meth:`FeatureHolder.signal_replica`), never
+    through its process id here, which another process may hold once the replica is reaped.
     """
 
     def __init__(self, holder: FeatureHolder, pid: int) -> None:
@@ -161,26 +161,26 @@ class HeldCopy:
         self._code: int | None = None
 
     def poll(self) -> int | None:
-        """None while the copy runs, else its exit code, as the holder that reaped it recorded it
+        """None while the replica runs, else its exit code, as the holder that reaped it recorded it
         (negative: the signal that ended it). -1 when the holder is gone or does not answer: its
-        copies exit with it (they watch their parent), so the copy counts as exited."""
+        replicas exit with it (they watch their parent), so the replica counts as exited."""
         if self._code is None:
             try:
-                self._code = self.holder.poll_copy(self.pid)
+                self._code = self.holder.poll_replica(self.pid)
             except ServingError:
                 self._code = -1
         return self._code
 
     def terminate(self) -> None:
-        """Ask the copy to stop (SIGTERM, sent by its holder while the copy runs)."""
-        self.holder.signal_copy(self.pid, signal.SIGTERM)
+        """Ask the replica to stop (SIGTERM, sent by its holder while the replica runs)."""
+        self.holder.signal_replica(self.pid, signal.SIGTERM)
 
     def kill(self) -> None:
-        """Kill the copy (SIGKILL, sent by its holder while the copy runs)."""
-        self.holder.signal_copy(self.pid, signal.SIGKILL)
+        """Kill the replica (SIGKILL, sent by its holder while the replica runs)."""
+        self.holder.signal_replica(self.pid, signal.SIGKILL)
 
     def wait(self, timeout: float) -> int | None:
-        """Wait until the copy has exited; its exit code (see :meth:`poll`).
+        """Wait until the replica has exited; its exit code (see :meth:`poll`).
 
         Parameters
         ----------
@@ -190,18 +190,18 @@ class HeldCopy:
         Raises
         ------
         subprocess.TimeoutExpired
-            The copy still runs after ``timeout`` seconds.
+            The replica still runs after ``timeout`` seconds.
         """
         deadline = time.monotonic() + timeout
         while self.poll() is None:
             if time.monotonic() > deadline:
-                raise subprocess.TimeoutExpired("copy", timeout)
+                raise subprocess.TimeoutExpired("replica", timeout)
             time.sleep(0.05)
         return self._code
 
 
-class _Copies:
-    """The holder's side: its copies that run, and the exit codes of those it reaped. Forking,
+class _Replicas:
+    """The holder's side: its replicas that run, and the exit codes of those it reaped. Forking,
     reaping and signalling hold one lock, so a pid is either running here (not reaped: no other
     process can hold it) or has its exit code recorded, never neither."""
 
@@ -222,11 +222,11 @@ class _Copies:
             return True
 
     def reap(self) -> None:
-        """Reap the copies as they exit, forever (a thread of the holder)."""
+        """Reap the replicas as they exit, forever (a thread of the holder)."""
         while True:
             try:  # wait for an exited child but leave it a zombie: its pid stays ours until recorded
                 exited = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOWAIT)
-            except ChildProcessError:  # no copy yet
+            except ChildProcessError:  # no replica yet
                 time.sleep(0.2)
                 continue
             if exited is None:
@@ -238,7 +238,7 @@ class _Copies:
 
 
 def run_holder(conn: Any, reader: FeatureReader, specs: list[dict[str, Any]], env: dict[str, str]) -> None:
-    """The holder process: read the feature tables, report their versions, fork copies on demand."""
+    """The holder process: read the feature tables, report their versions, fork replicas on demand."""
     import gc
 
     from lakescore.serving.replicas.replica import trim_memory
@@ -251,18 +251,18 @@ def run_holder(conn: Any, reader: FeatureReader, specs: list[dict[str, Any]], en
         conn.send(("error", err))
         return
     trim_memory()
-    gc.freeze()  # the copies never write to the shared objects (the rows' included)
-    copies = _Copies()
-    threading.Thread(target=copies.reap, daemon=True, name="reap-copies").start()
+    gc.freeze()  # the replicas never write to the shared objects (the rows' included)
+    replicas = _Replicas()
+    threading.Thread(target=replicas.reap, daemon=True, name="reap-replicas").start()
     threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True, name="watch-parent").start()
     conn.send(("ready", features.record()))
-    _serve(conn, features, copies)
+    _serve(conn, features, replicas)
 
 
-def _serve(conn: Any, features: Any, copies: _Copies) -> None:
+def _serve(conn: Any, features: Any, replicas: _Replicas) -> None:
     from multiprocessing.reduction import recv_handle
 
-    from lakescore.serving.replicas.replica import run_forked_copy
+    from lakescore.serving.replicas.replica import run_forked_replica
 
     while True:
         try:
@@ -272,29 +272,29 @@ def _serve(conn: Any, features: Any, copies: _Copies) -> None:
         if command == "exit":
             break
         if command == "poll":
-            conn.send(("code", copies.poll(int(args[0]))))
+            conn.send(("code", replicas.poll(int(args[0]))))
             continue
         if command == "signal":
-            conn.send(("signalled", copies.signal(int(args[0]), int(args[1]))))
+            conn.send(("signalled", replicas.signal(int(args[0]), int(args[1]))))
             continue
         options, log_path = args
         fd = recv_handle(conn)
-        with copies.lock:  # recorded as running before the reaper can see it exit
+        with replicas.lock:  # recorded as running before the reaper can see it exit
             pid = os.fork()
             if pid != 0:
-                copies.running.add(pid)
-        if pid == 0:  # the copy
+                replicas.running.add(pid)
+        if pid == 0:  # the replica
             code = 0
             try:
                 conn.close()
-                run_forked_copy(socket.socket(fileno=fd), options, log_path, features=features)
-            except BaseException:  # noqa: BLE001 - a copy never returns into the holder's loop
+                run_forked_replica(socket.socket(fileno=fd), options, log_path, features=features)
+            except BaseException:  # noqa: BLE001 - a replica never returns into the holder's loop
                 code = 1
             finally:
                 os._exit(code)
         os.close(fd)
         conn.send(("pid", pid))
-    os._exit(0)  # the copies see their parent gone and exit
+    os._exit(0)  # the replicas see their parent gone and exit
 
 
 def _watch_parent(parent_pid: int) -> None:

@@ -1,7 +1,7 @@
 """How much memory an endpoint's processes hold: resident (RSS) and proportional (PSS) memory.
 
 RSS counts every page a process has mapped, so pages it shares with other processes (the imports a
-copy shares with the fork server it was forked from) are counted again in each of them: a sum of
+replica shares with the fork server it was forked from) are counted again in each of them: a sum of
 RSS over processes double-counts. PSS gives each process its unique pages plus an even share of
 each shared page, so a sum of PSS over the processes is what they cost the machine together. Both
 come from ``/proc/<pid>/smaps_rollup`` (Linux 4.14+), one small read per process.
@@ -55,17 +55,17 @@ def process_memory(pid: int) -> ProcessMemory | None:
     return ProcessMemory(pid, fields["Rss"], fields["Pss"])
 
 
-def footprint(*, endpoint: int | None, fork_server: int | None, copies: Iterable[int | None],
+def footprint(*, endpoint: int | None, fork_server: int | None, replicas: Iterable[int | None],
               feature_holders: Iterable[int | None] = (), others_under: int | None = None) -> dict[str, Any]:
     """The memory of an endpoint's processes: the endpoint process, its fork server, the feature
-    holders of lookup versions (:mod:`lakescore.serving.replicas.feature_holder`) and each copy.
+    holders of lookup versions (:mod:`lakescore.serving.replicas.feature_holder`) and each replica.
 
     Parameters
     ----------
     endpoint, fork_server : int or None
         Process ids (None: not running, reported as None).
-    copies, feature_holders : iterable of int or None
-        Process ids of the copies and of the feature holders (unknown or gone ones are left out).
+    replicas, feature_holders : iterable of int or None
+        Process ids of the replicas and of the feature holders (unknown or gone ones are left out).
     others_under : int, optional
         A process (the endpoint's) whose descendants not named above are counted too, as
         ``other_processes`` (multiprocessing's resource tracker, a cold-path process that runs now).
@@ -74,20 +74,20 @@ def footprint(*, endpoint: int | None, fork_server: int | None, copies: Iterable
     -------
     dict
         ``endpoint``, ``fork_server`` (``{"pid", "rss_mb", "pss_mb"}`` or None), ``feature_holders``,
-        ``copies`` and ``other_processes`` (lists of them), and ``total_pss_mb`` (the sum of PSS over all of them: what
+        ``replicas`` and ``other_processes`` (lists of them), and ``total_pss_mb`` (the sum of PSS over all of them: what
         the processes cost the machine together) and ``total_rss_mb`` (the sum of RSS, which counts
         shared pages once per process).
     """
     ep = process_memory(endpoint) if endpoint else None
     fs = process_memory(fork_server) if fork_server else None
-    found = [m for m in (process_memory(pid) for pid in copies if pid) if m is not None]
+    found = [m for m in (process_memory(pid) for pid in replicas if pid) if m is not None]
     holders = [m for m in (process_memory(pid) for pid in feature_holders if pid) if m is not None]
     named = {m.pid for m in (ep, fs, *holders, *found) if m is not None}
     others = [m for m in (process_memory(pid) for pid in _descendants(others_under) if pid not in named)
               if m is not None]
     every = [m for m in (ep, fs, *holders, *found, *others) if m is not None]
     return {"endpoint": ep.summary() if ep else None, "fork_server": fs.summary() if fs else None,
-            "feature_holders": [m.summary() for m in holders], "copies": [m.summary() for m in found],
+            "feature_holders": [m.summary() for m in holders], "replicas": [m.summary() for m in found],
             **({"other_processes": [m.summary() for m in others]} if others_under else {}),
             "total_pss_mb": round(sum(m.pss_bytes for m in every) / MB, 1),
             "total_rss_mb": round(sum(m.rss_bytes for m in every) / MB, 1)}

@@ -1,10 +1,10 @@
-"""The copy pool of one endpoint: its copies, the one notion of "quietest", the bounded queue of
-requests waiting for a copy, and how long a copy takes to start.
+"""The replica pool of one endpoint: its replicas, the one notion of "quietest", the bounded queue of
+requests waiting for a replica, and how long a replica takes to start.
 
-A request goes to the ready, idle copy that has gone longest without one; the scaler stops that
-same copy when it scales down. Copies answer one request at a time, so a request that finds every
-ready copy busy, or arrives while copies start, waits in one bounded queue (``max_queue``; 503
-when full). ``Retry-After`` on a 503 is derived from measured copy starts (:class:`StartTimes`).
+A request goes to the ready, idle replica that has gone longest without one; the scaler stops that
+same replica when it scales down. Replicas answer one request at a time, so a request that finds every
+ready replica busy, or arrives while replicas start, waits in one bounded queue (``max_queue``; 503
+when full). ``Retry-After`` on a 503 is derived from measured replica starts (:class:`StartTimes`).
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ from typing import Callable, Iterable, Literal
 
 from lakescore.errors import EndpointUnavailableError
 
-Role = Literal["serve", "candidate", "next"]  # next: a redeploy's copies until traffic switches
+Role = Literal["serve", "candidate", "next"]  # next: a redeploy's replicas until traffic switches
 
 
 @dataclass
-class Copy:
-    """One running copy as the endpoint sees it (mutable: the endpoint updates it).
+class Replica:
+    """One running replica as the endpoint sees it (mutable: the endpoint updates it).
 
     Attributes
     ----------
@@ -38,7 +38,7 @@ class Copy:
         it instead of making it ready again.
     """
 
-    copy_id: str
+    replica_id: str
     version: int
     role: Role
     address: str
@@ -54,7 +54,7 @@ class Copy:
     rss_bytes: int | None = None
     pss_bytes: int | None = None
     pid: int | None = None
-    feature_tables: list[dict[str, object]] | None = None  # a lookup copy's feature versions
+    feature_tables: list[dict[str, object]] | None = None  # a lookup replica's feature versions
     feature_generation: int | None = None  # which read of them (a deploy of a lookup version reads again)
 
     @property
@@ -63,7 +63,7 @@ class Copy:
         return self.pss_bytes or self.rss_bytes
 
     def summary(self, now: float) -> dict[str, object]:
-        return {"copy_id": self.copy_id, "version": self.version, "role": self.role, "state": self.state,
+        return {"replica_id": self.replica_id, "version": self.version, "role": self.role, "state": self.state,
                 "detail": self.detail, "busy": self.busy, "requests": self.requests, "failures": self.failures,
                 "idle_s": None if self.busy else round(now - self.last_done, 1), "pid": self.pid,
                 "resident_mb": None if self.rss_bytes is None else round(self.rss_bytes / 2**20, 1),
@@ -72,29 +72,29 @@ class Copy:
                 **({"feature_tables": self.feature_tables} if self.feature_tables is not None else {})}
 
 
-def quietest(copies: Iterable[Copy]) -> Copy | None:
-    """The ready, idle copy that has gone longest without a request (ties: lowest id), or None.
+def quietest(replicas: Iterable[Replica]) -> Replica | None:
+    """The ready, idle replica that has gone longest without a request (ties: lowest id), or None.
 
-    >>> a, b = Copy("a", 1, "serve", "", state="ready", last_done=5.0), Copy("b", 1, "serve", "", state="ready", last_done=2.0)
-    >>> quietest([a, b]).copy_id
+    >>> a, b = Replica("a", 1, "serve", "", state="ready", last_done=5.0), Replica("b", 1, "serve", "", state="ready", last_done=2.0)
+    >>> quietest([a, b]).replica_id
     'b'
     """
-    idle = [c for c in copies if c.state == "ready" and not c.busy]
-    return min(idle, key=lambda c: (c.last_done, c.copy_id), default=None)
+    idle = [c for c in replicas if c.state == "ready" and not c.busy]
+    return min(idle, key=lambda c: (c.last_done, c.replica_id), default=None)
 
 
-def to_stop(copies: Iterable[Copy]) -> Copy | None:
-    """The copy a scale-down stops: the quietest, else (all busy) the one idle longest before its
-    current request; a starting copy before either (it has served nobody yet)."""
-    live = [c for c in copies if c.state in ("starting", "ready")]
+def to_stop(replicas: Iterable[Replica]) -> Replica | None:
+    """The replica a scale-down stops: the quietest, else (all busy) the one idle longest before its
+    current request; a starting replica before either (it has served nobody yet)."""
+    live = [c for c in replicas if c.state in ("starting", "ready")]
     starting = [c for c in live if c.state == "starting"]
     if starting:
-        return max(starting, key=lambda c: (c.started_at, c.copy_id))
-    return quietest(live) or min(live, key=lambda c: (c.last_done, c.copy_id), default=None)
+        return max(starting, key=lambda c: (c.started_at, c.replica_id))
+    return quietest(live) or min(live, key=lambda c: (c.last_done, c.replica_id), default=None)
 
 
 class StartTimes:
-    """Measured copy starts (seconds from start to ready) and the ``Retry-After`` they give.
+    """Measured replica starts (seconds from start to ready) and the ``Retry-After`` they give.
 
     Parameters
     ----------
@@ -128,19 +128,19 @@ class StartTimes:
         return max(1, math.ceil(statistics.median(self.measured)))
 
 
-class CopyPool:
-    """The endpoint's copies and the queue of requests waiting for one.
+class ReplicaPool:
+    """The endpoint's replicas and the queue of requests waiting for one.
 
     Parameters
     ----------
     max_queue : int
-        Most requests that may wait for a copy at once; one more is refused with 503.
+        Most requests that may wait for a replica at once; one more is refused with 503.
     retry_after_s : int
-        ``Retry-After`` (seconds) sent with a 503 before any copy start was measured.
+        ``Retry-After`` (seconds) sent with a 503 before any replica start was measured.
     """
 
     def __init__(self, *, max_queue: int, retry_after_s: int) -> None:
-        self.copies: dict[str, Copy] = {}
+        self.replicas: dict[str, Replica] = {}
         self.max_queue = max_queue
         self.starts = StartTimes(retry_after_s)
         self.waiting = 0
@@ -152,44 +152,44 @@ class CopyPool:
         return self.starts.retry_after_s
 
     def full(self) -> bool:
-        """Whether ``max_queue`` requests already wait for a copy."""
+        """Whether ``max_queue`` requests already wait for a replica."""
         return self.waiting >= self.max_queue
 
-    async def mark_ready(self, copy: Copy, *, now: float) -> None:
-        """A copy answers its health check: it takes requests now. Its first readiness is recorded
-        as a measured start; a failed copy that is ready again is not."""
-        if copy.state == "starting" and copy.requests == 0:
-            self.starts.record(now - copy.started_at)
-        if copy.ready_at is None:
-            copy.ready_at = now
-        copy.state, copy.detail, copy.last_done = "ready", "", now
+    async def mark_ready(self, replica: Replica, *, now: float) -> None:
+        """A replica answers its health check: it takes requests now. Its first readiness is recorded
+        as a measured start; a failed replica that is ready again is not."""
+        if replica.state == "starting" and replica.requests == 0:
+            self.starts.record(now - replica.started_at)
+        if replica.ready_at is None:
+            replica.ready_at = now
+        replica.state, replica.detail, replica.last_done = "ready", "", now
         await self.changed()
 
-    def of(self, role: Role, *states: str) -> list[Copy]:
-        """Copies of ``role`` (in any of ``states`` when given)."""
-        return [c for c in self.copies.values() if c.role == role and (not states or c.state in states)]
+    def of(self, role: Role, *states: str) -> list[Replica]:
+        """Replicas of ``role`` (in any of ``states`` when given)."""
+        return [c for c in self.replicas.values() if c.role == role and (not states or c.state in states)]
 
     async def changed(self) -> None:
-        """Wake the requests waiting for a copy (a copy became ready, idle, or went away)."""
+        """Wake the requests waiting for a replica (a replica became ready, idle, or went away)."""
         async with self._changed:
             self._changed.notify_all()
 
     async def acquire(self, role: Role, *, wait_s: float,
-                      give_up: Callable[[], bool] | None = None) -> Copy | None:
-        """Take the quietest ready copy of ``role``, waiting up to ``wait_s`` seconds for one.
+                      give_up: Callable[[], bool] | None = None) -> Replica | None:
+        """Take the quietest ready replica of ``role``, waiting up to ``wait_s`` seconds for one.
 
         Parameters
         ----------
         role : {"serve", "candidate"}
         wait_s : float
-            Longest wait in the queue (seconds); 0 takes an idle copy or none.
+            Longest wait in the queue (seconds); 0 takes an idle replica or none.
         give_up : callable, optional
-            Checked whenever the copies change; the wait ends (None) once it returns True.
+            Checked whenever the replicas change; the wait ends (None) once it returns True.
 
         Returns
         -------
-        Copy or None
-            The copy, now busy (give it back with :meth:`release`); None when none was ready in time.
+        Replica or None
+            The replica, now busy (give it back with :meth:`release`); None when none was ready in time.
 
         Raises
         ------
@@ -201,7 +201,7 @@ class CopyPool:
             if chosen is None and wait_s > 0:
                 if self.full():
                     raise EndpointUnavailableError(
-                        f"{self.waiting} requests are already waiting for a copy (max_queue "
+                        f"{self.waiting} requests are already waiting for a replica (max_queue "
                         f"{self.max_queue}); retry after {self.retry_after_s} s or raise replicas.max",
                         retry_after_s=self.retry_after_s)
                 self.waiting += 1
@@ -218,13 +218,13 @@ class CopyPool:
                 chosen.busy = True
             return chosen
 
-    async def release(self, copy: Copy, *, failed: bool = False, used: bool = True) -> None:
-        """Give a copy back after a request (``failed``: it did not answer; ``used=False``: the
+    async def release(self, replica: Replica, *, failed: bool = False, used: bool = True) -> None:
+        """Give a replica back after a request (``failed``: it did not answer; ``used=False``: the
         request was not sent to it after all, so nothing is counted)."""
-        copy.busy = False  # at once: a cancelled request must not leave its copy busy
+        replica.busy = False  # at once: a cancelled request must not leave its replica busy
         async with self._changed:
             if used:
-                copy.last_done = time.monotonic()
-                copy.requests += 1
-                copy.failures += int(failed)
+                replica.last_done = time.monotonic()
+                replica.requests += 1
+                replica.failures += int(failed)
             self._changed.notify_all()

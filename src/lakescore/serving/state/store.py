@@ -4,9 +4,9 @@
 ``<home>/serving/state.db`` holds
 
 - ``audit``: one row per event (``ml.predict_query``, ``ml.scale``, ``ml.shadow.start``, ...);
-- ``copies``: every resident copy of every endpoint on this home (for ``max_warm_copies``), with the
+- ``replicas``: every resident replica of every endpoint on this home (for ``max_warm_replicas``), with the
   endpoint process that started it (``owner_pid``): only that process removes its rows, and rows
-  whose copy or owner process is gone are forgotten when read;
+  whose replica or owner process is gone are forgotten when read;
 - ``replies``: answers kept by ``Idempotency-Key`` with the digest of the request they answered
   (:mod:`lakescore.serving.http.idempotency`), so a retried request is answered once and another request
   under the same key is refused, never answered with them.
@@ -15,11 +15,13 @@ Writers use WAL mode, so the endpoint process and a reader (a test, ``status``) 
 
 The schema's version is SQLite's ``user_version`` (``SCHEMA_VERSION``). An older database is
 migrated when opened, in one ``BEGIN IMMEDIATE`` transaction so that concurrent openers migrate
-once: ``copies`` without ``owner_pid`` gains it (empty for the rows already there: they are
-counted while their copy's process lives, and no process removes them); ``replies`` without
-``request_digest`` (``user_version`` 0) is dropped (nothing says which request each kept reply
-answered, so none may be replayed; a retry of one is scored again) and an ``ml.state.migrated``
-audit event counts them; audit and copies are kept.
+once: the table of replicas, named ``copies`` with a ``copy_id`` column up to version 3, is
+renamed ``replicas`` with ``replica_id`` (its rows kept); without ``owner_pid`` (versions 1-2) it
+gains it (empty for the rows already there: they are counted while their replica's process lives,
+and no process removes them); ``replies`` without ``request_digest`` (``user_version`` 0) is
+dropped (nothing says which request each kept reply answered, so none may be replayed; a retry of
+one is scored again) and an ``ml.state.migrated`` audit event counts them; audit and replicas are
+kept. Audit rows keep the event names they were written with (``ml.copy.*`` before version 4).
 A database of a newer version is refused with :class:`~lakescore.errors.StateVersionError`.
 """
 
@@ -41,12 +43,12 @@ from lakescore.errors import StateVersionError
 from lakescore.locking import exclusive
 from lakescore.serving.http.idempotency import Kept, check_same_request
 
-SCHEMA_VERSION = 3  # 2: replies carry request_digest; 3: copies carry owner_pid
+SCHEMA_VERSION = 4  # 2: replies carry request_digest; 3: copies carry owner_pid; 4: copies -> replicas
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS audit (id INTEGER PRIMARY KEY, ts REAL NOT NULL, event TEXT NOT NULL,
     endpoint TEXT NOT NULL, detail TEXT NOT NULL)""",
     "CREATE INDEX IF NOT EXISTS audit_event ON audit (event, endpoint)",
-    """CREATE TABLE IF NOT EXISTS copies (copy_id TEXT PRIMARY KEY, endpoint TEXT NOT NULL, role TEXT NOT NULL,
+    """CREATE TABLE IF NOT EXISTS replicas (replica_id TEXT PRIMARY KEY, endpoint TEXT NOT NULL, role TEXT NOT NULL,
     version INTEGER NOT NULL, pid INTEGER, address TEXT, started_at REAL NOT NULL, owner_pid INTEGER)""",
     """CREATE TABLE IF NOT EXISTS replies (endpoint TEXT NOT NULL, key TEXT NOT NULL,
     request_digest TEXT NOT NULL, ts REAL NOT NULL, status INTEGER NOT NULL, body TEXT NOT NULL,
@@ -111,7 +113,7 @@ class ServingState:
     def _ensure_schema(self) -> None:
         """Create the tables, or migrate them (and audit ``ml.state.migrated``) in one transaction."""
         db = self._db
-        db.execute("BEGIN IMMEDIATE")  # concurrent openers: one migrates, the others then see version 2
+        db.execute("BEGIN IMMEDIATE")  # concurrent openers: one migrates, the others then see SCHEMA_VERSION
         try:
             version = db.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
@@ -129,6 +131,9 @@ class ServingState:
                 copies = [r[1] for r in db.execute("PRAGMA table_info(copies)").fetchall()]
                 if copies and "owner_pid" not in copies:  # versions 1-2: no owner recorded
                     db.execute("ALTER TABLE copies ADD COLUMN owner_pid INTEGER")
+                if copies:  # versions 1-3: the replicas' table and its key were named for copies
+                    db.execute("ALTER TABLE copies RENAME COLUMN copy_id TO replica_id")
+                    db.execute("ALTER TABLE copies RENAME TO replicas")
                 for statement in SCHEMA:
                     db.execute(statement)
                 if dropped is not None:
@@ -162,7 +167,7 @@ class ServingState:
     # --- audit -------------------------------------------------------------------------------
 
     def audit(self, event: str, endpoint: str, **detail: Any) -> None:
-        """Write one audit event now (control events: scale, shadow, canary, copies)."""
+        """Write one audit event now (control events: scale, shadow, canary, replicas)."""
         self._run(AUDIT_INSERT, (time.time(), event, endpoint, json.dumps(detail, default=str)))
 
     def audit_many(self, events: list[AuditEvent]) -> None:
@@ -179,34 +184,34 @@ class ServingState:
         rows = self._run(sql + " ORDER BY id", tuple(args))
         return [AuditEvent(r[0], r[1], r[2], json.loads(r[3])) for r in rows]
 
-    # --- copies ------------------------------------------------------------------------------
+    # --- replicas ------------------------------------------------------------------------------
 
-    def add_copy(self, copy_id: str, *, endpoint: str, role: str, version: int, pid: int | None,
+    def add_replica(self, replica_id: str, *, endpoint: str, role: str, version: int, pid: int | None,
                  address: str | None) -> None:
-        """Record a copy this process started (counted against ``max_warm_copies`` while its process
+        """Record a replica this process started (counted against ``max_warm_replicas`` while its process
         and this one live); this process is its owner."""
-        self._run("INSERT OR REPLACE INTO copies (copy_id, endpoint, role, version, pid, address, started_at, "
+        self._run("INSERT OR REPLACE INTO replicas (replica_id, endpoint, role, version, pid, address, started_at, "
                   "owner_pid) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                  (copy_id, endpoint, role, version, pid, address, time.time(), os.getpid()))
+                  (replica_id, endpoint, role, version, pid, address, time.time(), os.getpid()))
 
-    def remove_copy(self, copy_id: str) -> None:
-        """Forget a stopped copy, if this process recorded it (another's row of the same id stays)."""
-        self._run("DELETE FROM copies WHERE copy_id = ? AND owner_pid = ?", (copy_id, os.getpid()))
+    def remove_replica(self, replica_id: str) -> None:
+        """Forget a stopped replica, if this process recorded it (another's row of the same id stays)."""
+        self._run("DELETE FROM replicas WHERE replica_id = ? AND owner_pid = ?", (replica_id, os.getpid()))
 
-    def remove_endpoint_copies(self, endpoint: str) -> None:
-        """Forget every copy of ``endpoint`` that this process recorded (it is shutting down)."""
-        self._run("DELETE FROM copies WHERE endpoint = ? AND owner_pid = ?", (endpoint, os.getpid()))
+    def remove_endpoint_replicas(self, endpoint: str) -> None:
+        """Forget every replica of ``endpoint`` that this process recorded (it is shutting down)."""
+        self._run("DELETE FROM replicas WHERE endpoint = ? AND owner_pid = ?", (endpoint, os.getpid()))
 
-    def resident_copies(self) -> list[dict[str, Any]]:
-        """Copies of every endpoint whose process and owner are still alive (a row whose copy or
+    def resident_replicas(self) -> list[dict[str, Any]]:
+        """Replicas of every endpoint whose process and owner are still alive (a row whose replica or
         owner process is gone is forgotten)."""
-        rows = self._run("SELECT copy_id, endpoint, role, version, pid, address, owner_pid FROM copies", ())
+        rows = self._run("SELECT replica_id, endpoint, role, version, pid, address, owner_pid FROM replicas", ())
         alive = []
-        for copy_id, endpoint, role, version, pid, address, owner in rows:
+        for replica_id, endpoint, role, version, pid, address, owner in rows:
             if any(p is not None and not psutil.pid_exists(p) for p in (pid, owner)):
-                self._run("DELETE FROM copies WHERE copy_id = ? AND owner_pid IS ?", (copy_id, owner))
+                self._run("DELETE FROM replicas WHERE replica_id = ? AND owner_pid IS ?", (replica_id, owner))
                 continue
-            alive.append({"copy_id": copy_id, "endpoint": endpoint, "role": role, "version": version,
+            alive.append({"replica_id": replica_id, "endpoint": endpoint, "role": role, "version": version,
                           "pid": pid, "address": address})
         return alive
 
