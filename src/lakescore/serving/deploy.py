@@ -28,7 +28,7 @@ from lakescore.serving.plan import EndpointPlan, alias_version, certified_column
 from lakescore.serving.replicas.pool import Replica, ReplicaPool
 from lakescore.serving.state.store import ServingState
 
-StartCopy = Callable[..., Awaitable[Replica | None]]
+StartReplica = Callable[..., Awaitable[Replica | None]]
 """``await start_replica(role, version, *, features=None) -> Replica | None`` (None: ``max_warm_replicas`` reached)."""
 
 
@@ -51,12 +51,13 @@ class Deployer:
     state : ServingState
         Audit events.
     start_replica, retire : callable
-        See :data:`StartCopy`; ``await retire(replica)`` stops a replica now, or once its request is answered.
+        See :data:`StartReplica`; ``await retire(replica)`` stops a replica now, or once its request is answered.
     """
 
     def __init__(self, *, served: Callable[[], EndpointPlan], switch: Callable[[EndpointPlan], None],
                  pool: ReplicaPool, generations: FeatureGenerations, candidates: Candidates, autoscaler: Autoscaler,
-                 state: ServingState, start_replica: StartCopy, retire: Callable[[Replica], Awaitable[None]]) -> None:
+                 state: ServingState, start_replica: StartReplica,
+                 retire: Callable[[Replica], Awaitable[None]]) -> None:
         self._served, self._switch = served, switch
         self.pool, self.generations, self.candidates, self.autoscaler = pool, generations, candidates, autoscaler
         self.state = state
@@ -181,7 +182,8 @@ class Deployer:
                                        "endpoints; stop one or raise the limit")
         if fresh and not await self._first_ready(fresh):
             plan = self._served()
-            raise ServingError(f"no replica of v{version} became ready ({self.autoscaler.last_failure or 'see the replica logs'}); "
+            why = self.autoscaler.last_failure or "see the replica logs"
+            raise ServingError(f"no replica of v{version} became ready ({why}); "
                                f"endpoint {plan.name} keeps serving v{plan.version}")
 
     async def _first_ready(self, replicas: list[Replica]) -> bool:

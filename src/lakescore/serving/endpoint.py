@@ -177,7 +177,8 @@ class Endpoint:
 
     # --- replicas ------------------------------------------------------------------------------
 
-    async def _start_replica(self, role: Role, version: int, *, features: FeatureGeneration | None = None) -> Replica | None:
+    async def _start_replica(self, role: Role, version: int, *,
+                             features: FeatureGeneration | None = None) -> Replica | None:
         """Start a replica (None when ``max_warm_replicas`` replicas are resident across endpoints, or the
         version was deleted from the registry); ``features``: the feature generation it joins (a
         deploy's, not installed yet), default the version's current one."""
@@ -256,7 +257,8 @@ class Endpoint:
         return Snapshot(other_version=other, asks_candidate=other and canary is not None and asked == canary.version,
                         canary_pick=canary_pick, candidate_replica=self.candidates.replica_state(),
                         idle=sum(c.state == "ready" and not c.busy for c in serve),
-                        ready=sum(c.state == "ready" for c in serve), starting=sum(c.state == "starting" for c in serve),
+                        ready=sum(c.state == "ready" for c in serve),
+                        starting=sum(c.state == "starting" for c in serve),
                         can_start=self.autoscaler.can_start(), waiting=self.pool.waiting,
                         max_queue=self.pool.max_queue, hold_s=hold_s)
 

@@ -18,7 +18,7 @@ import pytest
 from lakescore.lookup import FeatureLookup
 from lakescore.runtime import LocalRuntime
 from lakescore.serving.replicas.replica import ReplicaOptions
-from lakescore.serving.replicas.feature_holder import FeatureHolder, HeldCopy
+from lakescore.serving.replicas.feature_holder import FeatureHolder, HeldReplica
 from lakescore.workflows.serve import read_serving_features
 
 PLANES = "main.t.planes"
@@ -37,7 +37,7 @@ def holder(tmp_path: Path):  # type: ignore[no-untyped-def]
         held.stop()
 
 
-def fork(holder: FeatureHolder, tmp_path: Path, *, listening: bool) -> HeldCopy:
+def fork(holder: FeatureHolder, tmp_path: Path, *, listening: bool) -> HeldReplica:
     """A replica of a model that does not exist: on a listening socket it keeps answering (failed);
     on a socket that does not listen its accept fails and it exits with code 1."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -46,7 +46,7 @@ def fork(holder: FeatureHolder, tmp_path: Path, *, listening: bool) -> HeldCopy:
             sock.bind(str(tmp_path / "c.sock"))
             sock.listen(1)
         options = ReplicaOptions("models:/nothing/1", 1, f"sqlite:///{tmp_path / 'none.db'}")
-        return HeldCopy(holder, holder.fork_replica(sock, options, str(tmp_path / "replica.log")))
+        return HeldReplica(holder, holder.fork_replica(sock, options, str(tmp_path / "replica.log")))
     finally:
         sock.close()
 
@@ -63,14 +63,14 @@ def test_a_held_replica_reports_none_while_it_runs_then_the_code_its_holder_reap
 
     failing = fork(holder, tmp_path, listening=False)
     assert failing.wait(30) == 1  # run_forked_replica raised: the holder's fork exits with 1
-    assert [HeldCopy(holder, p).poll() for p in (replica.pid, failing.pid)] == [-signal.SIGKILL, 1]
+    assert [HeldReplica(holder, p).poll() for p in (replica.pid, failing.pid)] == [-signal.SIGKILL, 1]
 
 
 def test_a_process_that_holds_a_pid_the_holder_did_not_fork_is_never_taken_for_a_replica(holder) -> None:
     # what a reaped replica's reused pid looks like: a live process the holder has no running replica as
     stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        replica = HeldCopy(holder, stranger.pid)
+        replica = HeldReplica(holder, stranger.pid)
         assert replica.poll() == -1  # not alive, whatever signal 0 would say
         replica.terminate()
         replica.kill()

@@ -149,8 +149,8 @@ class CanaryWindow:
                                production_failures=c["production_failures"],
                                production_requests=c["production_requests"], max_gap=max_gap,
                                min_requests=min_requests) \
-            or deaths_reason(candidate_deaths=c["candidate_replica_deaths"], production_deaths=c["production_replica_deaths"],
-                             window_s=self.window_s)
+            or deaths_reason(candidate_deaths=c["candidate_replica_deaths"],
+                             production_deaths=c["production_replica_deaths"], window_s=self.window_s)
 
     def summary(self) -> dict[str, Any]:
         return {"candidate_version": self.version, "share_percent": self.share_percent, "window_s": self.window_s,

@@ -22,7 +22,7 @@ from lakescore.errors import EndpointUnavailableError, ServingConflictError
 from lakescore.serving.policy.canary import CanaryWindow, Side, Verdict, verdict
 from lakescore.serving.plan import EndpointPlan, input_columns, model_task, saved_description
 from lakescore.serving.replicas.pool import Replica, ReplicaPool, Role
-from lakescore.serving.policy.routing import CandidateCopy
+from lakescore.serving.policy.routing import CandidateReplica
 from lakescore.serving.policy.shadow import Kind, ShadowTally, check_comparable, compared_columns
 from lakescore.serving.state.store import ServingState
 
@@ -99,8 +99,9 @@ class Candidates:
         await self._lookup_specs(version)
         await self.retire_candidate(reason=f"replaced by candidate v{version}")
         if await self._start_replica("candidate", version) is None:
-            raise ServingConflictError(f"cannot start candidate v{version}: max_warm_replicas {self.s.max_warm_replicas} "
-                                       "replicas are resident across endpoints; stop one or raise the limit")
+            raise ServingConflictError(f"cannot start candidate v{version}: max_warm_replicas "
+                                       f"{self.s.max_warm_replicas} replicas are resident across endpoints; stop one "
+                                       "or raise the limit")
         self.candidate = Candidate(version, task, columns)
         self.columns[version] = columns
         self.shadow = ShadowTally(version, self.plan.version, task, self.s.shadow.rtol, self.s.shadow.atol,
@@ -163,7 +164,7 @@ class Candidates:
 
     # --- answering ---------------------------------------------------------------------------
 
-    def replica_state(self) -> CandidateCopy:
+    def replica_state(self) -> CandidateReplica:
         """The candidate's replica as routing sees it: ready, starting, or none (no candidate, or gone)."""
         states = {c.state for c in self.pool.of("candidate")}
         return "ready" if "ready" in states else ("starting" if "starting" in states else "none")
@@ -173,7 +174,8 @@ class Candidates:
         return self.canary is not None and self.canary.take()
 
     def count(self, side: Side, what: Verdict) -> None:
-        """Count one request of ``side`` in the live canary's window (:func:`lakescore.serving.policy.canary.verdict`)."""
+        """Count one request of ``side`` in the live canary's window
+        (:func:`lakescore.serving.policy.canary.verdict`)."""
         if self.canary is not None:
             self.canary.record(side, what, now=time.monotonic())
             if what == "rerouted":
@@ -192,7 +194,8 @@ class Candidates:
                 if self.pool.of("candidate", "ready") else None
         except EndpointUnavailableError:  # max_queue requests already wait: production answers
             replica = None
-        outcome, value = ("unavailable", "no ready candidate replica") if replica is None else await self._ask(replica, body)
+        outcome, value = ("unavailable", "no ready candidate replica") if replica is None \
+            else await self._ask(replica, body)
         what = verdict(outcome, status=value.status if outcome == "error" else None)
         self.count("candidate", what)
         if what == "failed":

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Literal
 
-CandidateCopy = Literal["none", "starting", "ready"]
+CandidateReplica = Literal["none", "starting", "ready"]
 
 
 class Route(Enum):
@@ -69,7 +69,7 @@ class Snapshot:
     other_version: bool = False
     asks_candidate: bool = False
     canary_pick: bool = False
-    candidate_replica: CandidateCopy = "none"
+    candidate_replica: CandidateReplica = "none"
     idle: int = 0
     ready: int = 0
     starting: int = 0

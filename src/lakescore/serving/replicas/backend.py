@@ -36,7 +36,7 @@ from lakescore.errors import ServingError
 from lakescore.serving import forkserver
 from lakescore.serving.replicas.channel import PREFIX, ChannelError, health, socket_path
 from lakescore.serving.replicas.replica import ReplicaOptions, run_forked_replica
-from lakescore.serving.replicas.feature_holder import FeatureHolder, HeldCopy
+from lakescore.serving.replicas.feature_holder import FeatureHolder, HeldReplica
 from lakescore.serving.features import FeatureReader
 from lakescore.serving.replicas.memory import process_memory
 from lakescore.serving.plan import artifact_location
@@ -170,7 +170,7 @@ class FeatureGeneration:
 
 @dataclass
 class _Process:
-    popen: subprocess.Popen[bytes] | _Forked | HeldCopy
+    popen: subprocess.Popen[bytes] | _Forked | HeldReplica
     address: str
     version: int
     log_path: Path
@@ -275,14 +275,14 @@ class LocalProcessBackend:
         return loaded
 
     def _spawn(self, sock: socket.socket, version: int, replica_id: str, log_path: Path,
-               holder: FeatureHolder | None) -> subprocess.Popen[bytes] | _Forked | HeldCopy:
+               holder: FeatureHolder | None) -> subprocess.Popen[bytes] | _Forked | HeldReplica:
         """Start the replica's process on the listening socket ``sock``: forked from ``holder`` (the
         version's feature holder) when it has one (whatever ``replica_start`` says: the rows are shared
         that way)."""
         options = ReplicaOptions(f"models:/{self.model_name}/{version}", version, self.tracking_uri,
                               load_uri=self.location(version))
         if holder is not None:
-            return HeldCopy(holder, holder.fork_replica(sock, options, str(log_path)))
+            return HeldReplica(holder, holder.fork_replica(sock, options, str(log_path)))
         if self.start_method == "preloaded_fork":
             process = forkserver.context().Process(target=run_forked_replica, name=replica_id, daemon=True,
                                                    args=(sock, options, str(log_path)))

@@ -173,8 +173,8 @@ async def score_cold(*, model_uri: str, version: int, tracking_uri: str, body: b
 
 
 def _command(model_uri: str, version: int, tracking_uri: str) -> list[str]:
-    return [sys.executable, "-m", "lakescore.serving.replicas.cold", "--model-uri", model_uri, "--version", str(version),
-            "--tracking-uri", tracking_uri]
+    return [sys.executable, "-m", "lakescore.serving.replicas.cold", "--model-uri", model_uri,
+            "--version", str(version), "--tracking-uri", tracking_uri]
 
 
 def score_cold_sync(*, model_uri: str, version: int, tracking_uri: str, body: bytes,

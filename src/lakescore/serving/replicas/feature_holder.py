@@ -148,7 +148,7 @@ class FeatureHolder:
             self.conn.close()
 
 
-class HeldCopy:
+class HeldReplica:
     """A replica forked by a holder, with the ``Popen`` methods the backend uses.
 
     It is the holder's child, not this process's: whether it runs, its exit code and its signals all

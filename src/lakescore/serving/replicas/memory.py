@@ -74,8 +74,8 @@ def footprint(*, endpoint: int | None, fork_server: int | None, replicas: Iterab
     -------
     dict
         ``endpoint``, ``fork_server`` (``{"pid", "rss_mb", "pss_mb"}`` or None), ``feature_holders``,
-        ``replicas`` and ``other_processes`` (lists of them), and ``total_pss_mb`` (the sum of PSS over all of them: what
-        the processes cost the machine together) and ``total_rss_mb`` (the sum of RSS, which counts
+        ``replicas`` and ``other_processes`` (lists of them), and ``total_pss_mb`` (the sum of PSS over
+        all of them: what the processes cost the machine together) and ``total_rss_mb`` (the sum of RSS, which counts
         shared pages once per process).
     """
     ep = process_memory(endpoint) if endpoint else None

@@ -8,7 +8,7 @@ own idle pool, which is fork-safe); a replica still loads and verifies its model
 fork, and so does a cold-path child.
 
 Measured (one replica of the demo model, LogisticRegression; replica and fork server PSS in MB):
-without ``gc.freeze`` 175 and 183 (the collector writes to every shared object, so each replica replicas
+without ``gc.freeze`` 175 and 183 (the collector writes to every shared object, so each replica copies
 them); with it 142 and 168; with ``malloc_trim`` after the imports too, 140 and 155; without the SQL
 store, 108 and 111 (``scripts/bench_serving_memory.py``). Leaving out ``sklearn.ensemble`` and
 ``sklearn.compose`` saves about 2 MB per replica but makes a replica of a model that uses them import

@@ -185,7 +185,8 @@ class ReplicaOptions:
     load_uri: str | None = None
 
 
-def serve_replica(sock: socket.socket, options: ReplicaOptions, *, parent_pid: int, features: Features | None = None) -> None:
+def serve_replica(sock: socket.socket, options: ReplicaOptions, *, parent_pid: int,
+                  features: Features | None = None) -> None:
     """Load the version in the background and answer on ``sock`` (listening) until SIGTERM or the
     parent dies. Each connection has its own thread; scoring takes one request at a time.
     ``features``: the feature rows a lookup model joins (read by the holder the replica is forked from)."""
