@@ -146,7 +146,7 @@ class Endpoint:
         self.autoscaler.desired = n
         if n:
             self.state.audit("ml.scale", self.plan.name, action="up", replicas_before=0, replicas_after=n,
-                             reason=f"started with {n} cop{'y' if n == 1 else 'ies'} (replicas.min)",
+                             reason=f"started with {n} replica{'' if n == 1 else 's'} (replicas.min)",
                              requests_per_min=0.0)
         for loop in (self._health_loop, self.autoscaler.scale_loop, self.autoscaler.sample_loop, self._stale_loop,
                      self._flush_loop):

@@ -95,7 +95,7 @@ def rate_per_minute(count_before: int, count_now: int, seconds: float) -> float:
 
 
 def _replicas(n: int) -> str:
-    return f"{n} cop{'y' if n == 1 else 'ies'}"
+    return f"{n} replica{'' if n == 1 else 's'}"
 
 
 def _load(inp: ScaleInput) -> tuple[float, float, str]:
