@@ -128,10 +128,10 @@ class ServingState:
                 if columns and "request_digest" not in columns:  # version 1: replies keyed by the key alone
                     dropped = db.execute("SELECT count(*) FROM replies").fetchone()[0]
                     db.execute("DROP TABLE replies")
-                copies = [r[1] for r in db.execute("PRAGMA table_info(copies)").fetchall()]
-                if copies and "owner_pid" not in copies:  # versions 1-2: no owner recorded
+                old_columns = [r[1] for r in db.execute("PRAGMA table_info(copies)").fetchall()]
+                if old_columns and "owner_pid" not in old_columns:  # versions 1-2: no owner recorded
                     db.execute("ALTER TABLE copies ADD COLUMN owner_pid INTEGER")
-                if copies:  # versions 1-3: the replicas' table and its key were named for copies
+                if old_columns:  # versions 1-3: the table of replicas and its key were named for copies
                     db.execute("ALTER TABLE copies RENAME COLUMN copy_id TO replica_id")
                     db.execute("ALTER TABLE copies RENAME TO replicas")
                 for statement in SCHEMA:
