@@ -1,9 +1,9 @@
 """Benchmark of the warm endpoint against `mlflow models serve` on the same registered demo model.
 
 Prints, for one-row requests at concurrency 1 and 8: p50/p99 latency, requests/s and requests/s per
-copy of ``lakescore serve`` (replicas min 1, max 2: the scaler adds the second copy during a c=8
+replica of ``lakescore serve`` (replicas min 1, max 2: the scaler adds the second replica during a c=8
 warm-up, before the c=8 level is measured) and of ``mlflow models serve --env-manager local`` (the
-peer, one worker); and the memory of one copy, the fork server and the endpoint process. The cold
+peer, one worker); and the memory of one replica, the fork server and the endpoint process. The cold
 path and memory over 100,000 requests are measured by ``bench_serving_memory.py``. Everything binds
 127.0.0.1; every load level is bounded in requests and seconds; every process started here is
 stopped at the end.
@@ -43,18 +43,18 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def ready_copies(status_url: str, auth: dict[str, str]) -> int:
-    copies = httpx.get(status_url, headers=auth).json()["copies"]
-    return sum(c["state"] == "ready" and c["role"] == "serve" for c in copies)
+def ready_replicas(status_url: str, auth: dict[str, str]) -> int:
+    replicas = httpx.get(status_url, headers=auth).json()["replicas"]
+    return sum(c["state"] == "ready" and c["role"] == "serve" for c in replicas)
 
 
-def warm_to(copies: int, url: str, status_url: str, auth: dict[str, str], bodies: list[bytes]) -> int:
-    """Send c=8 load until ``copies`` copies are ready (the scaler adds them), at most 90 s; the
-    number of ready copies then."""
+def warm_to(replicas: int, url: str, status_url: str, auth: dict[str, str], bodies: list[bytes]) -> int:
+    """Send c=8 load until ``replicas`` replicas are ready (the scaler adds them), at most 90 s; the
+    number of ready replicas then."""
     deadline = time.monotonic() + 90
-    while ready_copies(status_url, auth) < copies and time.monotonic() < deadline:
+    while ready_replicas(status_url, auth) < replicas and time.monotonic() < deadline:
         run_load(url, auth, bodies, concurrency=8, requests=400, max_s=5)
-    return ready_copies(status_url, auth)
+    return ready_replicas(status_url, auth)
 
 
 def memory(pid: int, *, tree: bool = False) -> dict[str, float]:
@@ -72,12 +72,12 @@ def memory(pid: int, *, tree: bool = False) -> dict[str, float]:
 
 
 def kill_under_load(served: Any, bodies: list[bytes], *, requests: int = 1000) -> dict[str, Any]:
-    """``requests`` one-row requests at c=8 while one of two ready copies is killed (SIGKILL) once a
+    """``requests`` one-row requests at c=8 while one of two ready replicas is killed (SIGKILL) once a
     fifth of them are answered: how many failed (anything but 200)."""
     import signal
     import threading
 
-    victim = next(c for c in served.status()["copies"] if c["state"] == "ready")
+    victim = next(c for c in served.status()["replicas"] if c["state"] == "ready")
     result: dict[str, Any] = {}
 
     def load() -> None:
@@ -88,14 +88,14 @@ def kill_under_load(served: Any, bodies: list[bytes], *, requests: int = 1000) -
     time.sleep(requests / 5 / 300)  # about a fifth of the requests at ~300 req/s
     os.kill(victim["pid"], signal.SIGKILL)
     loader.join()
-    return {"requests": result["requests"], "failed": result["errors"], "copy": victim["copy_id"]}
+    return {"requests": result["requests"], "failed": result["errors"], "replica": victim["replica_id"]}
 
 
 def bench_ours(mode: str, *, home: Path, config: Path, env: dict[str, str], scratch: Path, version: int,
                requests: int, seconds: float, kill_requests: int = 1000) -> dict[str, Any]:
-    """Start ``lakescore serve`` with ``copy_start: mode``, load it, measure it, stop it."""
+    """Start ``lakescore serve`` with ``replica_start: mode``, load it, measure it, stop it."""
     serving = yaml.safe_load((config / "serving.yml").read_text())
-    serving["copy_start"] = mode
+    serving["replica_start"] = mode
     (config / "serving.yml").write_text(yaml.safe_dump(serving))
     out: dict[str, Any] = {}
     served = start_endpoint(home, config, env, scratch / f"serve-{mode}.log")
@@ -105,14 +105,14 @@ def bench_ours(mode: str, *, home: Path, config: Path, env: dict[str, str], scra
         out["bodies"] = request_bodies(home, version, 500)
         run_load(url, auth, out["bodies"][:20], concurrency=1, requests=20, max_s=30)  # warm-up
         out["c1"] = {**run_load(url, auth, out["bodies"], concurrency=1, requests=requests, max_s=seconds),
-                     "copies": ready_copies(status_url, auth)}
-        copies = warm_to(2, url, status_url, auth, out["bodies"])
+                     "replicas": ready_replicas(status_url, auth)}
+        replicas = warm_to(2, url, status_url, auth, out["bodies"])
         out["c8"] = {**run_load(url, auth, out["bodies"], concurrency=8, requests=requests, max_s=seconds),
-                     "copies": copies}
+                     "replicas": replicas}
         if mode == "preloaded_fork":
             out["killed"] = kill_under_load(served, out["bodies"], requests=kill_requests)
-        copy_pid = [c for c in httpx.get(status_url, headers=auth).json()["copies"] if c["state"] == "ready"][0]["pid"]
-        out["copy_memory"] = memory(copy_pid)
+        replica_pid = [c for c in httpx.get(status_url, headers=auth).json()["replicas"] if c["state"] == "ready"][0]["pid"]
+        out["replica_memory"] = memory(replica_pid)
         servers = [p for p in psutil.Process(served.proc.pid).children() if "forkserver" in " ".join(p.cmdline())]
         out["fork_server_memory"] = memory(servers[0].pid) if servers else None
         out["endpoint_memory"] = memory(served.proc.pid)
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=400, help="requests per load level (default 400)")
     parser.add_argument("--seconds", type=float, default=60.0, help="time cap per load level (default 60)")
     parser.add_argument("--kill-requests", type=int, default=1000,
-                        help="requests sent while one copy is killed (default 1000)")
+                        help="requests sent while one replica is killed (default 1000)")
     args = parser.parse_args(argv)
 
     scratch = Path(tempfile.mkdtemp(prefix="bench-serving-"))
@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         run_load(peer_url + "/invocations", {}, bodies[:20], concurrency=1, requests=20, max_s=30)
         for c in (1, 8):
             figures["peer"][f"c{c}"] = {**run_load(peer_url + "/invocations", {}, bodies, concurrency=c,
-                                                   requests=args.requests, max_s=args.seconds), "copies": 1}
+                                                   requests=args.requests, max_s=args.seconds), "replicas": 1}
         figures["peer"]["memory"] = memory(peer.pid, tree=True)
         answers = [httpx.post(peer_url + "/invocations", content=b, headers={"Content-Type": "application/json"})
                    .json()["predictions"][0] for b in bodies[:50]]
@@ -177,23 +177,23 @@ def main(argv: list[str] | None = None) -> int:
 
 def report(f: dict[str, Any]) -> None:
     print(f"\nmodel {f['model']} (setup {f['setup_s']} s); one-row requests on loopback; {os.cpu_count()} cores")
-    print(f"{'':40}{'p50 ms':>9}{'p99 ms':>9}{'req/s':>9}{'copies':>8}{'req/s/copy':>12}{'n':>6}{'errors':>8}")
+    print(f"{'':40}{'p50 ms':>9}{'p99 ms':>9}{'req/s':>9}{'replicas':>8}{'req/s/replica':>12}{'n':>6}{'errors':>8}")
     rows = [("lakescore serve, preloaded_fork", f["preloaded_fork"]), ("lakescore serve, new_process", f["new_process"]),
             ("mlflow models serve", f["peer"])]
     for name, r in rows:
         for c in (1, 8):
             x = r[f"c{c}"]
-            print(f"{name + f', c={c}':40}{x['p50_ms']:9.1f}{x['p99_ms']:9.1f}{x['rps']:9.1f}{x['copies']:8d}"
-                  f"{x['rps'] / max(x['copies'], 1):12.1f}{x['requests']:6d}{x['errors']:8d}")
-    print("ready after launch (first copy answering): " + ", ".join(f"{n} {r['ready_s']} s" for n, r in rows))
+            print(f"{name + f', c={c}':40}{x['p50_ms']:9.1f}{x['p99_ms']:9.1f}{x['rps']:9.1f}{x['replicas']:8d}"
+                  f"{x['rps'] / max(x['replicas'], 1):12.1f}{x['requests']:6d}{x['errors']:8d}")
+    print("ready after launch (first replica answering): " + ", ".join(f"{n} {r['ready_s']} s" for n, r in rows))
     print("cold path and memory over 100,000 requests: scripts/bench_serving_memory.py")
     for mode in ("preloaded_fork", "new_process"):
-        m = f[mode]["copy_memory"]
-        print(f"memory per copy, {mode}: proportional {m['pss_mb']:.0f} MB, unique {m['uss_mb']:.0f} MB, "
+        m = f[mode]["replica_memory"]
+        print(f"memory per replica, {mode}: proportional {m['pss_mb']:.0f} MB, unique {m['uss_mb']:.0f} MB, "
               f"RSS {m['rss_mb']:.0f} MB (RSS counts shared pages)")
     fs = f["preloaded_fork"]["fork_server_memory"]
     if fs:
-        print(f"fork server (imports shared by all copies of the endpoint): RSS {fs['rss_mb']:.0f} MB, "
+        print(f"fork server (imports shared by all replicas of the endpoint): RSS {fs['rss_mb']:.0f} MB, "
               f"proportional {fs['pss_mb']:.0f} MB")
     e = f["preloaded_fork"]["endpoint_memory"]
     print(f"endpoint process (pool, scaler, recorder): RSS {e['rss_mb']:.0f} MB")
@@ -202,7 +202,7 @@ def report(f: dict[str, Any]) -> None:
           f"(proportional {p['pss_mb']:.0f} MB)")
     print(f"same labels as the peer: {f['same_as_peer']} rows")
     k = f["preloaded_fork"]["killed"]
-    print(f"a copy killed under load (c=8, two copies): {k['failed']} of {k['requests']} requests failed")
+    print(f"a replica killed under load (c=8, two replicas): {k['failed']} of {k['requests']} requests failed")
 
 
 if __name__ == "__main__":

@@ -1,14 +1,14 @@
 """Benchmark of a warm endpoint's memory and of its cold path, on the registered demo model.
 
-Starts ``lakescore serve`` (one copy forked from the preloaded fork server), sends one-row requests
+Starts ``lakescore serve`` (one replica forked from the preloaded fork server), sends one-row requests
 from a few client threads, and prints the resident (RSS) and proportional (PSS) memory of each of
 the endpoint's processes after 1,000 and after ``--requests`` answered requests, read from
-``/proc/<pid>/smaps_rollup`` by :func:`lakescore.serving.memory.footprint` (what ``GET /status``
+``/proc/<pid>/smaps_rollup`` by :func:`lakescore.serving.replicas.memory.footprint` (what ``GET /status``
 reports). It then times the endpoint's cold path (a request for another version: a child of the
 fork server loads it and scores; 3 runs, median) and the client's fallback (a fresh process).
 
 RSS counts pages shared between processes in each of them; the sum of PSS is what the processes
-cost the machine together, and the footprint target (<= 400 MB with one warm copy) is judged on it.
+cost the machine together, and the footprint target (<= 400 MB with one warm replica) is judged on it.
 
     .venv/bin/python scripts/bench_serving_memory.py --home /path/to/home --requests 100000
     .venv/bin/python scripts/bench_serving_memory.py --requests 1200 --max-seconds 60   # a smoke run
@@ -55,7 +55,7 @@ def prepare(home: Path, config: Path) -> tuple[int, int]:
 
 def measure(status_url: str, headers: dict[str, str], endpoint_pid: int) -> dict[str, Any]:
     """The endpoint's own figures (``/status`` memory) plus the multiprocessing resource tracker."""
-    from lakescore.serving.memory import process_memory
+    from lakescore.serving.replicas.memory import process_memory
 
     memory = httpx.get(status_url, headers=headers, timeout=30).json()["memory"]
     trackers = [p.pid for p in psutil.Process(endpoint_pid).children()
@@ -111,14 +111,14 @@ def main(argv: list[str] | None = None) -> int:
             shutil.copytree(Path(args.home), home, ignore=shutil.ignore_patterns("serving"))
         config = bench_config(REPO, scratch, {"endpoint_name": "bench", "port": 0, "replicas": {"min": 1, "max": 1},
                                               "keep_warm": True, "max_queue": 256, "record_flush_interval_s": 30,
-                                              "copy_start": "preloaded_fork"})
+                                              "replica_start": "preloaded_fork"})
         version, other = prepare(home, config)
         tracking = f"sqlite:///{home / 'mlflow.db'}"
         env = {**os.environ, "MLFLOW_TRACKING_URI": tracking, "MLFLOW_REGISTRY_URI": tracking,
                "PYTHONUNBUFFERED": "1"}
         figures = bench(home, config, env, scratch, version=version, other=other, requests=args.requests,
                         threads=args.threads, max_s=args.max_seconds)
-        from lakescore.serving.cold import score_cold_sync
+        from lakescore.serving.replicas.cold import score_cold_sync
 
         fresh = []
         for body in figures["bodies"]:
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
 def report(f: dict[str, Any], version: int) -> None:
     (load1, m1), (load2, m2) = f["at_first"], f["at_last"]
     n1, n2 = load1["requests"], load2["requests"]
-    print(f"\nmodels:/{MODEL}/{version}, one copy (preloaded_fork); one-row requests on loopback; "
+    print(f"\nmodels:/{MODEL}/{version}, one replica (preloaded_fork); one-row requests on loopback; "
           f"{os.cpu_count()} cores")
     print(f"load: {n2:,} requests, {load2['errors']} errors, {load2['rps']:.0f} req/s")
     print(f"{'process':28}{f'RSS @{n1:,}':>12}{f'PSS @{n1:,}':>12}{f'RSS @{n2:,}':>14}{f'PSS @{n2:,}':>14}   MB")
@@ -149,23 +149,23 @@ def report(f: dict[str, Any], version: int) -> None:
 
     row("endpoint process", m1["endpoint"], m2["endpoint"])
     row("fork server", m1["fork_server"], m2["fork_server"])
-    for i, (a, b) in enumerate(zip(m1["copies"], m2["copies"])):
-        row(f"copy {i + 1}", a, b)
+    for i, (a, b) in enumerate(zip(m1["replicas"], m2["replicas"])):
+        row(f"replica {i + 1}", a, b)
     row("resource tracker", m1["resource_tracker"], m2["resource_tracker"])
     tracker = [(m["resource_tracker"] or {}).get(k, 0.0) for m in (m1, m2) for k in ("rss_mb", "pss_mb")]
     print(f"{'sum (3 processes)':28}{m1['total_rss_mb']:12.1f}{m1['total_pss_mb']:12.1f}"
           f"{m2['total_rss_mb']:14.1f}{m2['total_pss_mb']:14.1f}")
     print(f"{'sum (with the tracker)':28}{m1['total_rss_mb'] + tracker[0]:12.1f}{m1['total_pss_mb'] + tracker[1]:12.1f}"
           f"{m2['total_rss_mb'] + tracker[2]:14.1f}{m2['total_pss_mb'] + tracker[3]:14.1f}")
-    c1, c2 = m1["copies"][0]["pss_mb"], m2["copies"][0]["pss_mb"]
-    print(f"copy PSS growth {n1:,} -> {n2:,} requests: {100 * (c2 - c1) / c1:+.1f}% (target <= 10%, PSS <= 120 MB)")
-    print(f"footprint with one warm copy, sum of PSS: {m2['total_pss_mb']:.0f} MB (target <= 400 MB; the sum of RSS, "
+    c1, c2 = m1["replicas"][0]["pss_mb"], m2["replicas"][0]["pss_mb"]
+    print(f"replica PSS growth {n1:,} -> {n2:,} requests: {100 * (c2 - c1) / c1:+.1f}% (target <= 10%, PSS <= 120 MB)")
+    print(f"footprint with one warm replica, sum of PSS: {m2['total_pss_mb']:.0f} MB (target <= 400 MB; the sum of RSS, "
           f"{m2['total_rss_mb']:.0f} MB, counts the shared imports once per process)")
     cold = ", ".join(f"{x:.2f}" for x in f["cold_s"])
     print(f"cold path through the endpoint (child of the fork server loads the version, scores one row): "
           f"{cold} s; median {statistics.median(f['cold_s']):.2f} s (target <= 3 s)")
     fresh = ", ".join(f"{x:.2f}" for x in f["fresh_s"])
-    print(f"client fallback (fresh `python -m lakescore.serving.cold`): {fresh} s; "
+    print(f"client fallback (fresh `python -m lakescore.serving.replicas.cold`): {fresh} s; "
           f"median {statistics.median(f['fresh_s']):.2f} s")
 
 

@@ -163,7 +163,7 @@ class Served:
 
 
 def start_endpoint(home: Path, config: Path, env: dict[str, str], log: Path, *, name: str = "bench") -> Served:
-    """Start ``lakescore serve`` and wait until its first copy is ready (``ready_s``: from launch)."""
+    """Start ``lakescore serve`` and wait until its first replica is ready (``ready_s``: from launch)."""
     where = home / "serving" / "endpoints" / f"{name}.json"
     where.unlink(missing_ok=True)  # never read an earlier run's address
     launched = time.perf_counter()
@@ -174,8 +174,8 @@ def start_endpoint(home: Path, config: Path, env: dict[str, str], log: Path, *, 
         info = json.loads(where.read_text())
         auth = {"Authorization": f"Bearer {Path(info['token_file']).read_text().strip()}"}
         status_url = info["address"] + "/status"
-        wait_until(lambda: any(c["state"] == "ready" for c in httpx.get(status_url, headers=auth).json()["copies"]),
-                   "the first copy", proc)
+        wait_until(lambda: any(c["state"] == "ready" for c in httpx.get(status_url, headers=auth).json()["replicas"]),
+                   "the first replica", proc)
     except BaseException:
         stop(proc)
         raise

@@ -19,7 +19,7 @@ from lakescore.scoring.local import score_single_node
 from lakescore.scoring.preflight import ScorePlan
 from lakescore.scoring.spark import score_spark
 from lakescore.training import fit_chain
-from serving.serving_helpers import MODEL, REPO, expected_rows, launch, ready_copies, records
+from serving.serving_helpers import MODEL, REPO, expected_rows, launch, ready_replicas, records
 
 pytestmark = pytest.mark.spark
 
@@ -71,7 +71,7 @@ def test_a_text_recipe_scores_the_same_labels_on_every_route(model_class, spark_
     endpoint = launch(runtime.home, config, endpoint_name="text_route", replicas={"min": 1, "max": 1},
                       scale_interval_s=1)
     try:
-        endpoint.wait_for(lambda s: bool(ready_copies(s)), what="a ready copy")
+        endpoint.wait_for(lambda s: bool(ready_replicas(s)), what="a ready replica")
         ordered = source.sort_values("flight_id", ignore_index=True)
         answers = []
         for start in (0, 1, 200):  # a batch of one row, a batch of 199, the rest

@@ -102,7 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
                                          "driver behind its proxy on Databricks)")
     _common(serve)
     serve.add_argument("--cost-per-hour", type=float, default=None, metavar="H",
-                       help="compute price of one copy per hour: print the monthly ceiling 24 x 31 x max replicas x H")
+                       help="compute price of one replica per hour: print the monthly ceiling "
+                            "24 x 31 x max replicas x H")
     serve.add_argument("--dry-run", action="store_true",
                        help="check config/serving.yml, resolve the version and print the plan; start nothing")
     serve.add_argument("--export-model-serving", default=None, metavar="PATH",
@@ -115,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="with --export-model-serving / --create: export a model with feature lookups anyway "
                             "(Model Serving would serve the latest feature values, not point-in-time ones)")
     serve.add_argument("--deploy", type=int, default=None, metavar="N",
-                       help="redeploy the running endpoint to version N: start its copies, switch, drain the old")
+                       help="redeploy the running endpoint to version N: start its replicas, switch, drain the old")
     return parser
 
 

@@ -463,7 +463,7 @@ class ReplicasConfig(_Strict):
 
 
 class ShadowConfig(_Strict):
-    rtol: Annotated[float, _between(0, 1)] = 1e-3  # values within 0.1% agree (lakescore.serving.shadow)
+    rtol: Annotated[float, _between(0, 1)] = 1e-3  # values within 0.1% agree (lakescore.serving.policy.shadow)
     atol: Annotated[float, _between(0, 1e12)] = 1e-9
 
 
@@ -501,9 +501,9 @@ class ServingConfig(_Strict):
     scale_down_cooldown_s: Annotated[float, _between(0, 86400)] = 180
     idle_timeout_s: Annotated[float, _between(1, 30 * 86400)] = 1800
     keep_warm: bool = False
-    max_warm_copies: Annotated[int, _between(1, 256)] = 4
+    max_warm_replicas: Annotated[int, _between(1, 256)] = 4
     memory_limit_mb: Annotated[int, _between(64, 1 << 20)] = 2048
-    copy_start: Literal["preloaded_fork", "new_process"] = "preloaded_fork"
+    replica_start: Literal["preloaded_fork", "new_process"] = "preloaded_fork"
     request_timeout_s: Annotated[float, _between(0.1, 3600)] = 30
     max_queue: Annotated[int, _between(0, 100000)] = 64
     max_body_bytes: Annotated[int, _between(1024, 1 << 30)] = 1 << 20
@@ -520,9 +520,25 @@ class ServingConfig(_Strict):
     @model_validator(mode="before")
     @classmethod
     def _apply_profile(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            data = _renamed_serving_keys(data)
         if isinstance(data, dict) and data.get("profile") in SERVING_PROFILES:
             return _under(SERVING_PROFILES[data["profile"]], data)
         return data
+
+
+# Older names of serving.yml keys, still read: old -> current.
+SERVING_KEY_ALIASES = {"max_warm_copies": "max_warm_replicas", "copy_start": "replica_start"}
+
+
+def _renamed_serving_keys(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with each older key name (:data:`SERVING_KEY_ALIASES`) read as its current name.
+
+    When a file gives both names of one key, the older one is left in place, so that it is refused
+    as a key that is not allowed, and :func:`_describe` says that both were given.
+    """
+    return {key if SERVING_KEY_ALIASES.get(key) in data else SERVING_KEY_ALIASES.get(key, key): value
+            for key, value in data.items()}
 
 
 def _serving_problems(serving: ServingConfig, shown: str) -> list[str]:
@@ -530,9 +546,9 @@ def _serving_problems(serving: ServingConfig, shown: str) -> list[str]:
     if serving.replicas.min > serving.replicas.max:
         problems.append(f"{shown}: replicas.min must be at most replicas.max; got min {serving.replicas.min}, "
                         f"max {serving.replicas.max} (raise max or lower min)")
-    if serving.replicas.max > serving.max_warm_copies:
-        problems.append(f"{shown}: replicas.max must be at most max_warm_copies; got {serving.replicas.max} > "
-                        f"{serving.max_warm_copies} (raise max_warm_copies or lower replicas.max)")
+    if serving.replicas.max > serving.max_warm_replicas:
+        problems.append(f"{shown}: replicas.max must be at most max_warm_replicas; got {serving.replicas.max} > "
+                        f"{serving.max_warm_replicas} (raise max_warm_replicas or lower replicas.max)")
     if serving.model_selection == "pinned_version" and serving.model_version is None:
         problems.append(f"{shown}: model_version is required when model_selection is 'pinned_version'; "
                         "got None (set model_version: N, or use 'champion')")
@@ -583,6 +599,10 @@ def _describe(err: dict[str, Any], model: type[BaseModel]) -> str:
     removed = REMOVED_KEYS.get((model, tuple(str(p) for p in err["loc"])))
     if kind == "extra_forbidden" and removed:
         return f"key '{loc}' was removed: {removed}; got {err.get('input')!r}"
+    if kind == "extra_forbidden" and model is ServingConfig and loc in SERVING_KEY_ALIASES:
+        new = SERVING_KEY_ALIASES[loc]
+        return (f"{loc} and {new} are one key ({loc} is its older name) and both are given; got {loc}: "
+                f"{err.get('input')!r} (keep {new} and remove {loc})")
     if kind == "extra_forbidden":
         parent = _fields_at(model, err["loc"][:-1])
         hint = difflib.get_close_matches(str(err["loc"][-1]), parent, n=1)

@@ -243,22 +243,22 @@ class StateVersionError(LakescoreError):
 
 
 class ServingError(LakescoreError):
-    """The endpoint could not answer (a copy failed and so did the cold path)."""
+    """The endpoint could not answer (a replica failed and so did the cold path)."""
 
     code = "serving_failed"
     http_status = 502
 
 
 class EndpointUnavailableError(ServingError):
-    """No copy can take the request now (scaled to zero, queue full); retry after ``retry_after_s``."""
+    """No replica can take the request now (scaled to zero, queue full); retry after ``retry_after_s``."""
 
     code = "endpoint_unavailable"
     http_status = 503
 
 
 class ServingConflictError(ServingError):
-    """A shadow, canary or copy cannot start: the model task cannot be compared, no candidate is
-    chosen, or ``max_warm_copies`` is reached."""
+    """A shadow, canary or replica cannot start: the model task cannot be compared, no candidate is
+    chosen, or ``max_warm_replicas`` is reached."""
 
     code = "serving_conflict"
     http_status = 409
@@ -267,7 +267,7 @@ class ServingConflictError(ServingError):
 class EndpointRunningError(LakescoreError):
     """``lakescore serve`` of an endpoint that a live process already serves from the same home
     (its endpoint file names that process): the second start is refused, and nothing it would
-    own (the endpoint file, replica rows, copies) is touched."""
+    own (the endpoint file, its rows in the serving state, its replicas) is touched."""
 
     code = "endpoint_running"
     http_status = 409

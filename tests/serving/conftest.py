@@ -59,20 +59,20 @@ def module_home(trained: Trained, tmp_path_factory: pytest.TempPathFactory) -> t
 
 @pytest.fixture(scope="session")
 def candidate_endpoint(trained: Trained, tmp_path_factory: pytest.TempPathFactory, demo_tables):
-    """One endpoint (v1, one copy) for the shadow and canary tests; each test chooses its candidate.
+    """One endpoint (v1, one replica) for the shadow and canary tests; each test chooses its candidate.
 
     Canary: 50% share, rollback when the candidate fails 20 points worse over at least 6 requests.
     """
-    from serving_helpers import launch, ready_copies
+    from serving_helpers import launch, ready_replicas
 
     root = tmp_path_factory.mktemp("serving-candidates")
     shutil.copytree(trained.home, root / ".lakescore", ignore=shutil.ignore_patterns("serving"))
     shutil.copytree(trained.config_dir, root / "config")
-    ep = launch(root / ".lakescore", root / "config", endpoint_name="candidates", max_warm_copies=3,
+    ep = launch(root / ".lakescore", root / "config", endpoint_name="candidates", max_warm_replicas=3,
                 canary={"share_percent": 50, "max_failure_rate_gap": 0.2, "min_requests": 6, "window_s": 600},
                 shadow={"rtol": 1e-9, "atol": 1e-12})
     try:
-        ep.wait_for(lambda s: bool(ready_copies(s)), what="a ready copy")
+        ep.wait_for(lambda s: bool(ready_replicas(s)), what="a ready replica")
         yield ep
     finally:
         ep.stop()

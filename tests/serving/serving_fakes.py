@@ -1,5 +1,5 @@
-"""An endpoint over a scripted backend, for the serving tests that drive copies by hand: the
-ReplicaBackend seam with scripted copy states (no processes, no model), copies that answer on real
+"""An endpoint over a scripted backend, for the serving tests that drive replicas by hand: the
+ReplicaBackend seam with scripted replica states (no processes, no model), replicas that answer on real
 Unix sockets, and a one-row request."""
 
 from __future__ import annotations
@@ -11,23 +11,23 @@ from typing import Callable
 import orjson
 
 from lakescore.config import ServingConfig
-from lakescore.serving.backend import CopyStatus
-from lakescore.serving.channel import HEADER, frame, socket_path
+from lakescore.serving.replicas.backend import ReplicaStatus
+from lakescore.serving.replicas.channel import HEADER, frame, socket_path
 from lakescore.serving.endpoint import Endpoint
 from lakescore.serving.plan import EndpointPlan
-from lakescore.serving.pool import Copy
-from lakescore.serving.state import ServingState
-from lakescore.serving.wire import ScoreRequest, parse_request
+from lakescore.serving.replicas.pool import Replica
+from lakescore.serving.state.store import ServingState
+from lakescore.serving.http.wire import ScoreRequest, parse_request
 from serving_helpers import MODEL
 
 
 class FakeBackend:
-    """The ReplicaBackend seam with scripted copy states (no processes). A copy's address is a Unix
-    socket path where a test may serve a :func:`fake_copy`; ``on_start``/``on_status`` run inside
+    """The ReplicaBackend seam with scripted replica states (no processes). A replica's address is a Unix
+    socket path where a test may serve a :func:`fake_replica`; ``on_start``/``on_status`` run inside
     those calls (the endpoint awaits them in a thread), to change the endpoint meanwhile."""
 
     def __init__(self) -> None:
-        self.states: dict[str, CopyStatus] = {}
+        self.states: dict[str, ReplicaStatus] = {}
         self.started: list[str] = []
         self.stopped: list[str] = []
         self.fresh: list[str] = []
@@ -36,43 +36,43 @@ class FakeBackend:
         self.on_status: Callable[[str], None] | None = None
         self.fail_start: set[int] = set()  # 1-based start calls that raise OSError
 
-    def start(self, copy_id: str, version: int, *, features: object = None) -> str:
+    def start(self, replica_id: str, version: int, *, features: object = None) -> str:
         if len(self.started) + 1 in self.fail_start:
             self.started.append("")
-            raise OSError(f"no room to start {copy_id}")
-        self.started.append(copy_id)
-        self.states[copy_id] = CopyStatus("starting", "loading")
+            raise OSError(f"no room to start {replica_id}")
+        self.started.append(replica_id)
+        self.states[replica_id] = ReplicaStatus("starting", "loading")
         if self.on_start is not None:
-            self.on_start(copy_id, version)
+            self.on_start(replica_id, version)
         return f"unix:{self.folder}/{len(self.started)}.sock"
 
-    def status(self, copy_id: str, *, fresh: bool = False) -> CopyStatus:
+    def status(self, replica_id: str, *, fresh: bool = False) -> ReplicaStatus:
         if fresh:
-            self.fresh.append(copy_id)
+            self.fresh.append(replica_id)
         if self.on_status is not None:
-            self.on_status(copy_id)
-        return self.states.get(copy_id, CopyStatus("stopped"))
+            self.on_status(replica_id)
+        return self.states.get(replica_id, ReplicaStatus("stopped"))
 
-    def stop(self, copy_id: str) -> None:
-        self.stopped.append(copy_id)
-        self.states.pop(copy_id, None)
+    def stop(self, replica_id: str) -> None:
+        self.stopped.append(replica_id)
+        self.states.pop(replica_id, None)
 
     def stop_all(self) -> None:
-        for copy_id in list(self.states):
-            self.stop(copy_id)
+        for replica_id in list(self.states):
+            self.stop(replica_id)
 
     def location(self, version: int) -> str | None:
         return None  # the cold path loads models:/ itself
 
-    def pid(self, copy_id: str) -> int | None:
+    def pid(self, replica_id: str) -> int | None:
         return None
 
     def holder_pids(self) -> list[int]:
         return []
 
 
-async def fake_copy(address: str, *, delay_s: float = 0.0, status: int = 200) -> asyncio.AbstractServer:
-    """A copy on a real Unix socket that answers each SCORE frame with 200 and one row: the
+async def fake_replica(address: str, *, delay_s: float = 0.0, status: int = 200) -> asyncio.AbstractServer:
+    """A replica on a real Unix socket that answers each SCORE frame with 200 and one row: the
     ``dataframe_split`` it was sent (columns and data), after ``delay_s`` seconds; with another
     ``status``, that status and a message (a model error)."""
 
@@ -91,17 +91,17 @@ async def fake_copy(address: str, *, delay_s: float = 0.0, status: int = 200) ->
     return await asyncio.start_unix_server(converse, socket_path(address))
 
 
-async def ready_copy(ep: Endpoint, backend: FakeBackend, role: str, version: int, *, listen: bool = True,
-                     **serve: float) -> Copy:
-    """Start a copy through the endpoint, serve it with :func:`fake_copy` (unless ``listen`` is
+async def ready_replica(ep: Endpoint, backend: FakeBackend, role: str, version: int, *, listen: bool = True,
+                     **serve: float) -> Replica:
+    """Start a replica through the endpoint, serve it with :func:`fake_replica` (unless ``listen`` is
     false), and mark it ready."""
-    copy = await ep._start_copy(role, version)  # type: ignore[arg-type]
-    if listen:  # not listening: a copy that died after its last health check
-        await fake_copy(copy.address, **serve)  # type: ignore[arg-type]
-    backend.states[copy.copy_id] = CopyStatus("ready")
+    replica = await ep._start_replica(role, version)  # type: ignore[arg-type]
+    if listen:  # not listening: a replica that died after its last health check
+        await fake_replica(replica.address, **serve)  # type: ignore[arg-type]
+    backend.states[replica.replica_id] = ReplicaStatus("ready")
     await ep.health.check()
-    assert copy.state == "ready"
-    return copy
+    assert replica.state == "ready"
+    return replica
 
 
 def one_row(columns: dict[str, str], row: dict, **extra: object) -> ScoreRequest:  # type: ignore[type-arg]

@@ -147,7 +147,7 @@ class RunningEndpoint:
         return status
 
     def events(self, event: str) -> list[Any]:
-        from lakescore.serving.state import ServingState
+        from lakescore.serving.state.store import ServingState
 
         state = ServingState(self.home)
         try:
@@ -157,7 +157,7 @@ class RunningEndpoint:
 
     def stop(self) -> None:
         self.client.close()
-        copies = [p for p in psutil.Process(self.proc.pid).children(recursive=True)] if self.proc.poll() is None else []
+        replicas = [p for p in psutil.Process(self.proc.pid).children(recursive=True)] if self.proc.poll() is None else []
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -165,7 +165,7 @@ class RunningEndpoint:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
-        for child in copies:  # copies exit with their parent; make sure none is left
+        for child in replicas:  # replicas exit with their parent; make sure none is left
             try:
                 child.wait(timeout=10)
             except psutil.TimeoutExpired:
@@ -174,8 +174,8 @@ class RunningEndpoint:
                 pass
 
 
-def ready_copies(status: dict[str, Any], role: str = "serve") -> list[dict[str, Any]]:
-    return [c for c in status["copies"] if c["role"] == role and c["state"] == "ready"]
+def ready_replicas(status: dict[str, Any], role: str = "serve") -> list[dict[str, Any]]:
+    return [c for c in status["replicas"] if c["role"] == role and c["state"] == "ready"]
 
 
 # Linux: the child asks for SIGTERM when the test process dies, even without teardown (no orphans), then

@@ -1,7 +1,7 @@
 """``POST /deploy`` and ``lakescore serve --deploy N``: a redeploy under load fails no request and
 every answer names the version that gave it; stale applies only to an endpoint that follows the alias.
-Over a scripted backend: a deploy adopts the candidate's copy of its version and retires one of
-another, and a failed or cancelled deploy leaves no ``next`` copy and is audited."""
+Over a scripted backend: a deploy adopts the candidate's replica of its version and retires one of
+another, and a failed or cancelled deploy leaves no ``next`` replica and is audited."""
 
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ import httpx
 import pytest
 
 from lakescore.runtime import LocalRuntime
-from lakescore.serving.backend import CopyStatus
-from lakescore.serving.candidates import Candidate
+from lakescore.serving.replicas.backend import ReplicaStatus
+from lakescore.serving.policy.candidates import Candidate
 from lakescore.serving.endpoint import Endpoint
-from lakescore.serving.shadow import ShadowTally
-from serving_fakes import FakeBackend, fake_endpoint, ready_copy
-from serving_helpers import MODEL, Trained, assert_same_answers, chain_of, expected_rows, launch, ready_copies, records
+from lakescore.serving.policy.shadow import ShadowTally
+from serving_fakes import FakeBackend, fake_endpoint, ready_replica
+from serving_helpers import MODEL, Trained, assert_same_answers, chain_of, expected_rows, launch, ready_replicas, records
 
 
 @pytest.fixture(scope="module")
@@ -30,29 +30,29 @@ def runtime(module_home) -> LocalRuntime:
     return rt
 
 
-async def deploy_marking_copies_ready(ep: Endpoint, backend: FakeBackend, version: int) -> dict:  # type: ignore[type-arg]
-    """Run ``ep.deploy(version)`` while the new copies become ready (the health loop's part)."""
+async def deploy_marking_replicas_ready(ep: Endpoint, backend: FakeBackend, version: int) -> dict:  # type: ignore[type-arg]
+    """Run ``ep.deploy(version)`` while the new replicas become ready (the health loop's part)."""
     task = asyncio.create_task(ep.deploy(version))
     while not task.done():
-        for copy in ep.pool.of("next", "starting"):
-            backend.states[copy.copy_id] = CopyStatus("ready")
+        for replica in ep.pool.of("next", "starting"):
+            backend.states[replica.replica_id] = ReplicaStatus("ready")
         await ep.health.check()
         await asyncio.sleep(0.05)
     return await task
 
 
-def test_a_deploy_reports_adopted_copies_apart_from_started_ones(tmp_path, runtime: LocalRuntime) -> None:
+def test_a_deploy_reports_adopted_replicas_apart_from_started_ones(tmp_path, runtime: LocalRuntime) -> None:
     async def scenario() -> None:
         ep, backend, state = fake_endpoint(tmp_path, replicas={"min": 2, "max": 2})
         for _ in range(2):
-            await ready_copy(ep, backend, "serve", 1)
+            await ready_replica(ep, backend, "serve", 1)
         ep.candidates.candidate = Candidate(2, "classification", {"a": "long"})
-        candidate = await ready_copy(ep, backend, "candidate", 2)
-        report = await deploy_marking_copies_ready(ep, backend, 2)
-        assert (report["copies_started"], report["adopted_copies"], report["drained_copies"]) == (1, 1, 2)
+        candidate = await ready_replica(ep, backend, "candidate", 2)
+        report = await deploy_marking_replicas_ready(ep, backend, 2)
+        assert (report["replicas_started"], report["adopted_replicas"], report["drained_replicas"]) == (1, 1, 2)
         assert candidate.role == "serve" and sorted(c.version for c in ep.autoscaler.live()) == [2, 2]
         [audited] = [e.detail for e in state.events("ml.deploy")]
-        assert audited["adopted_copies"] == 1 and audited["copies_started"] == 1
+        assert audited["adopted_replicas"] == 1 and audited["replicas_started"] == 1
 
     asyncio.run(scenario())
 
@@ -60,30 +60,30 @@ def test_a_deploy_reports_adopted_copies_apart_from_started_ones(tmp_path, runti
 def test_a_deploy_retires_a_candidate_of_another_version(tmp_path, runtime: LocalRuntime) -> None:
     async def scenario() -> None:
         ep, backend, state = fake_endpoint(tmp_path)
-        await ready_copy(ep, backend, "serve", 1)
+        await ready_replica(ep, backend, "serve", 1)
         ep.candidates.candidate = Candidate(3, "classification", {"a": "long"})
         ep.candidates.shadow = ShadowTally(3, 1, "classification", 1e-9, 1e-12)
-        candidate = await ready_copy(ep, backend, "candidate", 3)
-        report = await deploy_marking_copies_ready(ep, backend, 2)
-        assert (report["copies_started"], report["adopted_copies"]) == (1, 0)
+        candidate = await ready_replica(ep, backend, "candidate", 3)
+        report = await deploy_marking_replicas_ready(ep, backend, 2)
+        assert (report["replicas_started"], report["adopted_replicas"]) == (1, 0)
         assert ep.candidates.candidate is None and ep.candidates.shadow is None
-        assert candidate.copy_id in backend.stopped
+        assert candidate.replica_id in backend.stopped
         stops = [e.detail for e in state.events("ml.shadow.stop")]
         assert [(s["reason"], s["served_version"]) for s in stops] == [("endpoint ep now serves v2", 1)]
 
     asyncio.run(scenario())
 
 
-def test_a_failed_or_cancelled_deploy_leaves_no_next_copy_and_is_audited(tmp_path, runtime: LocalRuntime) -> None:
+def test_a_failed_or_cancelled_deploy_leaves_no_next_replica_and_is_audited(tmp_path, runtime: LocalRuntime) -> None:
     async def scenario() -> None:
         ep, backend, state = fake_endpoint(tmp_path, replicas={"min": 2, "max": 2})
         for _ in range(2):
-            await ready_copy(ep, backend, "serve", 1)
-        backend.fail_start = {4}  # the deploy's second copy cannot start
+            await ready_replica(ep, backend, "serve", 1)
+        backend.fail_start = {4}  # the deploy's second replica cannot start
         with pytest.raises(OSError, match="no room"):
             await ep.deploy(2)
         assert ep.pool.of("next") == [] and backend.stopped == [backend.started[2]]
-        cancelled = asyncio.create_task(ep.deploy(2))  # its copies never become ready
+        cancelled = asyncio.create_task(ep.deploy(2))  # its replicas never become ready
         while len(ep.pool.of("next")) < 2:
             await asyncio.sleep(0.05)
         cancelled.cancel()
@@ -107,7 +107,7 @@ def test_a_redeploy_under_load_fails_no_request_and_each_answer_names_its_versio
     home, config = module_home
     ep = launch(home, config, endpoint_name="redeploy", replicas={"min": 1, "max": 1}, scale_interval_s=1)
     try:
-        old = ready_copies(ep.wait_for(lambda s: bool(ready_copies(s)), what="a ready copy"))[0]
+        old = ready_replicas(ep.wait_for(lambda s: bool(ready_replicas(s)), what="a ready replica"))[0]
         frame = trained.requests.head(6)
         rows = records(frame, trained.input_columns)
         answers: list[tuple[float, int, str, list]] = []  # (sent at, status, X-Model-Version, predictions)
@@ -148,12 +148,12 @@ def test_a_redeploy_under_load_fails_no_request_and_each_answer_names_its_versio
         assert {a[2] for a in answers if a[0] > switched} == {"2"}  # sent after the switch: the new version
         assert {a[2] for a in answers} == {"1", "2"}
 
-        status = ep.wait_for(lambda s: old["copy_id"] not in [c["copy_id"] for c in s["copies"]],
-                             what="the old copy drained and stopped")
+        status = ep.wait_for(lambda s: old["replica_id"] not in [c["replica_id"] for c in s["replicas"]],
+                             what="the old replica drained and stopped")
         assert status["version"] == 2 and status["pinned_by"] == "deploy" and not status["stale"]
-        assert [c["version"] for c in ready_copies(status)] == [2]
+        assert [c["version"] for c in ready_replicas(status)] == [2]
         deployed = [e.detail for e in ep.events("ml.deploy") if e.endpoint == "redeploy"]
-        assert [(d["previous_version"], d["version"], d["copies_started"], d["drained_copies"]) for d in deployed] \
+        assert [(d["previous_version"], d["version"], d["replicas_started"], d["drained_replicas"]) for d in deployed] \
             == [(1, 2, 1, 1)]
     finally:
         ep.stop()
@@ -182,9 +182,9 @@ def test_only_an_endpoint_that_follows_the_alias_is_stale_and_a_deploy_of_the_ch
             assert pinned.status()["stale"] is False and pinned.status()["pinned_by"] == "pinned_version"
         finally:
             pinned.stop()
-        reply = following.client.post("/deploy", json={"version": 2}, timeout=300)  # at zero copies: switches at once
+        reply = following.client.post("/deploy", json={"version": 2}, timeout=300)  # at zero replicas: switches at once
         assert reply.status_code == 200, reply.text
-        assert reply.json()["copies_started"] == 0 and reply.json()["pinned_by"] == "champion"
+        assert reply.json()["replicas_started"] == 0 and reply.json()["pinned_by"] == "champion"
         status = following.status()
         assert status["version"] == 2 and not status["stale"] and status["stale_reason"] == ""
         answered = following.score(records(trained.requests.head(2), trained.input_columns))

@@ -1,7 +1,7 @@
 """A real endpoint on 127.0.0.1: warm and cold answers equal batch scoring, the token, bad input,
 idempotency keys (replayed for the same request, 422 for another, one scored when they race),
-recording, stale marking, a burst at zero copies (queued, answered warm), and killed copies (the
-requests wait for another copy; none fails)."""
+recording, stale marking, a burst at zero replicas (queued, answered warm), and killed replicas (the
+requests wait for another replica; none fails)."""
 
 from __future__ import annotations
 
@@ -24,44 +24,44 @@ import yaml
 from lakescore.config import load_project
 from lakescore.errors import EndpointUnavailableError, IdempotencyKeyReusedError, RequestError
 from lakescore.runtime import LocalRuntime
-from lakescore.serving.backend import CopyStatus
-from lakescore.serving.canary import CanaryWindow
-from lakescore.serving.channel import CopyChannels
-from serving_fakes import fake_endpoint, one_row, ready_copy
-from serving_helpers import MODEL, Trained, assert_same_answers, chain_of, expected_rows, launch, ready_copies, records
+from lakescore.serving.replicas.backend import ReplicaStatus
+from lakescore.serving.policy.canary import CanaryWindow
+from lakescore.serving.replicas.channel import ReplicaChannels
+from serving_fakes import fake_endpoint, one_row, ready_replica
+from serving_helpers import MODEL, Trained, assert_same_answers, chain_of, expected_rows, launch, ready_replicas, records
 
 
-def test_max_warm_copies_counts_every_endpoint_and_the_candidates(tmp_path) -> None:
+def test_max_warm_replicas_counts_every_endpoint_and_the_candidates(tmp_path) -> None:
     async def scenario() -> None:
-        ep, backend, state = fake_endpoint(tmp_path, max_warm_copies=2, replicas={"min": 1, "max": 2},
+        ep, backend, state = fake_endpoint(tmp_path, max_warm_replicas=2, replicas={"min": 1, "max": 2},
                                            target_rpm_per_replica=1)
-        state.add_copy("other-serve-v5-1", endpoint="other", role="candidate", version=5, pid=None, address="x")
-        await ep.autoscaler.scale_pass()  # below replicas.min: one copy (2 resident with the other endpoint's)
-        backend.states[backend.started[0]] = CopyStatus("ready")
+        state.add_replica("other-serve-v5-1", endpoint="other", role="candidate", version=5, pid=None, address="x")
+        await ep.autoscaler.scale_pass()  # below replicas.min: one replica (2 resident with the other endpoint's)
+        backend.states[backend.started[0]] = ReplicaStatus("ready")
         await ep.health.check()
-        ep.autoscaler.arrivals, ep.autoscaler.reading = 100, (ep.autoscaler.reading[0] - 60, 0)  # 100 requests/min against 1 per copy
+        ep.autoscaler.arrivals, ep.autoscaler.reading = 100, (ep.autoscaler.reading[0] - 60, 0)  # 100 requests/min against 1 per replica
         ep.autoscaler.last_up_at -= 60  # a scale interval after the start
         held = await ep.autoscaler.scale_pass()
         assert held.action == "hold" and len(backend.started) == 1
-        assert held.reason.endswith("but max_warm_copies 2 copies are resident across endpoints")
+        assert held.reason.endswith("but max_warm_replicas 2 replicas are resident across endpoints")
         assert ep.autoscaler.desired == 2 and ep.status()["state"] == "ready"
-        assert await ep._start_copy("candidate", 2) is None  # shadow and canary copies count too
+        assert await ep._start_replica("candidate", 2) is None  # shadow and canary replicas count too
         assert len(backend.started) == 1
 
     asyncio.run(scenario())
 
 
-def test_a_serve_copy_started_across_a_deploy_holds_the_new_version(tmp_path) -> None:
+def test_a_serve_replica_started_across_a_deploy_holds_the_new_version(tmp_path) -> None:
     async def scenario() -> None:
         ep, backend, _ = fake_endpoint(tmp_path)
 
-        def deploy_switches(copy_id: str, version: int) -> None:  # while the scaler's start runs
+        def deploy_switches(replica_id: str, version: int) -> None:  # while the scaler's start runs
             backend.on_start = None
             ep.plan = ep.plan.deployed(2, input_columns={"a": "long"}, task="classification", alias_version=None)
 
         backend.on_start = deploy_switches
-        copy = await ep._start_copy("serve", 1)
-        assert copy.version == 2 and [c.version for c in ep.pool.copies.values()] == [2]
+        replica = await ep._start_replica("serve", 1)
+        assert replica.version == 2 and [c.version for c in ep.pool.replicas.values()] == [2]
         assert backend.stopped == [backend.started[0]] and len(backend.started) == 2
 
     asyncio.run(scenario())
@@ -75,10 +75,10 @@ def test_a_request_queued_across_a_deploy_is_checked_against_the_new_columns(tmp
         v2 = {"b": "long", "a": "long"}  # 'a' is a whole number now, and the order changed
         ep.columns[2] = v2
         ep.plan = ep.plan.deployed(2, input_columns=v2, task="classification", alias_version=None)
-        copy = await ready_copy(ep, backend, "serve", 2)
+        replica = await ready_replica(ep, backend, "serve", 2)
         with pytest.raises(RequestError, match="switched to v2 while the request waited.*column 'a'") as caught:
             await ep.answer(typed, typed.to_body(), hold_s=None)
-        assert caught.value.http_status == 400 and not copy.busy and copy.requests == 0
+        assert caught.value.http_status == 400 and not replica.busy and replica.requests == 0
         reply = await ep.answer(reordered, reordered.to_body(), hold_s=None)
         assert reply.payload["model_version"] == 2
         assert reply.rows == [{"columns": ["b", "a"], "data": [[1, 7]]}]  # in v2's order and types
@@ -96,7 +96,7 @@ def test_a_request_pinned_to_the_old_version_goes_cold_after_a_deploy(tmp_path) 
             return [{"cold": version}]
 
         ep._cold_path = cold_path  # type: ignore[method-assign]
-        old = await ready_copy(ep, backend, "serve", 1)
+        old = await ready_replica(ep, backend, "serve", 1)
         assert await ep.pool.acquire("serve", wait_s=0) is old  # busy: the request queues
         request = one_row({"a": "long"}, {"a": 1}, model_version=1)
         waiting = asyncio.create_task(ep.answer(request, request.to_body(), hold_s=None))
@@ -104,7 +104,7 @@ def test_a_request_pinned_to_the_old_version_goes_cold_after_a_deploy(tmp_path) 
         assert ep.pool.waiting == 1
         ep.plan = ep.plan.deployed(2, input_columns={"a": "long"}, task="classification", alias_version=None)
         ep.columns[2] = {"a": "long"}
-        new = await ready_copy(ep, backend, "serve", 2)  # ready: the queued request takes it
+        new = await ready_replica(ep, backend, "serve", 2)  # ready: the queued request takes it
         reply = await waiting
         assert (reply.payload["model_version"], reply.payload["served"], cold) == (1, "cold", [1])
         assert not new.busy and new.requests == 0
@@ -132,27 +132,27 @@ def test_the_flush_loop_keeps_running_after_an_error(tmp_path) -> None:
     asyncio.run(scenario())
 
 
-def test_a_cancelled_request_frees_its_copy(tmp_path) -> None:
+def test_a_cancelled_request_frees_its_replica(tmp_path) -> None:
     async def scenario() -> None:
         ep, backend, _ = fake_endpoint(tmp_path)
-        copy = await ready_copy(ep, backend, "serve", 1, delay_s=5.0)
+        replica = await ready_replica(ep, backend, "serve", 1, delay_s=5.0)
         request = one_row({"a": "long"}, {"a": 1})
         task = asyncio.create_task(ep.answer(request, request.to_body(), hold_s=None))
         await asyncio.sleep(0.2)
-        assert copy.busy
+        assert replica.busy
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-        assert not copy.busy and await ep.pool.acquire("serve", wait_s=0) is copy
+        assert not replica.busy and await ep.pool.acquire("serve", wait_s=0) is replica
 
     asyncio.run(scenario())
 
 
-def test_a_canary_answer_names_the_version_of_the_copy_that_gave_it(tmp_path) -> None:
+def test_a_canary_answer_names_the_version_of_the_replica_that_gave_it(tmp_path) -> None:
     async def scenario() -> None:
         ep, backend, _ = fake_endpoint(tmp_path)
-        await ready_copy(ep, backend, "serve", 1)
+        await ready_replica(ep, backend, "serve", 1)
         ep.candidates.canary = CanaryWindow(2, 100, 600)  # v2's window; v3 was chosen while it waited
-        await ready_copy(ep, backend, "candidate", 3)
+        await ready_replica(ep, backend, "candidate", 3)
         request = one_row({"a": "long"}, {"a": 1})
         reply = await ep.answer(request, request.to_body(), hold_s=None)
         assert reply.by_candidate and reply.payload["model_version"] == 3 and reply.headers["X-Model-Version"] == "3"
@@ -160,14 +160,14 @@ def test_a_canary_answer_names_the_version_of_the_copy_that_gave_it(tmp_path) ->
     asyncio.run(scenario())
 
 
-def test_a_request_at_zero_copies_is_counted_once(tmp_path) -> None:
+def test_a_request_at_zero_replicas_is_counted_once(tmp_path) -> None:
     async def scenario() -> None:
         ep, _, _ = fake_endpoint(tmp_path, replicas={"min": 0, "max": 1})
-        counted = ep.autoscaler.demand()  # held: no copy is alive
+        counted = ep.autoscaler.demand()  # held: no replica is alive
         assert counted and ep.autoscaler.demand(counted=counted)  # then routed again (cold): not again
         ep.pool.waiting = 1  # and it still waits in the queue when the pass runs
         decision = await ep.autoscaler.scale_pass()
-        assert decision.reason == "scaled up from 0 copies to 1: 1 request(s) arrived at zero copies"
+        assert decision.reason == "scaled up from 0 replicas to 1: 1 request(s) arrived at zero replicas"
 
     asyncio.run(scenario())
 
@@ -185,7 +185,7 @@ def test_max_queue_0_bounds_only_the_waiting_so_the_cold_path_and_the_canary_sti
             return [{"cold": version}]
 
         monkeypatch.setattr("lakescore.serving.endpoint.score_cold", score_cold)
-        ep.autoscaler.no_room = True  # no copy is alive and none can start: the cold path answers
+        ep.autoscaler.no_room = True  # no replica is alive and none can start: the cold path answers
         request = one_row({"a": "long"}, {"a": 1})
         first = asyncio.create_task(ep.answer(request, request.to_body(), hold_s=None))
         await asyncio.sleep(0.05)
@@ -193,10 +193,10 @@ def test_max_queue_0_bounds_only_the_waiting_so_the_cold_path_and_the_canary_sti
             await ep.answer(request, request.to_body(), hold_s=None)  # its one slot is busy: nobody waits
         gate.set()
         assert (await first).payload["served"] == "cold" and scored == [1]
-        # In the canary's share with its copy busy: production answers (a reroute), not a 503.
+        # In the canary's share with its replica busy: production answers (a reroute), not a 503.
         ep.autoscaler.no_room = False
-        await ready_copy(ep, backend, "serve", 1)
-        candidate = await ready_copy(ep, backend, "candidate", 2)
+        await ready_replica(ep, backend, "serve", 1)
+        candidate = await ready_replica(ep, backend, "candidate", 2)
         ep.candidates.canary = CanaryWindow(2, 100, 600)
         candidate.busy = True
         pinned = one_row({"a": "long"}, {"a": 1})
@@ -212,7 +212,7 @@ def endpoint(module_home, trained: Trained):
     ep = launch(home, config, endpoint_name="main", scale_interval_s=1, record_flush_interval_s=1,
                 record_flush_rows=10_000)
     try:
-        ep.wait_for(lambda s: bool(ready_copies(s)), what="a ready copy")
+        ep.wait_for(lambda s: bool(ready_replicas(s)), what="a ready replica")
         yield ep
     finally:
         ep.stop()
@@ -276,10 +276,10 @@ def test_warm_answers_equal_batch_scoring(endpoint, trained: Trained, runtime: L
     assert_same_answers(body["predictions"], batch_rows)
 
 
-def forward_to_copy(address: str, body: bytes) -> tuple[int, bytes]:
-    """Send a body straight to a copy over its channel, bypassing the endpoint's checks."""
+def forward_to_replica(address: str, body: bytes) -> tuple[int, bytes]:
+    """Send a body straight to a replica over its channel, bypassing the endpoint's checks."""
     async def ask() -> tuple[int, bytes]:
-        channels = CopyChannels(timeout_s=30)
+        channels = ReplicaChannels(timeout_s=30)
         try:
             return await channels.score(address, body)
         finally:
@@ -288,8 +288,8 @@ def forward_to_copy(address: str, body: bytes) -> tuple[int, bytes]:
     return asyncio.run(ask())
 
 
-def test_malformed_input_gets_4xx_and_the_copy_keeps_serving(endpoint, trained: Trained) -> None:
-    copy = ready_copies(endpoint.status())[0]
+def test_malformed_input_gets_4xx_and_the_replica_keeps_serving(endpoint, trained: Trained) -> None:
+    replica = ready_replicas(endpoint.status())[0]
     good = records(trained.requests.head(2), trained.input_columns)
     bad_requests = [
         (b"{\"dataframe_records\": [", 400, "not valid JSON"),
@@ -305,10 +305,10 @@ def test_malformed_input_gets_4xx_and_the_copy_keeps_serving(endpoint, trained: 
         assert resp.status_code == status, (names, resp.text)
         assert names in resp.json()["message"]
         raw = body if isinstance(body, bytes) else json.dumps(body).encode()
-        assert forward_to_copy(copy["address"], raw)[0] >= 400  # the copy itself, sent what the endpoint refuses
+        assert forward_to_replica(replica["address"], raw)[0] >= 400  # the replica itself, sent what the endpoint refuses
     assert endpoint.score(good).status_code == 200
-    after = ready_copies(endpoint.status())[0]
-    assert (after["copy_id"], after["pid"]) == (copy["copy_id"], copy["pid"])  # the same copy kept serving
+    after = ready_replicas(endpoint.status())[0]
+    assert (after["replica_id"], after["pid"]) == (replica["replica_id"], replica["pid"])  # the same replica kept serving
 
 
 def test_another_version_is_answered_on_the_cold_path(endpoint, trained: Trained, runtime: LocalRuntime) -> None:
@@ -325,7 +325,7 @@ def test_another_version_is_answered_on_the_cold_path(endpoint, trained: Trained
 
 
 def test_a_retried_request_is_answered_once(endpoint, trained: Trained) -> None:
-    from lakescore.serving.client import ClientSettings, EndpointClient
+    from lakescore.serving.http.client import ClientSettings, EndpointClient
 
     rows = records(trained.requests.head(2), trained.input_columns)
     assert endpoint.client.post("/flush").status_code == 200
@@ -344,7 +344,7 @@ def test_a_retried_request_is_answered_once(endpoint, trained: Trained) -> None:
 
 
 def test_a_key_used_again_for_other_rows_is_refused_with_422(endpoint, trained: Trained) -> None:
-    from lakescore.serving.client import ClientSettings, EndpointClient
+    from lakescore.serving.http.client import ClientSettings, EndpointClient
 
     columns = list(trained.input_columns)
     one = records(trained.requests.iloc[[2]], columns)
@@ -449,32 +449,32 @@ def test_moving_the_champion_marks_stale_and_keeps_the_answers(endpoint, trained
     assert [e.detail["champion"] for e in endpoint.events("ml.endpoint.stale")] == [2]
 
 
-def test_a_killed_copy_s_requests_wait_for_its_replacement(endpoint, trained: Trained,
+def test_a_killed_replica_s_requests_wait_for_its_replacement(endpoint, trained: Trained,
                                                            runtime: LocalRuntime) -> None:
-    copy = ready_copies(endpoint.status())[0]
+    replica = ready_replicas(endpoint.status())[0]
     rows = records(trained.requests.head(4), trained.input_columns)
     want = expected_rows(chain_of(runtime, 1), trained.requests.head(4))
     cold_before = endpoint.status()["counts"].get("cold", 0)
-    os.kill(copy["pid"], signal.SIGKILL)
+    os.kill(replica["pid"], signal.SIGKILL)
     with ThreadPoolExecutor(2) as pool:
         replies = list(pool.map(lambda part: endpoint.score(part), [rows[:2], rows[2:]]))
     assert [r.status_code for r in replies] == [200, 200]
     assert [r.json()["served"] for r in replies] == ["warm", "warm"]  # queued for the replacement, not cold
     assert_same_answers(replies[0].json()["predictions"] + replies[1].json()["predictions"], want)
-    failed = [e.detail for e in endpoint.events("ml.copy.failed")]
-    assert [f["copy_id"] for f in failed] == [copy["copy_id"]]
+    failed = [e.detail for e in endpoint.events("ml.replica.failed")]
+    assert [f["replica_id"] for f in failed] == [replica["replica_id"]]
     status = endpoint.status()
-    assert [c["copy_id"] for c in ready_copies(status)] != [copy["copy_id"]]
+    assert [c["replica_id"] for c in ready_replicas(status)] != [replica["replica_id"]]
     assert status["counts"].get("cold", 0) == cold_before
 
 
-def test_a_burst_at_zero_copies_is_queued_answered_warm_and_starts_one_copy_per_pass(module_home,
+def test_a_burst_at_zero_replicas_is_queued_answered_warm_and_starts_one_replica_per_pass(module_home,
                                                                                     trained: Trained) -> None:
-    """20 one-row requests at zero copies: none gets a 503 or a cold answer, and the start at zero is
-    that pass: no second copy starts before scale_interval_s has passed (replicas.max 3)."""
+    """20 one-row requests at zero replicas: none gets a 503 or a cold answer, and the start at zero is
+    that pass: no second replica starts before scale_interval_s has passed (replicas.max 3)."""
     home, config = module_home
     ep = launch(home, config, endpoint_name="burst", replicas={"min": 0, "max": 3}, scale_interval_s=10,
-                request_timeout_s=90)  # a loaded test machine may start the first copy slowly
+                request_timeout_s=90)  # a loaded test machine may start the first replica slowly
     try:
         assert ep.status()["state"] == "scaled to zero"
         time.sleep(6)  # past half an interval: the woken pass reads a rate (126 requests/min was read so)
@@ -493,20 +493,20 @@ def test_a_burst_at_zero_copies_is_queued_answered_warm_and_starts_one_copy_per_
         status = ep.status()
         assert status["counts"].get("cold", 0) == 0 and status["counts"]["served_warm"] == 20
         ups = [e for e in ep.events("ml.scale") if e.endpoint == "burst" and e.detail["action"] == "up"]
-        assert (ups[0].detail["copies_before"], ups[0].detail["copies_after"]) == (0, 1)
-        assert ups[0].detail["reason"].startswith("scaled up from 0 copies to 1:")
+        assert (ups[0].detail["replicas_before"], ups[0].detail["replicas_after"]) == (0, 1)
+        assert ups[0].detail["reason"].startswith("scaled up from 0 replicas to 1:")
         gaps = [round(b.ts - a.ts, 1) for a, b in zip(ups, ups[1:])]
         assert all(g >= 9.5 for g in gaps), gaps  # one start per pass, a start at zero included
     finally:
         ep.stop()
 
 
-def test_killing_a_copy_under_load_fails_no_request(module_home, trained: Trained) -> None:
+def test_killing_a_replica_under_load_fails_no_request(module_home, trained: Trained) -> None:
     home, config = module_home
     ep = launch(home, config, endpoint_name="two", replicas={"min": 2, "max": 2}, scale_interval_s=1)
     try:
-        status = ep.wait_for(lambda s: len(ready_copies(s)) == 2, what="two ready copies")
-        victim = ready_copies(status)[0]
+        status = ep.wait_for(lambda s: len(ready_replicas(s)) == 2, what="two ready replicas")
+        victim = ready_replicas(status)[0]
         rows = records(trained.requests.head(1), trained.input_columns)
         codes: list[tuple[int, str]] = []
         stop = threading.Event()
@@ -526,8 +526,8 @@ def test_killing_a_copy_under_load_fails_no_request(module_home, trained: Traine
                 time.sleep(0.05)
             os.kill(victim["pid"], signal.SIGKILL)  # mid-load: some request is on it now
             killed_at = len(codes)
-            after = ep.wait_for(lambda s: len(ready_copies(s)) == 2 and victim["copy_id"] not in
-                                [c["copy_id"] for c in s["copies"]], what="the replacement copy")
+            after = ep.wait_for(lambda s: len(ready_replicas(s)) == 2 and victim["replica_id"] not in
+                                [c["replica_id"] for c in s["replicas"]], what="the replacement replica")
             while len(codes) < killed_at + 200:
                 time.sleep(0.05)
         finally:
@@ -535,19 +535,19 @@ def test_killing_a_copy_under_load_fails_no_request(module_home, trained: Traine
             for t in threads:
                 t.join(timeout=120)
         assert len(codes) >= 250 and set(codes) == {(200, "warm")}, [c for c in codes if c != (200, "warm")][:5]
-        assert [e.detail["copy_id"] for e in ep.events("ml.copy.failed") if e.endpoint == "two"] == [victim["copy_id"]]
-        assert victim["copy_id"] not in [c["copy_id"] for c in after["copies"]]
+        assert [e.detail["replica_id"] for e in ep.events("ml.replica.failed") if e.endpoint == "two"] == [victim["replica_id"]]
+        assert victim["replica_id"] not in [c["replica_id"] for c in after["replicas"]]
     finally:
         ep.stop()
 
 
-def test_status_reports_the_memory_of_the_endpoint_its_fork_server_and_each_copy(endpoint) -> None:
-    status = endpoint.wait_for(lambda s: s["drift_reference"] and s["memory"]["copies"], what="the drift reference")
+def test_status_reports_the_memory_of_the_endpoint_its_fork_server_and_each_replica(endpoint) -> None:
+    status = endpoint.wait_for(lambda s: s["drift_reference"] and s["memory"]["replicas"], what="the drift reference")
     memory = status["memory"]
     assert memory["endpoint"]["pid"] == endpoint.proc.pid
-    assert memory["fork_server"]["pid"] == psutil.Process(ready_copies(status)[0]["pid"]).ppid()
-    assert sorted(c["pid"] for c in memory["copies"]) == sorted(c["pid"] for c in status["copies"])
-    parts = [memory["endpoint"], memory["fork_server"], *memory["copies"]]
+    assert memory["fork_server"]["pid"] == psutil.Process(ready_replicas(status)[0]["pid"]).ppid()
+    assert sorted(c["pid"] for c in memory["replicas"]) == sorted(c["pid"] for c in status["replicas"])
+    parts = [memory["endpoint"], memory["fork_server"], *memory["replicas"]]
     for part in parts:
         assert 0 < part["pss_mb"] < part["rss_mb"]  # each shares pages (libraries, or the fork's imports)
     assert memory["feature_holders"] == []  # no lookups in this model
@@ -562,13 +562,13 @@ def test_status_reports_the_memory_of_the_endpoint_its_fork_server_and_each_copy
         assert f"site-packages/{library}/" not in maps, library
 
 
-def test_sigterm_stops_the_copies_and_removes_the_address_file(endpoint) -> None:
-    copies = [c["pid"] for c in endpoint.status()["copies"]]
+def test_sigterm_stops_the_replicas_and_removes_the_address_file(endpoint) -> None:
+    replicas = [c["pid"] for c in endpoint.status()["replicas"]]
     endpoint.proc.send_signal(signal.SIGTERM)
     assert endpoint.proc.wait(timeout=60) == 0
     assert not (endpoint.home / "serving" / "endpoints" / "main.json").exists()
     deadline = time.monotonic() + 15
-    while any(psutil.pid_exists(pid) for pid in copies) and time.monotonic() < deadline:
+    while any(psutil.pid_exists(pid) for pid in replicas) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert copies and not any(psutil.pid_exists(pid) for pid in copies)
+    assert replicas and not any(psutil.pid_exists(pid) for pid in replicas)
 

@@ -1,4 +1,4 @@
-"""The endpoint's HTTP app on the fake backend (no copies, no lifespan): the token in either
+"""The endpoint's HTTP app on the fake backend (no replicas, no lifespan): the token in either
 header, lakescore errors with their own status, and the endpoint's own 500 on operator routes."""
 
 from __future__ import annotations

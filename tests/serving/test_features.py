@@ -1,4 +1,4 @@
-"""What a request to a lookup model carries, and the join a copy makes with the feature rows it holds (no server)."""
+"""What a request to a lookup model carries, and the join a replica makes with the feature rows it holds (no server)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pandas as pd
 
 from lakescore.lookup import FeatureLookup, join_features
 from lakescore.serving.features import TIMESTAMP_KIND, Features, request_columns
-from lakescore.serving.wire import parse_request
+from lakescore.serving.http.wire import parse_request
 
 WEATHER = FeatureLookup("main.flights.weather", ("origin",), ("temp", "wind_speed"), timestamp_lookup_key="time_hour")
 PLANES = FeatureLookup("main.flights.planes", ("tailnum",), ("year",), (("year", "plane_year"),))
@@ -45,7 +45,7 @@ def test_a_request_time_is_compared_as_utc_wall_clock_against_a_feature_table_wi
         [1.0, "EWR", "2013-01-01T07:30:00+02:00"], [2.0, "EWR", "2013-01-01T07:59:00Z"],
         [3.0, "EWR", "2013-01-01T08:00:00"], [4.0, "EWR", "2013-01-01T04:59:00Z"]]}}).encode()
     request = parse_request(body, columns, max_body_bytes=10_000, max_rows=10).frame
-    assert str(request["time_hour"].dtype) == "datetime64[ns, UTC]"  # what the wire gives a copy
+    assert str(request["time_hour"].dtype) == "datetime64[ns, UTC]"  # what the wire gives a replica
     naive = Features({WEATHER.table_name: _weather(HOURS, utc=False)}, {WEATHER.table_name: 3})
     served = naive.join(request, [WEATHER])
     # the batch join of naive rows (the same instants as UTC wall clocks) against the same naive table

@@ -37,7 +37,7 @@ def settings(**overrides: Any):
 def test_provisioned_concurrency_keeps_replicas_min_and_max_in_steps_of_four() -> None:
     from lakescore.config import ReplicasConfig
 
-    # one request at a time per copy and per concurrency unit; Model Serving grants units in fours
+    # one request at a time per replica and per concurrency unit; Model Serving grants units in fours
     assert [provisioned_concurrency(ReplicasConfig(min=a, max=b)) for a, b in
             ((0, 1), (1, 1), (0, 6), (5, 6), (10, 12), (12, 64))] == [
         (0, 4), (4, 4), (0, 8), (8, 8), (12, 12), (12, 64)]
@@ -68,8 +68,8 @@ def test_pinned_and_candidate_with_scale_to_zero_and_canary_routes() -> None:
 def test_a_warm_minimum_above_a_workload_sizes_floor_is_kept() -> None:
     from lakescore.config import ReplicasConfig
 
-    # replicas {min: 10, max: 12}: a workload size (Medium 8-16) would let it fall to 8 copies
-    (entity,) = endpoint_config(settings(replicas=ReplicasConfig(min=10, max=12), max_warm_copies=16),
+    # replicas {min: 10, max: 12}: a workload size (Medium 8-16) would let it fall to 8 replicas
+    (entity,) = endpoint_config(settings(replicas=ReplicasConfig(min=10, max=12), max_warm_replicas=16),
                                 model_name=MODEL, version=2).served_entities
     assert (entity.min_provisioned_concurrency, entity.max_provisioned_concurrency, entity.workload_size,
             entity.scale_to_zero_enabled) == (12, 12, None, False)

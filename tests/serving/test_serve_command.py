@@ -19,7 +19,7 @@ from dbx_serve_child import CLUSTER, ORG, WORKSPACE
 from lakescore.cli import build_parser, main
 from lakescore.runtime import LocalRuntime
 from lakescore.serving.run import ceiling_text, monthly_ceiling
-from serving_helpers import assert_same_answers, chain_of, expected_rows, launch, records, ready_copies
+from serving_helpers import assert_same_answers, chain_of, expected_rows, launch, records, ready_replicas
 
 
 def test_the_ceiling_is_24_x_31_x_max_replicas_x_h() -> None:
@@ -83,7 +83,7 @@ def test_on_the_databricks_placement_the_endpoint_binds_the_driver_and_requires_
         bare = httpx.post(f"{ep.address}/invocations", json={"dataframe_records": rows}, timeout=30)
         assert bare.status_code == 401 and bare.json()["error_code"] == "unauthorized"
         assert httpx.get(f"{ep.address}/status", timeout=30).status_code == 401
-        ep.wait_for(lambda s: bool(ready_copies(s)), what="a ready copy")
+        ep.wait_for(lambda s: bool(ready_replicas(s)), what="a ready replica")
         answered = ep.score(rows)
         assert answered.status_code == 200
         want = expected_rows(chain_of(LocalRuntime(trained.home), 1), trained.requests.head(3))
@@ -97,7 +97,7 @@ def test_on_the_databricks_placement_the_endpoint_binds_the_driver_and_requires_
 def test_two_serves_of_one_endpoint_at_once_one_serves_and_the_other_is_refused(module_home, trained) -> None:
     """Seen: both started, the second overwrote the endpoint file, and stopping it removed the file and
     the first one's replica rows while the first kept answering, undiscoverable."""
-    from lakescore.serving.state import ServingState
+    from lakescore.serving.state.store import ServingState
     from serving_helpers import attach, start_serve, write_serving
 
     home, config = module_home
@@ -121,15 +121,15 @@ def test_two_serves_of_one_endpoint_at_once_one_serves_and_the_other_is_refused(
         assert procs[refused].returncode == 2, said[-2000:]
         assert (f"lakescore serve: endpoint_running: endpoint 'twice' is already served from {home} by process "
                 f"{winner.pid} at {ep.address} (version 1)") in said
-        status = ep.wait_for(lambda s: bool(ready_copies(s)), what="a ready copy")
+        status = ep.wait_for(lambda s: bool(ready_replicas(s)), what="a ready replica")
         state = ServingState(home)
-        held = [c["copy_id"] for c in state.resident_copies() if c["endpoint"] == "twice"]
-        assert held == [c["copy_id"] for c in status["copies"]]  # the winner's rows, counted
+        held = [c["replica_id"] for c in state.resident_replicas() if c["endpoint"] == "twice"]
+        assert held == [c["replica_id"] for c in status["replicas"]]  # the winner's rows, counted
         rows = records(trained.requests.head(2), trained.input_columns)
         assert ep.score(rows).status_code == 200
         assert json.loads((home / "serving" / "endpoints" / "twice.json").read_text())["pid"] == winner.pid
     finally:
         ep.stop()
     assert not (home / "serving" / "endpoints" / "twice.json").exists()  # its owner stopped: removed
-    assert [c for c in state.resident_copies() if c["endpoint"] == "twice"] == []
+    assert [c for c in state.resident_replicas() if c["endpoint"] == "twice"] == []
     state.close()

@@ -15,7 +15,7 @@ def write(project_dir, **keys) -> None:  # type: ignore[no-untyped-def]
     (project_dir / "serving.yml").write_text(yaml.safe_dump(settings))
 
 
-def test_the_template_loads_with_one_copy(project_dir) -> None:
+def test_the_template_loads_with_one_replica(project_dir) -> None:
     serving = load_project(project_dir).serving
     assert (serving.replicas.min, serving.replicas.max, serving.host) == (1, 1, "127.0.0.1")
 
@@ -44,7 +44,7 @@ def test_keys_in_the_file_override_the_profile(project_dir) -> None:
 
 
 def test_every_problem_is_listed_at_once(project_dir) -> None:
-    write(project_dir, replicas={"min": 3, "max": 2}, max_warm_copies=1, host="0.0.0.0", profile="fast",
+    write(project_dir, replicas={"min": 3, "max": 2}, max_warm_replicas=1, host="0.0.0.0", profile="fast",
           model_selection="pinned_version", idle_timeot_s=5, canary={"share_percent": 0})
     with pytest.raises(ConfigError) as caught:
         load_project(project_dir)
@@ -61,8 +61,35 @@ def test_every_problem_is_listed_at_once(project_dir) -> None:
         load_project(project_dir)
     assert caught.value.problems == [
         "config/serving.yml: replicas.min must be at most replicas.max; got min 3, max 2 (raise max or lower min)",
-        "config/serving.yml: replicas.max must be at most max_warm_copies; got 2 > 1 (raise max_warm_copies or "
+        "config/serving.yml: replicas.max must be at most max_warm_replicas; got 2 > 1 (raise max_warm_replicas or "
         "lower replicas.max)",
         "config/serving.yml: model_version is required when model_selection is 'pinned_version'; got None "
         "(set model_version: N, or use 'champion')",
+    ]
+
+
+def test_the_older_key_names_still_load(project_dir) -> None:
+    """A serving.yml written before the keys were named for replicas keeps working."""
+    settings = yaml.safe_load((project_dir / "serving.yml").read_text())
+    settings.pop("max_warm_replicas")
+    settings.pop("replica_start")
+    settings.update(max_warm_copies=6, copy_start="new_process", replicas={"min": 1, "max": 5})
+    (project_dir / "serving.yml").write_text(yaml.safe_dump(settings))
+    serving = load_project(project_dir).serving
+    assert (serving.max_warm_replicas, serving.replica_start, serving.replicas.max) == (6, "new_process", 5)
+    write(project_dir, replicas={"min": 1, "max": 7})  # the older name is checked like the current one
+    with pytest.raises(ConfigError, match="replicas.max must be at most max_warm_replicas; got 7 > 6"):
+        load_project(project_dir)
+
+
+def test_a_key_given_under_both_names_is_a_config_error_naming_both(project_dir) -> None:
+    write(project_dir, max_warm_copies=6, copy_start="new_process", port=-1)  # the template has the new names
+    with pytest.raises(ConfigError) as caught:
+        load_project(project_dir)
+    assert sorted(caught.value.problems) == [  # collected with the file's other problems
+        "config/serving.yml: copy_start and replica_start are one key (copy_start is its older name) and both are "
+        "given; got copy_start: 'new_process' (keep replica_start and remove copy_start)",
+        "config/serving.yml: max_warm_copies and max_warm_replicas are one key (max_warm_copies is its older name) "
+        "and both are given; got max_warm_copies: 6 (keep max_warm_replicas and remove max_warm_copies)",
+        "config/serving.yml: port must be between 0 and 65535; got -1",
     ]

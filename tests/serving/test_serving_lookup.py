@@ -21,7 +21,7 @@ import pytest
 
 from lakescore.chain import FittedChain
 from lakescore.runtime import LocalRuntime
-from serving_helpers import MODEL, REPO, assert_same_answers, expected_rows, launch, ready_copies, records
+from serving_helpers import MODEL, REPO, assert_same_answers, expected_rows, launch, ready_replicas, records
 
 WEATHER = "main.flights.weather"
 PLANES = "main.flights.planes"
@@ -103,12 +103,12 @@ def test_a_lookup_model_is_served_from_the_feature_rows_read_at_start_and_reload
     ep = launch(model.home, model.config_dir, endpoint_name="lookups", replicas={"min": 1, "max": 1},
                 record_flush_interval_s=1)
     try:
-        status = ep.wait_for(lambda s: bool(ready_copies(s)), what="a ready copy")
+        status = ep.wait_for(lambda s: bool(ready_replicas(s)), what="a ready replica")
         v0 = [{"table": WEATHER, "version": 0}, {"table": PLANES, "version": 0}]
-        assert status["feature_tables"] == v0 and ready_copies(status)[0]["feature_tables"] == v0
-        memory = status["memory"]  # the feature holder (the copy's parent) is one of the processes counted
-        assert [h["pid"] for h in memory["feature_holders"]] == [psutil.Process(ready_copies(status)[0]["pid"]).ppid()]
-        parts = [memory["endpoint"], memory["fork_server"], *memory["feature_holders"], *memory["copies"],
+        assert status["feature_tables"] == v0 and ready_replicas(status)[0]["feature_tables"] == v0
+        memory = status["memory"]  # the feature holder (the replica's parent) is one of the processes counted
+        assert [h["pid"] for h in memory["feature_holders"]] == [psutil.Process(ready_replicas(status)[0]["pid"]).ppid()]
+        parts = [memory["endpoint"], memory["fork_server"], *memory["feature_holders"], *memory["replicas"],
                  *memory["other_processes"]]
         assert memory["feature_holders"][0]["pss_mb"] > 0
         assert memory["total_pss_mb"] == pytest.approx(sum(p["pss_mb"] for p in parts), abs=0.5)
@@ -146,9 +146,9 @@ def test_a_lookup_model_is_served_from_the_feature_rows_read_at_start_and_reload
         deployed = ep.client.post("/deploy", json={"version": 1})
         assert deployed.status_code == 200, deployed.text
         v1 = [{"table": WEATHER, "version": 0}, {"table": PLANES, "version": 1}]
-        assert deployed.json()["feature_tables"] == v1 and deployed.json()["drained_copies"] == 1
-        status = ep.wait_for(lambda s: s["feature_tables"] == v1 and bool(ready_copies(s))
-                             and all(c["feature_tables"] == v1 for c in s["copies"]), what="the reloaded copy")
+        assert deployed.json()["feature_tables"] == v1 and deployed.json()["drained_replicas"] == 1
+        status = ep.wait_for(lambda s: s["feature_tables"] == v1 and bool(ready_replicas(s))
+                             and all(c["feature_tables"] == v1 for c in s["replicas"]), what="the reloaded replica")
         after = ep.score(request_rows(rest)).json()["predictions"]
         both = pd.concat([model.planes_v0, model.planes_rest], ignore_index=True)
         assert_same_answers(after, expected(model, rest, both))
@@ -184,8 +184,8 @@ def test_a_request_must_carry_the_keys_and_a_time_and_never_the_looked_up_column
 
 
 def test_the_cold_path_joins_the_feature_tables_at_the_pinned_versions(lookup_model: LookupModel) -> None:
-    from lakescore.serving.cold import ColdFeatures, cold_reply
-    from lakescore.serving.wire import parse_request
+    from lakescore.serving.replicas.cold import ColdFeatures, cold_reply
+    from lakescore.serving.http.wire import parse_request
     from lakescore.workflows.serve import read_serving_features
 
     model = lookup_model
@@ -211,18 +211,18 @@ def fork_server_children(status: dict) -> set[int]:  # type: ignore[type-arg]
     return {p.pid for p in psutil.Process(status["memory"]["fork_server"]["pid"]).children()}
 
 
-def test_a_redeploy_whose_copy_fails_leaves_the_served_feature_rows_in_charge_and_no_holder_behind(
+def test_a_redeploy_whose_replica_fails_leaves_the_served_feature_rows_in_charge_and_no_holder_behind(
         lookup_model: LookupModel) -> None:
     model = lookup_model
     ep = launch(model.home, model.config_dir, endpoint_name="lookup_redeploy", replicas={"min": 1, "max": 1})
     try:
-        status = ep.wait_for(lambda s: bool(ready_copies(s)), what="a ready copy")
-        served, first = status["feature_tables"], ready_copies(status)[0]
+        status = ep.wait_for(lambda s: bool(ready_replicas(s)), what="a ready replica")
+        served, first = status["feature_tables"], ready_replicas(status)[0]
         holder = psutil.Process(first["pid"]).ppid()
         assert first["feature_tables"] == served and holder in fork_server_children(status)
         elsewhere = model.weather.head(1).assign(origin="ZZZ")  # a new Delta version no request joins
         LocalRuntime(model.home).write_table(WEATHER, elsewhere.reset_index(drop=True), mode="append")
-        # the new copy cannot load: its model file is broken while the deploy runs (the served copy loaded it)
+        # the new replica cannot load: its model file is broken while the deploy runs (the served replica loaded it)
         saved = {path: path.read_bytes() for path in model.home.glob("mlartifacts/**/chain/model.joblib")}
         assert saved
         try:
@@ -233,22 +233,22 @@ def test_a_redeploy_whose_copy_fails_leaves_the_served_feature_rows_in_charge_an
             for path, data in saved.items():
                 path.write_bytes(data)
         assert failed.status_code == 502, failed.text
-        assert "no copy of v1 became ready" in failed.json()["message"]
+        assert "no replica of v1 became ready" in failed.json()["message"]
         assert [e.detail["version"] for e in ep.events("ml.deploy.failed") if e.endpoint == "lookup_redeploy"] == [1]
 
         status = ep.status()
-        assert status["feature_tables"] == served and [c["copy_id"] for c in status["copies"]] == [first["copy_id"]]
+        assert status["feature_tables"] == served and [c["replica_id"] for c in status["replicas"]] == [first["replica_id"]]
         answer = ep.score(request_rows(model.requests.head(3)))
         assert answer.status_code == 200 and all(r["feature_tables"] == served for r in answer.json()["predictions"])
-        # the deploy's holder is gone: the fork server holds the served copy's holder only (a registry read
+        # the deploy's holder is gone: the fork server holds the served replica's holder only (a registry read
         # may come and go meanwhile)
         status = ep.wait_for(lambda s: fork_server_children(s) == {holder}, what="one feature holder", timeout_s=30)
 
-        # a copy started later (the served one was killed) joins the served rows, from the same holder
+        # a replica started later (the served one was killed) joins the served rows, from the same holder
         os.kill(first["pid"], signal.SIGKILL)
-        status = ep.wait_for(lambda s: any(c["copy_id"] != first["copy_id"] for c in ready_copies(s)),
-                             what="the replacement copy")
-        (later,) = ready_copies(status)
+        status = ep.wait_for(lambda s: any(c["replica_id"] != first["replica_id"] for c in ready_replicas(s)),
+                             what="the replacement replica")
+        (later,) = ready_replicas(status)
         assert later["feature_tables"] == served and status["feature_tables"] == served
         assert psutil.Process(later["pid"]).ppid() == holder
         ep.wait_for(lambda s: fork_server_children(s) == {holder}, what="still one feature holder", timeout_s=30)

@@ -33,7 +33,7 @@ def test_registry_reads_go_to_the_endpoint_s_registry_even_when_its_fork_server_
     """The endpoint process never sets MLflow's URIs (its fork server's children get them): a registry
     read made while no fork server ran went to MLflow's default registry instead, ``./mlflow.db`` in
     the working directory, created empty, where the served version is missing, so the stale check
-    called a registered version deleted and the endpoint refused to start copies of it."""
+    called a registered version deleted and the endpoint refused to start replicas of it."""
     from lakescore.runtime import LocalRuntime
     from lakescore.serving import forkserver
     from lakescore.serving.plan import registry_view

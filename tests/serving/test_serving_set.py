@@ -1,6 +1,6 @@
 """A model set on a warm endpoint: planned, served (every output column), recorded and drift-checked;
 a shadow of another set version compares every set column; a canary of it routes whole-set requests
-and is rolled back when its copy fails. Two set versions: the session's ``trained_set`` (v1) and one
+and is rolled back when its replica fails. Two set versions: the session's ``trained_set`` (v1) and one
 trained here on fewer months with a stronger delay_model regularisation (v2)."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import yaml
 from lakescore.model_set import ModelSet
 from lakescore.saved_models import load_saved
 from lakescore.runtime import LocalRuntime
-from serving_helpers import MODEL, expected_rows, launch, ready_copies, records
+from serving_helpers import MODEL, expected_rows, launch, ready_replicas, records
 
 RTOL, ATOL = 1e-9, 1e-12
 INFERENCE = "main.flights.late_arrival_inference"
@@ -71,12 +71,12 @@ def set_versions(trained_set, tmp_path_factory: pytest.TempPathFactory) -> SetVe
 
 @pytest.fixture(scope="module")
 def set_endpoint(set_versions: SetVersions):
-    """The endpoint serving set v1 (champion), one copy; canary 50%, rollback at a 20-point gap over 6 requests."""
-    ep = launch(set_versions.home, set_versions.config_dir, endpoint_name="sets", max_warm_copies=3,
+    """The endpoint serving set v1 (champion), one replica; canary 50%, rollback at a 20-point gap over 6 requests."""
+    ep = launch(set_versions.home, set_versions.config_dir, endpoint_name="sets", max_warm_replicas=3,
                 canary={"share_percent": 50, "max_failure_rate_gap": 0.2, "min_requests": 6, "window_s": 600},
                 shadow={"rtol": RTOL, "atol": ATOL})
     try:
-        ep.wait_for(lambda s: bool(ready_copies(s)), what="a ready copy")
+        ep.wait_for(lambda s: bool(ready_replicas(s)), what="a ready replica")
         yield ep
     finally:
         ep.stop()
@@ -141,7 +141,7 @@ def test_a_shadow_of_a_set_compares_every_set_column(set_endpoint, set_versions:
     ep, v1, v2 = set_endpoint, set_versions.v1, set_versions.v2
     chosen = ep.client.post("/shadow", json={"version": 2})
     assert chosen.status_code == 200, chosen.text
-    ep.wait_for(lambda s: bool(ready_copies(s, "candidate")), what="the candidate copy")
+    ep.wait_for(lambda s: bool(ready_replicas(s, "candidate")), what="the candidate replica")
     for part in (set_requests.head(60), set_requests.tail(60)):
         answered = ep.score(records(part, v1.input_columns))
         assert {r["model_version"] for r in answered.json()["predictions"]} == {1}  # shadowing never answers
@@ -171,8 +171,8 @@ def test_a_failing_canary_of_a_set_is_rolled_back(set_endpoint, set_versions: Se
     ep = set_endpoint
     started = ep.client.post("/canary", json={"version": 2, "share_percent": 50})
     assert started.status_code == 200, started.text
-    status = ep.wait_for(lambda s: bool(ready_copies(s, "candidate")), what="the candidate copy")
-    candidate = ready_copies(status, "candidate")[0]
+    status = ep.wait_for(lambda s: bool(ready_replicas(s, "candidate")), what="the candidate replica")
+    candidate = ready_replicas(status, "candidate")[0]
     request = set_requests.iloc[2:5]
     want = {1: expected_rows(set_versions.v1, request), 2: expected_rows(set_versions.v2, request)}
     rows = records(request, set_versions.v1.input_columns)
@@ -182,20 +182,20 @@ def test_a_failing_canary_of_a_set_is_rolled_back(set_endpoint, set_versions: Se
     for a in answers:
         assert_set_answers(a["predictions"], want[a["model_version"]])
 
-    # the injected failure: the candidate's copies keep dying (a death is replaced; the third rolls it back)
-    codes, deadline, killed = [], time.monotonic() + 120, {candidate["copy_id"]}
+    # the injected failure: the candidate's replicas keep dying (a death is replaced; the third rolls it back)
+    codes, deadline, killed = [], time.monotonic() + 120, {candidate["replica_id"]}
     os.kill(candidate["pid"], signal.SIGKILL)
     while not ep.events("ml.canary.rollback") and time.monotonic() < deadline:
         reply = ep.score(rows)
         codes.append(reply.status_code)
-        for copy in ep.status()["copies"]:  # its replacement, starting or ready
-            if copy["role"] == "candidate" and copy["pid"] and copy["copy_id"] not in killed:
-                killed.add(copy["copy_id"])
-                os.kill(copy["pid"], signal.SIGKILL)
-    assert codes and set(codes) == {200}  # callers never saw a candidate copy die
+        for replica in ep.status()["replicas"]:  # its replacement, starting or ready
+            if replica["role"] == "candidate" and replica["pid"] and replica["replica_id"] not in killed:
+                killed.add(replica["replica_id"])
+                os.kill(replica["pid"], signal.SIGKILL)
+    assert codes and set(codes) == {200}  # callers never saw a candidate replica die
     rollback = [e.detail for e in ep.events("ml.canary.rollback")]
     assert len(rollback) == 1 and rollback[0]["candidate_version"] == 2
-    assert rollback[0]["candidate_copy_deaths"] == 3 and rollback[0]["production_failures"] == 0
+    assert rollback[0]["candidate_replica_deaths"] == 3 and rollback[0]["production_failures"] == 0
     status = ep.status()
     assert status["canary"] is None and status["candidate_version"] is None
     assert_set_answers(ep.score(rows).json()["predictions"], want[1])

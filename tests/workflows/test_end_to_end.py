@@ -121,7 +121,7 @@ def _serving_helpers():
 def test_a_random_forest_trains_scores_on_both_routes_and_serves_the_same_answers(spark_runtime, project_dir,
                                                                                   demo_tables):
     """A scikit-learn tree model end to end on a 3,000-flight slice: its fingerprint must survive
-    registration, Spark workers, the single-node pyfunc and a warm endpoint copy."""
+    registration, Spark workers, the single-node pyfunc and a warm endpoint replica."""
     import yaml
 
     helpers = _serving_helpers()
@@ -155,7 +155,7 @@ def test_a_random_forest_trains_scores_on_both_routes_and_serves_the_same_answer
     endpoint = helpers.launch(runtime.home, project_dir, endpoint_name="forest", scale_interval_s=1,
                               record_flush_interval_s=1)
     try:
-        endpoint.wait_for(lambda s: bool(helpers.ready_copies(s)), what="a ready copy")
+        endpoint.wait_for(lambda s: bool(helpers.ready_replicas(s)), what="a ready replica")
         rows = incoming.head(40)
         resp = endpoint.score(helpers.records(rows, helpers.chain_of(runtime, 1).input_columns))
         assert resp.status_code == 200, resp.text[:500]

@@ -111,7 +111,7 @@ PLACEMENTS: dict[str, Placement] = {
                    "no first-use locks (MLflow and Unity Catalog serialise their own creations)"),
         publication=(("spark", DeltaEngine.SPARK_DELTA), ("single_node", DeltaEngine.SPARK_DELTA)),
         serving=("the endpoint binds the driver's address (spark.driver.host) and requires the token; clients call "
-                 "https://<workspace>/driver-proxy-api/o/<org id>/<cluster id>/<port>/; copies listen on Unix "
+                 "https://<workspace>/driver-proxy-api/o/<org id>/<cluster id>/<port>/; replicas listen on Unix "
                  "sockets behind it"),
         serving_bind="driver",
         endpoint_reads_in_children=False,

@@ -8,7 +8,7 @@
   ``spark.databricks.clusterUsageTags.clusterId``), else the environment (``DATABRICKS_HOST``,
   ``DB_CLUSTER_ID``, ``DB_DRIVER_IP``).
 
-Either way the endpoint requires its token, and its copies listen on Unix sockets in a folder
+Either way the endpoint requires its token, and its replicas listen on Unix sockets in a folder
 only the endpoint's user can enter, never on a network address.
 """
 

@@ -2,28 +2,28 @@
 
 Every answer comes from ``FittedChain.predict`` inside the same pyfunc that batch scoring loads
 (``mlflow.pyfunc.load_model("models:/<name>/<version>")``, whose ``load_context`` re-verifies the
-certificate). Modules, one idea each:
+certificate). Four rooms, and the endpoint that wires them together:
 
-- ``wire``: request parsing and validation, JSON replies with nulls;
-- ``channel``: length-prefixed frames between the endpoint and a copy over the copy's Unix socket;
-- ``copy_app``: one copy's process (one model version, one request at a time, on its socket);
-- ``backend``: the ``ReplicaBackend`` seam and the local process backend;
-- ``preload``: what the fork server imports once, so copies share those pages;
-- ``pool``: the copies of an endpoint, the quietest-idle-copy rule, the bounded queue, start times;
-- ``routing``: the pure rule of where a request goes (warm, candidate, hold, queue, cold, reject);
-- ``scaler`` / ``autoscaler``: the pure scaling decision, and the loop that feeds and acts on it;
-- ``candidates``: the chosen candidate, its shadow, canary and mirroring;
-- ``shadow`` / ``canary``: candidate comparison and the automatic rollback rule;
-- ``cold``: the cold path, a child of the fork server that scores as a batch job would;
-- ``forkserver``: the preloaded fork server and the short jobs run in its children;
-- ``memory``: RSS and PSS of the endpoint, its fork server and each copy;
-- ``recorder`` / ``drift``: buffered prediction records for the Delta inference table;
-- ``idempotency``: request digests that bind an ``Idempotency-Key`` to one request, and its claims;
-- ``state``: token, audit events, copies and idempotent replies in SQLite under the runtime home;
-- ``endpoint`` / ``endpoint_app`` / ``responses`` / ``run``: the endpoint (the facade over the parts
-  above), its HTTP app, that app's replies, token check and body read, and its process (started by
-  ``lakescore.workflows.serve``);
+- ``http/``: the wire format, the app's replies, ``Idempotency-Key`` digests, the client;
+- ``replicas/``: the replica processes (backend, pool, replica, channel, preload, feature
+  holder, feature generations, cold path, memory);
+- ``policy/``: the pure rules and the loops that apply them (routing, scaler and autoscaler,
+  candidates, shadow, canary, health, stale);
+- ``state/``: token, audit events, replicas and idempotent replies in SQLite; the prediction
+  recorder; which process owns the endpoint.
+
+Beside them, one idea each:
+
+- ``endpoint`` / ``endpoint_app`` / ``run``: the endpoint (the facade over the parts above), its
+  HTTP app, and its process (started by ``lakescore.workflows.serve``);
+- ``deploy``: redeploying an endpoint to another version (``POST /deploy``);
+- ``forkserver``: the preloaded fork server and the short jobs run in its children (replicas,
+  cold-path scoring, registry reads for ``plan``);
 - ``plan``: what the endpoint serves (the resolved version, its input columns, the settings);
-- ``model_serving``: config/serving.yml as a Databricks Model Serving endpoint config;
-- ``client``: retries, hold header, idempotency keys and the token header for callers.
+- ``features``: what a lookup model's request carries, and the join a replica makes before the chain;
+- ``drift``: the drift check recorded with each answered row;
+- ``model_serving``: config/serving.yml as a Databricks Model Serving endpoint config.
+
+Imports point down: ``endpoint_app`` → ``endpoint`` → ``deploy`` → ``policy`` → ``replicas`` →
+``state`` → ``http``, with ``plan``, ``forkserver``, ``features`` and ``run`` below what uses them.
 """

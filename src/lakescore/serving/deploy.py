@@ -1,15 +1,15 @@
 """Redeploying an endpoint to another version (``POST /deploy``).
 
-:class:`Deployer` starts as many copies of the new version as are live now (role ``next``; the
-candidate's copy is adopted when it holds that version), switches traffic once one is ready, then
-drains and stops the old copies. A version with feature lookups reads its feature tables in a new
-generation that only the deploy's copies join until the deploy succeeds
-(:mod:`lakescore.serving.feature_generations`). One deploy runs at a time; one that fails, is
-refused or cancelled after it started copies stops them and is audited ``ml.deploy.failed``, and
+:class:`Deployer` starts as many replicas of the new version as are live now (role ``next``; the
+candidate's replica is adopted when it holds that version), switches traffic once one is ready, then
+drains and stops the old replicas. A version with feature lookups reads its feature tables in a new
+generation that only the deploy's replicas join until the deploy succeeds
+(:mod:`lakescore.serving.replicas.feature_generations`). One deploy runs at a time; one that fails, is
+refused or cancelled after it started replicas stops them and is audited ``ml.deploy.failed``, and
 the old version keeps serving; a successful one is audited ``ml.deploy``.
 
 The switch itself (the endpoint's plan, its columns, what the scaler and the candidates hold) is the
-endpoint's: the deployer calls ``switch(plan)`` once a copy of the new version is ready.
+endpoint's: the deployer calls ``switch(plan)`` once a replica of the new version is ready.
 """
 
 from __future__ import annotations
@@ -19,17 +19,17 @@ import time
 from typing import Any, Awaitable, Callable
 
 from lakescore.errors import ServingConflictError, ServingError
-from lakescore.serving.autoscaler import Autoscaler
-from lakescore.serving.backend import FeatureGeneration
-from lakescore.serving.candidates import Candidates
-from lakescore.serving.feature_generations import FeatureGenerations
-from lakescore.serving.health import COPY_START_TIMEOUT_S, HEALTH_INTERVAL_S
+from lakescore.serving.policy.autoscaler import Autoscaler
+from lakescore.serving.replicas.backend import FeatureGeneration
+from lakescore.serving.policy.candidates import Candidates
+from lakescore.serving.replicas.feature_generations import FeatureGenerations
+from lakescore.serving.policy.health import REPLICA_START_TIMEOUT_S, HEALTH_INTERVAL_S
 from lakescore.serving.plan import EndpointPlan, alias_version, certified_columns, model_task
-from lakescore.serving.pool import Copy, CopyPool
-from lakescore.serving.state import ServingState
+from lakescore.serving.replicas.pool import Replica, ReplicaPool
+from lakescore.serving.state.store import ServingState
 
-StartCopy = Callable[..., Awaitable[Copy | None]]
-"""``await start_copy(role, version, *, features=None) -> Copy | None`` (None: ``max_warm_copies`` reached)."""
+StartReplica = Callable[..., Awaitable[Replica | None]]
+"""``await start_replica(role, version, *, features=None) -> Replica | None`` (None: ``max_warm_replicas`` reached)."""
 
 
 class Deployer:
@@ -40,37 +40,38 @@ class Deployer:
     served : callable
         ``served() -> EndpointPlan``: the plan the endpoint serves now.
     switch : callable
-        ``switch(plan)``: serve ``plan`` from now on (called once a copy of its version is ready).
-    pool : CopyPool
+        ``switch(plan)``: serve ``plan`` from now on (called once a replica of its version is ready).
+    pool : ReplicaPool
     generations : FeatureGenerations
-        The feature rows each version's copies join.
+        The feature rows each version's replicas join.
     candidates : Candidates
-        A candidate of the new version gives its copies; one of another version is retired.
+        A candidate of the new version gives its replicas; one of another version is retired.
     autoscaler : Autoscaler
-        Its live copies are the old ones; its ``last_failure`` says why no new copy became ready.
+        Its live replicas are the old ones; its ``last_failure`` says why no new replica became ready.
     state : ServingState
         Audit events.
-    start_copy, retire : callable
-        See :data:`StartCopy`; ``await retire(copy)`` stops a copy now, or once its request is answered.
+    start_replica, retire : callable
+        See :data:`StartReplica`; ``await retire(replica)`` stops a replica now, or once its request is answered.
     """
 
     def __init__(self, *, served: Callable[[], EndpointPlan], switch: Callable[[EndpointPlan], None],
-                 pool: CopyPool, generations: FeatureGenerations, candidates: Candidates, autoscaler: Autoscaler,
-                 state: ServingState, start_copy: StartCopy, retire: Callable[[Copy], Awaitable[None]]) -> None:
+                 pool: ReplicaPool, generations: FeatureGenerations, candidates: Candidates, autoscaler: Autoscaler,
+                 state: ServingState, start_replica: StartReplica,
+                 retire: Callable[[Replica], Awaitable[None]]) -> None:
         self._served, self._switch = served, switch
         self.pool, self.generations, self.candidates, self.autoscaler = pool, generations, candidates, autoscaler
         self.state = state
-        self._start_copy, self._retire = start_copy, retire
+        self._start_replica, self._retire = start_replica, retire
         self.deploying: int | None = None
 
     async def deploy(self, version: int) -> dict[str, Any]:
-        """Serve ``version`` instead: start as many copies of it as are live now (the candidate's copy
+        """Serve ``version`` instead: start as many replicas of it as are live now (the candidate's replica
         is adopted when it holds that version), switch traffic once one is ready, then drain and stop
-        the old copies. A request is answered by whichever version's copy took it, and its reply names
-        that version; requests waiting for a copy take the new ones (checked again against the new
+        the old replicas. A request is answered by whichever version's replica took it, and its reply names
+        that version; requests waiting for a replica take the new ones (checked again against the new
         version's columns; one that asked for the old version by number is answered on the cold
         path). A candidate of another version is retired (its shadow and canary compared it with the
-        old version). A deploy that fails, is refused or cancelled after it started copies stops them
+        old version). A deploy that fails, is refused or cancelled after it started replicas stops them
         (none is left with role ``next``) and is audited ``ml.deploy.failed``; a successful one
         ``ml.deploy``.
 
@@ -82,20 +83,20 @@ class Deployer:
         Returns
         -------
         dict
-            ``endpoint``, ``version``, ``previous_version``, ``copies_started`` (started by this
-            deploy), ``adopted_copies`` (the candidate's, already running), ``drained_copies``,
+            ``endpoint``, ``version``, ``previous_version``, ``replicas_started`` (started by this
+            deploy), ``adopted_replicas`` (the candidate's, already running), ``drained_replicas``,
             ``switched_after_s`` (seconds from the call to the switch), ``pinned_by``, and
             ``feature_tables`` when ``version`` joins feature lookups.
 
         Raises
         ------
         ServingConflictError
-            ``version`` is already served, another deploy is under way, or ``max_warm_copies`` leaves no
-            room for a copy of it.
+            ``version`` is already served, another deploy is under way, or ``max_warm_replicas`` leaves no
+            room for a replica of it.
         ModelNotFoundError, UncertifiedModelError
             The version does not exist or has no certificate.
         ServingError
-            No copy of ``version`` became ready; the old version keeps serving.
+            No replica of ``version`` became ready; the old version keeps serving.
         """
         plan = self._served()
         if self.deploying is not None:
@@ -121,17 +122,17 @@ class Deployer:
         alias = await asyncio.to_thread(alias_version, plan.model_name, plan.alias)
         specs = await self.generations.specs(version)
         # the feature tables at their current versions, read in a new generation that only this deploy's
-        # copies join until it succeeds (a failed deploy leaves the served rows, and later copies, as they were)
+        # replicas join until it succeeds (a failed deploy leaves the served rows, and later replicas, as they were)
         loaded = await self.generations.load(version, specs) if specs else None
         old = self.autoscaler.live()
-        fresh = [] if specs else self.candidates.adopt(version)  # a candidate's copy holds older rows
+        fresh = [] if specs else self.candidates.adopt(version)  # a candidate's replica holds older rows
         adopted = len(fresh)
         try:
             await self._start_next(version, fresh, wanted=max(len(old), 1) if old else 0, features=loaded)
-        except BaseException:  # failed, refused or cancelled: no copy is left with role "next"
-            for copy in self.pool.of("next"):  # one deploy at a time: every "next" copy is this one's
-                await self._retire(copy)
-            if loaded is not None:  # its holder goes (with its last copy)
+        except BaseException:  # failed, refused or cancelled: no replica is left with role "next"
+            for replica in self.pool.of("next"):  # one deploy at a time: every "next" replica is this one's
+                await self._retire(replica)
+            if loaded is not None:  # its holder goes (with its last replica)
                 await self.generations.discard(loaded)
             raise
         if loaded is not None:
@@ -142,53 +143,54 @@ class Deployer:
         generation = self.generations.current(version)
         old = [c for c in self.pool.of("serve")  # with any the scaler started meanwhile
                if c.version != version or (generation is not None and c.feature_generation != generation.generation)]
-        for copy in fresh:
-            copy.role = "serve"
-        for copy in old:
-            await self._retire(copy)  # a busy copy finishes its request first (draining)
-        await self.pool.changed()  # waiting requests take the new copies
+        for replica in fresh:
+            replica.role = "serve"
+        for replica in old:
+            await self._retire(replica)  # a busy replica finishes its request first (draining)
+        await self.pool.changed()  # waiting requests take the new replicas
         if self.candidates.candidate is not None:  # its shadow and canary compare against the old version
             await self.candidates.retire_candidate(reason=f"endpoint {new.name} now serves v{version}")
-        if previous != version and self.generations.joins(previous):  # its feature rows go with its last copy
+        if previous != version and self.generations.joins(previous):  # its feature rows go with its last replica
             await self.generations.release(previous)
-        report = {"version": version, "previous_version": previous, "copies_started": len(fresh) - adopted,
-                  "adopted_copies": adopted, "drained_copies": len(old), "pinned_by": new.selection,
+        report = {"version": version, "previous_version": previous, "replicas_started": len(fresh) - adopted,
+                  "adopted_replicas": adopted, "drained_replicas": len(old), "pinned_by": new.selection,
                   "switched_after_s": round(time.monotonic() - started, 3),
                   **({"feature_tables": generation.tables} if generation is not None else {})}
         self.state.audit("ml.deploy", new.name, **report)
         return {"endpoint": new.name, **report}
 
-    async def _start_next(self, version: int, fresh: list[Copy], *, wanted: int,
+    async def _start_next(self, version: int, fresh: list[Replica], *, wanted: int,
                           features: FeatureGeneration | None = None) -> None:
-        """Start copies of ``version`` (role ``next``, joining ``features`` when given) until ``fresh``
+        """Start replicas of ``version`` (role ``next``, joining ``features`` when given) until ``fresh``
         holds ``wanted``, then wait until one is ready.
 
         Raises
         ------
         ServingConflictError
-            ``wanted`` copies were asked for and ``max_warm_copies`` left room for none.
+            ``wanted`` replicas were asked for and ``max_warm_replicas`` left room for none.
         ServingError
-            No copy of ``version`` became ready.
+            No replica of ``version`` became ready.
         """
         while len(fresh) < wanted:
-            copy = await self._start_copy("next", version, features=features)
-            if copy is None:
+            replica = await self._start_replica("next", version, features=features)
+            if replica is None:
                 break
-            fresh.append(copy)
+            fresh.append(replica)
         if wanted and not fresh:
-            raise ServingConflictError(f"cannot start a copy of v{version}: max_warm_copies "
-                                       f"{self._served().settings.max_warm_copies} copies are resident across "
+            raise ServingConflictError(f"cannot start a replica of v{version}: max_warm_replicas "
+                                       f"{self._served().settings.max_warm_replicas} replicas are resident across "
                                        "endpoints; stop one or raise the limit")
         if fresh and not await self._first_ready(fresh):
             plan = self._served()
-            raise ServingError(f"no copy of v{version} became ready ({self.autoscaler.last_failure or 'see the copy logs'}); "
+            why = self.autoscaler.last_failure or "see the replica logs"
+            raise ServingError(f"no replica of v{version} became ready ({why}); "
                                f"endpoint {plan.name} keeps serving v{plan.version}")
 
-    async def _first_ready(self, copies: list[Copy]) -> bool:
-        """Wait until one of ``copies`` is ready (True), or all are gone or COPY_START_TIMEOUT_S passed."""
-        deadline = time.monotonic() + COPY_START_TIMEOUT_S
+    async def _first_ready(self, replicas: list[Replica]) -> bool:
+        """Wait until one of ``replicas`` is ready (True), or all are gone or REPLICA_START_TIMEOUT_S passed."""
+        deadline = time.monotonic() + REPLICA_START_TIMEOUT_S
         while time.monotonic() < deadline:
-            alive = [c for c in copies if c.copy_id in self.pool.copies]
+            alive = [c for c in replicas if c.replica_id in self.pool.replicas]
             if any(c.state == "ready" for c in alive):
                 return True
             if not alive:

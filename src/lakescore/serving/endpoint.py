@@ -1,23 +1,23 @@
 """One endpoint: the facade that wires its parts together and carries their decisions out.
 
-- the copy pool (:mod:`lakescore.serving.pool`): copies, the quietest-copy rule, the bounded queue,
-  measured start times; this module starts and stops copies through the backend;
-- copy health (marks copies ready, drops failed ones, replaces those over ``memory_limit_mb``):
-  :class:`lakescore.serving.health.CopyHealth`;
-- where a request goes: the pure :func:`lakescore.serving.routing.route` (the rules are in that
+- the replica pool (:mod:`lakescore.serving.replicas.pool`): replicas, the quietest-replica rule, the bounded queue,
+  measured start times; this module starts and stops replicas through the backend;
+- replica health (marks replicas ready, drops failed ones, replaces those over ``memory_limit_mb``):
+  :class:`lakescore.serving.policy.health.ReplicaHealth`;
+- where a request goes: the pure :func:`lakescore.serving.policy.routing.route` (the rules are in that
   module's docstring); :meth:`Endpoint.answer` carries the route out;
-- scaling: :class:`lakescore.serving.autoscaler.Autoscaler`;
-- shadow, canary and mirroring: :class:`lakescore.serving.candidates.Candidates`;
+- scaling: :class:`lakescore.serving.policy.autoscaler.Autoscaler`;
+- shadow, canary and mirroring: :class:`lakescore.serving.policy.candidates.Candidates`;
 - redeploys: :class:`lakescore.serving.deploy.Deployer` (the switch itself is here);
-- the feature rows each version's copies join:
-  :class:`lakescore.serving.feature_generations.FeatureGenerations`;
-- the stale mark: :class:`lakescore.serving.stale.StaleCheck`;
-- after the reply: the rows are recorded (:mod:`lakescore.serving.recorder`) and, with a shadow,
+- the feature rows each version's replicas join:
+  :class:`lakescore.serving.replicas.feature_generations.FeatureGenerations`;
+- the stale mark: :class:`lakescore.serving.policy.stale.StaleCheck`;
+- after the reply: the rows are recorded (:mod:`lakescore.serving.state.recorder`) and, with a shadow,
   mirrored.
 
-A request whose copy does not answer (it died mid-request, or is not ready) is routed again, up to
-``MAX_COPY_ATTEMPTS`` copies: another ready copy, or the queue until the replacement is ready. Only
-then (a request that takes every copy down) does the cold path answer it.
+A request whose replica does not answer (it died mid-request, or is not ready) is routed again, up to
+``MAX_REPLICA_ATTEMPTS`` replicas: another ready replica, or the queue until the replacement is ready. Only
+then (a request that takes every replica down) does the cold path answer it.
 """
 
 from __future__ import annotations
@@ -35,27 +35,27 @@ import orjson
 
 from lakescore.errors import EndpointUnavailableError, ModelNotFoundError, RequestError
 from lakescore.serving import forkserver
-from lakescore.serving.autoscaler import Autoscaler
-from lakescore.serving.backend import FeatureGeneration, ReplicaBackend
-from lakescore.serving.canary import Outcome, verdict
-from lakescore.serving.candidates import Candidates
-from lakescore.serving.channel import ChannelError, CopyChannels
-from lakescore.serving.copy_app import trim_memory
-from lakescore.serving.cold import score_cold
+from lakescore.serving.policy.autoscaler import Autoscaler
+from lakescore.serving.replicas.backend import FeatureGeneration, ReplicaBackend
+from lakescore.serving.policy.canary import Outcome, verdict
+from lakescore.serving.policy.candidates import Candidates
+from lakescore.serving.replicas.channel import ChannelError, ReplicaChannels
+from lakescore.serving.replicas.replica import trim_memory
+from lakescore.serving.replicas.cold import score_cold
 from lakescore.serving.deploy import Deployer
 from lakescore.serving.drift import DriftReference, check_rows
-from lakescore.serving.feature_generations import FeatureGenerations
+from lakescore.serving.replicas.feature_generations import FeatureGenerations
 from lakescore.serving.features import FeatureReader
-from lakescore.serving.health import HEALTH_INTERVAL_S, CopyHealth
+from lakescore.serving.policy.health import HEALTH_INTERVAL_S, ReplicaHealth
 from lakescore.serving.plan import EndpointPlan
-from lakescore.serving.pool import Copy, CopyPool, Role
-from lakescore.serving.recorder import Answered, PredictionRecorder, RecordBatch
-from lakescore.serving.routing import Route, Snapshot, route
-from lakescore.serving.stale import StaleCheck
-from lakescore.serving.state import ServingState
-from lakescore.serving.wire import ScoreRequest, parse_request
+from lakescore.serving.replicas.pool import Replica, ReplicaPool, Role
+from lakescore.serving.state.recorder import Answered, PredictionRecorder, RecordBatch
+from lakescore.serving.policy.routing import Route, Snapshot, route
+from lakescore.serving.policy.stale import StaleCheck
+from lakescore.serving.state.store import ServingState
+from lakescore.serving.http.wire import ScoreRequest, parse_request
 
-MAX_COPY_ATTEMPTS = 3
+MAX_REPLICA_ATTEMPTS = 3
 
 
 @dataclass(frozen=True)
@@ -70,18 +70,18 @@ class Reply:
 
 
 class Endpoint:
-    """An endpoint holding ``plan.version`` in copies started through ``backend``.
+    """An endpoint holding ``plan.version`` in replicas started through ``backend``.
 
     Parameters
     ----------
     plan : EndpointPlan
     backend : ReplicaBackend
     state : ServingState
-        Audit events, resident copies and idempotent replies.
+        Audit events, resident replicas and idempotent replies.
     write : callable
-        ``write(batch)``: appends a :class:`lakescore.serving.recorder.RecordBatch` of the inference
+        ``write(batch)``: appends a :class:`lakescore.serving.state.recorder.RecordBatch` of the inference
         table's records once (one dict per answered row, see
-        :class:`lakescore.serving.recorder.PredictionRecorder`).
+        :class:`lakescore.serving.state.recorder.PredictionRecorder`).
     reference : callable, optional
         Called once, in the background, to build the drift reference from the training rows
         (None: rows are recorded with drift_check ``no_reference``).
@@ -98,26 +98,26 @@ class Endpoint:
         self.generations = FeatureGenerations(endpoint=plan.name, model_name=plan.model_name, uri=plan.uri,
                                               backend=backend, state=state, reader=features,
                                               lookups={plan.version: tuple(plan.lookups)})
-        self.pool = CopyPool(max_queue=self.s.max_queue, retry_after_s=self.s.retry_after_s)
+        self.pool = ReplicaPool(max_queue=self.s.max_queue, retry_after_s=self.s.retry_after_s)
         self.recorder = PredictionRecorder(write=write, state=state, endpoint=plan.name, model_name=plan.model_name,
                                            flush_rows=self.s.record_flush_rows,
                                            drift=lambda rows: check_rows(self.drift, rows))
         self.columns: dict[int, dict[str, str]] = {plan.version: plan.input_columns}
         self.autoscaler = Autoscaler(plan.name, plan.version, self.s, pool=self.pool, state=state,
-                                     start_copy=self._start_copy, retire=self._retire,
+                                     start_replica=self._start_replica, retire=self._retire,
                                      held_elsewhere=lambda: self._cold_waiting,
                                      refused=lambda version: self.stale.refusal(version))
-        self.candidates = Candidates(plan, pool=self.pool, state=state, start_copy=self._start_copy,
+        self.candidates = Candidates(plan, pool=self.pool, state=state, start_replica=self._start_replica,
                                      retire=self._retire, ask=self._ask, columns=self.columns,
                                      lookup_specs=self.generations.specs)
-        self.channels = CopyChannels(timeout_s=self.s.request_timeout_s)
+        self.channels = ReplicaChannels(timeout_s=self.s.request_timeout_s)
         self.counts: Counter[str] = Counter()
-        self.health = CopyHealth(plan.name, memory_limit_mb=self.s.memory_limit_mb, pool=self.pool, backend=backend,
+        self.health = ReplicaHealth(plan.name, memory_limit_mb=self.s.memory_limit_mb, pool=self.pool, backend=backend,
                                  state=state, autoscaler=self.autoscaler, candidates=self.candidates,
-                                 counts=self.counts, retire=self._retire, stop_copy=self._stop_copy)
+                                 counts=self.counts, retire=self._retire, stop_replica=self._stop_replica)
         self.deployer = Deployer(served=lambda: self.plan, switch=self._switch, pool=self.pool,
                                  generations=self.generations, candidates=self.candidates,
-                                 autoscaler=self.autoscaler, state=state, start_copy=self._start_copy,
+                                 autoscaler=self.autoscaler, state=state, start_replica=self._start_replica,
                                  retire=self._retire)
         self.stale = StaleCheck(served=lambda: self.plan, state=state)
         self.loop_error = ""
@@ -131,7 +131,7 @@ class Endpoint:
     # --- lifecycle ---------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Read a lookup version's feature tables, start ``replicas.min`` copies and the health,
+        """Read a lookup version's feature tables, start ``replicas.min`` replicas and the health,
         scale, sampling, stale and flush loops.
 
         Raises
@@ -142,11 +142,11 @@ class Endpoint:
         await self.generations.ensure(self.plan.version)
         n = self.s.replicas.min
         for _ in range(n):
-            await self._start_copy("serve", self.plan.version)
+            await self._start_replica("serve", self.plan.version)
         self.autoscaler.desired = n
         if n:
-            self.state.audit("ml.scale", self.plan.name, action="up", copies_before=0, copies_after=n,
-                             reason=f"started with {n} cop{'y' if n == 1 else 'ies'} (replicas.min)",
+            self.state.audit("ml.scale", self.plan.name, action="up", replicas_before=0, replicas_after=n,
+                             reason=f"started with {n} replica{'' if n == 1 else 's'} (replicas.min)",
                              requests_per_min=0.0)
         for loop in (self._health_loop, self.autoscaler.scale_loop, self.autoscaler.sample_loop, self._stale_loop,
                      self._flush_loop):
@@ -155,13 +155,13 @@ class Endpoint:
             self._tasks.append(asyncio.create_task(self._load_drift_reference()))
 
     async def stop(self) -> None:
-        """Stop every loop and copy, then flush the buffered records."""
+        """Stop every loop and replica, then flush the buffered records."""
         for task in [*self._tasks, *self._background]:
             task.cancel()
         await asyncio.gather(*self._tasks, *self._background, return_exceptions=True)
-        await asyncio.to_thread(self.backend.stop_all)  # every copy, and the copies' socket folder
-        self.pool.copies.clear()
-        await asyncio.to_thread(self.state.remove_endpoint_copies, self.plan.name)
+        await asyncio.to_thread(self.backend.stop_all)  # every replica, and the replicas' socket folder
+        self.pool.replicas.clear()
+        await asyncio.to_thread(self.state.remove_endpoint_replicas, self.plan.name)
         await asyncio.to_thread(self.recorder.flush)
         self.channels.close()
 
@@ -175,44 +175,45 @@ class Endpoint:
             self.counts["drift_reference_errors"] += 1
             self.state.audit("ml.drift.no_reference", self.plan.name, error=f"{type(err).__name__}: {err}")
 
-    # --- copies ------------------------------------------------------------------------------
+    # --- replicas ------------------------------------------------------------------------------
 
-    async def _start_copy(self, role: Role, version: int, *, features: FeatureGeneration | None = None) -> Copy | None:
-        """Start a copy (None when ``max_warm_copies`` copies are resident across endpoints, or the
+    async def _start_replica(self, role: Role, version: int, *,
+                             features: FeatureGeneration | None = None) -> Replica | None:
+        """Start a replica (None when ``max_warm_replicas`` replicas are resident across endpoints, or the
         version was deleted from the registry); ``features``: the feature generation it joins (a
         deploy's, not installed yet), default the version's current one."""
         if self.stale.refusal(version):
             return None
-        resident = await asyncio.to_thread(self.state.resident_copies)
-        if len(resident) >= self.s.max_warm_copies:
+        resident = await asyncio.to_thread(self.state.resident_replicas)
+        if len(resident) >= self.s.max_warm_replicas:
             return None
         if features is None and self.generations.joins(version):  # read when planned, deployed or chosen
             await self.generations.ensure(version)
         self._seq += 1
-        copy_id = f"{self.plan.name}-{role}-v{version}-{self._seq}"
-        address = await asyncio.to_thread(partial(self.backend.start, copy_id, version, features=features))
+        replica_id = f"{self.plan.name}-{role}-v{version}-{self._seq}"
+        address = await asyncio.to_thread(partial(self.backend.start, replica_id, version, features=features))
         if role == "serve" and version != self.plan.version:  # a deploy switched while it started
-            await asyncio.to_thread(self.backend.stop, copy_id)
-            return await self._start_copy("serve", self.plan.version)
-        copy = Copy(copy_id, version, role, address, pid=self.backend.pid(copy_id))
-        self.generations.stamp(copy)
-        self.pool.copies[copy_id] = copy
-        await asyncio.to_thread(self.state.add_copy, copy_id, endpoint=self.plan.name, role=role,
-                                version=version, pid=copy.pid, address=address)
-        return copy
+            await asyncio.to_thread(self.backend.stop, replica_id)
+            return await self._start_replica("serve", self.plan.version)
+        replica = Replica(replica_id, version, role, address, pid=self.backend.pid(replica_id))
+        self.generations.stamp(replica)
+        self.pool.replicas[replica_id] = replica
+        await asyncio.to_thread(self.state.add_replica, replica_id, endpoint=self.plan.name, role=role,
+                                version=version, pid=replica.pid, address=address)
+        return replica
 
-    async def _stop_copy(self, copy: Copy) -> None:
-        self.pool.copies.pop(copy.copy_id, None)
+    async def _stop_replica(self, replica: Replica) -> None:
+        self.pool.replicas.pop(replica.replica_id, None)
         await self.pool.changed()
-        await asyncio.to_thread(self.backend.stop, copy.copy_id)
-        await asyncio.to_thread(self.state.remove_copy, copy.copy_id)
+        await asyncio.to_thread(self.backend.stop, replica.replica_id)
+        await asyncio.to_thread(self.state.remove_replica, replica.replica_id)
 
-    async def _retire(self, copy: Copy) -> None:
-        """Stop a copy now, or once its current request is answered."""
-        if copy.busy:
-            copy.state = "draining"
+    async def _retire(self, replica: Replica) -> None:
+        """Stop a replica now, or once its current request is answered."""
+        if replica.busy:
+            replica.state = "draining"
         else:
-            await self._stop_copy(copy)
+            await self._stop_replica(replica)
 
     async def _health_loop(self) -> None:
         while True:
@@ -254,34 +255,35 @@ class Endpoint:
         canary = self.candidates.canary
         other = asked is not None and asked != self.plan.version
         return Snapshot(other_version=other, asks_candidate=other and canary is not None and asked == canary.version,
-                        canary_pick=canary_pick, candidate_copy=self.candidates.copy_state(),
+                        canary_pick=canary_pick, candidate_replica=self.candidates.replica_state(),
                         idle=sum(c.state == "ready" and not c.busy for c in serve),
-                        ready=sum(c.state == "ready" for c in serve), starting=sum(c.state == "starting" for c in serve),
+                        ready=sum(c.state == "ready" for c in serve),
+                        starting=sum(c.state == "starting" for c in serve),
                         can_start=self.autoscaler.can_start(), waiting=self.pool.waiting,
                         max_queue=self.pool.max_queue, hold_s=hold_s)
 
     async def answer(self, request: ScoreRequest, body: bytes, *, hold_s: float | None) -> Reply:
-        """Answer one validated request where :func:`lakescore.serving.routing.route` sends it.
+        """Answer one validated request where :func:`lakescore.serving.policy.routing.route` sends it.
 
         Parameters
         ----------
         request : ScoreRequest
         body : bytes
-            The request as forwarded to a copy.
+            The request as forwarded to a replica.
         hold_s : float or None
-            ``X-Scale-Up-Timeout`` (seconds): the longest the request waits for a copy to start;
-            None waits up to ``request_timeout_s``; 0 does not wait (503 at once when no copy is ready).
+            ``X-Scale-Up-Timeout`` (seconds): the longest the request waits for a replica to start;
+            None waits up to ``request_timeout_s``; 0 does not wait (503 at once when no replica is ready).
 
         Raises
         ------
         EndpointUnavailableError
-            The queue is full, no copy became ready within the wait, or every copy stayed busy for
-            ``request_timeout_s`` (503 with ``Retry-After`` from measured copy starts).
+            The queue is full, no replica became ready within the wait, or every replica stayed busy for
+            ``request_timeout_s`` (503 with ``Retry-After`` from measured replica starts).
         ServingError
             When the cold path fails.
         ModelNotFoundError
-            The version was deleted from the registry and no copy of it is ready (404): no new copy
-            or cold-path process of it starts (:meth:`lakescore.serving.stale.StaleCheck.refusal`).
+            The version was deleted from the registry and no replica of it is ready (404): no new replica
+            or cold-path process of it starts (:meth:`lakescore.serving.policy.stale.StaleCheck.refusal`).
         """
         asked = request.model_version
         pinned = asked is None or asked == self.plan.version
@@ -294,54 +296,54 @@ class Endpoint:
             if decision is Route.CANDIDATE:
                 answered = await self.candidates.answer(body)  # counted there, whatever happened
                 settled = settled or pick
-                if answered is not None:  # named by the copy that answered (the candidate may have changed)
+                if answered is not None:  # named by the replica that answered (the candidate may have changed)
                     return self._reply(answered[0], "warm", answered[1], by_candidate=True)
                 if asked is not None and asked != self.plan.version:
                     return self._reply(await self._cold_path(asked, body), "cold", asked)
                 pick = False  # production answers the request the candidate failed
                 continue
-            if pick and not settled:  # in the canary's share, but its copy is starting: production answers
+            if pick and not settled:  # in the canary's share, but its replica is starting: production answers
                 self.candidates.count("candidate", "rerouted")
                 settled = True
-            if decision is Route.COLD or attempts >= MAX_COPY_ATTEMPTS:
+            if decision is Route.COLD or attempts >= MAX_REPLICA_ATTEMPTS:
                 version = self.plan.version if asked is None else asked
-                if version == self.plan.version:  # no copy can start now: the scaler tries when it may
+                if version == self.plan.version:  # no replica can start now: the scaler tries when it may
                     demanded = self.autoscaler.demand(counted=demanded)
                 return self._reply(await self._cold_path(version, self._body_for(request, body, version)),
                                    "cold", version)
             if decision is Route.REJECT:
-                self.autoscaler.demand(counted=demanded)  # a refused request at zero copies still starts one
+                self.autoscaler.demand(counted=demanded)  # a refused request at zero replicas still starts one
                 raise self._rejected(hold_s)
             if decision is Route.HOLD:
                 demanded = self.autoscaler.demand(counted=demanded)
-            copy = await self._wait_for_copy(decision, hold_s)
-            if copy is None:
+            replica = await self._wait_for_replica(decision, hold_s)
+            if replica is None:
                 continue
-            if asked is not None and copy.version != asked:  # a deploy switched while it waited: the
-                await self.pool.release(copy, used=False)  # asked version is answered cold now
+            if asked is not None and replica.version != asked:  # a deploy switched while it waited: the
+                await self.pool.release(replica, used=False)  # asked version is answered cold now
                 continue
             try:
-                sent = self._body_for(request, body, copy.version)
+                sent = self._body_for(request, body, replica.version)
             except RequestError:
-                await self.pool.release(copy, used=False)
+                await self.pool.release(replica, used=False)
                 raise
             attempts += 1
-            outcome, value = await self._ask(copy, sent)
+            outcome, value = await self._ask(replica, sent)
             if not settled:
                 what = verdict(outcome, status=value.status if outcome == "error" else None)
                 self.candidates.count("production", what)
                 settled = True
-            copy.strikes = 0 if outcome not in ("unavailable", "timeout") else copy.strikes + 1
-            if outcome == "ok":  # the copy's version: a redeploy may have switched while it answered
-                return self._reply(value, "warm", copy.version)
+            replica.strikes = 0 if outcome not in ("unavailable", "timeout") else replica.strikes + 1
+            if outcome == "ok":  # the replica's version: a redeploy may have switched while it answered
+                return self._reply(value, "warm", replica.version)
             if outcome == "error":
                 return value
-            self.counts["copy_failures"] += 1
-            if copy.state == "ready":
-                copy.state, copy.detail = "failed", value  # no request until the health pass sees it ready again
+            self.counts["replica_failures"] += 1
+            if replica.state == "ready":
+                replica.state, replica.detail = "failed", value  # no request until the health pass sees it ready again
 
     def _body_for(self, request: ScoreRequest, body: bytes, version: int) -> bytes:
-        """``body`` for a copy of ``version``: as it is when the request was checked against that
+        """``body`` for a replica of ``version``: as it is when the request was checked against that
         version's columns, else checked again (a deploy switched while the request waited).
 
         Raises
@@ -360,68 +362,68 @@ class Endpoint:
                                f"the request does not fit it: {err}", http_status=err.http_status,
                                **err.fields) from err
 
-    async def _wait_for_copy(self, decision: Route, hold_s: float | None) -> Copy | None:
-        """A ready copy for a ``warm``, ``queue`` or ``hold`` route (waiting in the bounded queue);
-        None when the request is to be routed again (its idle copy was taken first, or it was held
-        and no copy can start now)."""
+    async def _wait_for_replica(self, decision: Route, hold_s: float | None) -> Replica | None:
+        """A ready replica for a ``warm``, ``queue`` or ``hold`` route (waiting in the bounded queue);
+        None when the request is to be routed again (its idle replica was taken first, or it was held
+        and no replica can start now)."""
         if decision is Route.HOLD:
             wait_s = self.s.request_timeout_s if hold_s is None else hold_s
-            copy = await self.pool.acquire("serve", wait_s=wait_s, give_up=self._cannot_start)
-            if copy is None and self._cannot_start():
-                return None  # the copy failed to start: routed again, to the cold path
-            if copy is None:
+            replica = await self.pool.acquire("serve", wait_s=wait_s, give_up=self._cannot_start)
+            if replica is None and self._cannot_start():
+                return None  # the replica failed to start: routed again, to the cold path
+            if replica is None:
                 waited = "X-Scale-Up-Timeout" if hold_s is not None else "request_timeout_s"
                 raise EndpointUnavailableError(
-                    f"no copy of endpoint {self.plan.name} became ready within {waited} {wait_s:g} s; retry after "
+                    f"no replica of endpoint {self.plan.name} became ready within {waited} {wait_s:g} s; retry after "
                     f"{self.pool.retry_after_s} s, or send a longer X-Scale-Up-Timeout",
                     retry_after_s=self.pool.retry_after_s)
-            return copy
-        if decision is Route.WARM:  # None: another request took the idle copy first; routed again
+            return replica
+        if decision is Route.WARM:  # None: another request took the idle replica first; routed again
             return await self.pool.acquire("serve", wait_s=0)
-        copy = await self.pool.acquire("serve", wait_s=self.s.request_timeout_s)
-        if copy is None:
+        replica = await self.pool.acquire("serve", wait_s=self.s.request_timeout_s)
+        if replica is None:
             raise EndpointUnavailableError(
-                f"every copy of endpoint {self.plan.name} stayed busy for request_timeout_s "
+                f"every replica of endpoint {self.plan.name} stayed busy for request_timeout_s "
                 f"{self.s.request_timeout_s:g} s; retry after {self.pool.retry_after_s} s or raise replicas.max",
                 retry_after_s=self.pool.retry_after_s)
-        return copy
+        return replica
 
     def _cannot_start(self) -> bool:
-        """No copy of the pinned version is alive and none can start now (routing then says cold)."""
+        """No replica of the pinned version is alive and none can start now (routing then says cold)."""
         return not self.autoscaler.live() and not self.autoscaler.can_start()
 
     def _rejected(self, hold_s: float | None) -> EndpointUnavailableError:
         retry = self.pool.retry_after_s
         if hold_s == 0 and not self.pool.full():
-            why = (f"no copy of endpoint {self.plan.name} is ready and X-Scale-Up-Timeout is 0; retry after "
+            why = (f"no replica of endpoint {self.plan.name} is ready and X-Scale-Up-Timeout is 0; retry after "
                    f"{retry} s, or send X-Scale-Up-Timeout: <seconds> to wait for one")
         else:
-            why = (f"{self.pool.waiting} requests already wait for a copy of endpoint {self.plan.name} (max_queue "
+            why = (f"{self.pool.waiting} requests already wait for a replica of endpoint {self.plan.name} (max_queue "
                    f"{self.pool.max_queue}); retry after {retry} s or raise max_queue or replicas.max")
         return EndpointUnavailableError(why, retry_after_s=retry)
 
-    async def _ask(self, copy: Copy, body: bytes) -> tuple[Outcome, Any]:
-        """Send a checked body (``ScoreRequest.to_body()``) to a copy over its channel:
+    async def _ask(self, replica: Replica, body: bytes) -> tuple[Outcome, Any]:
+        """Send a checked body (``ScoreRequest.to_body()``) to a replica over its channel:
         ("ok", rows) | ("timeout", detail) (alive, ran over ``request_timeout_s``) |
         ("unavailable", detail) (died, closed, not listening, not ready) | ("error", Reply)."""
-        if len(self.channels) > len(self.pool.copies):
-            self.channels.keep_only({c.address for c in self.pool.copies.values()})
+        if len(self.channels) > len(self.pool.replicas):
+            self.channels.keep_only({c.address for c in self.pool.replicas.values()})
         failed = True
         try:
-            status, payload = await self.channels.score(copy.address, body)
+            status, payload = await self.channels.score(replica.address, body)
             failed = status >= 500
         except ChannelError as err:
             return ("timeout" if err.timed_out else "unavailable"), str(err)
-        finally:  # also when the request is cancelled: the copy is free again
-            await self.pool.release(copy, failed=failed)
+        finally:  # also when the request is cancelled: the replica is free again
+            await self.pool.release(replica, failed=failed)
         try:
             answer = orjson.loads(payload)
         except orjson.JSONDecodeError:
-            return "unavailable", f"copy answered {status} without JSON"
+            return "unavailable", f"replica answered {status} without JSON"
         if status == 200:
             return "ok", answer["predictions"]
         if status == 503:
-            return "unavailable", answer.get("message", "copy not ready")
+            return "unavailable", answer.get("message", "replica not ready")
         return "error", Reply(status, answer)
 
     async def _cold_path(self, version: int, body: bytes) -> list[dict[str, Any]]:
@@ -430,7 +432,7 @@ class Endpoint:
         refused = self.stale.refusal(version)
         if refused:
             raise ModelNotFoundError(
-                f"endpoint {self.plan.name} holds no ready copy of v{version}, and {refused}, nor a cold-path "
+                f"endpoint {self.plan.name} holds no ready replica of v{version}, and {refused}, nor a cold-path "
                 "process; deploy a registered version with `lakescore serve --deploy N`", version=version)
         if self._cold.locked() and self._cold_waiting >= self.s.max_queue:
             raise EndpointUnavailableError(
@@ -487,7 +489,7 @@ class Endpoint:
     # --- status ------------------------------------------------------------------------------
 
     def status(self) -> dict[str, Any]:
-        """Everything an operator asks: version, stale, copies (with resident memory), the last
+        """Everything an operator asks: version, stale, replicas (with resident memory), the last
         scale decision, shadow and canary figures, the ``Retry-After`` a 503 would carry now, and
         the recorder."""
         now = time.monotonic()
@@ -502,21 +504,21 @@ class Endpoint:
         return {"endpoint": self.plan.name, "state": state, "model": self.plan.model_uri,
                 "version": self.plan.version, "pinned_by": self.plan.selection, "stale": bool(self.stale.reason),
                 "stale_reason": self.stale.reason, **scaler.summary(now),
-                "copies": [c.summary(now) for c in self.pool.copies.values()], "queued": self.pool.waiting,
+                "replicas": [c.summary(now) for c in self.pool.replicas.values()], "queued": self.pool.waiting,
                 "cold_waiting": self._cold_waiting, "retry_after_s": self.pool.retry_after_s,
                 "measured_starts_s": list(self.pool.starts.measured),
                 "counts": {k: v for k, v in counts.items() if v}, **self.candidates.summary(),
                 "loop_error": scaler.last_error or self.loop_error, "memory_limit_note": self.health.memory_note,
                 "recorder": self.recorder.summary(), "drift_reference": self.drift is not None,
-                "max_warm_copies": self.s.max_warm_copies,
+                "max_warm_replicas": self.s.max_warm_replicas,
                 **self.generations.status(self.plan.version, None if candidate is None else candidate.version)}
 
     def processes(self) -> dict[str, Any]:
-        """The processes whose memory ``GET /status`` reports (:func:`lakescore.serving.memory.footprint`
+        """The processes whose memory ``GET /status`` reports (:func:`lakescore.serving.replicas.memory.footprint`
         reads them from /proc, off the event loop): this endpoint process, its fork server, the
-        feature holders of lookup versions, each copy, and any other process under this one."""
+        feature holders of lookup versions, each replica, and any other process under this one."""
         return {"endpoint": os.getpid(), "fork_server": forkserver.server_pid(), "others_under": os.getpid(),
-                "feature_holders": self.backend.holder_pids(), "copies": [c.pid for c in self.pool.copies.values()]}
+                "feature_holders": self.backend.holder_pids(), "replicas": [c.pid for c in self.pool.replicas.values()]}
 
 
 def new_request_id() -> str:

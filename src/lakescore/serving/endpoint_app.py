@@ -1,18 +1,18 @@
 """The endpoint's HTTP app (what ``lakescore serve`` listens with: 127.0.0.1 locally, the driver's
-address behind the driver proxy on Databricks). It forwards checked requests to the copies over
-their Unix sockets (:mod:`lakescore.serving.channel`).
+address behind the driver proxy on Databricks). It forwards checked requests to the replicas over
+their Unix sockets (:mod:`lakescore.serving.replicas.channel`).
 
 Routes (all need the endpoint's token, checked by one dependency, :func:`token_check`, as
 ``Authorization: Bearer <token>`` or, where Authorization carries a proxy's token, as
 ``X-Lakescore-Token: <token>``; 401 without it):
 
 - ``POST /invocations``: score rows (``dataframe_records`` or ``dataframe_split``); where a request
-  goes is :mod:`lakescore.serving.routing`. Headers: ``X-Scale-Up-Timeout: N`` caps how long the
-  request waits for a copy to start (default ``request_timeout_s``; 0: 503 at once when no copy is ready);
+  goes is :mod:`lakescore.serving.policy.routing`. Headers: ``X-Scale-Up-Timeout: N`` caps how long the
+  request waits for a replica to start (default ``request_timeout_s``; 0: 503 at once when no replica is ready);
   ``Idempotency-Key: K`` answers a retried request once (the first 200 reply is kept 24 h, bound
   to the request's digest); the same key with another request gets 422 ``idempotency_key_reused``
-  (see :mod:`lakescore.serving.idempotency`).
-- ``GET /status``: the endpoint's state, copies, last scale decision, shadow and canary figures,
+  (see :mod:`lakescore.serving.http.idempotency`).
+- ``GET /status``: the endpoint's state, replicas, last scale decision, shadow and canary figures,
   and the memory of its processes.
 - ``POST /shadow`` ``{"version": N}`` / ``DELETE /shadow``: choose or retire the candidate.
 - ``POST /canary`` ``{"share_percent": P, "version": N}`` / ``DELETE /canary``: real traffic to it.
@@ -41,12 +41,12 @@ from starlette.background import BackgroundTask
 from lakescore.errors import (EndpointActionError, EndpointUnavailableError, LakescoreError, RequestError,
                               UnauthorizedError)
 from lakescore.serving.endpoint import Endpoint, new_request_id
-from lakescore.serving.idempotency import KeyClaims, Kept, request_digest
-from lakescore.serving.memory import footprint
+from lakescore.serving.http.idempotency import KeyClaims, Kept, request_digest
+from lakescore.serving.replicas.memory import footprint
 from lakescore.serving.plan import input_columns
-from lakescore.serving.responses import UNAUTHORIZED, authorized, error_reply, read_body, reply
-from lakescore.serving.state import ServingState
-from lakescore.serving.wire import ScoreRequest, parse_request
+from lakescore.serving.http.responses import UNAUTHORIZED, authorized, error_reply, read_body, reply
+from lakescore.serving.state.store import ServingState
+from lakescore.serving.http.wire import ScoreRequest, parse_request
 
 MAX_HOLD_S = 3600.0
 REPLY_KEPT_S = 86400.0
@@ -58,7 +58,7 @@ LOG = logging.getLogger(__name__)
 def token_check(token: str) -> Callable[[Request], Awaitable[None]]:
     """The dependency every route of the endpoint's app runs first: the endpoint's token, as
     ``Authorization: Bearer <token>`` or ``X-Lakescore-Token: <token>``
-    (:func:`lakescore.serving.responses.authorized`).
+    (:func:`lakescore.serving.http.responses.authorized`).
 
     Raises
     ------
@@ -233,7 +233,7 @@ class Invocations:
 
 
 def create_endpoint_app(endpoint: Endpoint, *, token: str, state: ServingState, address: str = "") -> FastAPI:
-    """The endpoint's app; its lifespan starts and stops the endpoint (copies, loops, flush).
+    """The endpoint's app; its lifespan starts and stops the endpoint (replicas, loops, flush).
 
     Parameters
     ----------

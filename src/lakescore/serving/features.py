@@ -1,4 +1,4 @@
-"""Serving a feature-lookup model: what a request carries, and the join a copy makes before the chain.
+"""Serving a feature-lookup model: what a request carries, and the join a replica makes before the chain.
 
 A model trained with ``feature_lookups`` reads columns that no request sends: they are joined on from
 the feature tables, exactly as the batch routes join them (:func:`lakescore.lookup.join_all`). So a
@@ -16,9 +16,9 @@ time is an instant; against a feature table whose time column has no zone (Delta
 it is compared as UTC wall clock, the zone the local Spark session and Databricks use
 (:meth:`Features.join`), where the batch join refuses an aware time against a naive one.
 
-The feature tables are read once per copy generation, in the process the copies are forked from
-(:mod:`lakescore.serving.feature_holder`), so the copies share their pages; :class:`Features` is
-what a copy holds. Nothing here imports pandas at import time: the endpoint process uses
+The feature tables are read once per replica generation, in the process the replicas are forked from
+(:mod:`lakescore.serving.replicas.feature_holder`), so the replicas share their pages; :class:`Features` is
+what a replica holds. Nothing here imports pandas at import time: the endpoint process uses
 :func:`request_columns` on specs in JSON form.
 """
 
@@ -74,7 +74,7 @@ def request_columns(signature: dict[str, str], specs: Sequence[dict[str, Any]]) 
 
 @dataclass(frozen=True)
 class Features:
-    """The feature tables a copy joins requests against, read once at one version each.
+    """The feature tables a replica joins requests against, read once at one version each.
 
     Attributes
     ----------
@@ -101,7 +101,7 @@ class Features:
         """``frame`` (a request's rows) with every lookup joined in order, as
         :func:`lakescore.lookup.join_all` joins them.
 
-        A request time is an instant (``datetime64[ns, UTC]``, :mod:`lakescore.serving.wire`); against
+        A request time is an instant (``datetime64[ns, UTC]``, :mod:`lakescore.serving.http.wire`); against
         a feature table without a zone (``datetime64`` naive, Delta ``timestamp_ntz``) it is compared
         as UTC wall clock, the zone the local Spark session and Databricks use, so the features equal
         the batch join's for the same naive times. The rows keep their own (aware) time column.
@@ -109,7 +109,7 @@ class Features:
         Parameters
         ----------
         frame : DataFrame of shape (n_rows, n_columns)
-            A request's rows (:attr:`lakescore.serving.wire.ScoreRequest.frame`).
+            A request's rows (:attr:`lakescore.serving.http.wire.ScoreRequest.frame`).
         specs : sequence of FeatureLookup
             The chain's lookups, in join order.
 
@@ -118,7 +118,7 @@ class Features:
         DataFrame of shape (n_rows, n_columns + n_looked_up)
             As :func:`lakescore.lookup.join_features`, one lookup after the other.
         """
-        from lakescore.lookup import join_features  # pandas: only a copy or a cold-path child joins
+        from lakescore.lookup import join_features  # pandas: only a replica or a cold-path child joins
 
         for spec in specs:
             table = self.frames[spec.table_name]
@@ -132,7 +132,7 @@ class Features:
 def _utc_wall_clock(frame: pd.DataFrame, table: pd.DataFrame, spec: FeatureLookup) -> pd.DataFrame:
     """``frame`` with its aware ``timestamp_lookup_key`` as naive UTC when ``table``'s
     ``feature_timestamp_key`` is a naive ``datetime64`` column; else ``frame`` itself."""
-    import pandas as pd  # a copy only
+    import pandas as pd  # a replica only
 
     ts, fts = spec.timestamp_lookup_key, spec.feature_timestamp_key
     if not spec.point_in_time or ts not in frame.columns or fts not in table.columns:

@@ -1,13 +1,13 @@
 """The endpoint's preloaded fork server, and short jobs run in children forked from it.
 
 One fork server per endpoint process (multiprocessing's ``forkserver`` start method) imports the
-scoring stack once (:mod:`lakescore.serving.preload`) and loads no model. Copies are forked from it
-(:class:`lakescore.serving.backend.LocalProcessBackend`), and so are the jobs that need that stack
+scoring stack once (:mod:`lakescore.serving.replicas.preload`) and loads no model. Replicas are forked from it
+(:class:`lakescore.serving.replicas.backend.LocalProcessBackend`), and so are the jobs that need that stack
 but must not leave it in the endpoint process, which holds no model: the cold path (load a version
-and score, :mod:`lakescore.serving.cold`), model-registry reads (:mod:`lakescore.serving.plan`) and
+and score, :mod:`lakescore.serving.replicas.cold`), model-registry reads (:mod:`lakescore.serving.plan`) and
 inference-table writes (:mod:`lakescore.workflows.serve`). Such a child starts in milliseconds,
 because it pays no imports but the ones its job needs beyond the preloaded stack (a registry read
-imports MLflow's SQL store, about 0.7 s: see :mod:`lakescore.serving.preload`), runs one function,
+imports MLflow's SQL store, about 0.7 s: see :mod:`lakescore.serving.replicas.preload`), runs one function,
 sends back its value (or its exception) through a pipe and exits, so whatever it loaded is gone
 with it.
 
@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from lakescore.errors import ServingError
 
-PRELOAD = "lakescore.serving.preload"
+PRELOAD = "lakescore.serving.replicas.preload"
 child_env: dict[str, str] = {}  # set in every child before its job runs
 
 _CONTEXT: Any = None

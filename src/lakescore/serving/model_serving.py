@@ -7,7 +7,7 @@ SDK's own. The mapping:
 
 - served entities: the pinned version (``serve-v<N>``) and, with a candidate, the candidate
   (``candidate-v<M>``), each the Unity Catalog model ``catalog.schema.model`` at that version;
-- scale from ``replicas``: each of our copies answers one request at a time, and one unit of
+- scale from ``replicas``: each of our replicas answers one request at a time, and one unit of
   Model Serving provisioned concurrency is one request at a time (databricks-sdk
   ``ServedEntityInput.workload_size``), granted in steps of 4 (one Model Serving replica). So
   ``min_provisioned_concurrency`` is ``replicas.min`` and ``max_provisioned_concurrency``

@@ -6,7 +6,7 @@ The registry reads here need MLflow (~125 MB of imports with its SQL store). The
 holds no model, so once it has a fork server (:mod:`lakescore.serving.forkserver`) and has told its
 children where the registry is (``MLFLOW_TRACKING_URI`` in ``forkserver.child_env``), each read
 runs in a child forked from it, which has MLflow's pyfunc imported already and imports the SQL
-store itself (the fork server does not hold it: copies never read the registry), and the endpoint
+store itself (the fork server does not hold it: replicas never read the registry), and the endpoint
 never imports MLflow; any other process reads in place.
 """
 
@@ -104,11 +104,10 @@ def model_task(model_uri: str) -> str:
     return _registry(_model_task, model_uri)
 
 
-def compared_output_columns(model_uri: str) -> dict[str, str]:
-    """The version's answer columns a shadow compares, each ``label`` (exact) or ``value`` (within
-    the shadow's tolerances): :func:`lakescore.serving.shadow.compared_columns` of its saved chain
-    or model set."""
-    return _registry(_compared_columns, model_uri)
+def saved_description(model_uri: str) -> dict[str, Any]:
+    """The version's saved description: its ``chain.json``, or for a model set its ``set.json`` with
+    ``task`` ``model_set`` (what :func:`lakescore.serving.policy.shadow.compared_columns` reads)."""
+    return _registry(_saved_model, model_uri)
 
 
 def model_lookups(model_uri: str) -> list[dict[str, Any]]:
@@ -159,7 +158,7 @@ def registry_view(model_name: str, version: int, *, alias: str | None) -> Regist
 
 def artifact_location(model_name: str, version: int) -> str:
     """Where the registered version's files are (``MlflowClient.get_model_version_download_uri``:
-    a ``file://`` folder on the local runtime). A copy loads its model from there, so it needs no
+    a ``file://`` folder on the local runtime). A replica loads its model from there, so it needs no
     registry read and no registry client (the SQL store's ~45 MB of imports); the certificate is
     verified at load exactly as for ``models:/<name>/<version>``, whose files these are.
 
@@ -221,12 +220,6 @@ def _model_task(model_uri: str) -> str:
 
 def _model_lookups(model_uri: str) -> list[dict[str, Any]]:
     return [dict(x["spec"]) for x in _saved_model(model_uri).get("feature_lookups", [])]
-
-
-def _compared_columns(model_uri: str) -> dict[str, str]:
-    from lakescore.serving.shadow import compared_columns
-
-    return compared_columns(_saved_model(model_uri))
 
 
 def _artifact_location(model_name: str, version: int) -> str:

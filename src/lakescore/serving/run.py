@@ -21,7 +21,7 @@ CEILING_SENTENCE = "This is an upper bound of compute, not a spending limit: not
 
 
 def monthly_ceiling(cost_per_hour: float, max_replicas: int) -> float:
-    """The most an endpoint's copies can cost in a month: 24 h x 31 days x ``max_replicas`` x H.
+    """The most an endpoint's replicas can cost in a month: 24 h x 31 days x ``max_replicas`` x H.
 
     >>> monthly_ceiling(0.5, 3)
     1116.0

@@ -5,7 +5,7 @@ Serving config (:func:`export_model_serving`).
 
 The endpoint's address, client URL, process id and token file are written to
 ``<home>/serving/endpoints/<name>.json`` while it runs, so clients can find it; it is claimed under
-the serving lock (:mod:`lakescore.serving.claim`), so a second ``lakescore serve`` of the same
+the serving lock (:mod:`lakescore.serving.state.claim`), so a second ``lakescore serve`` of the same
 endpoint on the same home is refused while the first runs. Answered rows are
 appended to the inference table through the runtime; the drift reference is built once, in the
 background, from the training table.
@@ -18,7 +18,7 @@ leaves with them. ``--dry-run`` plans in place and starts no fork server.
 
 A model with feature lookups is served with requests that carry the row's own columns and keys;
 its feature tables are read once at their current versions (:func:`read_serving_features`, in the
-feature holder its copies are forked from: :mod:`lakescore.serving.feature_holder`) and again on
+feature holder its replicas are forked from: :mod:`lakescore.serving.replicas.feature_holder`) and again on
 ``POST /deploy``.
 """
 
@@ -33,14 +33,14 @@ from lakescore.errors import ConfigError, LakescoreError, RuntimeUnsupportedErro
 from lakescore.runtime import Runtime, serving_bind
 from lakescore.serving import forkserver
 from lakescore.serving.plan import EndpointPlan, plan_endpoint
-from lakescore.serving.claim import claim_endpoint, refuse_if_running, release_endpoint
+from lakescore.serving.state.claim import claim_endpoint, refuse_if_running, release_endpoint
 from lakescore.serving.run import bind, ceiling_text, graceful_server, monthly_ceiling
-from lakescore.serving.state import ServingState, ensure_token, serving_dir
+from lakescore.serving.state.store import ServingState, ensure_token, serving_dir
 
 if TYPE_CHECKING:
     from lakescore.runtime import Runtime
     from lakescore.serving.drift import DriftReference
-    from lakescore.serving.recorder import RecordBatch
+    from lakescore.serving.state.recorder import RecordBatch
     from lakescore.workflows.lookups import FeatureTables
 
 WRITE_TIMEOUT_S = 600.0
@@ -53,7 +53,7 @@ def serve(project: ProjectConfig, runtime: Runtime, *, cost_per_hour: float | No
     Parameters
     ----------
     cost_per_hour : float, optional
-        Compute price of one copy per hour; prints the monthly ceiling
+        Compute price of one replica per hour; prints the monthly ceiling
         ``24 x 31 x replicas.max x cost_per_hour`` with the sentence that it is an upper bound of
         compute, not a spending limit.
     dry_run : bool, default False
@@ -70,7 +70,7 @@ def serve(project: ProjectConfig, runtime: Runtime, *, cost_per_hour: float | No
         Before anything starts: serving.yml problems, a missing model/version/alias or
         certificate, a port in use, or a negative cost.
     EndpointRunningError
-        Before any copy starts: another live process serves the same endpoint from this home.
+        Before any replica starts: another live process serves the same endpoint from this home.
     RuntimeUnsupportedError
         On the databricks runtime, a session without the cluster's address facts
         (:func:`lakescore.runtime.serving_address.cluster_facts`).
@@ -99,14 +99,14 @@ def _run_endpoint(runtime: Runtime, plan: EndpointPlan) -> dict[str, Any]:
     """Start the endpoint, publish its address file, serve until stopped; the final counters."""
     import uvicorn  # the endpoint's server
 
-    from lakescore.serving.backend import LocalProcessBackend
+    from lakescore.serving.replicas.backend import LocalProcessBackend
     from lakescore.serving.endpoint import Endpoint
     from lakescore.serving.endpoint_app import create_endpoint_app
 
     token = ensure_token(runtime.home)
     state = ServingState(runtime.home)
     backend = LocalProcessBackend(model_name=plan.model_name, tracking_uri=plan.tracking_uri,
-                                  log_dir=serving_dir(runtime.home) / "logs", start=plan.settings.copy_start)
+                                  log_dir=serving_dir(runtime.home) / "logs", start=plan.settings.replica_start)
     table = plan.settings.inference_table
     if runtime.placement.endpoint_reads_in_children:
         endpoint = Endpoint(plan, backend=backend, state=state,
@@ -222,7 +222,7 @@ def deploy(project: ProjectConfig, runtime: Runtime, version: int) -> dict[str, 
     """Redeploy the project's running endpoint to ``version`` (``lakescore serve --deploy N``).
 
     Calls ``POST /deploy`` on the endpoint running from ``runtime.home`` (its address file and
-    token): copies of ``version`` start, traffic switches once one is ready, the old copies drain.
+    token): replicas of ``version`` start, traffic switches once one is ready, the old replicas drain.
 
     Returns
     -------
@@ -238,7 +238,7 @@ def deploy(project: ProjectConfig, runtime: Runtime, version: int) -> dict[str, 
     RequestError, ServingError
         When the endpoint refuses or cannot start the version (it keeps serving the old one).
     """
-    from lakescore.serving.client import EndpointClient
+    from lakescore.serving.http.client import EndpointClient
 
     if project.serving is None:
         raise ConfigError([f"{project.config_dir.name}/serving.yml: file not found; create it (see config/)"])
@@ -257,11 +257,11 @@ def _plan(project: ProjectConfig, runtime: Runtime) -> EndpointPlan:
 
 
 def append_rows(runtime: Runtime, table: str, batch: RecordBatch) -> None:
-    """Append a batch of prediction records (:class:`lakescore.serving.recorder.PredictionRecorder`'s,
+    """Append a batch of prediction records (:class:`lakescore.serving.state.recorder.PredictionRecorder`'s,
     one dict per answered row) to the inference table once, as its app transaction (a retried or
     racing write of the same batch adds nothing), in a child of the fork server where the placement
     has one; a column the table lacks (``feature_tables``, added with feature lookups) is added to it."""
-    from lakescore.serving.recorder import records_frame
+    from lakescore.serving.state.recorder import records_frame
 
     runtime.append_once(table, records_frame(batch.records), app_id=batch.app_id, version=batch.version,
                         schema_mode="merge")
@@ -277,7 +277,7 @@ def read_serving_features(runtime: Runtime, specs: list[dict[str, Any]],
     specs : list of dict
         The version's lookup specs (``FeatureLookup.to_json``).
     versions : dict of str to int, optional
-        Table -> Delta version to read (the cold path pins the warm copies' versions); default current.
+        Table -> Delta version to read (the cold path pins the warm replicas' versions); default current.
 
     Returns
     -------
