@@ -1,11 +1,8 @@
 """User steps: column_step, fitted_step, filter_step, and how they are saved and run."""
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pandas as pd
 import pytest
+from fixtures import step_contract
 
 import lakescore.chain  # noqa: F401  (registers the user step kinds)
 from lakescore.custom import UserStep, column_step, filter_step, fitted_step, resolve_user_step
@@ -14,20 +11,9 @@ from lakescore.steps import FittedStep, learn_step
 from lakescore.usercode import FunctionRef, UserCodeError
 
 
-def _contract():
-    """tests/steps/step_contract.py (shared with the built-in steps' tests)."""
-    if "step_contract" not in sys.modules:
-        path = Path(__file__).parent / "steps" / "step_contract.py"
-        spec = importlib.util.spec_from_file_location("step_contract", path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["step_contract"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["step_contract"]
-
-
-@pytest.mark.parametrize("entry", _contract().CASES["custom"], ids=lambda e: e["name"])
+@pytest.mark.parametrize("entry", step_contract.CASES["custom"], ids=lambda e: e["name"])
 def test_contract(entry, flights_sample):
-    _contract().check_contract({"step": "custom", **entry}, flights_sample)
+    step_contract.check_contract({"step": "custom", **entry}, flights_sample)
 
 
 # --- user functions for the tests below (module level: saved by name) -------------------------
