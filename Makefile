@@ -7,7 +7,8 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DBR_VENV := .venv-dbr
 DBR_STAMP := $(DBR_VENV)/.installed
-DBR_TESTS := tests/runtime tests/publish tests/scoring tests/test_packaging.py tests/workflows/test_score.py
+DBR_TESTS := tests/runtime tests/publish tests/scoring tests/test_packaging.py tests/workflows/test_score.py \
+             tests/test_bundle_rehearsal.py
 
 .PHONY: install install-dbr demo test test-dbr lint bench clean
 
