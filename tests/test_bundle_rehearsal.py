@@ -135,6 +135,8 @@ def _on_workspace(workspace: Workspace):
 
 def _schema_tables(bundle: Bundle, spark: Any) -> frozenset[str]:
     tables: set[str] = set()
+    if spark is None:  # a task run without a workspace (parse_task)
+        return frozenset()
     for schema in bundle.config["resources"].get("schemas", {}).values():
         name = f"`{schema['catalog_name']}`.`{schema['name']}`"
         tables |= {f"{schema['catalog_name']}.{schema['name']}.{r['tableName']}"
@@ -257,7 +259,8 @@ def test_dev_runs_every_task_of_every_job_in_order(workspace: Workspace) -> None
     assert len(runs) == sum(len(tasks) for tasks in bundle.jobs.values()) == 13
     schema = f"spark_catalog.dev_{user.split('@')[0]}_flights"
     steps = {(r.job, r.task): r for r in runs}
-    first = [steps["workflow_serverless", key] for key in ("train", "score", "monitor")]
+    assert job_order(bundle)[:2] == ["workflow", "workflow_serverless"]  # the two train -> score -> monitor jobs
+    first = [steps["workflow", key] for key in ("train", "score", "monitor")]
     assert f"{schema}.late_arrival_predictions" not in first[0].tables
     assert f"{schema}.late_arrival_predictions" in first[1].tables  # score published ...
     assert f"{schema}.late_arrival_quality" not in first[1].tables
@@ -274,6 +277,70 @@ def test_dev_runs_every_task_of_every_job_in_order(workspace: Workspace) -> None
     assert names == {e["name"] for e in bundle.config["resources"]["experiments"].values()}
 
 
+class Parsed(BaseException):
+    """Raised in place of ``lakescore.cli.run``: the task's entry point parsed its parameters into ``args``."""
+
+    def __init__(self, args: Any) -> None:
+        super().__init__("parsed")
+        self.args = args
+
+
+def parse_task(bundle: Bundle, task: Task) -> Any:
+    """The ``argparse.Namespace`` a task's entry point makes of exactly its parameters (the entry
+    point runs; the workflow it would call does not).
+
+    Raises
+    ------
+    TaskFailed
+        The entry point refused the parameters (argparse's exit status 2 and its message).
+    """
+    import lakescore.cli
+
+    def stop(args: Any) -> dict:
+        raise Parsed(args)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(lakescore.cli, "run", stop)
+        try:
+            run = run_task(bundle, task, None)
+        except Parsed as parsed:
+            return parsed.args
+    raise TaskFailed(f"job {task.job} task {task.key} (target {bundle.target}) exited {run.code}: {run.stderr.strip()}")
+
+
+def test_prod_tasks_parse_and_name_the_tables_the_target_deploys_and_reads(
+        spark, source_tables: str) -> None:
+    """prod without a second model fit (the dev rehearsal runs the same config and code): every
+    task's file exists, its entry point takes its parameters, and what they name exists or is
+    deployed by prod: the schema, volume and experiment it writes, the registered model train
+    registers, the source tables every task reads."""
+    from lakescore.config import load_project
+
+    bundle = load_bundle(ROOT, "prod", overrides=METASTORE)
+    check_files(bundle)
+    resources = bundle.config["resources"]
+    schema, volume = resources["schemas"]["lakescore"], resources["volumes"]["lakescore"]
+    model = resources["registered_models"]["lakescore"]
+    assert (schema["catalog_name"], schema["name"]) == ("spark_catalog", "flights_prod")
+    writes_to = "spark_catalog.flights_prod"
+    tasks = [task for job in job_order(bundle) for task in task_order(bundle.jobs[job])]
+    assert len(tasks) == 13
+    for task in tasks:
+        args = parse_task(bundle, task)
+        where = f"job {task.job} task {task.key}"
+        assert (args.target, args.runtime, f"{args.catalog}.{args.schema}") == ("prod", "databricks", writes_to), where
+        assert args.home == f"/Volumes/{volume['catalog_name']}/{volume['schema_name']}/{volume['name']}", where
+        assert args.experiment == resources["experiments"]["lakescore"]["name"], where
+        project = load_project(args.config_dir, catalog=args.catalog, schema=args.schema,
+                               source_catalog=args.source_catalog, source_schema=args.source_schema)
+        reads = [project.training.data.table, *(lookup.table_name for lookup in project.training.feature_lookups),
+                 project.inference.score_source_table, project.monitoring.label_table]
+        assert [name for name in reads if not spark.catalog.tableExists(name)] == [], where
+        writes = [project.inference.prediction_table, project.monitoring.quality_table]
+        assert [name.rpartition(".")[0] for name in writes] == [writes_to] * 2, where
+        assert project.training.registry.model_name == f"{model['catalog_name']}.{model['schema_name']}.{model['name']}"
+
+
 # --- what the rehearsal catches ----------------------------------------------------------------
 
 def test_a_task_naming_a_missing_file_fails_before_anything_runs(workspace: Workspace, tmp_path: Path) -> None:
@@ -284,6 +351,8 @@ def test_a_task_naming_a_missing_file_fails_before_anything_runs(workspace: Work
     with pytest.raises(BundleError, match=r"job workflow task score: python_file \S+/src/jobs/scoring.py does not exist"):
         rehearse(bundle, workspace)
     assert not workspace.volumes.exists()  # nothing was deployed or run
+    with pytest.raises(BundleError, match=r"job workflow task score: python_file \S+/src/jobs/scoring.py does not exist"):
+        check_files(load_bundle(root, "prod", overrides=METASTORE))  # what the prod check runs
 
 
 def test_a_parameter_the_entry_point_does_not_take_fails_its_task(workspace: Workspace, tmp_path: Path) -> None:
@@ -294,6 +363,10 @@ def test_a_parameter_the_entry_point_does_not_take_fails_its_task(workspace: Wor
     with pytest.raises(TaskFailed, match=r"(?s)job train task train \(target dev\) exited 2: .*"
                                          r"unrecognized arguments: --source_schema flights"):
         rehearse(bundle, workspace, jobs=["train"])
+    prod = load_bundle(root, "prod", overrides=METASTORE)
+    with pytest.raises(TaskFailed, match=r"job train task train \(target prod\) exited 2: (?s:.*)"
+                                         r"unrecognized arguments: --source_schema flights"):
+        parse_task(prod, prod.jobs["train"][0])  # what the prod check runs
 
 
 def test_a_task_reading_a_table_no_earlier_task_wrote_fails(workspace: Workspace, tmp_path: Path) -> None:
