@@ -216,6 +216,11 @@ def workspace(spark_connect, source_tables: str, tmp_path: Path, migrated_mlflow
     seed(tmp_path / "workspace-mlflow.db", migrated_mlflow())
     ws = Workspace(spark_connect, f"sqlite:///{tmp_path / 'workspace-mlflow.db'}", tmp_path / "Volumes")
     monkeypatch.setattr(databricks, "from_environment", _on_workspace(ws))
+    import lakescore.cli
+
+    write_traceback = lakescore.cli._write_traceback  # a failure before the runtime exists logs to --home
+    monkeypatch.setattr(lakescore.cli, "_write_traceback", lambda home, name, err: write_traceback(
+        ws.volumes / str(home).removeprefix("/Volumes/") if str(home).startswith("/Volumes/") else home, name, err))
     import lakescore.workflows.serve as serving
 
     plan_only = serving.serve
@@ -267,12 +272,13 @@ def test_dev_runs_every_task_of_every_job_in_order(workspace: Workspace) -> None
     assert f"{schema}.late_arrival_quality" in first[2].tables  # ... and monitor measured it
     predictions = workspace.spark.read.table(f"{schema}.late_arrival_predictions")
     assert predictions.count() == 200  # every row of flights_incoming, once, whatever ran after
-    assert "appended 1 row(s)" in first[2].stdout
+    quality = workspace.spark.read.table(f"{schema}.late_arrival_quality")
+    assert quality.count() == 1  # one published run, measured once: the later monitors had nothing new
     import mlflow
 
     client = mlflow.MlflowClient(tracking_uri=workspace.mlflow_uri, registry_uri=workspace.mlflow_uri)
     versions = client.search_model_versions(f"name = '{schema}.late_arrival'")
-    assert [v.version for v in versions] == ["1"]  # the later trains reused it: nothing changed
+    assert [int(v.version) for v in versions] == [1]  # the later trains reused it: nothing changed
     names = {e.name for e in client.search_experiments()} - {"Default"}
     assert names == {e["name"] for e in bundle.config["resources"]["experiments"].values()}
 
@@ -280,9 +286,9 @@ def test_dev_runs_every_task_of_every_job_in_order(workspace: Workspace) -> None
 class Parsed(BaseException):
     """Raised in place of ``lakescore.cli.run``: the task's entry point parsed its parameters into ``args``."""
 
-    def __init__(self, args: Any) -> None:
+    def __init__(self, parsed: Any) -> None:
         super().__init__("parsed")
-        self.args = args
+        self.parsed = parsed  # not .args: BaseException's own tuple
 
 
 def parse_task(bundle: Bundle, task: Task) -> Any:
@@ -301,10 +307,11 @@ def parse_task(bundle: Bundle, task: Task) -> Any:
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(lakescore.cli, "run", stop)
+        patch.setattr(lakescore.cli, "_write_traceback", lambda home, name, err: None)  # no volume mounted here
         try:
             run = run_task(bundle, task, None)
-        except Parsed as parsed:
-            return parsed.args
+        except Parsed as stopped:
+            return stopped.parsed
     raise TaskFailed(f"job {task.job} task {task.key} (target {bundle.target}) exited {run.code}: {run.stderr.strip()}")
 
 
