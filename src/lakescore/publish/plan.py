@@ -590,7 +590,8 @@ def _replay(request: PublishRequest, target: TargetState) -> Decision | None:
     return None
 
 
-def _against_watermark(request: PublishRequest, target: TargetState, model_change_mode: ModelChangeMode) -> Decision | None:
+def _against_watermark(request: PublishRequest, target: TargetState,
+                       model_change_mode: ModelChangeMode) -> Decision | None:
     """Check a (non-recovery) request against the table's watermark: a no-op when its window is
     already covered, else None; raises when it is stale, unbound or a refused model change."""
     check_receipts_complete(target)
