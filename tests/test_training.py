@@ -213,3 +213,39 @@ def test_text_vectorizer_document_frequencies_outside_sklearns_range_are_listed_
            f"{rule} (got 0)" in problems
     assert f"config/training.yml: preprocessing[7]: step 'dest_words' (tfidf_vectorizer): max_df: Value error, " \
            f"{rule} (got 5.0)" in problems
+
+
+def test_the_recipe_of_a_project_is_what_its_training_and_scoring_files_say(project_dir):
+    project = load_project(project_dir)
+    recipe = ChainRecipe.from_project(project)
+    assert (recipe.model_class, recipe.model_params, recipe.model_input) == ("LogisticRegression", {"max_iter": 500},
+                                                                             "auto")
+    assert [s["name"] for s in recipe.steps] == ["distance_outlier", "impute_numeric", "impute_weather",
+                                                 "impute_plane", "scale_numeric", "one_hot"]
+    assert recipe.feature_columns[:3] == ("hour", "dep_delay", "distance") and len(recipe.feature_columns) == 13
+    assert [r.name for r in recipe.rules] == ["cancelled"] and [r.name for r in recipe.output_rules] == ["risk_band"]
+    assert (recipe.engine, recipe.eligibility_mode, recipe.random_state) == ("pandas", "combined", 42)
+
+
+def test_a_components_recipe_takes_the_datas_features_and_no_output_rules(set_config):
+    project = load_project(set_config)
+    delay = ChainRecipe.from_project(project, component="delay_model")
+    minutes = ChainRecipe.from_project(project, component="minutes_model")
+    assert delay.feature_columns == ("dep_delay", "distance", "hour", "carrier", "origin")  # data's, not given
+    assert minutes.feature_columns == ("dep_delay", "distance")  # its own
+    assert (delay.model_class, minutes.model_class) == ("LogisticRegression", "LinearRegression")
+    assert [r.name for r in delay.rules] == ["cancelled"] and delay.output_rules == ()  # set rules are combined_rules
+    with pytest.raises(ConfigError, match="declares model_set; fit it with lakescore.training_set.fit_project_set"):
+        ChainRecipe.from_project(project)
+
+
+def test_a_recipe_does_not_change_when_the_lists_it_was_built_from_do(flights_sample):
+    steps = [{"step": "SimpleImputer", "name": "impute", "columns": ["dep_delay"]}]
+    params = {"max_iter": 300}
+    recipe = ChainRecipe(steps=steps, model_class="LogisticRegression", model_params=params,
+                         feature_columns=["dep_delay"])
+    steps.append({"step": "StandardScaler", "name": "scale", "columns": ["dep_delay"]})
+    params["max_iter"] = 1
+    rows, label = _labelled(flights_sample)
+    chain = fit_chain(rows, label, recipe)
+    assert [s.name for s in chain.steps] == ["impute"] and chain.model.max_iter == 300
