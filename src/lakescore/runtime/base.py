@@ -18,7 +18,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from lakescore.config.inference import BatchCompute  # noqa: F401  (inference.batch_compute: the scoring route; re-exported)
+from lakescore.config.inference import BatchCompute  # inference.batch_compute: the scoring route
 
 if TYPE_CHECKING:  # annotations only: importing a runtime (the endpoint process does) loads no pandas
     import pandas as pd
