@@ -269,13 +269,14 @@ def register(runtime: Any, project: Any, home: Path) -> tuple[str, str]:
 
     from lakescore.admission.evidence import admit
     from lakescore.packaging import log_and_register
-    from lakescore.training import fit_chain
+    from lakescore.training import ChainRecipe, fit_chain
 
     model_dir = bench_scale.peer_model(runtime, project, home / "peer-model")
     rows, y = bench_scale.training_rows(runtime, project)
     cfg = project.training
-    chain = fit_chain(rows, y, recipe=RECIPE, model_class=cfg.model.class_name, model_params=dict(cfg.model.params),
-                      feature_columns=FEATURES_NUMERIC + FEATURES_TEXT)
+    chain = fit_chain(rows, y, ChainRecipe(steps=RECIPE, model_class=cfg.model.class_name,
+                                           model_params=dict(cfg.model.params),
+                                           feature_columns=FEATURES_NUMERIC + FEATURES_TEXT))
     runtime.mlflow()
     with mlflow.start_run(run_name="bench_capacity"):
         registered = log_and_register(chain, example=rows.head(5), name=cfg.registry.model_name,

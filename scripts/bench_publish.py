@@ -47,7 +47,7 @@ def timed(fn):
 
 def predictions(project, flights: pd.DataFrame) -> pd.DataFrame:
     from lakescore.rules import load_rules
-    from lakescore.training import fit_chain
+    from lakescore.training import ChainRecipe, fit_chain
 
     from lakescore.demo_data import demo_frames
     from lakescore.lookup import join_all
@@ -56,9 +56,10 @@ def predictions(project, flights: pd.DataFrame) -> pd.DataFrame:
     specs = [lookup.spec() for lookup in cfg.feature_lookups]  # the demo's weather and planes, joined in pandas
     flights = join_all(flights, demo_frames(), specs) if specs else flights
     train = flights[(flights["month"] <= 9) & flights["arr_delay"].notna()]
-    chain = fit_chain(train, (train["arr_delay"] > 15).astype("int64"), recipe=list(cfg.preprocessing),
-                      model_class=cfg.model.class_name, model_params=cfg.model.params,
-                      feature_columns=list(cfg.data.feature_columns), rules=load_rules(project.scoring))
+    chain = fit_chain(train, (train["arr_delay"] > 15).astype("int64"),
+                      ChainRecipe(steps=list(cfg.preprocessing), model_class=cfg.model.class_name,
+                                  model_params=cfg.model.params, feature_columns=list(cfg.data.feature_columns),
+                                  rules=load_rules(project.scoring)))
     scored = chain.predict(flights)
     scored.insert(0, "flight_id", flights["flight_id"].to_numpy())
     scored["model_name"] = pd.array([cfg.registry.model_name] * len(scored), dtype="string")

@@ -164,14 +164,15 @@ def small_chain(flights_sample: pd.DataFrame):
     from lakescore.config import ScoringConfig
     from lakescore.frames import derive_label
     from lakescore.rules import load_rules
-    from lakescore.training import fit_chain
+    from lakescore.training import ChainRecipe, fit_chain
 
     rules = load_rules(ScoringConfig.model_validate(
         {"eligibility": [{"name": "cancelled", "function": "has_departed", "columns": ["dep_time"]}]}))
     y = derive_label(flights_sample, column="is_late", expression="arr_delay > 15")
-    return fit_chain(flights_sample, y, recipe=DEMO_RECIPE, model_class="LogisticRegression",
-                     model_params={"max_iter": 300},
-                     feature_columns=["dep_delay", "distance", "hour", "carrier", "origin"], rules=rules)
+    return fit_chain(flights_sample, y, ChainRecipe(steps=DEMO_RECIPE, model_class="LogisticRegression",
+                                                    model_params={"max_iter": 300},
+                                                    feature_columns=["dep_delay", "distance", "hour", "carrier", "origin"],
+                                                    rules=rules))
 
 
 @pytest.fixture(scope="session")
@@ -251,12 +252,13 @@ def small_set(flights_sample: pd.DataFrame, small_chain):
 
     from lakescore.model_set import Composed, ModelSet
     from lakescore.rules import OutputRule
-    from lakescore.training import fit_chain
+    from lakescore.training import ChainRecipe, fit_chain
     from lakescore.usercode import FunctionRef
 
     rows = flights_sample[flights_sample["arr_delay"].notna()]
-    minutes = fit_chain(rows, rows["arr_delay"], recipe=MINUTES_RECIPE, model_class="LinearRegression",
-                        model_params={}, feature_columns=["dep_delay", "distance"], rules=list(small_chain.rules))
+    minutes = fit_chain(rows, rows["arr_delay"], ChainRecipe(steps=MINUTES_RECIPE, model_class="LinearRegression",
+                                                             model_params={}, feature_columns=["dep_delay", "distance"],
+                                                             rules=list(small_chain.rules)))
     composed = (Composed("late_risk", "weighted_mean", (("delay_model", "probability", 0.7),
                                                          ("minutes_model", "prediction", 0.3))),
                 Composed("total", "weighted_sum", (("delay_model", "probability", 2.0),

@@ -8,7 +8,7 @@ from lakescore.chain import FittedChain
 from lakescore.frames import floats_close, to_pandas
 from lakescore.rules import EligibilityRule, OutputRule
 from lakescore.steps.recipe import learn_pre_split
-from lakescore.training import fit_chain
+from lakescore.training import ChainRecipe, fit_chain
 from lakescore.usercode import FunctionRef
 
 FEATURES = ["month", "hour", "dep_delay", "distance", "carrier", "origin"]
@@ -29,11 +29,12 @@ def _rule():
     return EligibilityRule("cancelled", 1, ref, ("dep_time",))
 
 
-def _fit(flights, recipe, **options):
+def _fit(flights, recipe, *, pre_split=None, **options):
     rows = flights[flights["arr_delay"].notna()]
     label = (rows["arr_delay"] > 15).astype("int64")
-    return fit_chain(rows, label, recipe=recipe, model_class="LogisticRegression", model_params={"max_iter": 500},
-                     feature_columns=FEATURES, **options)
+    return fit_chain(rows, label, ChainRecipe(steps=recipe, model_class="LogisticRegression",
+                                              model_params={"max_iter": 500}, feature_columns=FEATURES, **options),
+                     pre_split=pre_split)
 
 
 def _request(flights, **edits):
@@ -139,7 +140,7 @@ def test_pre_split_filters_become_eligibility(flights_sample, mode, reasons, tmp
     pre = _pre_split(flights_sample)
     assert pre.skipped == ("has_label",)
     kept = flights_sample.loc[pre.kept]
-    chain = _fit(kept, ENCODE, pre_split=pre.steps, pre_split_skipped=pre.skipped, eligibility_mode=mode)
+    chain = _fit(kept, ENCODE, pre_split=pre, eligibility_mode=mode)
     assert "arr_delay" not in chain.input_columns  # the target-reading step never runs at scoring
     assert "origin_Newark" in chain.feature_columns  # the fixed edit ran before the encoder
     request = _request(flights_sample, dep_delay=[np.nan, 900.0]).drop(columns=["arr_delay"])
@@ -164,10 +165,10 @@ def test_polars_training_frame_keeps_Int64_and_scores_like_pandas(flights_sample
               {"step": "StandardScaler", "name": "scale", "columns": ["hour", "dep_delay", "distance", "dep_time"]},
               {"step": "OneHotEncoder", "name": "one_hot", "columns": ["carrier", "origin", "month"]}]
     label = (rows["arr_delay"] > 15).astype("int64").to_numpy()
-    options = dict(recipe=recipe, model_class="LogisticRegression", model_params={"max_iter": 500},
-                   feature_columns=[*FEATURES, "dep_time"])
-    from_polars = fit_chain(as_polars, label, **options)
-    from_pandas = fit_chain(back, label, **options)
+    options = ChainRecipe(steps=recipe, model_class="LogisticRegression", model_params={"max_iter": 500},
+                          feature_columns=[*FEATURES, "dep_time"])
+    from_polars = fit_chain(as_polars, label, options)
+    from_pandas = fit_chain(back, label, options)
     assert from_polars.engine == "polars" and from_pandas.engine == "pandas"
     request = as_polars.head(20)
     pd.testing.assert_frame_equal(from_polars.predict(request), from_pandas.predict(to_pandas(request)))
@@ -229,9 +230,9 @@ def test_a_null_the_model_cannot_take_excludes_only_its_row(flights_sample):
 
 def test_a_model_that_takes_nan_scores_the_row(flights_sample):
     rows = flights_sample[flights_sample["arr_delay"].notna()]
-    chain = fit_chain(rows, (rows["arr_delay"] > 15).astype("int64"), recipe=ENCODE,
-                      model_class="HistGradientBoostingClassifier", model_params={"max_iter": 20},
-                      feature_columns=FEATURES)
+    chain = fit_chain(rows, (rows["arr_delay"] > 15).astype("int64"),
+                      ChainRecipe(steps=ENCODE, model_class="HistGradientBoostingClassifier",
+                                  model_params={"max_iter": 20}, feature_columns=FEATURES))
     assert chain.model_takes_nan
     request = rows.head(4).assign(hour=rows["hour"].head(4).astype("Int64"))
     request.loc[request.index[0], "hour"] = pd.NA
@@ -246,8 +247,8 @@ def _tree_chain(positives_per_leaf):
     x = np.repeat([0.0, 1.0, 2.0], 100)
     label = np.concatenate([(np.arange(100) < k).astype("int64") for k in positives_per_leaf])
     frame = pd.DataFrame({"x": x})
-    return fit_chain(frame, pd.Series(label), recipe=[], model_class="DecisionTreeClassifier", model_params={},
-                     feature_columns=["x"])
+    return fit_chain(frame, pd.Series(label), ChainRecipe(steps=[], model_class="DecisionTreeClassifier",
+                                                          model_params={}, feature_columns=["x"]))
 
 
 def test_a_threshold_flips_labels_exactly_where_the_probabilities_cross_it(tmp_path):
@@ -280,8 +281,9 @@ def test_a_multiclass_threshold_map_scores_through_the_chain(tmp_path):
 
     x = np.repeat([0.0, 1.0, 2.0], 100)  # leaves: (A, B, C) = (.6, .3, .1), (.5, .3, .2), (.4, .2, .4)
     label = np.concatenate([np.repeat(list("ABC"), counts) for counts in ([60, 30, 10], [50, 30, 20], [40, 20, 40])])
-    chain = fit_chain(pd.DataFrame({"x": x}), pd.Series(label), recipe=[], model_class="DecisionTreeClassifier",
-                      model_params={}, feature_columns=["x"])
+    chain = fit_chain(pd.DataFrame({"x": x}), pd.Series(label),
+                      ChainRecipe(steps=[], model_class="DecisionTreeClassifier", model_params={},
+                                  feature_columns=["x"]))
     rows = pd.DataFrame({"x": [0.0, 1.0, 2.0]})
     assert chain.predict(rows)["prediction"].tolist() == ["A", "A", "A"]
     mapped = dataclasses.replace(chain, threshold=Threshold(classes=(("A", 0.5), ("B", 0.25), ("C", 0.25))))

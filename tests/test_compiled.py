@@ -13,7 +13,7 @@ from lakescore.admission.agreement import AGREEMENT_CHECKS
 from lakescore.admission.parts import Part
 from lakescore.chain import FittedChain
 from lakescore.steps.recipe import learn_pre_split
-from lakescore.training import fit_chain
+from lakescore.training import ChainRecipe, fit_chain
 
 FEATURES = ["month", "hour", "dep_delay", "distance", "carrier", "origin"]
 USER_STEPS = [
@@ -43,9 +43,10 @@ def test_user_steps_pre_split_eligibility_and_nan_exclusion(flights_sample):
         {"step": "DropMissingRows", "name": "has_delay", "columns": ["dep_delay"]},
         {"step": "ManualBounds", "name": "plausible_delay", "columns": ["dep_delay"], "upper": 600}])
     rows, label = labelled(flights_sample.loc[pre.kept])
-    chain = fit_chain(rows, label, recipe=USER_STEPS, model_class="LogisticRegression", model_params={"max_iter": 300},
-                      feature_columns=["dep_delay", "distance", "hour", "minute", "carrier", "origin"],
-                      pre_split=pre.steps, pre_split_skipped=pre.skipped)
+    chain = fit_chain(rows, label, ChainRecipe(steps=USER_STEPS, model_class="LogisticRegression",
+                                               model_params={"max_iter": 300},
+                                               feature_columns=["dep_delay", "distance", "hour", "minute", "carrier", "origin"]),
+                      pre_split=pre)
     assert not chain.model_takes_nan
     assert chain.plan.kernels["dep_clock"] == "reference"  # user steps run as written
     cancelled = flights_sample[flights_sample["dep_delay"].isna()].head(10)
@@ -62,8 +63,8 @@ def test_a_regression_chain_and_a_polars_request(flights_sample):
     rows, _ = labelled(flights_sample)
     recipe = [{"step": "SimpleImputer", "name": "impute", "columns": ["dep_delay"], "strategy": "median"},
               {"step": "OneHotEncoder", "name": "one_hot", "columns": ["carrier", "origin", "month"]}]
-    chain = fit_chain(rows, rows["arr_delay"], recipe=recipe, model_class="HistGradientBoostingRegressor",
-                      model_params={"max_iter": 20}, feature_columns=FEATURES)
+    chain = fit_chain(rows, rows["arr_delay"], ChainRecipe(steps=recipe, model_class="HistGradientBoostingRegressor",
+                                                           model_params={"max_iter": 20}, feature_columns=FEATURES))
     assert agreement(chain, flights_sample.iloc[:120]) == {}
     pl = pytest.importorskip("polars", reason="polars is the optional engine")
     request = pl.from_pandas(flights_sample[FEATURES].head(30))

@@ -12,7 +12,7 @@ from lakescore.chain import FittedChain
 from lakescore.errors import ConfigError, InputError
 from lakescore.frames import derive_label
 from lakescore.steps import learn_step
-from lakescore.training import fit_chain
+from lakescore.training import ChainRecipe, fit_chain
 
 TEXT = [{"step": "tfidf_vectorizer", "name": "words", "columns": ["route"], "min_df": 2}]
 
@@ -61,8 +61,9 @@ def test_auto_seals_sparse_after_a_vectorizer_only_for_a_model_that_takes_it(rou
 
 def test_the_model_is_fitted_and_called_on_the_sealed_container(routes, tmp_path):
     frame, y = routes
-    chain = fit_chain(frame.iloc[:1200], y.iloc[:1200], recipe=TEXT, model_class="XGBClassifier",
-                      model_params={"n_estimators": 20}, feature_columns=["route", "distance"])
+    chain = fit_chain(frame.iloc[:1200], y.iloc[:1200],
+                      ChainRecipe(steps=TEXT, model_class="XGBClassifier", model_params={"n_estimators": 20},
+                                  feature_columns=["route", "distance"]))
     assert chain.model_input == "sparse"
     holdout = frame.iloc[1200:]
     scored = chain.predict(holdout)
@@ -81,8 +82,9 @@ def test_the_model_is_fitted_and_called_on_the_sealed_container(routes, tmp_path
 
 def test_a_matrix_in_another_container_is_refused_at_the_model(routes):
     frame, y = routes
-    chain = fit_chain(frame.iloc[:600], y.iloc[:600], recipe=TEXT, model_class="LogisticRegression",
-                      model_params={"max_iter": 300}, feature_columns=["route"])
+    chain = fit_chain(frame.iloc[:600], y.iloc[:600],
+                      ChainRecipe(steps=TEXT, model_class="LogisticRegression", model_params={"max_iter": 300},
+                                  feature_columns=["route"]))
     dense = chain.model_matrix(chain.steps[0].apply(frame.iloc[:5])).toarray()
     with pytest.raises(InputError, match=r"fitted on model_input='sparse' but was handed a dense matrix"):
         chain._model_call(dense)
@@ -90,8 +92,9 @@ def test_a_matrix_in_another_container_is_refused_at_the_model(routes):
 
 def test_an_unknown_saved_container_is_refused_at_load(routes, tmp_path):
     frame, y = routes
-    chain = fit_chain(frame.iloc[:600], y.iloc[:600], recipe=[], model_class="LogisticRegression",
-                      model_params={"max_iter": 300}, feature_columns=["distance"])
+    chain = fit_chain(frame.iloc[:600], y.iloc[:600],
+                      ChainRecipe(steps=[], model_class="LogisticRegression", model_params={"max_iter": 300},
+                                  feature_columns=["distance"]))
     assert chain.model_input == "dense"
     folder = chain.save(tmp_path / "chain")
     meta = json.loads((folder / "chain.json").read_text())

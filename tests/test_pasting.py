@@ -10,7 +10,7 @@ from lakescore.pasting import PastingEnsemble, paste
 from lakescore.saved_models import load_saved
 from lakescore.scoring.codes import code_tables
 from lakescore.thresholds import Threshold
-from lakescore.training import fit_chain
+from lakescore.training import ChainRecipe, fit_chain
 
 FEATURES = ["dep_delay", "distance", "hour", "carrier", "origin"]
 
@@ -18,9 +18,9 @@ FEATURES = ["dep_delay", "distance", "hour", "carrier", "origin"]
 def _members(flights, demo_recipe, *, model_class="LogisticRegression", label="arr_delay > 15", params=None):
     y = derive_label(flights, column="is_late", expression=label) if label else flights["arr_delay"]
     halves = [flights.iloc[:1000], flights.iloc[1000:1600]]
-    return [(f"slice_{i:02d}", fit_chain(h, y.loc[h.index], recipe=demo_recipe, model_class=model_class,
-                                         model_params=params or {}, feature_columns=FEATURES)) for i, h in
-            enumerate(halves)]
+    recipe = ChainRecipe(steps=demo_recipe, model_class=model_class, model_params=params or {},
+                         feature_columns=FEATURES)
+    return [(f"slice_{i:02d}", fit_chain(h, y.loc[h.index], recipe)) for i, h in enumerate(halves)]
 
 
 def _values(series):
@@ -83,9 +83,10 @@ def test_paste_refuses_one_member_and_members_of_other_classes(flights_sample, d
         paste(members[:1], threshold=None, coverage={})
     rows = flights_sample.dropna(subset=["arr_delay"]).iloc[:1600]
     three = pd.Series(np.select([rows["arr_delay"] > 60, rows["arr_delay"] > 15], [2, 1], 0), index=rows.index)
-    multi = [(f"slice_{i:02d}", fit_chain(part, three.loc[part.index], recipe=demo_recipe,
-                                          model_class="LogisticRegression", model_params={"max_iter": 300},
-                                          feature_columns=FEATURES)) for i, part in enumerate([rows[:800], rows[800:]])]
+    recipe = ChainRecipe(steps=demo_recipe, model_class="LogisticRegression", model_params={"max_iter": 300},
+                         feature_columns=FEATURES)
+    multi = [(f"slice_{i:02d}", fit_chain(part, three.loc[part.index], recipe))
+             for i, part in enumerate([rows[:800], rows[800:]])]
     with pytest.raises(SplitTrainingError, match="slice chain slice_01 learned other classes than slice_00"):
         paste([members[0], multi[1]], threshold=None, coverage={})
     with pytest.raises(SplitTrainingError, match="LogisticRegression has 3 classes"):

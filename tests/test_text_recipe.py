@@ -18,7 +18,7 @@ from lakescore.packaging import log_and_register
 from lakescore.scoring.local import score_single_node
 from lakescore.scoring.preflight import ScorePlan
 from lakescore.scoring.spark import score_spark
-from lakescore.training import fit_chain
+from lakescore.training import ChainRecipe, fit_chain
 from serving.serving_helpers import MODEL, REPO, expected_rows, launch, ready_replicas, records
 
 pytestmark = pytest.mark.spark
@@ -41,8 +41,9 @@ def test_a_text_recipe_scores_the_same_labels_on_every_route(model_class, spark_
     # 500 training rows: a ~250-word vocabulary (1,500 rows make ~650 columns, and every probe check
     # compares every column); the 500 holdout rows are scored on every route
     train, holdout = frame.iloc[:500], frame.iloc[1500:].reset_index(drop=True)
-    chain = fit_chain(train, derive_label(train, column="is_late", expression="arr_delay > 15"), recipe=RECIPE,
-                      model_class=model_class, model_params=MODELS[model_class], feature_columns=["route"])
+    chain = fit_chain(train, derive_label(train, column="is_late", expression="arr_delay > 15"),
+                      ChainRecipe(steps=RECIPE, model_class=model_class, model_params=MODELS[model_class],
+                                  feature_columns=["route"]))
     assert chain.model_input == "sparse" and len(chain.feature_columns) > 100
     runtime.mlflow()
     with mlflow.start_run():

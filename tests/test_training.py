@@ -9,14 +9,14 @@ import yaml
 
 from lakescore.config import load_project
 from lakescore.errors import ConfigError, StepError
-from lakescore.training import _target_columns, fit_chain
+from lakescore.training import ChainRecipe, _target_columns, fit_chain
 
 FEATURES = ["month", "hour", "dep_delay", "distance", "carrier", "origin"]
 
 
 def _options(recipe):
-    return dict(recipe=recipe, model_class="LogisticRegression", model_params={"max_iter": 1000},
-                feature_columns=FEATURES)
+    return ChainRecipe(steps=recipe, model_class="LogisticRegression", model_params={"max_iter": 1000},
+                       feature_columns=FEATURES)
 
 
 def _labelled(flights):
@@ -30,7 +30,7 @@ def test_outlier_rows_are_left_out_of_later_steps_and_counted(flights_sample):
               {"step": "StandardScaler", "name": "scale", "columns": ["distance", "hour", "month", "dep_delay"]},
               {"step": "SimpleImputer", "name": "impute", "columns": ["dep_delay"]},
               {"step": "OneHotEncoder", "name": "one_hot", "columns": ["carrier", "origin"]}]
-    chain = fit_chain(rows, label, **_options(recipe))
+    chain = fit_chain(rows, label, _options(recipe))
     kept = rows[rows["distance"] <= 1000]
     assert (chain.steps[0].rows_in, chain.steps[0].rows_out) == (len(rows), len(kept))
     # the scaler learned on the kept rows only
@@ -43,8 +43,8 @@ def test_a_target_encoder_feeds_the_model_out_of_fold_encodings():
     y = pd.Series([1.0, 3.0, 5.0, 2.0, 6.0, 4.0])
     recipe = [{"step": "TargetEncoder", "name": "t", "columns": ["c"], "smooth": 1.0, "cv": 2,
                "target_type": "continuous", "shuffle": False}]
-    chain = fit_chain(frame, y, recipe=recipe, model_class="LinearRegression", model_params={},
-                      feature_columns=["c"])
+    chain = fit_chain(frame, y, ChainRecipe(steps=recipe, model_class="LinearRegression", model_params={},
+                                            feature_columns=["c"]))
     # out-of-fold encodings worked by hand in tests/steps/test_encoders.py; the full-data ones are
     # 2.375 (a) and 4.625 (b): a line through those would give coefficient 1.0
     slope, intercept = np.polyfit([3.0, 3.0, 14 / 3, 7 / 3, 4.0, 4.0], y, 1)
@@ -56,7 +56,7 @@ def test_a_target_encoder_feeds_the_model_out_of_fold_encodings():
 def test_a_text_column_left_after_the_recipe_is_an_error(flights_sample):
     rows, label = _labelled(flights_sample)
     with pytest.raises(StepError, match=r"column\(s\) \['carrier', 'origin'\] are not numeric; add an encoder"):
-        fit_chain(rows, label, **_options([{"step": "SimpleImputer", "name": "i", "columns": ["dep_delay"]}]))
+        fit_chain(rows, label, _options([{"step": "SimpleImputer", "name": "i", "columns": ["dep_delay"]}]))
 
 
 def test_the_ten_percent_rule_stops_training(flights_sample):
@@ -64,7 +64,7 @@ def test_the_ten_percent_rule_stops_training(flights_sample):
     recipe = [{"step": "PowerTransformer", "name": "box_cox", "columns": ["dep_delay"], "method": "box-cox"}]
     share = (rows["dep_delay"] <= 0).mean()  # most flights leave early or on time
     with pytest.raises(StepError, match=f"{share:.1%} of its {len(rows)} training rows"):
-        fit_chain(rows, label, **_options(recipe))
+        fit_chain(rows, label, _options(recipe))
 
 
 def test_target_columns_include_what_the_label_expression_reads():
@@ -139,8 +139,9 @@ def _three_class_chain():
     import pandas as pd
 
     label = np.repeat(["A", "B", "C"], 20)
-    return fit_chain(pd.DataFrame({"x": np.arange(60.0)}), pd.Series(label), recipe=[],
-                     model_class="DecisionTreeClassifier", model_params={"max_depth": 2}, feature_columns=["x"])
+    return fit_chain(pd.DataFrame({"x": np.arange(60.0)}), pd.Series(label),
+                     ChainRecipe(steps=[], model_class="DecisionTreeClassifier", model_params={"max_depth": 2},
+                                 feature_columns=["x"]))
 
 
 def test_a_threshold_that_does_not_fit_the_model_names_the_key_the_value_and_the_classes(small_chain, flights_sample):
@@ -212,3 +213,39 @@ def test_text_vectorizer_document_frequencies_outside_sklearns_range_are_listed_
            f"{rule} (got 0)" in problems
     assert f"config/training.yml: preprocessing[7]: step 'dest_words' (tfidf_vectorizer): max_df: Value error, " \
            f"{rule} (got 5.0)" in problems
+
+
+def test_the_recipe_of_a_project_is_what_its_training_and_scoring_files_say(project_dir):
+    project = load_project(project_dir)
+    recipe = ChainRecipe.from_project(project)
+    assert (recipe.model_class, recipe.model_params, recipe.model_input) == ("LogisticRegression", {"max_iter": 500},
+                                                                             "auto")
+    assert [s["name"] for s in recipe.steps] == ["distance_outlier", "impute_numeric", "impute_weather",
+                                                 "impute_plane", "scale_numeric", "one_hot"]
+    assert recipe.feature_columns[:3] == ("hour", "dep_delay", "distance") and len(recipe.feature_columns) == 13
+    assert [r.name for r in recipe.rules] == ["cancelled"] and [r.name for r in recipe.output_rules] == ["risk_band"]
+    assert (recipe.engine, recipe.eligibility_mode, recipe.random_state) == ("pandas", "combined", 42)
+
+
+def test_a_components_recipe_takes_the_datas_features_and_no_output_rules(set_config):
+    project = load_project(set_config)
+    delay = ChainRecipe.from_project(project, component="delay_model")
+    minutes = ChainRecipe.from_project(project, component="minutes_model")
+    assert delay.feature_columns == ("dep_delay", "distance", "hour", "carrier", "origin")  # data's, not given
+    assert minutes.feature_columns == ("dep_delay", "distance")  # its own
+    assert (delay.model_class, minutes.model_class) == ("LogisticRegression", "LinearRegression")
+    assert [r.name for r in delay.rules] == ["cancelled"] and delay.output_rules == ()  # set rules are combined_rules
+    with pytest.raises(ConfigError, match="declares model_set; fit it with lakescore.training_set.fit_project_set"):
+        ChainRecipe.from_project(project)
+
+
+def test_a_recipe_does_not_change_when_the_lists_it_was_built_from_do(flights_sample):
+    steps = [{"step": "SimpleImputer", "name": "impute", "columns": ["dep_delay"]}]
+    params = {"max_iter": 300}
+    recipe = ChainRecipe(steps=steps, model_class="LogisticRegression", model_params=params,
+                         feature_columns=["dep_delay"])
+    steps.append({"step": "StandardScaler", "name": "scale", "columns": ["dep_delay"]})
+    params["max_iter"] = 1
+    rows, label = _labelled(flights_sample)
+    chain = fit_chain(rows, label, recipe)
+    assert [s.name for s in chain.steps] == ["impute"] and chain.model.max_iter == 300

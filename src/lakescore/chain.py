@@ -25,7 +25,7 @@ import json
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -41,7 +41,12 @@ from lakescore.rules import EligibilityRule, OutputRule, add_outputs
 from lakescore.steps import FittedStep
 from lakescore.thresholds import Threshold, default_rule
 
+if TYPE_CHECKING:  # annotations only: a worker that loads a chain imports no pydantic
+    from lakescore.config import EligibilityMode, FrameEngine
+
 CHAIN_FORMAT = 1
+# what a pre-split step does at scoring (pre_split_role)
+PreSplitRole = Literal["skip", "eligibility", "apply"]
 PASS_ROWS = 16_384
 """Rows per pass of the compiled plan and the model inside one ``predict``. A pass's arrays (one per
 column, and the model matrix) stay in the CPU cache, and a large frame needs no more working memory
@@ -101,16 +106,16 @@ class FittedChain:
     task: Task
     classes: list[Any] | None = None
     rules: tuple[EligibilityRule, ...] = ()
-    engine: str = "pandas"
+    engine: FrameEngine = "pandas"
     model_class: str = field(default="")
     pre_split: tuple[FittedStep, ...] = ()
-    eligibility_mode: str = "combined"
+    eligibility_mode: EligibilityMode = "combined"
     pre_split_skipped: tuple[str, ...] = ()
     output_rules: tuple[OutputRule, ...] = ()
     threshold: Threshold | None = None
     lookups: tuple[FeatureLookup, ...] = ()
     lookup_versions: tuple[int, ...] = ()
-    model_input: str = "dense"
+    model_input: containers.ModelInput = "dense"
 
     @property
     def decision_rule(self) -> str:
@@ -375,7 +380,8 @@ def _masked(values: np.ndarray | None, rows: np.ndarray, n_rows: int, dtype: str
     return cls(numeric, mask)
 
 
-def pre_split_role(step: FittedStep, *, mode: str, skipped: tuple[str, ...] | list[str]) -> str:
+def pre_split_role(step: FittedStep, *, mode: EligibilityMode,
+                   skipped: tuple[str, ...] | list[str]) -> PreSplitRole:
     """What a pre-split step does at scoring: ``"skip"`` (it reads the target, or it is a row filter
     that is not re-used), ``"eligibility"`` (a row-local filter re-applied under ``mode: pre_split |
     combined``: its flagged rows get ``ineligible:<step>``) or ``"apply"`` (a fixed edit)."""

@@ -84,7 +84,7 @@ class CompiledPlan:
 
     def __init__(self, input_columns: Sequence[str], rules: Sequence[Any],
                  steps: Sequence[tuple[FittedStep, str | None]], feature_columns: Sequence[str], *,
-                 model_input: str = "dense") -> None:
+                 model_input: containers.ModelInput = "dense") -> None:
         self.model_input = model_input
         self.input_columns = tuple(input_columns)
         self.rules = tuple(rules)

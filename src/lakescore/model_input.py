@@ -17,12 +17,15 @@ The choice (:func:`choose`): training.yml ``model.input: dense | sparse`` when d
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Literal, Sequence
 
 import numpy as np
 import pandas as pd
 
 from lakescore.errors import ConfigError, InputError
+
+if TYPE_CHECKING:  # annotations only: a worker imports no pydantic
+    from lakescore.config import ModelInputSetting
 
 ModelInput = Literal["dense", "sparse"]
 MODEL_INPUTS: tuple[str, ...] = ("dense", "sparse")
@@ -35,7 +38,7 @@ def takes_sparse(model: Any) -> bool:
     return bool(tags().input_tags.sparse) if tags is not None else False
 
 
-def choose(declared: str, steps: Iterable[Any], model: Any) -> ModelInput:
+def choose(declared: ModelInputSetting, steps: Iterable[Any], model: Any) -> ModelInput:
     """The container training seals for ``model`` after the fitted ``steps``.
 
     Parameters

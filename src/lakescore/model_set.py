@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -42,6 +42,9 @@ from lakescore.chain import STATUS_EXCLUDED, STATUS_PREDICTED, FittedChain
 from lakescore.frames import require_columns, to_pandas
 from lakescore.members import FirstMemberDelegation
 from lakescore.rules import OUTPUT_TYPES, OutputRule, add_outputs
+
+if TYPE_CHECKING:  # annotations only: a worker that loads a set imports no pydantic
+    from lakescore.config import ComposedKind
 
 SET_FORMAT = 1
 SET_FILE = "set.json"
@@ -64,7 +67,7 @@ class Composed:
     ``weighted_sum``: ``sum(w * x)``; ``weighted_mean``: ``sum(w * x) / sum(w)``."""
 
     name: str
-    kind: Literal["weighted_sum", "weighted_mean"]
+    kind: ComposedKind
     terms: tuple[tuple[str, str, float], ...]
 
     @property

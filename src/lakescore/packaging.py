@@ -20,7 +20,7 @@ import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mlflow
 import numpy as np
@@ -37,6 +37,9 @@ from lakescore.saved_models import load_saved
 from lakescore.scoring.codes import code_tables, encode
 
 DEFAULT_BATCH_ROWS = 10000
+
+if TYPE_CHECKING:  # annotations only
+    from lakescore.config import ModelSelection
 
 
 def batch_slices(n_rows: int, batch_rows: int) -> list[slice]:
@@ -347,7 +350,7 @@ def version_description(chain: FittedChain | ModelSet, components: list[dict[str
     return "\n".join([f"Model set of {len(chain.components)} components:", *lines])
 
 
-def resolve_version(name: str, *, selection: str, version: int | None, alias: str = "champion") -> int:
+def resolve_version(name: str, *, selection: ModelSelection, version: int | None, alias: str = "champion") -> int:
     """The registered version to score: ``pinned_version`` -> ``version``; ``champion`` -> the
     version the registry ``alias`` (training.yml ``registry.alias``) points at.
 

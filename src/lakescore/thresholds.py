@@ -24,9 +24,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
+
+if TYPE_CHECKING:  # annotations only: a worker imports no pydantic
+    from lakescore.config import ThresholdOptimize
 
 Method = Literal["fixed", "f1", "youden"]
 
@@ -119,7 +122,7 @@ def saved_decision_rule(meta: dict[str, Any]) -> str:
     return Threshold.from_json(saved).describe() if saved else default_rule(meta.get("task", ""), meta.get("classes"))
 
 
-def optimal_threshold(positive: np.ndarray, score: np.ndarray, method: Literal["f1", "youden"]) -> float:
+def optimal_threshold(positive: np.ndarray, score: np.ndarray, method: ThresholdOptimize) -> float:
     """The threshold (one of ``score``'s distinct values) that maximises F1 or Youden's J.
 
     Parameters

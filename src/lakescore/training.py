@@ -9,14 +9,15 @@ since they would never be scored. The ``pre_split:`` recipe (fixed steps only, s
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from lakescore.chain import FittedChain, pre_split_role
-from lakescore.config import ModelConfig, ProjectConfig, ThresholdSetting
+from lakescore.config import (EligibilityMode, FrameEngine, ModelConfig, ModelInputSetting, ProjectConfig,
+                              ThresholdSetting)
 from lakescore.errors import ConfigError, LakescoreError, StepError
 from lakescore import model_input as containers
 from lakescore.frames import derive_label, expression_columns, to_pandas
@@ -24,7 +25,7 @@ from lakescore.models import build_model, task_of
 from lakescore.rules import EligibilityRule, OutputRule, load_output_rules, load_rules
 from lakescore.steps import FittedStep, learn_step, parse_params, step_kind
 from lakescore.steps.base import StepParams
-from lakescore.steps.recipe import learn_pre_split
+from lakescore.steps.recipe import PreSplit, learn_pre_split
 from lakescore.thresholds import Threshold, optimal_threshold
 
 
@@ -40,12 +41,99 @@ def _target_columns(data: Any) -> list[str]:
     return [data.label_column, *(expression_columns(data.label_expression) if data.label_expression else [])]
 
 
-def fit_chain(frame: Any, y: pd.Series, *, recipe: list[dict[str, Any]], model_class: str,
-              model_params: dict[str, Any], feature_columns: list[str],
-              rules: list[EligibilityRule] | None = None, random_state: int = 42,
-              engine: str | None = None, pre_split: tuple[FittedStep, ...] = (),
-              pre_split_skipped: tuple[str, ...] = (), eligibility_mode: str = "combined",
-              output_rules: list[OutputRule] | None = None, model_input: str = "auto") -> FittedChain:
+@dataclass(frozen=True)
+class ChainRecipe:
+    """What one chain is fitted from: training.yml's recipe, model and feature columns (or one
+    ``model_set`` component's) and scoring.yml's rules and eligibility mode, as one value.
+
+    Build it from a project with :meth:`from_project`; a test or a script may write it out.
+    Sequences are kept as tuples and ``model_params`` as a copy, so a recipe does not change
+    after it is built.
+
+    Attributes
+    ----------
+    steps : tuple of dict
+        The ``preprocessing:`` entries, in order (:func:`lakescore.steps.learn_step` reads each).
+    model_class : str
+        ``model.class``, e.g. ``"LogisticRegression"`` (:mod:`lakescore.models`).
+    feature_columns : tuple of str
+        ``data.feature_columns`` (or the component's): the columns the model may read.
+    model_params : dict, default {}
+        ``model.params``, passed to the model's constructor.
+    model_input : {"auto", "dense", "sparse"}, default "auto"
+        ``model.input``: the container the model is fitted on and sealed with
+        (:func:`lakescore.model_input.choose`; auto: sparse after a text vectorizer when the model
+        takes it).
+    random_state : int, default 42
+        ``defaults.random_state``, the model's seed.
+    engine : {"pandas", "polars"} or None, default None
+        ``defaults.engine``; None: the frame's own library.
+    rules : tuple of EligibilityRule, default ()
+        scoring.yml ``eligibility``: rows a rule refuses are not trained on (they are never scored).
+    output_rules : tuple of OutputRule, default ()
+        scoring.yml ``output``: typed columns added after the model.
+    eligibility_mode : {"rules", "pre_split", "combined"}, default "combined"
+        scoring.yml ``mode``: whether pre-split row filters become eligibility at scoring.
+    """
+
+    steps: Sequence[dict[str, Any]]
+    model_class: str
+    feature_columns: Sequence[str]
+    model_params: Mapping[str, Any] = field(default_factory=dict)
+    model_input: ModelInputSetting = "auto"
+    random_state: int = 42
+    engine: FrameEngine | None = None
+    rules: Sequence[EligibilityRule] = ()
+    output_rules: Sequence[OutputRule] = ()
+    eligibility_mode: EligibilityMode = "combined"
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "feature_columns", "rules", "output_rules"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        object.__setattr__(self, "model_params", dict(self.model_params))
+
+    @classmethod
+    def from_project(cls, project: ProjectConfig, *, component: str | None = None,
+                     rules: Sequence[EligibilityRule] | None = None) -> ChainRecipe:
+        """The recipe the project's config files say for its model, or for one ``model_set`` component.
+
+        Parameters
+        ----------
+        project : ProjectConfig
+            The loaded config files (training.yml and scoring.yml are read).
+        component : str, optional
+            A ``model_set.components`` name: its recipe, model and feature columns (default
+            ``data.feature_columns``), scoring.yml's eligibility rules and no output rules (a set's
+            rules over its components are ``combined_rules``). None: training.yml's ``model``.
+        rules : sequence of EligibilityRule, optional
+            The eligibility rules, when already loaded (one load for every component of a set);
+            default :func:`lakescore.rules.load_rules` of scoring.yml.
+
+        Raises
+        ------
+        ConfigError
+            ``component`` is None but training.yml declares ``model_set`` (no single ``model``).
+        """
+        cfg = project.training
+        rules = load_rules(project.scoring) if rules is None else rules
+        if component is not None:
+            part = cfg.model_set.components[component]  # type: ignore[union-attr]
+            return cls(steps=part.preprocessing, model_class=part.model.class_name,
+                       feature_columns=part.feature_columns or cfg.data.feature_columns,
+                       model_params=part.model.params, model_input=part.model.input,
+                       random_state=cfg.defaults.random_state, engine=cfg.defaults.engine, rules=rules,
+                       eligibility_mode=project.scoring.mode)
+        if cfg.model is None:
+            raise ConfigError([f"{project.shown('training')}: declares model_set; fit it with "
+                               "lakescore.training_set.fit_project_set"])
+        return cls(steps=cfg.preprocessing, model_class=cfg.model.class_name,
+                   feature_columns=cfg.data.feature_columns, model_params=cfg.model.params,
+                   model_input=cfg.model.input, random_state=cfg.defaults.random_state,
+                   engine=cfg.defaults.engine, rules=rules, output_rules=load_output_rules(project.scoring),
+                   eligibility_mode=project.scoring.mode)
+
+
+def fit_chain(frame: Any, y: pd.Series, recipe: ChainRecipe, *, pre_split: PreSplit | None = None) -> FittedChain:
     """Learn the recipe and fit the model.
 
     Parameters
@@ -54,19 +142,16 @@ def fit_chain(frame: Any, y: pd.Series, *, recipe: list[dict[str, Any]], model_c
         Training rows with at least the feature columns and the columns the rules read.
     y : Series of shape (n_rows,)
         The label, aligned with ``frame``; rows with a missing label are dropped.
-    recipe : list of dict
-        The ``preprocessing:`` entries of training.yml, in order.
-    pre_split, pre_split_skipped : tuple
-        The learned pre-split recipe and the names of its target-reading steps
-        (:func:`lakescore.steps.recipe.learn_pre_split`); re-applied here to ``frame``.
-    eligibility_mode : {"rules", "pre_split", "combined"}, default "combined"
-        scoring.yml ``mode``: whether pre-split row filters become eligibility at scoring.
-    output_rules : list of OutputRule, optional
-        Typed output columns added after the model.
-    model_input : {"auto", "dense", "sparse"}, default "auto"
-        training.yml ``model.input``: the container the model is fitted on and sealed with
-        (:func:`lakescore.model_input.choose`; auto: sparse after a text vectorizer when the model
-        takes it).
+    recipe : ChainRecipe
+        The steps, model, feature columns, rules and modes (:meth:`ChainRecipe.from_project`).
+    pre_split : PreSplit, optional
+        The learned pre-split recipe (:func:`lakescore.steps.recipe.learn_pre_split`): its steps are
+        re-applied here to ``frame`` and sealed in the chain, with the names of its target-reading
+        steps. None: no pre-split recipe.
+
+    Returns
+    -------
+    FittedChain
 
     Raises
     ------
@@ -75,24 +160,26 @@ def fit_chain(frame: Any, y: pd.Series, *, recipe: list[dict[str, Any]], model_c
     ConfigError
         An unknown model class or rejected model parameters.
     """
-    engine = engine or ("pandas" if isinstance(frame, pd.DataFrame) else "polars")
+    engine = recipe.engine or ("pandas" if isinstance(frame, pd.DataFrame) else "polars")
+    pre_steps = pre_split.steps if pre_split is not None else ()
+    pre_skipped = pre_split.skipped if pre_split is not None else ()
+    feature_columns, mode = list(recipe.feature_columns), recipe.eligibility_mode
     frame = to_pandas(frame)
-    rules = list(rules or [])
+    rules = list(recipe.rules)
     y = pd.Series(y, index=frame.index)
     keep = y.notna().to_numpy()
     for rule in rules:
         keep &= rule.eligible(frame)
-    output_rules = list(output_rules or [])
-    scored_pre = [s.inputs for s in pre_split
-                  if pre_split_role(s, mode=eligibility_mode, skipped=pre_split_skipped) != "skip"]
+    output_rules = list(recipe.output_rules)
+    scored_pre = [s.inputs for s in pre_steps if pre_split_role(s, mode=mode, skipped=pre_skipped) != "skip"]
     inputs = _input_columns(feature_columns, [*rules, *output_rules], *scored_pre)
-    needed = _input_columns(inputs, [], *[s.inputs for s in pre_split])
+    needed = _input_columns(inputs, [], *[s.inputs for s in pre_steps])
     data, y = frame.loc[keep, needed], y[keep]
-    for step in pre_split:  # learned on the whole table; its filters drop rows here too
+    for step in pre_steps:  # learned on the whole table; its filters drop rows here too
         flagged = step.flags(data)
         data, y = data[~flagged].pipe(step.apply), y[~flagged]
     steps = []
-    for raw in recipe:
+    for raw in recipe.steps:
         step = learn_step(raw, data, y)
         steps.append(step)
         flagged = step.flags(data)
@@ -105,18 +192,18 @@ def fit_chain(frame: Any, y: pd.Series, *, recipe: list[dict[str, Any]], model_c
                         "step (e.g. OneHotEncoder) for them or drop them from feature_columns")
     if len(data) == 0:
         raise StepError("no training rows are left after the eligibility rules and outlier steps")
-    task = task_of(model_class)
+    task = task_of(recipe.model_class)
     if task == "classification":
         y = y.astype("int64") if pd.api.types.is_integer_dtype(y.dtype) else y.astype(str)
-    model = build_model(model_class, model_params, random_state=random_state)
-    sealed = containers.choose(model_input, steps, model)
+    model = build_model(recipe.model_class, dict(recipe.model_params), random_state=recipe.random_state)
+    sealed = containers.choose(recipe.model_input, steps, model)
     model.fit(containers.from_frame(data, list(data.columns), sealed), y.to_numpy())
     classes = [c.item() if hasattr(c, "item") else c for c in getattr(model, "classes_", [])] or None
     return FittedChain(
         input_columns=tuple(inputs), feature_columns=tuple(data.columns), steps=tuple(steps),
         model=model, task=task, classes=classes, rules=tuple(rules), engine=engine,
-        model_class=model_class, pre_split=tuple(pre_split), eligibility_mode=eligibility_mode,
-        pre_split_skipped=tuple(pre_split_skipped), output_rules=tuple(output_rules), model_input=sealed,
+        model_class=recipe.model_class, pre_split=tuple(pre_steps), eligibility_mode=mode,
+        pre_split_skipped=tuple(pre_skipped), output_rules=tuple(output_rules), model_input=sealed,
     )
 
 
@@ -406,17 +493,8 @@ def prepare_rows(project: ProjectConfig, frame: pd.DataFrame) -> tuple[pd.DataFr
     return frame_pd.loc[pre.kept], y.loc[pre.kept], pre
 
 
-def fit_project_chain(project: ProjectConfig, frame: pd.DataFrame, y: pd.Series, pre: Any) -> FittedChain:
-    """:func:`fit_chain` with everything the project's config says: recipe, model, eligibility and
-    output rules, pre-split steps and mode, engine. Training and the smoke probe both use it, so
-    the probe checks the chain training would admit."""
-    cfg = project.training
-    if cfg.model is None:
-        raise ConfigError([f"{project.shown('training')}: declares model_set; fit it with "
-                           "lakescore.training_set.fit_project_set"])
-    return fit_chain(frame, y, recipe=list(cfg.preprocessing), model_class=cfg.model.class_name,
-                     model_params=cfg.model.params, feature_columns=list(cfg.data.feature_columns),
-                     rules=load_rules(project.scoring), random_state=cfg.defaults.random_state,
-                     engine=cfg.defaults.engine, pre_split=pre.steps, pre_split_skipped=pre.skipped,
-                     eligibility_mode=project.scoring.mode, output_rules=load_output_rules(project.scoring),
-                     model_input=cfg.model.input)
+def fit_project_chain(project: ProjectConfig, frame: pd.DataFrame, y: pd.Series, pre: PreSplit) -> FittedChain:
+    """:func:`fit_chain` with everything the project's config says (:meth:`ChainRecipe.from_project`:
+    recipe, model, eligibility and output rules, mode, engine) and the learned pre-split recipe.
+    Training and the smoke probe both use it, so the probe checks the chain training would admit."""
+    return fit_chain(frame, y, ChainRecipe.from_project(project), pre_split=pre)

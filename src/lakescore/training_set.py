@@ -11,7 +11,6 @@ admission checks on its own (:func:`lakescore.admission.combined.admit_set`).
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 import pandas as pd
 
@@ -20,7 +19,8 @@ from lakescore.frames import derive_label
 from lakescore.model_set import Composed, ModelSet
 from lakescore.models import task_of
 from lakescore.rules import load_output_rules, load_rules
-from lakescore.training import fit_chain, holdout_metrics, model_problems, with_threshold
+from lakescore.steps.recipe import PreSplit
+from lakescore.training import ChainRecipe, fit_chain, holdout_metrics, model_problems, with_threshold
 
 
 def _label_of(project: ProjectConfig, component: ComponentConfig) -> tuple[str, str | None]:
@@ -48,7 +48,8 @@ def composed_of(project: ProjectConfig) -> tuple[Composed, ...]:
                  for e in entries)
 
 
-def fit_project_set(project: ProjectConfig, frame: pd.DataFrame, labels: dict[str, pd.Series], pre: Any) -> ModelSet:
+def fit_project_set(project: ProjectConfig, frame: pd.DataFrame, labels: dict[str, pd.Series],
+                    pre: PreSplit) -> ModelSet:
     """Fit every component of the project's ``model_set`` on ``frame`` (the training rows).
 
     Parameters
@@ -71,14 +72,9 @@ def fit_project_set(project: ProjectConfig, frame: pd.DataFrame, labels: dict[st
     cfg = project.training
     rules = load_rules(project.scoring)
     fitted = []
-    for name, component in cfg.model_set.components.items():  # type: ignore[union-attr]
-        chain = fit_chain(frame, labels[name], recipe=list(component.preprocessing),
-                          model_class=component.model.class_name, model_params=component.model.params,
-                          feature_columns=list(component.feature_columns or cfg.data.feature_columns), rules=rules,
-                          random_state=cfg.defaults.random_state, engine=cfg.defaults.engine, pre_split=pre.steps,
-                          pre_split_skipped=pre.skipped, eligibility_mode=project.scoring.mode,
-                          model_input=component.model.input)
-        fitted.append((name, chain))
+    for name in cfg.model_set.components:  # type: ignore[union-attr]
+        recipe = ChainRecipe.from_project(project, component=name, rules=rules)
+        fitted.append((name, fit_chain(frame, labels[name], recipe, pre_split=pre)))
     return ModelSet(tuple(fitted), composed=composed_of(project),
                     combined_rules=tuple(load_output_rules(project.scoring, key="combined_rules")))
 

@@ -37,14 +37,15 @@ def test_a_step_failure_is_reported_once_and_the_output_rule_and_chain_blame_it(
 
 def test_a_custom_forward_fill_is_refused_by_the_lint_and_by_perturb(flights_sample):
     from lakescore.frames import derive_label
-    from lakescore.training import fit_chain
+    from lakescore.training import ChainRecipe, fit_chain
 
     recipe = [{"step": "custom", "name": "forward_fill", "columns": ["dep_delay"],
                "ref": "broken_user_code:forward_fill_step"},
               {"step": "SimpleImputer", "name": "impute", "columns": ["dep_delay", "distance"], "strategy": "median"}]
     y = derive_label(flights_sample, column="is_late", expression="arr_delay > 15")
-    chain = fit_chain(flights_sample, y, recipe=recipe, model_class="LogisticRegression",
-                      model_params={"max_iter": 300}, feature_columns=["dep_delay", "distance"])
+    chain = fit_chain(flights_sample, y, ChainRecipe(steps=recipe, model_class="LogisticRegression",
+                                                     model_params={"max_iter": 300},
+                                                     feature_columns=["dep_delay", "distance"]))
     holdout = flights_sample.iloc[1000:][flights_sample["dep_delay"].iloc[1000:].notna()]  # no gap, as in the issue
     _, problems = examine(chain, holdout)
     assert problems == [

@@ -147,15 +147,15 @@ def test_compare_is_exact_on_labels_and_tolerant_on_floats():
 def test_the_selectable_boosted_models_pass_every_check(model_class, flights_sample):
     from lakescore.admission.evidence import admit
     from lakescore.frames import derive_label
-    from lakescore.training import fit_chain
+    from lakescore.training import ChainRecipe, fit_chain
 
     recipe = [{"step": "SimpleImputer", "name": "imp", "columns": ["dep_delay", "distance", "hour"], "strategy": "median"},
               {"step": "OneHotEncoder", "name": "oh", "columns": ["carrier", "origin"], "max_categories": None,
                "include_missing": False, "column_names": "slug"}]
     rows = flights_sample[flights_sample["dep_time"].notna()]
-    chain = fit_chain(rows, derive_label(rows, column="y", expression="arr_delay > 15"), recipe=recipe,
-                      model_class=model_class, model_params={"n_estimators": 10},
-                      feature_columns=["dep_delay", "distance", "hour", "carrier", "origin"])
+    chain = fit_chain(rows, derive_label(rows, column="y", expression="arr_delay > 15"),
+                      ChainRecipe(steps=recipe, model_class=model_class, model_params={"n_estimators": 10},
+                                  feature_columns=["dep_delay", "distance", "hour", "carrier", "origin"]))
     evidence = admit(chain, rows.iloc[1000:])
     assert evidence["model"]["class"] == model_class and evidence["model"]["needs_probe"]
     assert {c["status"] for c in evidence["model"]["checks"]} == {"passed"}

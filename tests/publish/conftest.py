@@ -17,7 +17,7 @@ from lakescore.rules import load_rules
 from lakescore.runtime import LocalRuntime
 from lakescore.scoring.preflight import ScorePlan
 from lakescore.scoring.run import ScoredRun
-from lakescore.training import fit_chain
+from lakescore.training import ChainRecipe, fit_chain
 from lakescore.workflows.publish import publish
 from lakescore.workflows.score import finish_run, prepare_scope, source_rows
 
@@ -38,9 +38,9 @@ def chain(flights_sample: pd.DataFrame) -> Any:
     recipe = [{"step": "IQR", "name": "distance_outlier", "columns": ["distance"], "factor": 1.5},
               {"step": "SimpleImputer", "name": "impute", "columns": numeric, "strategy": "median"},
               {"step": "StandardScaler", "name": "scale", "columns": numeric}]
-    return fit_chain(rows, (rows["arr_delay"] > 15).astype("int64"), recipe=recipe,
-                     model_class="LogisticRegression", model_params={"max_iter": 200},
-                     feature_columns=numeric, rules=load_rules(config.scoring))
+    return fit_chain(rows, (rows["arr_delay"] > 15).astype("int64"),
+                     ChainRecipe(steps=recipe, model_class="LogisticRegression", model_params={"max_iter": 200},
+                                 feature_columns=numeric, rules=load_rules(config.scoring)))
 
 
 class Lake:

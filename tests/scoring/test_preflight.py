@@ -115,16 +115,16 @@ def test_a_null_the_model_cannot_score_is_a_warning_in_the_score_summary(project
     from lakescore.packaging import null_counts
     from lakescore.rules import load_rules
     from lakescore.workflows.score import score
-    from lakescore.training import fit_chain
+    from lakescore.training import ChainRecipe, fit_chain
 
     train = flights_sample.iloc[:1500]
     recipe = [{"step": "SimpleImputer", "name": "impute", "columns": ["dep_delay", "distance"], "strategy": "median"},
               {"step": "StandardScaler", "name": "scale", "columns": ["dep_delay", "distance", "hour"]},
               {"step": "OneHotEncoder", "name": "one_hot", "columns": ["carrier", "origin"]}]  # hour: not imputed
-    chain = fit_chain(train, derive_label(train, column="is_late", expression="arr_delay > 15"), recipe=recipe,
-                      model_class="LogisticRegression", model_params={"max_iter": 300},
-                      feature_columns=["dep_delay", "distance", "hour", "carrier", "origin"],
-                      rules=load_rules(project.scoring))
+    chain = fit_chain(train, derive_label(train, column="is_late", expression="arr_delay > 15"),
+                      ChainRecipe(steps=recipe, model_class="LogisticRegression", model_params={"max_iter": 300},
+                                  feature_columns=["dep_delay", "distance", "hour", "carrier", "origin"],
+                                  rules=load_rules(project.scoring)))
     with mlflow.start_run():
         log_and_register(chain, example=flights_sample.iloc[1500:1505], name=NAME, alias="champion",
                          evidence=admit(chain, flights_sample.iloc[1500:]),

@@ -21,7 +21,7 @@ from lakescore.scoring.local import score_frame, score_single_node
 from lakescore.scoring.preflight import ScorePlan
 from lakescore.scoring.spark import ENV_NOTE, _env_notice_answered, score_spark
 from lakescore.packaging import log_and_register
-from lakescore.training import fit_chain
+from lakescore.training import ChainRecipe, fit_chain
 
 pytestmark = pytest.mark.spark
 
@@ -69,9 +69,9 @@ def registered(runtime, rules_file, flights_sample, demo_recipe):
                     "outputs": {"bucket": "long", "big_out": "long", "tag_out": "string"}}]})
     train = frame.iloc[:1500]
     chain = fit_chain(train, derive_label(train, column="is_late", expression="arr_delay > 15"),
-                      recipe=demo_recipe, model_class="LogisticRegression", model_params={"max_iter": 300},
-                      feature_columns=["dep_delay", "distance", "hour", "carrier", "origin"],
-                      rules=load_rules(scoring), output_rules=load_output_rules(scoring))
+                      ChainRecipe(steps=demo_recipe, model_class="LogisticRegression", model_params={"max_iter": 300},
+                                  feature_columns=["dep_delay", "distance", "hour", "carrier", "origin"],
+                                  rules=load_rules(scoring), output_rules=load_output_rules(scoring)))
     runtime.mlflow()
     with mlflow.start_run():
         model = log_and_register(chain, example=train.head(5), name="main.t.transport", alias="champion",
@@ -198,8 +198,9 @@ def test_a_null_in_an_integer_feature_the_recipe_does_not_impute_excludes_its_ro
     runtime, frame = spark_runtime, flights_sample
     train = frame.iloc[:1500]
     chain = fit_chain(train, derive_label(train, column="is_late", expression="arr_delay > 15"),
-                      recipe=NO_HOUR_IMPUTE, model_class="LogisticRegression", model_params={"max_iter": 300},
-                      feature_columns=["dep_delay", "distance", "hour", "carrier", "origin"])
+                      ChainRecipe(steps=NO_HOUR_IMPUTE, model_class="LogisticRegression",
+                                  model_params={"max_iter": 300},
+                                  feature_columns=["dep_delay", "distance", "hour", "carrier", "origin"]))
     runtime.mlflow()
     with mlflow.start_run():
         model = log_and_register(chain, example=train.head(5), name="main.t.no_impute", alias="champion",
@@ -286,8 +287,9 @@ REASONS_RECIPE = [{"step": "IQR", "name": "distance_outlier", "columns": ["dista
 
 
 def register(runtime, train, y, *, name, recipe, features, rules=()):
-    chain = fit_chain(train, y, recipe=recipe, model_class="LogisticRegression", model_params={"max_iter": 300},
-                      feature_columns=features, rules=list(rules))
+    chain = fit_chain(train, y, ChainRecipe(steps=recipe, model_class="LogisticRegression",
+                                            model_params={"max_iter": 300}, feature_columns=features,
+                                            rules=list(rules)))
     runtime.mlflow()
     with mlflow.start_run():
         model = log_and_register(chain, example=train.head(5), name=name, alias="champion",

@@ -47,7 +47,7 @@ def lookup_model(tmp_path_factory: pytest.TempPathFactory, demo_tables: dict[str
     from lakescore.frames import derive_label
     from lakescore.lookup import FeatureLookup, join_all
     from lakescore.packaging import log_and_register
-    from lakescore.training import fit_chain
+    from lakescore.training import ChainRecipe, fit_chain
 
     root = tmp_path_factory.mktemp("serving-lookup")
     runtime = LocalRuntime(root / ".lakescore")
@@ -66,9 +66,9 @@ def lookup_model(tmp_path_factory: pytest.TempPathFactory, demo_tables: dict[str
     recipe = [{"step": "SimpleImputer", "name": "impute", "columns": ["dep_delay", "temp", "plane_year"],
                "strategy": "median"},
               {"step": "StandardScaler", "name": "scale", "columns": ["dep_delay", "temp", "plane_year"]}]
-    chain = fit_chain(joined, derive_label(joined, column="is_late", expression="arr_delay > 15"), recipe=recipe,
-                      model_class="LogisticRegression", model_params={"max_iter": 300},
-                      feature_columns=["dep_delay", "temp", "plane_year"])
+    chain = fit_chain(joined, derive_label(joined, column="is_late", expression="arr_delay > 15"),
+                      ChainRecipe(steps=recipe, model_class="LogisticRegression", model_params={"max_iter": 300},
+                                  feature_columns=["dep_delay", "temp", "plane_year"]))
     chain = dataclasses.replace(chain, lookups=specs, lookup_versions=(0, 0))
     runtime.mlflow()
     with mlflow.start_run():

@@ -31,7 +31,7 @@ from lakescore.packaging import log_and_register
 from lakescore.workflows.publish import publish
 from lakescore.rules import load_rules
 from lakescore.workflows.score import score
-from lakescore.training import fit_chain
+from lakescore.training import ChainRecipe, fit_chain
 
 FLIGHTS, INCOMING = "main.flights.flights", "main.flights.flights_incoming"
 MODEL, QUALITY = "main.flights.late_arrival", "main.flights.late_arrival_quality"
@@ -48,9 +48,10 @@ def admitted(tmp_path_factory: pytest.TempPathFactory, flights_sample: pd.DataFr
     without_feature_lookups(config)  # the chain is fitted here on FEATURES, with the demo recipe's other steps
     project = load_project(config)
     train = flights_sample[(flights_sample["month"] <= 9) & flights_sample["arr_delay"].notna()]
-    chain = fit_chain(train, (train["arr_delay"] > 15).astype("int64"), recipe=list(project.training.preprocessing),
-                      model_class="LogisticRegression", model_params={"max_iter": 300}, feature_columns=FEATURES,
-                      rules=load_rules(project.scoring))
+    chain = fit_chain(train, (train["arr_delay"] > 15).astype("int64"),
+                      ChainRecipe(steps=list(project.training.preprocessing), model_class="LogisticRegression",
+                                  model_params={"max_iter": 300}, feature_columns=FEATURES,
+                                  rules=load_rules(project.scoring)))
     return chain, admit(chain, train.iloc[-256:]), train
 
 

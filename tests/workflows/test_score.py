@@ -79,7 +79,7 @@ def lookup_chain(flights_sample, demo_tables):
     plane) and admitted, once for the module: ``(chain, evidence, joined rows, weather, planes)``."""
     from lakescore.frames import derive_label
     from lakescore.lookup import FeatureLookup, join_all
-    from lakescore.training import fit_chain
+    from lakescore.training import ChainRecipe, fit_chain
 
     weather = demo_tables[WEATHER].drop_duplicates(["origin", "time_hour"])[["origin", "time_hour", "temp"]]
     planes = demo_tables[PLANES][["tailnum", "year"]]
@@ -89,9 +89,9 @@ def lookup_chain(flights_sample, demo_tables):
     recipe = [{"step": "SimpleImputer", "name": "impute", "columns": ["dep_delay", "temp", "plane_year"],
                "strategy": "median"},
               {"step": "StandardScaler", "name": "scale", "columns": ["dep_delay", "temp", "plane_year"]}]
-    chain = fit_chain(joined, derive_label(joined, column="is_late", expression="arr_delay > 15"), recipe=recipe,
-                      model_class="LogisticRegression", model_params={"max_iter": 300},
-                      feature_columns=["dep_delay", "temp", "plane_year"])
+    chain = fit_chain(joined, derive_label(joined, column="is_late", expression="arr_delay > 15"),
+                      ChainRecipe(steps=recipe, model_class="LogisticRegression", model_params={"max_iter": 300},
+                                  feature_columns=["dep_delay", "temp", "plane_year"]))
     chain = dataclasses.replace(chain, lookups=specs, lookup_versions=(0, 0))
     return chain, admit(chain, joined.iloc[1500:]), joined, weather, planes
 

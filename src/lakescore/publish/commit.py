@@ -26,10 +26,13 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from lakescore.errors import PublishConflictError, PublishError, ReceiptUnreadableError
 from lakescore.publish.plan import Decision, PublishRequest, TargetState, build_receipt, check_period_nulls, decide
+
+if TYPE_CHECKING:  # annotations only
+    from lakescore.config import ModelChangeMode
 
 MAX_ATTEMPTS = 8
 FAULT_ENV = "LAKESCORE_FAULT_PAUSE"  # fault tests only: "<before_commit|after_commit>:<marker path>"
@@ -219,7 +222,7 @@ def landed(after: TargetState, request: PublishRequest, decision: Decision) -> d
 
 
 def publish_once(writer: Writer, request: PublishRequest, *, allow_empty: bool = False,
-                 model_change_mode: str = "incremental_append", migrate: bool = False,
+                 model_change_mode: ModelChangeMode = "incremental_append", migrate: bool = False,
                  period_column: str | None = None, keys: list[str] | None = None,
                  pause: Callable[[str], None] = fault_pause,
                  **facts: Any) -> tuple[Decision, int | None, dict[str, Any] | None]:

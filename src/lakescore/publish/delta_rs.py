@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -26,6 +26,9 @@ import pyarrow.compute as pc
 from lakescore.publish.commit import CommitLost, Period, RepeatedKeys, publish_once
 from lakescore.publish.plan import Decision, PublishRequest, TargetState
 from lakescore.publish.state import DeltaRsTarget
+
+if TYPE_CHECKING:  # annotations only
+    from lakescore.config import ModelChangeMode
 
 ROWS_PER_FILE = 1_000_000
 
@@ -229,7 +232,7 @@ class DeltaRsWriter:
 
 
 def publish(path: str, data: pa.Table, request: PublishRequest, *, allow_empty: bool = False,
-            model_change_mode: str = "incremental_append", migrate: bool = False,
+            model_change_mode: ModelChangeMode = "incremental_append", migrate: bool = False,
             period_column: str | None = None, keys: list[str] | None = None,
             **facts: Any) -> tuple[Decision, int | None, dict[str, Any] | None]:
     """Commit ``data`` to the Delta table at ``path`` exactly once for ``request``, with delta-rs.

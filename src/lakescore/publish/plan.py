@@ -59,7 +59,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from lakescore.errors import (
     CdfRecoveryRequiredError,
@@ -72,6 +72,9 @@ from lakescore.errors import (
     SourceChangedError,
     StalePlanError,
 )
+
+if TYPE_CHECKING:  # annotations only
+    from lakescore.config import ModelChangeMode, PublicationConfig, PublicationMode
 from lakescore.publish.receipts import (  # noqa: F401  (parse_receipt and the constants are re-exported)
     RECEIPT_FORMAT,
     RECEIPT_MARKER,
@@ -336,7 +339,7 @@ def _reject_model_change(table: str, wm: Watermark, model_name: str, model_versi
     )
 
 
-def plan_scope(publication: Any, source: SourceState, target: TargetState, *, model_name: str,
+def plan_scope(publication: PublicationConfig, source: SourceState, target: TargetState, *, model_name: str,
                model_version: int, recover: bool = False) -> Scope:
     """Decide which source rows a run scores, before any scoring.
 
@@ -506,7 +509,7 @@ class PublishRequest:
     prediction_table: str
     source_table: str
     source_table_id: str
-    mode: str
+    mode: PublicationMode
     action: Action
     source_version_from: int | None
     source_version_to: int
@@ -587,7 +590,8 @@ def _replay(request: PublishRequest, target: TargetState) -> Decision | None:
     return None
 
 
-def _against_watermark(request: PublishRequest, target: TargetState, model_change_mode: str) -> Decision | None:
+def _against_watermark(request: PublishRequest, target: TargetState,
+                       model_change_mode: ModelChangeMode) -> Decision | None:
     """Check a (non-recovery) request against the table's watermark: a no-op when its window is
     already covered, else None; raises when it is stale, unbound or a refused model change."""
     check_receipts_complete(target)
@@ -620,7 +624,7 @@ def _against_watermark(request: PublishRequest, target: TargetState, model_chang
 
 
 def decide(request: PublishRequest, target: TargetState, *, allow_empty: bool = False,
-           model_change_mode: str = "incremental_append", migrate: bool = False) -> Decision:
+           model_change_mode: ModelChangeMode = "incremental_append", migrate: bool = False) -> Decision:
     """Decide what to do with ``request`` against ``target`` (the snapshot the commit will use).
 
     Parameters

@@ -56,7 +56,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
-from lakescore.config import TABLE_NAME
+from lakescore.config import TABLE_NAME, ModelChangeMode
 from lakescore.publish.commit import CommitLost, Period, RepeatedKeys, publish_once
 from lakescore.publish.plan import Decision, LaterCommit, PublishRequest, TargetState
 from lakescore.publish.receipts import RECEIPTS_SUFFIX, merge_receipts, receipt_rows
@@ -608,7 +608,7 @@ class SparkDeltaWriter:
 
 
 def publish(path: str | TableRef, frame: Any, request: PublishRequest, *, allow_empty: bool = False,
-            model_change_mode: str = "incremental_append", migrate: bool = False,
+            model_change_mode: ModelChangeMode = "incremental_append", migrate: bool = False,
             period_column: str | None = None, keys: list[str] | None = None,
             app_txn: AppTxnReader | None = None, frame_facts: FrameFacts | None = None,
             **facts: Any) -> tuple[Decision, int | None, dict[str, Any] | None]:

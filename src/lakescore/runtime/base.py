@@ -18,13 +18,14 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
+from lakescore.config.inference import BatchCompute  # inference.batch_compute: the scoring route
+
 if TYPE_CHECKING:  # annotations only: importing a runtime (the endpoint process does) loads no pandas
     import pandas as pd
     import pyarrow as pa
 
 Kind = Literal["local", "databricks"]
 Engine = Literal["delta-rs", "spark"]  # a reader of a table's data files (unreadable_features)
-BatchCompute = Literal["spark", "single_node"]  # inference.batch_compute: the scoring route
 # Where an endpoint listens (lakescore.runtime.serving_address): serving.yml's host, or the driver's address.
 ServingBindKind = Literal["configured", "driver"]
 

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from lakescore.errors import FeatureLookupError, RuntimeUnsupportedError
 
 if TYPE_CHECKING:  # the spec is a core value object; only its fields are read here
+    from lakescore.config import EnvManager
     from lakescore.lookup import FeatureLookup
 
 FE_MODULE = "databricks.feature_engineering"
@@ -156,7 +157,7 @@ class FeatureEngineering:
         return log_model
 
     def score_batch(self, model_uri: str, rows: Any, *, result_type: str, params: dict[str, Any],
-                    env_manager: str) -> Any:
+                    env_manager: EnvManager) -> Any:
         """``score_batch``: ``rows`` with the model's lookups joined (current versions) and its
         output in a ``prediction`` column of type ``result_type``, lazily."""
         return self.client().score_batch(model_uri=model_uri, df=rows, result_type=result_type, params=params,

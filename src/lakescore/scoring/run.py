@@ -15,6 +15,7 @@ from functools import cached_property
 from typing import Any
 
 
+from lakescore.config import BatchCompute, EnvManager
 from lakescore.scoring.preflight import ScorePlan
 from lakescore.scoring.spark import spark_tally
 from lakescore.scoring.tally import Tally, pandas_tally
@@ -37,8 +38,8 @@ class ScoredRun:
 
     run_id: str
     plan: ScorePlan
-    batch_compute: str
-    env_manager: str
+    batch_compute: BatchCompute
+    env_manager: EnvManager
     batch_rows: int
     predictions: Any
     scope: dict[str, Any] = field(default_factory=dict)  # lakescore.publish.plan.Scope as JSON

@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from lakescore.config import EnvManager
 from lakescore.frames import TRANSPORT_TYPES, null_mask_name
 from lakescore.rules import OUTPUT_TYPES
 from lakescore.scoring.preflight import ScorePlan
@@ -88,7 +89,7 @@ ENV_NOTE = ("lakescore: env_manager=local: the workers score in this Python envi
 
 
 @contextmanager
-def _env_notice_answered(env_manager: str) -> Iterator[None]:
+def _env_notice_answered(env_manager: EnvManager) -> Iterator[None]:
     """With ``env_manager="local"``, replace MLflow's warning that the environment may differ from
     training's by one line saying which check answers it (the certificate's version pins)."""
     if env_manager != "local":
@@ -105,7 +106,7 @@ def _env_notice_answered(env_manager: str) -> Iterator[None]:
         logger.removeFilter(drop)
 
 
-def score_spark(source: Any, plan: ScorePlan, *, batch_rows: int, env_manager: str,
+def score_spark(source: Any, plan: ScorePlan, *, batch_rows: int, env_manager: EnvManager,
                 model_dir: Path | None = None, carry: tuple[str, ...] = (),
                 batch_scorer: Callable[..., Any] | None = None) -> Any:
     """Score ``source`` (the pinned snapshot, or a window's inserted rows) on Spark workers, lazily.
@@ -124,7 +125,7 @@ def score_spark(source: Any, plan: ScorePlan, *, batch_rows: int, env_manager: s
         The model (``model_uri``), keys and input columns.
     batch_rows : int
         Most rows per model call on a worker (``spark_udf_prediction_batch_rows``).
-    env_manager : str
+    env_manager : {"local", "virtualenv"}
         ``spark_udf``'s ``env_manager`` (``local``: the workers use this Python environment).
     model_dir : Path, optional
         Where the driver downloads the model once for the workers (the run store's ``models``

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from lakescore.config import ProjectConfig, ServingConfig
+from lakescore.config import ModelSelection, ProjectConfig, ServingConfig
 from lakescore.errors import ConfigError, LakescoreError
 
 
@@ -27,7 +27,7 @@ class EndpointPlan:
     name: str
     model_name: str
     version: int
-    selection: str
+    selection: ModelSelection
     input_columns: dict[str, str]
     task: str
     settings: ServingConfig

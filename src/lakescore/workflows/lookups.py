@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from lakescore.config import EnvManager
 from lakescore.errors import LakescoreError
 from lakescore.lookup import FeatureLookup, join_all, lookup_inputs, same_time_type
 from lakescore.runtime import Runtime
@@ -211,7 +212,7 @@ def lookup_problems(runtime: Runtime, specs: tuple[FeatureLookup, ...] | list[Fe
     return empty, problems
 
 
-def score_spark_route(runtime: Runtime, rows: Any, plan: ScorePlan, *, batch_rows: int, env_manager: str,
+def score_spark_route(runtime: Runtime, rows: Any, plan: ScorePlan, *, batch_rows: int, env_manager: EnvManager,
                       model_dir: Path, carry: tuple[str, ...]) -> Any:
     """The Spark route's scoring of ``rows`` (:func:`lakescore.scoring.spark.score_spark`), lazily,
     with the model's feature lookups joined where this placement joins them.

@@ -87,7 +87,7 @@ def score(project: ProjectConfig, runtime: Runtime, *, recover: bool = False) ->
     return run
 
 
-def _split_size_kept(runtime: Runtime, batch_compute: str) -> AbstractContextManager[None]:
+def _split_size_kept(runtime: Runtime, batch_compute: BatchCompute) -> AbstractContextManager[None]:
     """On the Spark route, the session's split size as it was once the run is staged."""
     if batch_compute != "spark":
         return nullcontext()

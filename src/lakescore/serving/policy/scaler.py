@@ -21,6 +21,8 @@ import math
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from lakescore.config import ScaleSignal
+
 DOWN_FRACTION = 0.8
 PENDING_WINDOW_S = 20.0
 
@@ -55,7 +57,7 @@ class ScaleInput:
     replicas: int
     min_replicas: int
     max_replicas: int
-    signal: Literal["request_rate", "pending_requests"]
+    signal: ScaleSignal
     requests_per_min: float
     pending_per_replica: float
     target_rpm: float

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 from urllib.parse import urlparse
 
+from lakescore.config import ReplicaStart
 from lakescore.errors import ServingError
 from lakescore.serving import forkserver
 from lakescore.serving.replicas.channel import PREFIX, ChannelError, health, socket_path
@@ -218,7 +219,7 @@ class LocalProcessBackend:
     """
 
     def __init__(self, *, model_name: str, tracking_uri: str, log_dir: Path,
-                 start: Literal["preloaded_fork", "new_process"] = "preloaded_fork") -> None:
+                 start: ReplicaStart = "preloaded_fork") -> None:
         self.start_method = start
         self.model_name = model_name
         self.tracking_uri = tracking_uri
