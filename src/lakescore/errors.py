@@ -338,7 +338,7 @@ class TableFeatureUnsupportedError(RuntimeUnsupportedError):
 
 class TransportCodeError(LakescoreError):
     """A scored value (``scoring_status``, ``exclusion_reason``, a text class) that the Spark
-    route's code table for its chain does not list (:mod:`lakescore.scoring.codes`): it would
+    route's code table for its chain does not list (:mod:`lakescore.transport_codes`): it would
     otherwise be decoded as another value."""
 
     code = "transport_code_unknown"

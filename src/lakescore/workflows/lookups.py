@@ -270,7 +270,7 @@ def run_lookups(runtime: Runtime, receipt: dict[str, Any], model_version: int
     """
     if not receipt.get("feature_lookups"):
         return (), {}
-    from lakescore.scoring.preflight import chain_meta  # mlflow: read the chain.json only
+    from lakescore.saved_models import chain_meta  # mlflow: read the chain.json only
 
     meta = chain_meta(f"models:/{receipt['model_name']}/{int(model_version)}")
     specs = tuple(FeatureLookup.from_json(x["spec"]) for x in meta.get("feature_lookups", []))
