@@ -360,12 +360,10 @@ class ChangeFeedReadError(LakescoreError):
     code = "change_feed_unreadable"
 
     @classmethod
-    def reading(cls, table: str, first: int, last: int, err: BaseException) -> "ChangeFeedReadError":
-        """The error for reader error ``err`` on versions ``first``..``last`` of ``table``; its
-        ``reason`` is the line of ``err`` that says why (delta-rs, pyarrow or Delta Spark)."""
-        from lakescore.change_feed_errors import reason_of
-
-        reason = reason_of(err)
+    def reading(cls, table: str, first: int, last: int, reason: str) -> "ChangeFeedReadError":
+        """The error for a reader's failure on versions ``first``..``last`` of ``table``; ``reason``
+        is the line of the reader's error that says why (delta-rs, pyarrow or Delta Spark:
+        :func:`lakescore.change_feed_errors.reason_of`)."""
         return cls(f"the change data feed of {table} cannot be read for versions {first}..{last} ({reason})",
                    table=table, reason=reason)
 
@@ -378,12 +376,10 @@ class ChangeFeedQueryError(LakescoreError):
     code = "change_feed_read_failed"
 
     @classmethod
-    def reading(cls, table: str, first: int, last: int, err: BaseException, *,
+    def reading(cls, table: str, first: int, last: int, reason: str, *,
                 columns: list[str] | None = None) -> "ChangeFeedQueryError":
-        """The error for reader error ``err`` on versions ``first``..``last`` of ``table``."""
-        from lakescore.change_feed_errors import reason_of
-
-        reason = reason_of(err)
+        """The error for a reader's failure on versions ``first``..``last`` of ``table``; ``reason``
+        as :meth:`ChangeFeedReadError.reading`."""
         read = f" (columns read: {', '.join(columns)})" if columns else ""
         return cls(f"reading the change data feed of {table} for versions {first}..{last} failed{read}: {reason}. "
                    "The feed still covers these versions (this is not a lost window, no recovery is needed): "
