@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from lakescore.chain import FittedChain
 from lakescore.model_set import SET_FILE, ModelSet, is_set_folder

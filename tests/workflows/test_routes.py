@@ -1,5 +1,6 @@
-"""Feature tables through the runtime: how many source rows find no feature row (the demo's
-"no feature row" lines), counted in pandas and in Spark alike."""
+"""The route a run takes, chosen once from batch_compute and the placement; and what each route
+counts where its rows are: how many source rows find no feature row (the demo's "no feature row"
+lines), in pandas and in Spark alike."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 from lakescore.errors import FeatureLookupError
 from lakescore.lookup import FeatureLookup
-from lakescore.workflows.lookups import unmatched_rows
+from lakescore.workflows.routes import choose_route
 
 SOURCE, PLANES, WEATHER = "main.t.rows", "main.t.planes", "main.t.weather"
 PLANE = FeatureLookup(PLANES, ("tailnum",), ("seats",))
@@ -35,15 +36,15 @@ EXPECTED = {f"{PLANES} by tailnum": 2, f"{WEATHER} by origin, time_hour": 4}
 
 def test_rows_without_a_feature_row_are_counted_in_pandas(runtime) -> None:
     _tables(runtime)
-    assert unmatched_rows(runtime, SOURCE, [PLANE, WEATHER_AT], version=0, versions={PLANES: 0, WEATHER: 0},
-                          spark=False) == EXPECTED
+    assert choose_route(runtime, "single_node").unmatched_rows(
+        SOURCE, [PLANE, WEATHER_AT], version=0, versions={PLANES: 0, WEATHER: 0}) == EXPECTED
 
 
 @pytest.mark.spark
 def test_rows_without_a_feature_row_are_counted_in_spark_as_in_pandas(spark_runtime) -> None:
     _tables(spark_runtime)
-    assert unmatched_rows(spark_runtime, SOURCE, [PLANE, WEATHER_AT], version=0, versions={PLANES: 0, WEATHER: 0},
-                          spark=True) == EXPECTED
+    assert choose_route(spark_runtime, "spark").unmatched_rows(
+        SOURCE, [PLANE, WEATHER_AT], version=0, versions={PLANES: 0, WEATHER: 0}) == EXPECTED
 
 
 def test_a_naive_feature_time_against_utc_rows_is_refused_as_the_join_refuses_it(runtime) -> None:
@@ -56,7 +57,8 @@ def test_a_naive_feature_time_against_utc_rows_is_refused_as_the_join_refuses_it
     spec = FeatureLookup("main.t.weather_naive", ("origin",), ("temp",), timestamp_lookup_key="time_hour")
     with pytest.raises(FeatureLookupError, match=r"main\.t\.weather_naive: the rows' 'time_hour' carries a time zone "
                                                  r"and feature table column 'time_hour' does not"):
-        unmatched_rows(runtime, SOURCE, [spec], version=0, versions={"main.t.weather_naive": 0}, spark=False)
+        choose_route(runtime, "single_node").unmatched_rows(
+            SOURCE, [spec], version=0, versions={"main.t.weather_naive": 0})
 
 
 DAILY = FeatureLookup("main.t.daily", ("origin",), ("temp",), timestamp_lookup_key="time_hour",
@@ -77,13 +79,13 @@ DAILY_EXPECTED = {"main.t.daily by origin, time_hour": 3}
 def test_a_date_feature_time_is_counted_as_midnight_utc_against_utc_rows(runtime) -> None:
     _tables(runtime)
     _daily(runtime)
-    assert unmatched_rows(runtime, SOURCE, [DAILY], version=0, versions={"main.t.daily": 0},
-                          spark=False) == DAILY_EXPECTED
+    assert choose_route(runtime, "single_node").unmatched_rows(
+        SOURCE, [DAILY], version=0, versions={"main.t.daily": 0}) == DAILY_EXPECTED
 
 
 @pytest.mark.spark
 def test_a_date_feature_time_is_counted_in_spark_as_in_pandas(spark_runtime) -> None:
     _tables(spark_runtime)
     _daily(spark_runtime)
-    assert unmatched_rows(spark_runtime, SOURCE, [DAILY], version=0, versions={"main.t.daily": 0},
-                          spark=True) == DAILY_EXPECTED
+    assert choose_route(spark_runtime, "spark").unmatched_rows(
+        SOURCE, [DAILY], version=0, versions={"main.t.daily": 0}) == DAILY_EXPECTED
