@@ -4,18 +4,123 @@ lines), in pandas and in Spark alike."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import date
+from pathlib import Path
 
+import mlflow
 import pandas as pd
 import pytest
 
+from lakescore.config import load_project
+from lakescore.demo_data import INCOMING
 from lakescore.errors import FeatureLookupError
 from lakescore.lookup import FeatureLookup
-from lakescore.workflows.routes import choose_route
+from lakescore.packaging import log_and_register
+from lakescore.publish.state import DeltaRsTarget
+from lakescore.runtime import DatabricksRuntime
+from lakescore.runtime.base import DeltaEngine
+from lakescore.runtime.databricks import MlflowUris
+from lakescore.workflows import publish as publish_workflow
+from lakescore.workflows import score as score_workflow
+from lakescore.workflows.routes import SingleNodeRoute, SparkRoute, choose_route
+from lakescore.workflows.routes.writers import DeltaRsPublication, SparkDeltaPublication
 
 SOURCE, PLANES, WEATHER = "main.t.rows", "main.t.planes", "main.t.weather"
+MODEL = "main.flights.late_arrival"
 PLANE = FeatureLookup(PLANES, ("tailnum",), ("seats",))
 WEATHER_AT = FeatureLookup(WEATHER, ("origin",), ("temp",), timestamp_lookup_key="time_hour")
+
+
+def _kinds(route) -> tuple:
+    """What a route is: its class, name, publication engine, writer, and whether it can decide a
+    replay no-op before a session starts."""
+    return (type(route), route.name, route.engine, type(route.writer()),
+            type(route.early_target(SOURCE, app_id="job")))
+
+
+def test_each_batch_compute_gets_its_route_with_the_local_placements_engine(runtime) -> None:
+    assert _kinds(choose_route(runtime, "single_node")) == (
+        SingleNodeRoute, "single_node", DeltaEngine.DELTA_RS, DeltaRsPublication, type(None))
+    assert _kinds(choose_route(runtime, "spark")) == (
+        SparkRoute, "spark", DeltaEngine.SPARK_DELTA, SparkDeltaPublication, DeltaRsTarget)
+    with pytest.raises(ValueError, match="batch_compute 'gpu' is not a route"):
+        choose_route(runtime, "gpu")  # type: ignore[arg-type]
+
+
+@pytest.mark.spark
+def test_on_databricks_both_routes_publish_with_spark_delta_and_decide_nothing_early(spark, tmp_path: Path,
+                                                                                   migrated_mlflow) -> None:
+    db = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    dbx = DatabricksRuntime(tmp_path / "lakescore", target="staging", uris=MlflowUris(db, db), session=spark)
+    assert _kinds(choose_route(dbx, "single_node")) == (
+        SingleNodeRoute, "single_node", DeltaEngine.SPARK_DELTA, SparkDeltaPublication, type(None))
+    assert _kinds(choose_route(dbx, "spark")) == (
+        SparkRoute, "spark", DeltaEngine.SPARK_DELTA, SparkDeltaPublication, type(None))
+
+
+def _counted(monkeypatch: pytest.MonkeyPatch, module) -> list[str]:
+    """The batch_compute of every route ``module`` chooses (the real choice, recorded)."""
+    calls: list[str] = []
+    real = module.choose_route
+
+    def choose(runtime, batch_compute):
+        calls.append(batch_compute)
+        return real(runtime, batch_compute)
+
+    monkeypatch.setattr(module, "choose_route", choose)
+    return calls
+
+
+@pytest.fixture
+def ten_flights(runtime, project_dir, flights_sample, small_chain, small_evidence):
+    """Ten flights as the score source and the small chain registered: a project on each route."""
+    ten = flights_sample.head(10).reset_index(drop=True)
+    runtime.write_table(INCOMING, ten, mode="error", configuration={"delta.enableChangeDataFeed": "true"})
+    runtime.mlflow()
+    with mlflow.start_run():
+        log_and_register(small_chain, example=flights_sample.head(5), name=MODEL, alias="champion",
+                         evidence=small_evidence)
+    project = load_project(project_dir)
+
+    def on(batch_compute: str):
+        return dataclasses.replace(project, inference=project.inference.model_copy(
+            update={"batch_compute": batch_compute}))
+
+    return on, sorted(int(k) for k in ten["flight_id"])
+
+
+def test_a_single_node_run_chooses_its_route_once_and_its_run_says_so(ten_flights, runtime, monkeypatch) -> None:
+    on, keys = ten_flights
+    chosen, published = _counted(monkeypatch, score_workflow), _counted(monkeypatch, publish_workflow)
+    run = score_workflow.score(on("single_node"), runtime)
+    assert chosen == ["single_node"]  # once, for every step of the run
+    assert (run.batch_compute, run.frame, sorted(run.predictions["flight_id"])) == ("single_node", "pandas", keys)
+    assert (runtime.runs_dir() / run.run_id / "predictions.parquet").is_file()
+    assert publish_workflow.publish(on("single_node"), runtime, run).engine == "delta-rs"
+    assert published == ["single_node"]
+    staged = score_workflow.load_scored(runtime, run.run_id)
+    assert (staged.batch_compute, staged.frame, staged.counts) == ("single_node", "pandas", run.counts)
+
+
+@pytest.mark.spark
+def test_a_spark_run_chooses_its_route_once_and_its_run_says_so(ten_flights, spark_runtime, monkeypatch) -> None:
+    on, keys = ten_flights
+    runtime = spark_runtime
+    chosen, published = _counted(monkeypatch, score_workflow), _counted(monkeypatch, publish_workflow)
+    run = score_workflow.score(on("spark"), runtime)
+    assert chosen == ["spark"]
+    assert (run.batch_compute, run.frame) == ("spark", "spark")
+    assert sorted(r["flight_id"] for r in run.predictions.select("flight_id").collect()) == keys
+    assert (runtime.runs_dir() / run.run_id / "predictions").is_dir()
+    assert publish_workflow.publish(on("spark"), runtime, run).engine == "spark-delta"
+    assert published == ["spark"]
+    assert score_workflow.load_scored(runtime, run.run_id).frame == "spark"  # the staged run's route, read back
+    chosen.clear()
+    replay = score_workflow.score(on("spark"), runtime)  # nothing new: a no-op, decided before scoring
+    assert chosen == ["spark"]
+    assert (replay.batch_compute, replay.frame, replay.counts["rows_in"]) == ("spark", "pandas", 0)
+    assert publish_workflow.publish(on("spark"), runtime, replay).action == "noop"
 
 
 def _tables(runtime) -> None:
