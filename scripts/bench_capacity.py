@@ -155,7 +155,8 @@ def child_spark(lake: str, configs: list[str]) -> dict[str, Any]:
     from lakescore.config import load_project
     from lakescore.runtime import LocalRuntime
     from lakescore.workflows.publish import publish
-    from lakescore.workflows.score import SPARK_STAGED, score
+    from lakescore.workflows.routes.spark import SPARK_STAGED
+    from lakescore.workflows.score import score
 
     runtime = LocalRuntime(lake)
     master = runtime.spark().sparkContext.master  # the JVM starts here, before any clock

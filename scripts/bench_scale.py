@@ -150,7 +150,8 @@ def child_publish(home: str, config_dir: str, run_id: str) -> dict[str, Any]:
     from lakescore.publish.plan import Scope
     from lakescore.publish.run import spark_facts
     from lakescore.runtime import LocalRuntime
-    from lakescore.workflows.publish import build_request, publish, spark_rows
+    from lakescore.workflows.publish import build_request, publish
+    from lakescore.workflows.routes.writers import spark_rows
     from lakescore.workflows.score import load_scored
 
     runtime = LocalRuntime(home)

@@ -96,5 +96,5 @@ def change_feed_error(table: str, first: int, last: int, err: BaseException, *,
         :class:`~lakescore.errors.ChangeFeedQueryError`, naming the reader's own cause.
     """
     if feed_gone(err):
-        return ChangeFeedReadError.reading(table, first, last, err)
-    return ChangeFeedQueryError.reading(table, first, last, err, columns=columns)
+        return ChangeFeedReadError.reading(table, first, last, reason_of(err))
+    return ChangeFeedQueryError.reading(table, first, last, reason_of(err), columns=columns)

@@ -338,7 +338,7 @@ class TableFeatureUnsupportedError(RuntimeUnsupportedError):
 
 class TransportCodeError(LakescoreError):
     """A scored value (``scoring_status``, ``exclusion_reason``, a text class) that the Spark
-    route's code table for its chain does not list (:mod:`lakescore.scoring.codes`): it would
+    route's code table for its chain does not list (:mod:`lakescore.transport_codes`): it would
     otherwise be decoded as another value."""
 
     code = "transport_code_unknown"
@@ -360,12 +360,10 @@ class ChangeFeedReadError(LakescoreError):
     code = "change_feed_unreadable"
 
     @classmethod
-    def reading(cls, table: str, first: int, last: int, err: BaseException) -> "ChangeFeedReadError":
-        """The error for reader error ``err`` on versions ``first``..``last`` of ``table``; its
-        ``reason`` is the line of ``err`` that says why (delta-rs, pyarrow or Delta Spark)."""
-        from lakescore.change_feed_errors import reason_of
-
-        reason = reason_of(err)
+    def reading(cls, table: str, first: int, last: int, reason: str) -> "ChangeFeedReadError":
+        """The error for a reader's failure on versions ``first``..``last`` of ``table``; ``reason``
+        is the line of the reader's error that says why (delta-rs, pyarrow or Delta Spark:
+        :func:`lakescore.change_feed_errors.reason_of`)."""
         return cls(f"the change data feed of {table} cannot be read for versions {first}..{last} ({reason})",
                    table=table, reason=reason)
 
@@ -378,12 +376,10 @@ class ChangeFeedQueryError(LakescoreError):
     code = "change_feed_read_failed"
 
     @classmethod
-    def reading(cls, table: str, first: int, last: int, err: BaseException, *,
+    def reading(cls, table: str, first: int, last: int, reason: str, *,
                 columns: list[str] | None = None) -> "ChangeFeedQueryError":
-        """The error for reader error ``err`` on versions ``first``..``last`` of ``table``."""
-        from lakescore.change_feed_errors import reason_of
-
-        reason = reason_of(err)
+        """The error for a reader's failure on versions ``first``..``last`` of ``table``; ``reason``
+        as :meth:`ChangeFeedReadError.reading`."""
         read = f" (columns read: {', '.join(columns)})" if columns else ""
         return cls(f"reading the change data feed of {table} for versions {first}..{last} failed{read}: {reason}. "
                    "The feed still covers these versions (this is not a lost window, no recovery is needed): "

@@ -34,7 +34,7 @@ from lakescore.frames import to_transport
 from lakescore.model_set import ModelSet
 from lakescore.pasting import PastingEnsemble
 from lakescore.saved_models import load_saved
-from lakescore.scoring.codes import code_tables, encode
+from lakescore.transport_codes import code_tables, encode
 
 DEFAULT_BATCH_ROWS = 10000
 
@@ -68,7 +68,7 @@ class LakescoreModel(mlflow.pyfunc.PythonModel):
     Params (per call): ``batch_rows`` (int, rows per model call, default 10000) and
     ``null_transport`` (bool, default False): the Spark route's transport form, which it decodes:
     ``scoring_status``, ``exclusion_reason`` and text-class ``prediction`` as codes into the
-    chain's tables (:func:`lakescore.scoring.codes.encode`), then every output with a null mask
+    chain's tables (:func:`lakescore.transport_codes.encode`), then every output with a null mask
     (:func:`lakescore.frames.to_transport`). Without it, strings, as ``FittedChain.predict`` gives.
     """
 

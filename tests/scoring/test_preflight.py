@@ -11,7 +11,7 @@ from lakescore.config import load_project
 from lakescore.errors import ConfigError, RuntimeUnsupportedError
 from lakescore.packaging import LakescoreModel, log_and_register
 from lakescore.scoring.local import score_frame
-from lakescore.scoring.preflight import chain_meta, preflight
+from lakescore.scoring.preflight import preflight
 from lakescore.workflows.score import score
 
 NAME = "main.flights.late_arrival"
@@ -166,20 +166,3 @@ def test_the_threshold_in_force_reaches_the_plan_and_the_published_receipt(proje
     assert receipt["model_version"] == 1
     scored = run.predictions[run.predictions["scoring_status"] == "predicted"]
     assert ((scored["probability"] >= 0.4) == (scored["prediction"] == 1)).all()  # the labels obey it
-
-
-def test_chain_meta_reads_set_json_only_where_chain_json_is_absent(tmp_path):
-    model = tmp_path / "model"
-    chain_dir = model / "artifacts" / "chain"
-    chain_dir.mkdir(parents=True)
-    (chain_dir / "set.json").write_text('{"engine": "pandas", "components": ["a", "b"]}')
-    assert chain_meta(str(model)) == {"engine": "pandas", "components": ["a", "b"]}  # a model set's folder
-    (chain_dir / "chain.json").symlink_to(chain_dir / "gone.json")  # there, but it cannot be read
-    with pytest.raises((mlflow.exceptions.MlflowException, OSError), match=r"chain\.json"):
-        chain_meta(str(model))  # the reader's error (a local store: the listing's), not set.json's content
-    (chain_dir / "chain.json").unlink()
-    (chain_dir / "chain.json").write_text('{"engine": "pola')  # corrupt: its own error, not set.json's content
-    with pytest.raises(ValueError, match="Unterminated string"):
-        chain_meta(str(model))
-    (chain_dir / "chain.json").write_text('{"engine": "polars"}')
-    assert chain_meta(str(model)) == {"engine": "polars"}

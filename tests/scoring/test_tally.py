@@ -1,12 +1,14 @@
 """A scored run's counts and summary come from one tally of (scoring_status, exclusion_reason),
 the same for a pandas frame and a Spark DataFrame of the same rows."""
 
+import dataclasses
+
 import pandas as pd
 import pytest
 
 from lakescore.scoring.preflight import ScorePlan
-from lakescore.scoring.run import ScoredRun, tally_of
-from lakescore.scoring.tally import Tally
+from lakescore.scoring.run import ScoredRun
+from lakescore.scoring.tally import Tally, pandas_tally
 
 ROWS = pd.DataFrame({"flight_id": pd.array([1, 2, 3, 4, 5, 6], dtype="Int64"),
                      "scoring_status": pd.array(["predicted", "excluded", "predicted", "excluded", "excluded",
@@ -23,7 +25,7 @@ def _run(predictions) -> ScoredRun:
 
 
 def test_the_tally_of_a_pandas_frame_gives_the_counts_and_the_exclusions():
-    assert tally_of(ROWS) == WANT and tally_of(ROWS.iloc[:0]) == Tally()
+    assert pandas_tally(ROWS) == WANT and pandas_tally(ROWS.iloc[:0]) == Tally()
     run = _run(ROWS)
     assert run.counts == {"rows_in": 6, "predicted": 3, "excluded": 3}
     summary = run.summary()
@@ -36,6 +38,6 @@ def test_the_tally_of_a_pandas_frame_gives_the_counts_and_the_exclusions():
 def test_the_tally_of_a_spark_frame_is_the_same_aggregate(spark):
     frame = spark.createDataFrame(ROWS.astype(object).where(ROWS.notna(), None),
                                   "flight_id long, scoring_status string, exclusion_reason string")
-    run = _run(frame)
+    run = dataclasses.replace(_run(frame), batch_compute="spark", frame="spark")
     assert run.on_spark and run.tally == WANT
     assert run.counts == {"rows_in": 6, "predicted": 3, "excluded": 3}

@@ -10,9 +10,9 @@ from lakescore.config import ProjectConfig
 from lakescore.errors import (CertificateError, ConfigError, LakescoreError, ModelArtifactsMissingError,
                               SparkPolarsUnsupportedError, TableFeatureUnsupportedError, UncertifiedModelError)
 from lakescore.runtime.base import Tables
+from lakescore.saved_models import chain_meta
 from lakescore.thresholds import saved_decision_rule
 
-CHAIN_FILE = "chain.json"  # a single chain's metadata in a logged model; a model set saves set.json instead
 
 
 @dataclass(frozen=True)
@@ -221,50 +221,6 @@ def _check_readable(project: ProjectConfig, tables: Tables, version: int) -> Non
             f"that the single-node route's reader (delta-rs {deltalake.__version__}) cannot read. Set batch_compute: "
             f"spark in {project.shown('inference')} (Spark reads it through Delta Lake).",
             table=inf.score_source_table, features=sorted(unreadable))
-
-
-def chain_meta(model_uri: str) -> dict[str, Any]:
-    """The logged model's ``chain.json`` (engine, task, classes, threshold, ...), or a model set's
-    ``set.json`` (engine, decision_rule, feature_lookups, components), without loading the model.
-
-    Parameters
-    ----------
-    model_uri : str
-        ``models:/<name>/<version>``, ``runs:/...`` or a folder.
-
-    Returns
-    -------
-    dict
-        The saved JSON object.
-
-    Raises
-    ------
-    mlflow.exceptions.MlflowException, OSError
-        ``chain.json`` is there but cannot be read (permissions, a broken link, a lost connection):
-        the reader's own error, never a fallback to ``set.json``. With no ``chain.json`` and no
-        ``set.json``, the reader's error for ``set.json``.
-    """
-    import json
-    import posixpath
-    from pathlib import Path
-
-    import mlflow
-
-    from lakescore.model_set import SET_FILE
-    from lakescore.model_uri import pyfunc_uri
-
-    chain_dir = f"{pyfunc_uri(model_uri)}/artifacts/chain"
-    try:
-        saved = mlflow.artifacts.download_artifacts(f"{chain_dir}/{CHAIN_FILE}")
-    except Exception:
-        # What a missing file raises differs by artifact store (a local store's RESOURCE_DOES_NOT_EXIST,
-        # a cloud store's HTTP 404 inside INTERNAL_ERROR), so absence is read from the listing:
-        # only a folder without chain.json is a model set's, whatever went wrong.
-        listed = {posixpath.basename(info.path) for info in mlflow.artifacts.list_artifacts(chain_dir)}
-        if CHAIN_FILE in listed:
-            raise
-        saved = mlflow.artifacts.download_artifacts(f"{chain_dir}/{SET_FILE}")
-    return dict(json.loads(Path(saved).read_text()))
 
 
 def _signature_kinds(model_uri: str) -> tuple[dict[str, str], dict[str, Any]]:

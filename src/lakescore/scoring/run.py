@@ -2,38 +2,43 @@
 tally.
 
 The score workflow stages it in the runtime's run store (:func:`lakescore.workflows.score.stage_run`)
-so that ``lakescore publish`` can publish it later, or again, exactly once. The predictions are a
-pandas frame on the single-node route and a Spark DataFrame (read back from the staged files) on
-the Spark route; either way the counts and the summary come from one :class:`Tally`: rows per
-``(scoring_status, exclusion_reason)``, computed where the rows are.
+so that ``lakescore publish`` can publish it later, or again, exactly once. The route it was scored
+on (``batch_compute``) and the form of its predictions (``frame``) are fields: a pandas frame on the
+single-node route (and for a run with nothing to score), a Spark DataFrame read back from the staged
+files on the Spark route. Either way the counts and the summary come from one :class:`Tally`: rows
+per ``(scoring_status, exclusion_reason)``, computed where the rows are.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
-
+from typing import Any, Literal
 
 from lakescore.config import BatchCompute, EnvManager
 from lakescore.scoring.preflight import ScorePlan
 from lakescore.scoring.spark import spark_tally
 from lakescore.scoring.tally import Tally, pandas_tally
 
-
-def tally_of(predictions: Any) -> Tally:
-    """The :class:`Tally` of a pandas frame, or of a Spark DataFrame with one aggregate on the
-    executors (:func:`lakescore.scoring.spark.spark_tally`): only the groups reach the driver."""
-    return spark_tally(predictions) if hasattr(predictions, "sparkSession") else pandas_tally(predictions)
+FrameKind = Literal["pandas", "spark"]  # what ScoredRun.predictions is: a pandas frame or a Spark DataFrame
 
 
 @dataclass(frozen=True)
 class ScoredRun:
     """A scored, not yet published, run.
 
-    ``predictions`` is a pandas DataFrame (single-node route, or a run with nothing to score) or a
-    Spark DataFrame over the staged files (Spark route); :attr:`tally` is computed once, on first
-    use, where those rows are.
+    Attributes
+    ----------
+    batch_compute : {"spark", "single_node"}
+        The route that scored it (``inference.batch_compute`` when it was scored): with the
+        placement, it picks the engine that publishes it
+        (:func:`lakescore.runtime.base.publication_engine`).
+    predictions : pandas.DataFrame or pyspark.sql.DataFrame
+        As ``frame`` says.
+    frame : {"pandas", "spark"}, default "pandas"
+        ``spark``: a Spark DataFrame over the staged files (a Spark run that scored rows);
+        ``pandas``: a pandas frame (a single-node run, or a run with nothing to score on either
+        route). :attr:`tally` is computed once, on first use, where those rows are.
     """
 
     run_id: str
@@ -44,16 +49,19 @@ class ScoredRun:
     predictions: Any
     scope: dict[str, Any] = field(default_factory=dict)  # lakescore.publish.plan.Scope as JSON
     facts: dict[str, Any] = field(default_factory=dict)  # lakescore.publish.run.observe_facts, as staged
+    frame: FrameKind = "pandas"
 
     @property
     def on_spark(self) -> bool:
-        """Whether the predictions are a Spark DataFrame (published with Spark Delta)."""
-        return hasattr(self.predictions, "sparkSession")
+        """Whether the predictions are a Spark DataFrame (``frame == "spark"``)."""
+        return self.frame == "spark"
 
     @cached_property
     def tally(self) -> Tally:
-        """Rows per ``(scoring_status, exclusion_reason)`` (:func:`tally_of`)."""
-        return tally_of(self.predictions)
+        """Rows per ``(scoring_status, exclusion_reason)``: one aggregate on the executors for a
+        Spark frame (:func:`lakescore.scoring.spark.spark_tally`, only the groups reach the
+        driver), else :func:`lakescore.scoring.tally.pandas_tally`."""
+        return spark_tally(self.predictions) if self.frame == "spark" else pandas_tally(self.predictions)
 
     @property
     def counts(self) -> dict[str, int]:

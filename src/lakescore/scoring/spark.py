@@ -14,7 +14,7 @@ plus one boolean null-mask field per output (:func:`lakescore.frames.to_transpor
 the value back into a SQL null here. No text or number is reserved to mean null. Text outputs
 (``scoring_status``, ``exclusion_reason``, text-class ``prediction``) cross as bigint codes into
 tables the chain determines and are decoded here with a literal array
-(:mod:`lakescore.scoring.codes`), so MLflow converts no string of them row by row.
+(:mod:`lakescore.transport_codes`), so MLflow converts no string of them row by row.
 
 No shuffle: the UDF runs on the source's own file splits (:mod:`lakescore.scoring.splits`).
 """
@@ -32,7 +32,7 @@ from lakescore.frames import TRANSPORT_TYPES, null_mask_name
 from lakescore.rules import OUTPUT_TYPES
 from lakescore.scoring.preflight import ScorePlan
 from lakescore.scoring.tally import Tally
-from lakescore.scoring.codes import decode_column, saved_code_tables
+from lakescore.transport_codes import decode_column, saved_code_tables
 from lakescore.scoring.splits import spread_reads
 from lakescore.scoring.udf_model import local_model
 

@@ -207,8 +207,8 @@ def _certified_columns(model_uri: str) -> dict[str, str]:
 def _saved_model(model_uri: str) -> dict[str, Any]:
     """The version's saved chain description: ``chain.json``, or for a model set its ``set.json``
     (:mod:`lakescore.model_set`) with ``task`` ``model_set`` (read as every route reads it:
-    :func:`lakescore.scoring.preflight.chain_meta`)."""
-    from lakescore.scoring.preflight import chain_meta  # registry access
+    :func:`lakescore.saved_models.chain_meta`)."""
+    from lakescore.saved_models import chain_meta  # registry access
 
     saved = chain_meta(model_uri)
     return {**saved, "task": "model_set"} if "components" in saved else saved

@@ -21,9 +21,9 @@ from lakescore.demo_data import INCOMING, SCORE_MONTHS, demo_frames
 from lakescore.publish.run import PublishResult
 from lakescore.runtime import Runtime
 from lakescore.scoring.preflight import ScorePlan
-from lakescore.workflows.lookups import unmatched_rows
 from lakescore.workflows.monitor import monitor
 from lakescore.workflows.publish import publish
+from lakescore.workflows.routes import Route, choose_route
 from lakescore.workflows.score import score
 from lakescore.workflows.train import train
 
@@ -65,7 +65,7 @@ def demo(project: ProjectConfig, runtime: Runtime) -> dict[str, Any]:
     for reason, n in counts["exclusions"].items():
         _line("  excluded", f"{reason}: {n:,}")
     if scored.plan.feature_tables and counts["rows_in"]:  # nothing scored (a replay no-op): nothing was joined
-        _lookup_lines(project, runtime, scored.plan)
+        _lookup_lines(runtime, scored.plan, choose_route(runtime, scored.batch_compute))
 
     print("4. publish")
     published = publish(project, runtime, scored)
@@ -135,13 +135,14 @@ def season_note(reasons: list[str], *, source_table: str, training_filter: str |
             "In a real job this alert says: retrain on recent months.")
 
 
-def _lookup_lines(project: ProjectConfig, runtime: Runtime, plan: ScorePlan) -> None:
+def _lookup_lines(runtime: Runtime, plan: ScorePlan, route: Route) -> None:
     """The score step's feature lookup lines: the tables and versions joined, and per lookup how
-    many source rows found no feature row (counted where the rows are: in Spark on the Spark route)."""
+    many source rows found no feature row (counted where the scored run's ``route`` has the rows:
+    in Spark on the Spark route)."""
     _line("feature lookups", f"joined at their current versions: {tables_read(plan.lookup_record)}")
     rows = runtime.row_count(plan.source_table, version=plan.source_version)
-    missed = unmatched_rows(runtime, plan.source_table, plan.lookups, version=plan.source_version,
-                            versions=plan.feature_tables, spark=project.inference.batch_compute == "spark")
+    missed = route.unmatched_rows(plan.source_table, plan.lookups, version=plan.source_version,
+                                  versions=plan.feature_tables)
     for lookup, n in missed.items():
         _line("  no feature row", f"{lookup}: {n:,} of {rows:,} source rows"
                                   + ("; the recipe imputes their features" if n else ""))

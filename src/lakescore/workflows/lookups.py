@@ -1,24 +1,22 @@
-"""Feature tables for the feature lookups, read through the runtime (training and both scoring routes).
+"""Feature tables for the feature lookups, read through the runtime (training, serving, preview,
+the single-node route and monitoring).
 
 Training reads each feature table at its current version and records it in the chain; scoring
 reads each at its CURRENT version too (not the one training read) and records it in the run
-summary and the receipt. The join itself is :func:`lakescore.lookup.join_all` (pandas), or
-:func:`lakescore.scoring.spark_lookup.spark_join_all` on the Spark route.
+summary and the receipt. The join itself is :func:`lakescore.lookup.join_all` (pandas); the Spark
+route joins in Spark (:func:`lakescore.workflows.routes.spark.spark_join_lookups`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from lakescore.config import EnvManager
 from lakescore.errors import LakescoreError
-from lakescore.lookup import FeatureLookup, join_all, lookup_inputs, same_time_type
+from lakescore.lookup import FeatureLookup, join_all, lookup_inputs
 from lakescore.runtime import Runtime
-from lakescore.scoring.preflight import ScorePlan
 
 
 @dataclass(frozen=True)
@@ -167,37 +165,6 @@ def read_feature_tables(runtime: Runtime, specs: tuple[FeatureLookup, ...] | lis
     return FeatureTables(frames, read)
 
 
-def spark_join_lookups(runtime: Runtime, rows: Any, specs: tuple[FeatureLookup, ...] | list[FeatureLookup], *,
-                       versions: dict[str, int]) -> Any:
-    """``rows`` with every lookup joined in Spark, lazily; each feature table read with the runtime's
-    Spark reader (Delta ``versionAsOf``) at the version ``versions`` pins.
-
-    Parameters
-    ----------
-    runtime : Runtime
-    rows : pyspark.sql.DataFrame
-        The rows to score (the pinned snapshot, or a window's inserted rows).
-    specs : sequence of FeatureLookup
-    versions : dict of str to int
-        Table name -> Delta version to read (``ScorePlan.feature_tables``, pinned in preflight).
-
-    Returns
-    -------
-    pyspark.sql.DataFrame
-        As :func:`lakescore.scoring.spark_lookup.spark_join_all`; no row reaches the driver.
-
-    Raises
-    ------
-    FeatureLookupError
-        From :func:`lakescore.scoring.spark_lookup.spark_join_features` (a duplicate feature key, ...).
-    """
-    from lakescore.scoring.spark_lookup import spark_join_all  # pyspark: only on the Spark route
-
-    names = dict.fromkeys(spec.table_name for spec in specs)
-    tables = {name: runtime.spark_source(name, version=int(versions[name])) for name in names}
-    return spark_join_all(rows, tables, specs)
-
-
 def lookup_problems(runtime: Runtime, specs: tuple[FeatureLookup, ...] | list[FeatureLookup], empty: pd.DataFrame, *,
                     shown: str) -> tuple[pd.DataFrame, list[str]]:
     """``empty`` (a table's columns, no rows) with the lookups joined, and every problem found on
@@ -212,57 +179,6 @@ def lookup_problems(runtime: Runtime, specs: tuple[FeatureLookup, ...] | list[Fe
     return empty, problems
 
 
-def score_spark_route(runtime: Runtime, rows: Any, plan: ScorePlan, *, batch_rows: int, env_manager: EnvManager,
-                      model_dir: Path, carry: tuple[str, ...]) -> Any:
-    """The Spark route's scoring of ``rows`` (:func:`lakescore.scoring.spark.score_spark`), lazily,
-    with the model's feature lookups joined where this placement joins them.
-
-    - No lookups, or a placement without a feature store (``local``): the lookups joined in Spark
-      (:func:`spark_join_lookups`, each table at the version preflight pinned), then the UDF.
-    - Databricks Feature Engineering: ``score_batch`` on the rows (record keys, the source columns
-      the model reads, the lookups' keys and ``carry``), with the same struct ``result_type`` and
-      ``params`` as the UDF (so the same null-mask transport, decoded the same way). It joins each
-      feature table at its current version; the versions preflight pinned are checked again once
-      ``score_batch`` has resolved its reads (a commit after that, before the executors run, is not
-      seen: the race accepted).
-
-    Parameters
-    ----------
-    rows : pyspark.sql.DataFrame
-        The rows to score (the pinned snapshot, or a window's inserted rows).
-    plan : ScorePlan
-    batch_rows, env_manager, model_dir, carry
-        As :func:`lakescore.scoring.spark.score_spark`.
-
-    Raises
-    ------
-    FeatureLookupError
-        A duplicate feature key (local join), or a feature table that moved from its pinned version.
-    """
-    from lakescore.scoring.spark import exact_inputs, score_spark  # pyspark: only on the Spark route
-
-    store = runtime.feature_engineering() if plan.feature_lookups else None
-    if store is None:
-        if plan.feature_lookups:
-            rows = spark_join_lookups(runtime, rows, plan.lookups, versions=plan.feature_tables)
-        return score_spark(rows, plan, batch_rows=batch_rows, env_manager=env_manager, model_dir=model_dir,
-                           carry=carry)
-
-    def score_batch(source: Any, *, result_type: str, params: dict[str, Any]) -> Any:
-        from pyspark.sql import functions as F
-
-        keys = list(dict.fromkeys([*plan.record_keys, *(c for spec in plan.lookups for c in spec.row_columns)]))
-        inputs = [c for c in plan.source_columns if c not in keys]
-        wanted = [*(F.col(c) for c in keys), *exact_inputs(source, inputs), *(F.col(c) for c in carry if c not in keys)]
-        scored = store.score_batch(plan.model_uri, source.select(*wanted), result_type=result_type, params=params,
-                                   env_manager=env_manager)
-        store.check_versions(plan.feature_tables, what="scoring")
-        return scored.select(*plan.record_keys, F.col("prediction").alias("_r"), *carry)
-
-    return score_spark(rows, plan, batch_rows=batch_rows, env_manager=env_manager, model_dir=model_dir, carry=carry,
-                       batch_scorer=score_batch)
-
-
 def run_lookups(runtime: Runtime, receipt: dict[str, Any], model_version: int
                 ) -> tuple[tuple[FeatureLookup, ...], dict[str, int]]:
     """The feature lookups of a published run's model version (its saved chain's specs) and the
@@ -271,79 +187,10 @@ def run_lookups(runtime: Runtime, receipt: dict[str, Any], model_version: int
     """
     if not receipt.get("feature_lookups"):
         return (), {}
-    from lakescore.scoring.preflight import chain_meta  # mlflow: read the chain.json only
+    from lakescore.saved_models import chain_meta  # mlflow: read the chain.json only
 
     meta = chain_meta(f"models:/{receipt['model_name']}/{int(model_version)}")
     specs = tuple(FeatureLookup.from_json(x["spec"]) for x in meta.get("feature_lookups", []))
     read = {entry["table"]: int(entry["version"]) for entry in receipt["feature_lookups"]}
     return specs, {spec.table_name: read.get(spec.table_name, runtime.table_version(spec.table_name))
                    for spec in specs}
-
-
-def unmatched_rows(runtime: Runtime, source: str, specs: tuple[FeatureLookup, ...] | list[FeatureLookup], *,
-                   version: int, versions: dict[str, int], spark: bool) -> dict[str, int]:
-    """Per lookup, how many rows of ``source`` find no feature row (and so get nulls that the
-    recipe imputes), counted where the rows are.
-
-    Parameters
-    ----------
-    runtime : Runtime
-    source : str
-        The rows' table (three-part name), read at ``version``.
-    specs : sequence of FeatureLookup
-    version : int
-        Delta version of ``source``.
-    versions : dict of str to int
-        Feature table name -> Delta version (a score run's ``ScorePlan.feature_tables``).
-    spark : bool
-        Count in Spark (one number reaches the driver) or, for the single-node route, in pandas.
-
-    Returns
-    -------
-    dict of str to int
-        ``"<table> by <keys>"`` -> rows without a feature row, in lookup order. A row misses when
-        a key (or its timestamp) is null, no feature row has its key, or, point in time, the
-        earliest feature row of its key is after the row's timestamp: the rows that
-        :func:`lakescore.lookup.join_features` gives nulls.
-    """
-    count = _spark_unmatched if spark else _pandas_unmatched
-    return {f"{spec.table_name} by {', '.join(spec.row_columns)}":
-            count(runtime, source, spec, version=version, feature_version=int(versions[spec.table_name]))
-            for spec in specs}
-
-
-_FIRST = "__lakescore_first_feature_time__"
-
-
-def _pandas_unmatched(runtime: Runtime, source: str, spec: FeatureLookup, *, version: int,
-                      feature_version: int) -> int:
-    keys = list(spec.lookup_key)
-    rows = runtime.read_table(source, version=version, columns=list(spec.row_columns))
-    table = runtime.read_table(spec.table_name, version=feature_version, columns=spec.table_key).dropna()
-    firsts = (table.groupby(keys, as_index=False)[spec.feature_timestamp_key].min() if spec.point_in_time
-              else table.drop_duplicates().assign(**{_FIRST: True}))
-    if spec.point_in_time:
-        firsts = firsts.rename(columns={spec.feature_timestamp_key: _FIRST})
-    joined = rows.dropna().merge(firsts, how="left", on=keys)
-    matched = joined[_FIRST].notna()
-    if spec.point_in_time:  # compared as the join compares them (naive against aware: refused)
-        when, first = same_time_type(joined[spec.timestamp_lookup_key], joined[_FIRST], spec)
-        matched &= when >= first
-    return int(len(rows) - matched.sum())
-
-
-def _spark_unmatched(runtime: Runtime, source: str, spec: FeatureLookup, *, version: int,
-                     feature_version: int) -> int:
-    from pyspark.sql import functions as F  # pyspark: only on the Spark route
-
-    keys = list(spec.lookup_key)
-    rows = runtime.spark_source(source, version=version).select(*spec.row_columns)
-    table = runtime.spark_source(spec.table_name, version=feature_version).select(*spec.table_key).dropna()
-    if spec.point_in_time:
-        firsts = table.groupBy(*keys).agg(F.min(spec.feature_timestamp_key).alias(_FIRST))
-        matched = F.col(spec.timestamp_lookup_key) >= F.col(_FIRST)
-    else:
-        firsts = table.distinct().withColumn(_FIRST, F.lit(True))
-        matched = F.col(_FIRST)
-    joined = rows.join(firsts, on=keys, how="left")  # a null key matches nothing: _FIRST stays null
-    return int(joined.where(F.coalesce(matched, F.lit(False)) == F.lit(False)).count())

@@ -3,11 +3,13 @@ whose labels changed, then write the HTML report when asked.
 
 Reads (through the runtime) the prediction table's receipts, each run's committed rows at the
 version its commit created, the run's input rows from the source at the version it pinned, the
-label table, the model's signature and drift profile (MLflow), and the quality table. The engine
-follows ``inference.batch_compute``: ``single_node`` reads the rows into pandas
-(:class:`PandasRuns`); ``spark`` reads them as Spark DataFrames joined on the record keys and
-computes every aggregate on the executors (:class:`SparkRuns`), so only aggregates reach the
-driver. The figures come from the aggregates through one set of pure functions
+label table, the model's signature and drift profile (MLflow), and the quality table. Where the
+aggregates are computed is the route's (:meth:`lakescore.workflows.routes.base.Route.monitor_runs`,
+the route of ``inference.batch_compute``): ``single_node`` reads the rows into pandas
+(:class:`~lakescore.workflows.routes.single_node.PandasRuns`); ``spark`` reads them as Spark
+DataFrames joined on the record keys and computes every aggregate on the executors
+(:class:`~lakescore.workflows.routes.spark.SparkRuns`), so only aggregates reach the driver.
+The figures come from the aggregates through one set of pure functions
 (:mod:`lakescore.monitoring.quality`), the page from :mod:`lakescore.monitoring.report`.
 """
 
@@ -27,8 +29,8 @@ from lakescore.monitoring.labels import latest_measurements
 from lakescore.monitoring.quality import first_row, remeasure, stale
 from lakescore.monitoring.report import report_page
 from lakescore.runtime import Runtime
-from lakescore.workflows.monitor_runs import PandasRuns, Runs, SparkRuns
-from lakescore.workflows.placement import prediction_target
+from lakescore.workflows.routes import choose_route
+from lakescore.workflows.routes.base import Runs
 
 MAX_CATCH_UP = 20  # unmonitored runs handled per `lakescore monitor`, newest first
 MAX_RELABEL = 100  # newest published runs whose labels are read again when the label table moves
@@ -52,13 +54,6 @@ class MonitorResult:
                 **({"report": self.report} if self.report else {})}
 
 
-def engine(project: ProjectConfig, runtime: Runtime) -> Runs:
-    """The engine that computes the aggregates, chosen once from ``inference.batch_compute``."""
-    if project.inference.batch_compute == "spark":
-        return SparkRuns(project, runtime)
-    return PandasRuns(project, runtime)
-
-
 def monitor(project: ProjectConfig, runtime: Runtime, *, report: str | None = None) -> MonitorResult:
     """Append the quality rows of every published run not monitored yet (up to 20, newest first)
     and of every run whose labels changed since it was last measured (among the newest 100), and
@@ -78,13 +73,14 @@ def monitor(project: ProjectConfig, runtime: Runtime, *, report: str | None = No
         When nothing has been published yet.
     """
     inf, mon = project.inference, project.monitoring
+    route = choose_route(runtime, inf.batch_compute)  # once for the run: its reader and its aggregates
     with progress.step(f"monitor: read receipts of {inf.prediction_table} and the labels"):
-        found = prediction_target(runtime, inf.prediction_table, batch_compute=inf.batch_compute).receipts()
+        found = route.target(inf.prediction_table).receipts()
         if not found:
             raise LakescoreError(f"nothing is published in {inf.prediction_table} yet; run `lakescore score --publish`")
         quality = runtime.read_table(mon.quality_table) if runtime.table_exists(mon.quality_table) else None
         latest = latest_measurements(quality) if quality is not None else pd.DataFrame(columns=["run_id"])
-        runs = engine(project, runtime)
+        runs = route.monitor_runs(project)
         snapshot = runs.snapshot
     monitored, old = set(latest["run_id"]), stale(latest, snapshot)
     todo = [r for r in found if r["run_id"] not in monitored][:MAX_CATCH_UP]
@@ -164,7 +160,8 @@ def model_facts(runtime: Runtime, name: str, version: int) -> tuple[list[str] | 
 def write_report(project: ProjectConfig, runtime: Runtime, path: str | Path, *, runs: Runs | None = None) -> Path:
     """Write the monitoring report of the project's prediction and quality tables to ``path``.
 
-    The plots' bins come from ``runs`` (default: the project's engine, :func:`engine`).
+    The plots' bins come from ``runs`` (default: the project's route's,
+    :meth:`~lakescore.workflows.routes.base.Route.monitor_runs`).
 
     Returns
     -------
@@ -172,7 +169,7 @@ def write_report(project: ProjectConfig, runtime: Runtime, path: str | Path, *, 
         The file written (parent folders are created).
     """
     inf, mon = project.inference, project.monitoring
-    runs = runs or engine(project, runtime)
+    runs = runs or choose_route(runtime, inf.batch_compute).monitor_runs(project)
     quality = runtime.read_table(mon.quality_table).sort_values(["table_version", "model_version", "monitored_at"])
     bins = runs.report_bins(latest_measurements(quality)["run_id"].iloc[-1])
     out = Path(path)

@@ -2,11 +2,10 @@
 --publish``: score, then publish); ``lakescore receipts``: list a prediction table's receipts.
 
 The engine that writes is the placement's for the run's route
-(:func:`lakescore.runtime.base.publication_engine`): Spark Delta from the executors
-(:func:`lakescore.publish.spark_delta.publish`, the table addressed by ``runtime.table_ref``), its
-rows read from the staged files and never brought to the driver; or, for a single-node run on the
-local placement, delta-rs from this process. Both run the same commit loop and write the same
-receipts.
+(:func:`lakescore.runtime.base.publication_engine`), and the route hands its writer
+(:mod:`lakescore.workflows.routes.writers`): Spark Delta from the executors, its rows read from the
+staged files and never brought to the driver; or, for a single-node run on the local placement,
+delta-rs from this process. Both run the same commit loop and write the same receipts.
 """
 
 from __future__ import annotations
@@ -16,13 +15,12 @@ from typing import Any
 from lakescore import progress
 from lakescore.config import ProjectConfig
 from lakescore.errors import StalePlanError
-from lakescore.publish import delta_rs
 from lakescore.publish.plan import PublishRequest, Scope, app_id_for, check_period_nulls, config_digest, period_bounds
-from lakescore.publish.run import FrameFacts, PublishResult, arrow_facts, saved_facts, spark_facts
+from lakescore.publish.run import FrameFacts, PublishResult
 from lakescore.runtime import Runtime
-from lakescore.runtime.base import BatchCompute, DeltaEngine, publication_engine
+from lakescore.runtime.base import BatchCompute
 from lakescore.scoring.run import ScoredRun
-from lakescore.workflows.placement import prediction_target
+from lakescore.workflows.routes import choose_route
 from lakescore.workflows.score import load_scored, score
 
 
@@ -33,7 +31,8 @@ def publish(project: ProjectConfig, runtime: Runtime, run: ScoredRun, *, migrate
     first snapshot, a replacement of the snapshot's UTC days (``publication.mode: snapshot``), or
     a replacement of the whole table (full rebuild, ``rebuild_on_change``, recovery). The commit
     carries the receipt; publishing the same request again writes nothing (``replay: no-op``).
-    The engine is the placement's for the run's route (:func:`~lakescore.runtime.base.publication_engine`):
+    The engine is the placement's for the run's route (:func:`~lakescore.runtime.base.publication_engine`,
+    carried by :func:`~lakescore.workflows.routes.choose_route` of ``run.batch_compute``):
     Spark Delta (``engine: spark-delta``, its ``run_id`` column added in Spark, its facts those
     observed when the run was staged, else a Spark aggregate) for a Spark run, and for any run on
     Databricks; delta-rs for a single-node run on the local placement.
@@ -52,18 +51,13 @@ def publish(project: ProjectConfig, runtime: Runtime, run: ScoredRun, *, migrate
     """
     inf = project.inference
     column, table = inf.publication.period_column, inf.prediction_table
-    engine = publication_engine(runtime, run.batch_compute)
-    on_spark = engine is DeltaEngine.SPARK_DELTA
+    writer = choose_route(runtime, run.batch_compute).writer(period_column=column)  # the run's route, once
+    engine = writer.engine
     if run.scope and Scope.from_json(run.scope).action == "noop":  # decided before scoring: no rows to look at
         return PublishResult(table, "noop", Scope.from_json(run.scope).reason,
                              runtime.table_version(table) if runtime.table_exists(table) else None, None, engine)
     with progress.step(f"publish ({engine}) {table}") as shown:
-        if on_spark:
-            data = spark_rows(runtime, run)
-            facts = saved_facts(data, run.facts, column) or spark_facts(data, column)  # observed when staged
-        else:
-            data = delta_rs.to_arrow(run.predictions, run_id=run.run_id)
-            facts = arrow_facts(data, column)
+        data, facts = writer.rows(run)
         request = build_request(project, run, facts, target=runtime.target)
         plan = run.plan
         options: dict[str, Any] = dict(
@@ -74,26 +68,9 @@ def publish(project: ProjectConfig, runtime: Runtime, run: ScoredRun, *, migrate
             env_manager=run.env_manager, batch_rows=run.batch_rows,
             **({"feature_lookups": plan.lookup_record} if plan.feature_tables else {}),
             **({"components": [dict(c) for c in plan.components]} if plan.components else {}))
-        if on_spark:
-            from lakescore.publish import spark_delta  # pyspark: only on the Spark route
-
-            decision, version, receipt = spark_delta.publish(runtime.table_ref(table), data, request, frame_facts=facts,
-                                                             **options)
-        else:
-            decision, version, receipt = delta_rs.publish(runtime.table_location(table), data, request, **options)
+        decision, version, receipt = writer.publish(table, data, request, facts=facts, **options)
         shown.total_rows(facts.rows)
     return PublishResult(table, decision.action, decision.message, version, receipt, engine)
-
-
-def spark_rows(runtime: Runtime, run: ScoredRun) -> Any:
-    """A Spark run's predictions with the constant ``run_id`` column, as a lazy Spark DataFrame
-    (over the staged files; a run with nothing scored, staged as pandas, is made a Spark frame of
-    its zero rows)."""
-    from pyspark.sql import functions as F  # pyspark: only on the Spark route
-
-    if not run.on_spark:
-        return runtime.spark().createDataFrame(delta_rs.to_arrow(run.predictions, run_id=run.run_id))
-    return run.predictions.withColumn("run_id", F.lit(run.run_id).cast("string"))
 
 
 def build_request(project: ProjectConfig, run: ScoredRun, facts: FrameFacts, *, target: str) -> PublishRequest:
@@ -170,9 +147,9 @@ def score_and_publish(project: ProjectConfig, runtime: Runtime) -> dict[str, Any
 def list_receipts(runtime: Runtime, table: str, *, batch_compute: BatchCompute = "single_node") -> dict[str, Any]:
     """``lakescore receipts TABLE``: every lakescore receipt of ``table``, newest first.
 
-    Both engines read the receipts either wrote; ``batch_compute`` picks the placement's engine
-    for that route (default ``single_node``: delta-rs locally, no JVM started; Spark Delta by
-    name on Databricks).
+    Both engines read the receipts either wrote; ``batch_compute`` picks the route whose engine
+    reads them (default ``single_node``: delta-rs locally, no JVM started; Spark Delta by name on
+    Databricks).
 
     Raises
     ------
@@ -180,4 +157,4 @@ def list_receipts(runtime: Runtime, table: str, *, batch_compute: BatchCompute =
         The table does not exist (a missing table is an error, not an empty list).
     """
     runtime.table_version(table)  # a missing table raises, naming it and the fix
-    return {"table": table, "receipts": prediction_target(runtime, table, batch_compute=batch_compute).receipts()}
+    return {"table": table, "receipts": choose_route(runtime, batch_compute).target(table).receipts()}

@@ -4,12 +4,13 @@ stage the result for publication.
 Which rows a run scores is decided against the prediction table's watermark before scoring
 (:func:`lakescore.publish.plan.plan_scope`): the pinned snapshot, or the inserted rows of a change
 data feed window, read here once and handed to the route (a pandas frame to the single-node route,
-a lazy Spark DataFrame to the Spark route). A model with feature lookups gets them joined on its
-route (pandas on the single-node route, Spark on the Spark route, before the UDF), each feature
-table at the version preflight pinned. A scored run is staged in the runtime's run store
-(``<runs_dir>/<run_id>/``: run.json beside predictions.parquet, or beside the ``predictions/``
-Parquet folder that the Spark route's executors write) so that ``lakescore publish`` can publish it
-later, or again, exactly once. On the Spark route no source or prediction row reaches the driver:
+a lazy Spark DataFrame to the Spark route). The route is chosen once per run
+(:func:`lakescore.workflows.routes.choose_route`): how a Spark run differs (reads, lookups, the
+UDF, staging) is in :mod:`lakescore.workflows.routes.spark`. A model with feature lookups gets them
+joined on its route, each feature table at the version preflight pinned. A scored run is staged in
+the runtime's run store (``<runs_dir>/<run_id>/``: run.json beside predictions.parquet, or beside
+the ``predictions/`` Parquet folder that the Spark route's executors write) so that ``lakescore
+publish`` can publish it later, or again, exactly once. On the Spark route no source or prediction row reaches the driver:
 the ``spark_udf`` runs once, when the executors write the staged files, and the counts come from
 one aggregate of them.
 """
@@ -19,28 +20,24 @@ from __future__ import annotations
 import json
 import shutil
 import uuid
-from contextlib import AbstractContextManager, nullcontext
-from dataclasses import asdict, replace
-from pathlib import Path
+from dataclasses import asdict
 from typing import Any
-
-import pandas as pd
 
 from lakescore import progress
 from lakescore.config import ProjectConfig
 from lakescore.errors import ChangeFeedReadError, ConfigError, LakescoreError
 from lakescore.publish.plan import (Scope, TargetState, app_id_for, cdf_recovery, check_period_nulls, plan_scope,
                                     settle_window)
-from lakescore.publish.scope import PreparedScope, attach_period, empty_predictions
-from lakescore.publish.state import read_source, spark_change_kinds, split_changes, window_history
+from lakescore.publish.scope import PreparedScope, empty_predictions
+from lakescore.publish.state import read_source, window_history
 from lakescore.runtime import Runtime
-from lakescore.runtime.base import BatchCompute, DeltaEngine, publication_engine
 from lakescore.scoring.preflight import ScorePlan, preflight
 from lakescore.scoring.run import ScoredRun
-from lakescore.workflows.lookups import read_feature_tables, score_spark_route
-from lakescore.workflows.placement import prediction_target
+from lakescore.workflows.routes import Route, choose_route
+from lakescore.workflows.routes.base import finish_frame, source_rows
 
-SPARK_STAGED = "predictions"  # <runs_dir>/<run_id>/predictions/: a Spark run's Parquet folder
+__all__ = ["score", "prepare_scope", "decide_scope", "noop_before_spark", "finish_run", "source_rows", "stage_run",
+           "load_scored"]
 
 
 def score(project: ProjectConfig, runtime: Runtime, *, recover: bool = False) -> ScoredRun:
@@ -67,99 +64,57 @@ def score(project: ProjectConfig, runtime: Runtime, *, recover: bool = False) ->
         table's watermark before scoring.
     """
     inf = project.inference
+    route = choose_route(runtime, inf.batch_compute)  # once for the run: every step below asks it
     runtime.mlflow()
     plan = preflight(project, runtime)
     # a replay that writes nothing is decided before a JVM starts, where delta-rs can read the table
-    prepared = (noop_before_spark(project, runtime, plan, recover=recover)
-                or prepare_scope(project, runtime, plan, recover=recover))
+    prepared = (noop_before_spark(project, runtime, plan, recover=recover, route=route)
+                or prepare_scope(project, runtime, plan, recover=recover, route=route))
     if prepared.empty:
-        return stage_run(runtime, finish_run(project, runtime, plan, prepared, empty_predictions(plan.record_keys)))
+        return stage_run(runtime, finish_run(project, runtime, plan, prepared, empty_predictions(plan.record_keys),
+                                             route=route), route=route)
     model_dir = runtime.runs_dir() / "models" / uuid.uuid4().hex  # this run's copy of the model
+    column = inf.publication.period_column
     try:
-        with progress.step(f"score ({inf.batch_compute}) {plan.source_table}@v{plan.source_version}") as shown, \
-                _split_size_kept(runtime, inf.batch_compute):
-            scored = _score_route(project, runtime, plan, prepared, model_dir)
-            run = stage_run(runtime, finish_run(project, runtime, plan, prepared, scored),
-                            period_column=inf.publication.period_column)
+        with progress.step(f"score ({route.name}) {plan.source_table}@v{plan.source_version}") as shown, \
+                route.session_kept():
+            scored = route.score(plan, prepared, batch_rows=inf.spark_udf_prediction_batch_rows,
+                                 env_manager=inf.spark_udf_env_manager, model_dir=model_dir, period_column=column)
+            run = stage_run(runtime, finish_run(project, runtime, plan, prepared, scored, route=route),
+                            period_column=column, route=route)
             shown.total_rows(run.counts["rows_in"])
     finally:
         shutil.rmtree(model_dir, ignore_errors=True)  # the staged files are what publish reads; the UDF has run
     return run
 
 
-def _split_size_kept(runtime: Runtime, batch_compute: BatchCompute) -> AbstractContextManager[None]:
-    """On the Spark route, the session's split size as it was once the run is staged."""
-    if batch_compute != "spark":
-        return nullcontext()
-    from lakescore.scoring.splits import reads_restored  # pyspark: only on the Spark route
-
-    return reads_restored(runtime.spark())
-
-
-def _score_route(project: ProjectConfig, runtime: Runtime, plan: ScorePlan, prepared: PreparedScope,
-                 model_dir: Path) -> Any:
-    """The rows to score, in the route's own form, through that route (lazy on Spark), with the
-    model copied under ``model_dir``."""
-    inf = project.inference
-    if inf.batch_compute == "spark":
-        column = inf.publication.period_column  # carried through the UDF's select: no join back to the source
-        rows = _spark_rows(runtime, plan, prepared)
-        # lookups joined in Spark at the pinned versions, or by Feature Engineering's score_batch (Databricks)
-        return score_spark_route(runtime, rows, plan, batch_rows=inf.spark_udf_prediction_batch_rows,
-                                 env_manager=inf.spark_udf_env_manager, model_dir=model_dir,
-                                 carry=(column,) if column and column not in plan.record_keys else ())
-    from lakescore.scoring.local import score_single_node
-
-    rows = source_rows(runtime, plan, prepared, list(dict.fromkeys([*plan.record_keys, *plan.source_columns])))
-    if plan.feature_lookups:  # each feature table at the version preflight pinned (its current one)
-        rows = read_feature_tables(runtime, plan.lookups, versions=plan.feature_tables).join(rows, plan.lookups)
-    return score_single_node(rows, plan, batch_rows=inf.spark_udf_prediction_batch_rows, model_dir=model_dir)
-
-
-def _spark_rows(runtime: Runtime, plan: ScorePlan, prepared: PreparedScope) -> Any:
-    """The rows a Spark run scores, as a lazy Spark DataFrame: the window's inserted rows, or the
-    pinned snapshot read through Delta (``versionAsOf``)."""
-    if prepared.rows is not None:
-        return prepared.rows
-    return runtime.spark_source(plan.source_table, version=plan.source_version)
-
-
-def source_rows(runtime: Runtime, plan: ScorePlan, prepared: PreparedScope, columns: list[str]) -> pd.DataFrame:
-    """``columns`` of the rows a run scores: the window's inserted rows, or the pinned snapshot."""
-    if prepared.rows is not None:
-        return prepared.rows[columns].copy()
-    return runtime.read_table(plan.source_table, version=plan.source_version, columns=columns)
-
-
 def finish_run(project: ProjectConfig, runtime: Runtime, plan: ScorePlan, prepared: PreparedScope,
-               scored: Any) -> ScoredRun:
+               scored: Any, *, route: Route | None = None) -> ScoredRun:
     """The :class:`ScoredRun` of ``scored``: the period column (when set) and the model's name and
-    version added, under a new run id.
+    version added (by the route, :meth:`~lakescore.workflows.routes.base.Route.finish`: lazily in
+    Spark on the Spark route), under a new run id.
 
-    ``scored`` is a pandas frame, or a Spark DataFrame for the Spark route, whose columns are
-    added in Spark (:func:`lakescore.scoring.spark.with_model_columns`), lazily.
+    Parameters
+    ----------
+    scored : pandas.DataFrame or pyspark.sql.DataFrame
+        The route's predictions; for a run with nothing to score (``prepared.empty``), the empty
+        pandas frame of :func:`lakescore.publish.scope.empty_predictions` on either route.
+    route : Route, optional
+        The run's route (default: the project's, :func:`~lakescore.workflows.routes.choose_route`).
     """
     inf = project.inference
+    route = route or choose_route(runtime, inf.batch_compute)
     column = inf.publication.period_column
-    keys = list(plan.record_keys)
-    if hasattr(scored, "sparkSession"):
-        from lakescore.scoring.spark import with_model_columns  # pyspark: only on the Spark route
-
-        scored = with_model_columns(scored, _spark_rows(runtime, plan, prepared) if column else None, keys=keys,
-                                    period_column=column, model_name=plan.model_name,
-                                    model_version=plan.model_version)
+    if prepared.empty:  # nothing scored: a pandas frame on either route, no session for it
+        scored, frame = finish_frame(runtime, scored, plan, prepared, period_column=column), "pandas"
     else:
-        if column and column not in scored.columns and len(scored):
-            scored = attach_period(scored, source_rows(runtime, plan, prepared, [*keys, column]), keys=keys,
-                                   column=column)
-        scored["model_name"] = pd.array([plan.model_name] * len(scored), dtype="string")
-        scored["model_version"] = pd.array([plan.model_version] * len(scored), dtype="Int64")
-    return ScoredRun(uuid.uuid4().hex, plan, inf.batch_compute, inf.spark_udf_env_manager,
-                     inf.spark_udf_prediction_batch_rows, scored, prepared.scope.to_json())
+        scored, frame = route.finish(scored, plan, prepared, period_column=column)
+    return ScoredRun(uuid.uuid4().hex, plan, route.name, inf.spark_udf_env_manager,
+                     inf.spark_udf_prediction_batch_rows, scored, prepared.scope.to_json(), frame=frame)
 
 
 def prepare_scope(project: ProjectConfig, runtime: Runtime, plan: ScorePlan, *,
-                  recover: bool = False) -> PreparedScope:
+                  recover: bool = False, route: Route | None = None) -> PreparedScope:
     """Plan what a run scores: read target receipts and source metadata, decide, read the window.
 
     The prediction table is read on the engine the placement gives the route
@@ -180,6 +135,8 @@ def prepare_scope(project: ProjectConfig, runtime: Runtime, plan: ScorePlan, *,
         The preflight plan (pinned ``source_version``, model, keys and input columns).
     recover : bool, default False
         ``--recover-predictions``: rebuild the table from the pinned snapshot.
+    route : Route, optional
+        The run's route (default: the project's, :func:`~lakescore.workflows.routes.choose_route`).
 
     Raises
     ------
@@ -196,19 +153,15 @@ def prepare_scope(project: ProjectConfig, runtime: Runtime, plan: ScorePlan, *,
     inf = project.inference
     pub = inf.publication
     name = plan.source_table
-    scope = decide_scope(project, runtime, plan, _target_state(project, runtime, inf.batch_compute), recover=recover)
+    route = route or choose_route(runtime, inf.batch_compute)
+    target = route.target(inf.prediction_table, app_id=_app_id(project, runtime)).read()
+    scope = decide_scope(project, runtime, plan, target, recover=recover)
     if scope.read != "cdf":
         return PreparedScope(scope)
     first, last = int(scope.source_version_from), int(scope.source_version_to)  # type: ignore[arg-type]
     columns = list(dict.fromkeys([*plan.record_keys, *plan.source_columns, *([pub.period_column] if pub.period_column else [])]))
     try:
-        if inf.batch_compute == "spark":
-            changes = runtime.spark_changes(name, first=first, last=last, columns=columns)
-            inserted, kinds = spark_change_kinds(changes, table=name, first=first, last=last)
-            rows: Any = changes.where("_change_type = 'insert'").select(*columns)
-        else:
-            rows, kinds = split_changes(runtime.read_changes(name, first=first, last=last, columns=columns), columns)
-            inserted = len(rows)
+        rows, inserted, kinds = route.window(name, first=first, last=last, columns=columns)
     except ChangeFeedReadError as err:
         raise cdf_recovery(name, inf.prediction_table, first, last,
                            f"reading it failed ({err.fields.get('reason', err)})") from err
@@ -216,11 +169,10 @@ def prepare_scope(project: ProjectConfig, runtime: Runtime, plan: ScorePlan, *,
     return (PreparedScope(settled, rows, inserted) if settled.read == "cdf" else PreparedScope(settled))
 
 
-def _target_state(project: ProjectConfig, runtime: Runtime, batch_compute: BatchCompute) -> TargetState:
-    """The prediction table's publication state, read by the engine the placement gives ``batch_compute``."""
+def _app_id(project: ProjectConfig, runtime: Runtime) -> str:
+    """The job's app transaction id on the prediction table (:func:`~lakescore.publish.plan.app_id_for`)."""
     inf = project.inference
-    return prediction_target(runtime, inf.prediction_table, batch_compute=batch_compute,
-                             app_id=app_id_for(inf.job_name, runtime.target, inf.prediction_table)).read()
+    return app_id_for(inf.job_name, runtime.target, inf.prediction_table)
 
 
 def decide_scope(project: ProjectConfig, runtime: Runtime, plan: ScorePlan, target: TargetState, *,
@@ -253,12 +205,14 @@ def decide_scope(project: ProjectConfig, runtime: Runtime, plan: ScorePlan, targ
 
 
 def noop_before_spark(project: ProjectConfig, runtime: Runtime, plan: ScorePlan, *,
-                      recover: bool = False) -> PreparedScope | None:
+                      recover: bool = False, route: Route | None = None) -> PreparedScope | None:
     """A replay no-op of a Spark run, decided with delta-rs before any Spark session starts; None
     when this cannot be decided so (the Spark route's own reader then plans the run).
 
-    Only where the placement reads prediction tables with delta-rs as well as Spark Delta (the
-    local one: both engines read the receipts either wrote), only for ``publication.mode:
+    Only where the route has a reader that starts no session
+    (:meth:`~lakescore.workflows.routes.base.Route.early_target`: the Spark route, where the
+    placement reads prediction tables with delta-rs as well as Spark Delta, the local one: both
+    engines read the receipts either wrote), only for ``publication.mode:
     incremental`` without recovery (the only plans that can be a no-op), and only a no-op is taken
     from this reading: the same :func:`decide_scope` and :func:`~lakescore.publish.plan.plan_scope`
     decide it, on the table's current log. Anything else (a window to score, a refusal, a table
@@ -271,20 +225,22 @@ def noop_before_spark(project: ProjectConfig, runtime: Runtime, plan: ScorePlan,
         The no-op scope, or None.
     """
     inf = project.inference
-    if (recover or inf.batch_compute != "spark" or inf.publication.mode != "incremental"
-            or publication_engine(runtime, "spark") is not DeltaEngine.SPARK_DELTA
-            or publication_engine(runtime, "single_node") is not DeltaEngine.DELTA_RS):
+    route = route or choose_route(runtime, inf.batch_compute)
+    early = route.early_target(inf.prediction_table, app_id=_app_id(project, runtime))
+    if recover or inf.publication.mode != "incremental" or early is None:
         return None
     try:
-        scope = decide_scope(project, runtime, plan, _target_state(project, runtime, "single_node"))
+        scope = decide_scope(project, runtime, plan, early.read())
     except Exception:  # noqa: BLE001 - a refusal or an unreadable table: the Spark reader decides, and raises it
         return None
     return PreparedScope(scope) if scope.action == "noop" else None
 
 
-def stage_run(runtime: Runtime, run: ScoredRun, *, period_column: str | None = None) -> ScoredRun:
-    """Stage ``run`` in the run store, ``<runs_dir>/<run_id>/``: ``run.json`` beside
-    ``predictions.parquet`` (a pandas frame) or beside ``predictions/``, the Parquet folder the
+def stage_run(runtime: Runtime, run: ScoredRun, *, period_column: str | None = None,
+              route: Route | None = None) -> ScoredRun:
+    """Stage ``run`` in the run store, ``<runs_dir>/<run_id>/``: ``run.json`` beside the run's
+    predictions as its route stages them (:meth:`~lakescore.workflows.routes.base.Route.stage`):
+    ``predictions.parquet`` for a pandas frame, or ``predictions/``, the Parquet folder the
     executors write for a Spark run (the ``spark_udf`` runs here, once).
 
     A Spark run's facts (rows, and ``period_column``'s nulls and bounds) are observed during that
@@ -295,6 +251,8 @@ def stage_run(runtime: Runtime, run: ScoredRun, *, period_column: str | None = N
     ----------
     period_column : str or None
         ``publication.period_column`` (default None: no period facts).
+    route : Route, optional
+        The run's route (default: :func:`~lakescore.workflows.routes.choose_route` of ``run.batch_compute``).
 
     Returns
     -------
@@ -302,16 +260,10 @@ def stage_run(runtime: Runtime, run: ScoredRun, *, period_column: str | None = N
         ``run`` itself for a pandas frame; for a Spark run, ``run`` over the staged files (what
         :func:`load_scored` reads back), with its facts, so that publishing never scores again.
     """
+    route = route or choose_route(runtime, run.batch_compute)
     folder = runtime.runs_dir() / run.run_id
     folder.mkdir(parents=True)
-    if run.on_spark:
-        from lakescore.publish.run import observe_facts  # pyspark: only on the Spark route
-
-        observed, facts = observe_facts(run.predictions, period_column)
-        observed.write.mode("error").parquet(str(folder / SPARK_STAGED))
-        run = replace(run, predictions=runtime.spark().read.parquet(str(folder / SPARK_STAGED)), facts=facts())
-    else:
-        run.predictions.to_parquet(folder / "predictions.parquet", index=False)
+    run = route.stage(run, folder, period_column=period_column)
     meta = {"run_id": run.run_id, "plan": asdict(run.plan), "batch_compute": run.batch_compute,
             "env_manager": run.env_manager, "batch_rows": run.batch_rows, "scope": run.scope, "facts": run.facts}
     (folder / "run.json").write_text(json.dumps(meta, indent=1))
@@ -319,7 +271,8 @@ def stage_run(runtime: Runtime, run: ScoredRun, *, period_column: str | None = N
 
 
 def load_scored(runtime: Runtime, run_id: str | None = None) -> ScoredRun:
-    """Read a staged run (the newest when ``run_id`` is None): a pandas frame from
+    """Read a staged run (the newest when ``run_id`` is None) through its route
+    (:meth:`~lakescore.workflows.routes.base.Route.load`): a pandas frame from
     ``predictions.parquet``, or a Spark DataFrame over a Spark run's ``predictions/`` folder.
 
     Raises
@@ -339,8 +292,7 @@ def load_scored(runtime: Runtime, run_id: str | None = None) -> ScoredRun:
                         "record_keys": tuple(plan["record_keys"]), "warnings": tuple(plan.get("warnings", ())),
                         "feature_lookups": tuple(plan.get("feature_lookups", ())),
                         "components": tuple(plan.get("components", ()))})
-    staged = runs[-1].parent / SPARK_STAGED
-    frame = (runtime.spark().read.parquet(str(staged)) if staged.is_dir() else
-             pd.read_parquet(runs[-1].parent / "predictions.parquet", dtype_backend="numpy_nullable"))
-    return ScoredRun(meta["run_id"], plan, meta["batch_compute"], meta["env_manager"], meta["batch_rows"], frame,
-                     meta.get("scope", {}), meta.get("facts") or {})
+    route = choose_route(runtime, meta["batch_compute"])
+    predictions, frame = route.load(runs[-1].parent)
+    return ScoredRun(meta["run_id"], plan, route.name, meta["env_manager"], meta["batch_rows"], predictions,
+                     meta.get("scope", {}), meta.get("facts") or {}, frame=frame)

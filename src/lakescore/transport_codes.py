@@ -11,6 +11,9 @@ serving keep strings.
 
 Every reason a chain can give is enumerable from it (:func:`reason_table`); a value missing from a
 table is refused (:class:`~lakescore.errors.TransportCodeError`), never decoded as another value.
+
+This is a wire format that the logged pyfunc (:mod:`lakescore.packaging`, which encodes) and the
+Spark route (:mod:`lakescore.scoring.spark`, which decodes) share, so it sits below both.
 """
 
 from __future__ import annotations
@@ -131,7 +134,7 @@ def encode(scored: pd.DataFrame, tables: dict[str, tuple[str, ...]]) -> pd.DataF
                 f"{name} value {value!r} is not in this chain's code table for the Spark route "
                 f"({len(table)} values: {', '.join(table[:8])}{', ...' if len(table) > 8 else ''}); it cannot "
                 "cross the UDF as a code. Add the place that produces it to "
-                "lakescore.scoring.codes.reason_table (or score with batch_compute: single_node meanwhile).",
+                "lakescore.transport_codes.reason_table (or score with batch_compute: single_node meanwhile).",
                 column=name, value=str(value))
         out[name] = pd.arrays.IntegerArray(np.where(missing, 0, codes), missing)
     return out

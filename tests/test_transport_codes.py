@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from lakescore.errors import TransportCodeError
-from lakescore.scoring.codes import code_tables, encode, reason_table
+from lakescore.transport_codes import code_tables, encode, reason_table
 from lakescore.steps.base import learn_step
 
 ONE_HOT = ["carrier_9E", "carrier_AA", "carrier_AS", "carrier_B6", "carrier_DL", "carrier_EV", "carrier_F9",
