@@ -38,7 +38,7 @@ class Columns:
         """The columns ``names`` of ``frame``, not copied: a numpy column comes as a read-only view
         of the frame's own array, so a kernel that writes into what it reads fails loudly instead
         of changing the caller's frame."""
-        return cls({name: _read_only(_array_of(frame[name])) for name in names}, frame.index)
+        return cls({name: _read_only(values) for name, values in _column_arrays(frame, names)}, frame.index)
 
     def __len__(self) -> int:
         return len(self.index)
@@ -67,10 +67,12 @@ class Columns:
 
     def float_matrix(self, names: list[str], *, step: str) -> np.ndarray:
         """:meth:`floats` of each column, stacked: float64 array of shape (n_rows, len(names))."""
-        matrix = np.empty((len(self), len(names)), dtype="float64", order="F")  # column by column
-        for j, name in enumerate(names):
-            matrix[:, j] = self.floats(name, step=step)
-        return matrix
+        if not names:
+            return np.empty((len(self), 0), dtype="float64", order="F")
+        arrays = self.arrays
+        columns = [values if type(values) is np.ndarray and values.dtype is _FLOAT64 else self.floats(name, step=step)
+                   for name, values in ((name, arrays[name]) for name in names)]
+        return np.concatenate(columns).reshape(len(columns), len(self)).T  # (n_rows, n_columns), Fortran order
 
     def texts(self, name: str) -> np.ndarray:
         """The column as text, object array of shape (n_rows,), missing as None (what ``text_values`` gives)."""
@@ -88,6 +90,11 @@ class Columns:
     def set(self, name: str, values: Any) -> None:
         """Set (or add) column ``name``: an array of length ``len(self)``."""
         self.arrays[name] = values
+
+    def set_block(self, names: Iterable[str], block: np.ndarray) -> None:
+        """Set (or add) the columns ``names`` to the columns of ``block``, shape (n_rows, len(names)),
+        in order (each column a view of ``block``)."""
+        self.arrays.update(zip(names, block.T))
 
     def drop(self, names: Iterable[str]) -> None:
         """Remove the columns ``names`` (a name the batch lacks is skipped)."""
@@ -175,6 +182,28 @@ def text_or_missing(values: Any) -> np.ndarray | None:
             and pd.api.types.infer_dtype(values, skipna=True) in ("string", "empty"):
         return values
     return None
+
+
+_FLOAT64 = np.dtype("float64")
+
+
+def _column_arrays(frame: pd.DataFrame, names: Iterable[str]) -> Iterable[tuple[str, Any]]:
+    """``(name, _array_of(frame[name]))`` for each of ``names``, read from the frame's blocks
+    without building a Series per column when the frame's column labels are unique (pandas'
+    ``_get_column_array``, the array ``frame[name]`` would wrap; a Series costs more than the rest
+    of a one-row score). A numpy-dtype column comes as its numpy array (naive datetimes and
+    timedeltas too, as ``Series.to_numpy`` gives them)."""
+    getter = getattr(frame, "_get_column_array", None)
+    columns = frame.columns
+    if getter is None or not columns.is_unique:
+        for name in names:
+            yield name, _array_of(frame[name])
+        return
+    for name in names:
+        values = getter(columns.get_loc(name))
+        if isinstance(values.dtype, np.dtype) and not isinstance(values, np.ndarray):
+            values = np.asarray(values)  # a naive DatetimeArray / TimedeltaArray: its numpy array
+        yield name, values
 
 
 def _array_of(series: pd.Series) -> Any:
