@@ -32,7 +32,7 @@ import pandas as pd
 
 from lakescore.compiled import CompiledPlan
 from lakescore.errors import InputError
-from lakescore.frames import require_columns, to_pandas
+from lakescore.frames import frame_of, require_columns, to_pandas
 from lakescore.lookup import FeatureLookup
 from lakescore.models import Task
 from lakescore import custom  # noqa: F401  (registers the user step kinds: step: custom)
@@ -301,8 +301,9 @@ class FittedChain:
         predicted = np.zeros(n_rows, dtype=np.intp)
         predicted[rows] = 1
         columns["scoring_status"] = _statuses().take(predicted)
-        columns["exclusion_reason"] = pd.array(reasons, dtype="string")
-        out = pd.DataFrame(columns, index=frame.index, copy=False)
+        columns["exclusion_reason"] = (pd.array(reasons, dtype="string") if len(rows) < n_rows
+                                       else _statuses().take(np.full(n_rows, -1), allow_fill=True))  # all null
+        out = frame_of(columns, frame.index)
         return add_outputs(self.output_rules, frame, out, rows) if self.output_rules else out
 
     # --- save / load ------------------------------------------------------------------------

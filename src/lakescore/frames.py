@@ -111,6 +111,23 @@ def to_pandas(frame: Any) -> pd.DataFrame:
     )
 
 
+def frame_of(columns: dict[str, Any], index: pd.Index) -> pd.DataFrame:
+    """``pd.DataFrame(columns, index=index, copy=False)`` for columns that are already what a frame
+    holds: 1-D numpy or pandas extension arrays, each of length ``len(index)``, every name a string
+    once. Built without the constructor's per-column checks (pandas' ``DataFrame._from_arrays``;
+    they cost more than the rest of a one-row score); the same frame, dtypes, blocks and arrays.
+
+    Parameters
+    ----------
+    columns : dict of str to array of shape (n_rows,)
+    index : pandas Index of length n_rows
+    """
+    build = getattr(pd.DataFrame, "_from_arrays", None)
+    if build is None:  # a pandas without it: the public constructor, which checks each column
+        return pd.DataFrame(columns, index=index, copy=False)
+    return build(list(columns.values()), columns=list(columns), index=index, verify_integrity=False)
+
+
 def nullable_pandas_type(arrow_type: Any) -> Any:
     """Arrow -> pandas ``types_mapper`` of every read into pandas: integers become ``Int64`` and
     booleans ``boolean`` (nullable, so a null never turns an integer column into float64, where
