@@ -140,11 +140,12 @@ class CompiledPlan:
         if missing:
             raise InputError(f"after preprocessing, model feature(s) {missing} are missing; "
                              "check the recipe's column names")
-        sparse = [isinstance(arrays[c], pd.arrays.SparseArray) for c in self.feature_names]
+        values = [arrays[c] for c in self.feature_names]
+        sparse = [isinstance(v, pd.arrays.SparseArray) for v in values]
         if self.model_input == "dense" and not any(sparse):
             return batch.float_matrix(self.feature_names, step="model")
-        columns = [arrays[c] if is_sparse else batch.floats(c, step="model")
-                   for c, is_sparse in zip(self.feature_names, sparse)]
+        columns = [v if is_sparse else batch.floats(c, step="model")
+                   for c, v, is_sparse in zip(self.feature_names, values, sparse)]
         return containers.build(columns, n_rows, self.model_input)
 
 

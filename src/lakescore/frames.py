@@ -111,21 +111,27 @@ def to_pandas(frame: Any) -> pd.DataFrame:
     )
 
 
-def frame_of(columns: dict[str, Any], index: pd.Index) -> pd.DataFrame:
-    """``pd.DataFrame(columns, index=index, copy=False)`` for columns that are already what a frame
-    holds: 1-D numpy or pandas extension arrays, each of length ``len(index)``, every name a string
-    once. Built without the constructor's per-column checks (pandas' ``DataFrame._from_arrays``;
-    they cost more than the rest of a one-row score); the same frame, dtypes, blocks and arrays.
+def frame_of(columns: dict[str, Any], index: pd.Index, *, names: pd.Index | None = None) -> pd.DataFrame:
+    """A pandas frame of ``columns`` that holds each array as it is, in its own dtype: what
+    ``pd.DataFrame({n: pd.Series(a, index=index, dtype=a.dtype, copy=False) ...})`` gives (an object
+    array stays object, never inferred), built without the constructor's per-column checks
+    (pandas' ``DataFrame._from_arrays``; they cost more than the rest of a one-row score).
 
     Parameters
     ----------
     columns : dict of str to array of shape (n_rows,)
+        1-D numpy or pandas extension arrays, each of length ``len(index)``.
     index : pandas Index of length n_rows
+    names : pandas Index, optional
+        ``list(columns)`` as an Index, when the caller keeps one (an Index is immutable, so frames
+        may share it).
     """
     build = getattr(pd.DataFrame, "_from_arrays", None)
     if build is None:  # a pandas without it: the public constructor, which checks each column
-        return pd.DataFrame(columns, index=index, copy=False)
-    return build(list(columns.values()), columns=list(columns), index=index, verify_integrity=False)
+        return pd.DataFrame({name: pd.Series(values, index=index, dtype=values.dtype, copy=False)
+                             for name, values in columns.items()}, index=index, copy=False)
+    return build(list(columns.values()), columns=names if names is not None else list(columns), index=index,
+                 verify_integrity=False)
 
 
 def nullable_pandas_type(arrow_type: Any) -> Any:
