@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from lakescore.errors import StepError
+from lakescore.frames import array_of, column_arrays
 
 
 class Columns:
@@ -38,7 +39,7 @@ class Columns:
         """The columns ``names`` of ``frame``, not copied: a numpy column comes as a read-only view
         of the frame's own array, so a kernel that writes into what it reads fails loudly instead
         of changing the caller's frame."""
-        return cls({name: _read_only(values) for name, values in _column_arrays(frame, names)}, frame.index)
+        return cls({name: _read_only(values) for name, values in column_arrays(frame, names)}, frame.index)
 
     def __len__(self) -> int:
         return len(self.index)
@@ -187,28 +188,9 @@ def text_or_missing(values: Any) -> np.ndarray | None:
 _FLOAT64 = np.dtype("float64")
 
 
-def _column_arrays(frame: pd.DataFrame, names: Iterable[str]) -> Iterable[tuple[str, Any]]:
-    """``(name, _array_of(frame[name]))`` for each of ``names``, read from the frame's blocks
-    without building a Series per column when the frame's column labels are unique (pandas'
-    ``_get_column_array``, the array ``frame[name]`` would wrap; a Series costs more than the rest
-    of a one-row score). A numpy-dtype column comes as its numpy array (naive datetimes and
-    timedeltas too, as ``Series.to_numpy`` gives them)."""
-    getter = getattr(frame, "_get_column_array", None)
-    columns = frame.columns
-    if getter is None or not columns.is_unique:
-        for name in names:
-            yield name, _array_of(frame[name])
-        return
-    for name in names:
-        values = getter(columns.get_loc(name))
-        if isinstance(values.dtype, np.dtype) and not isinstance(values, np.ndarray):
-            values = np.asarray(values)  # a naive DatetimeArray / TimedeltaArray: its numpy array
-        yield name, values
-
-
 def _array_of(series: pd.Series) -> Any:
     """A column's values: the numpy array for numpy dtypes, the extension array otherwise."""
-    return series.to_numpy() if isinstance(series.dtype, np.dtype) else series.array
+    return array_of(series)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -109,6 +109,36 @@ def to_pandas(frame: Any) -> pd.DataFrame:
         f"expected a pandas or Polars DataFrame; got {type(frame).__name__}. "
         "Pass pandas.DataFrame(...) or polars.DataFrame(...)."
     )
+
+
+def array_of(series: pd.Series) -> Any:
+    """A column's values: the numpy array for numpy dtypes, the extension array otherwise."""
+    return series.to_numpy() if isinstance(series.dtype, np.dtype) else series.array
+
+
+def column_arrays(frame: pd.DataFrame, names: Iterable[str]) -> Iterator[tuple[str, Any]]:
+    """``(name, array_of(frame[name]))`` for each of ``names``, read from the frame's blocks without
+    building a Series per column when the frame's column labels are unique (pandas'
+    ``_get_column_array``: the array ``frame[name]`` wraps; a Series costs more than the rest of a
+    one-row score). A numpy-dtype column comes as its numpy array (naive datetimes and timedeltas
+    too, as ``Series.to_numpy`` gives them), any other as its extension array.
+
+    Raises
+    ------
+    KeyError
+        For a name the frame lacks, as ``frame[name]`` does.
+    """
+    getter = getattr(frame, "_get_column_array", None)
+    labels = frame.columns
+    if getter is None or not labels.is_unique:
+        for name in names:
+            yield name, array_of(frame[name])
+        return
+    for name in names:
+        values = getter(labels.get_loc(name))
+        if isinstance(values.dtype, np.dtype) and not isinstance(values, np.ndarray):
+            values = np.asarray(values)  # a naive DatetimeArray / TimedeltaArray: its numpy array
+        yield name, values
 
 
 def frame_of(columns: dict[str, Any], index: pd.Index, *, names: pd.Index | None = None) -> pd.DataFrame:
