@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from lakescore.errors import StepError
-from lakescore.frames import array_of, column_arrays
+from lakescore.frames import array_of, column_arrays, frame_of
 
 
 class Columns:
@@ -111,6 +111,8 @@ class Columns:
         """A pandas frame of the columns ``names`` with this batch's index and each column's own
         dtype (an object array stays object, even of Timestamps); its arrays are the batch's own
         unless ``copy``."""
+        if copy:  # a frame the caller may change: fresh arrays, so the frame may hold them in blocks
+            return frame_of({name: self.arrays[name].copy() for name in names}, self.index)
         return pd.DataFrame({name: pd.Series(self.arrays[name], index=self.index, dtype=self.arrays[name].dtype,
                                              copy=copy) for name in names}, index=self.index, copy=False)
 
