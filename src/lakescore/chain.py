@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -32,7 +32,7 @@ import pandas as pd
 
 from lakescore.compiled import CompiledPlan
 from lakescore.errors import InputError
-from lakescore.frames import require_columns, to_pandas
+from lakescore.frames import frame_of, require_columns, to_pandas
 from lakescore.lookup import FeatureLookup
 from lakescore.models import Task
 from lakescore import custom  # noqa: F401  (registers the user step kinds: step: custom)
@@ -184,19 +184,18 @@ class FittedChain:
         """
         frame = to_pandas(frame)
         require_columns(frame, self.input_columns, what="the model")
-        reasons = np.full(len(frame), None, dtype=object)
-        kept, labels, proba = [], [], []
+        passes = []
         for start in range(0, max(len(frame), 1), PASS_ROWS):
             chunk = frame if len(frame) <= PASS_ROWS else frame.iloc[start:start + PASS_ROWS]
             rows, matrix, chunk_reasons = self.plan.run(chunk)
             rows, matrix = self._exclude_unusable(rows, matrix, chunk_reasons)
-            reasons[start:start + len(chunk)] = chunk_reasons
-            chunk_labels, chunk_proba = self._model_call(matrix)
-            kept.append(rows + start)
-            labels += [chunk_labels] if chunk_labels is not None else []
-            proba.append(chunk_proba)
-        return self._assemble(frame, np.concatenate(kept), np.concatenate(labels) if labels else None,
-                              np.concatenate(proba), reasons)
+            passes.append((rows + start, *self._model_call(matrix), chunk_reasons))
+        if len(passes) == 1:  # a frame of up to PASS_ROWS rows: nothing to stitch
+            return self._assemble(frame, *passes[0])
+        labels = [p[1] for p in passes if p[1] is not None]
+        return self._assemble(frame, np.concatenate([p[0] for p in passes]),
+                              np.concatenate(labels) if labels else None,
+                              np.concatenate([p[2] for p in passes]), np.concatenate([p[3] for p in passes]))
 
     @cached_property
     def plan(self) -> CompiledPlan:
@@ -207,6 +206,7 @@ class FittedChain:
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state.pop("plan", None)  # compiled again on first use after unpickling
+        state.pop("model_takes_nan", None)  # read from the model again
         return state
 
     def scoring_steps(self) -> list[tuple[FittedStep, str | None]]:
@@ -240,10 +240,11 @@ class FittedChain:
         rows, matrix = self._exclude_unusable(rows, matrix, reasons)
         return self._assemble(frame, rows, *self._model_call(matrix), reasons)
 
-    @property
+    @cached_property
     def model_takes_nan(self) -> bool:
         """True when the model accepts NaN in its input (scikit-learn tag ``input_tags.allow_nan``;
-        a model without scikit-learn tags is taken not to)."""
+        a model without scikit-learn tags is taken not to). Read once per loaded chain (the tags
+        are a fixed trait of the fitted model; scikit-learn builds them anew on every read)."""
         tags = getattr(self.model, "__sklearn_tags__", None)
         return bool(tags().input_tags.allow_nan) if tags is not None else False
 
@@ -302,12 +303,12 @@ class FittedChain:
             proba = np.full(n_rows, np.nan)
             proba[rows] = kept_proba
             columns["probability"] = pd.arrays.FloatingArray(proba, np.isnan(proba))
-        predicted = np.zeros(n_rows, dtype=bool)
-        predicted[rows] = True
-        status = np.where(predicted, STATUS_PREDICTED, STATUS_EXCLUDED).astype(object)
-        columns["scoring_status"] = pd.array(status, dtype="string")
-        columns["exclusion_reason"] = pd.array(reasons, dtype="string")
-        out = pd.DataFrame(columns, index=frame.index, copy=False)
+        predicted = np.zeros(n_rows, dtype=np.intp)
+        predicted[rows] = 1
+        columns["scoring_status"] = _statuses().take(predicted)
+        columns["exclusion_reason"] = (pd.array(reasons, dtype="string") if len(rows) < n_rows
+                                       else _statuses().take(np.full(n_rows, -1), allow_fill=True))  # all null
+        out = frame_of(columns, frame.index, names=_names(tuple(columns)))
         return add_outputs(self.output_rules, frame, out, rows) if self.output_rules else out
 
     # --- save / load ------------------------------------------------------------------------
@@ -362,6 +363,20 @@ class FittedChain:
             lookup_versions=tuple(int(x["trained_version"]) for x in meta.get("feature_lookups", [])),
             model_input=sealed,
         )
+
+
+@lru_cache(maxsize=1)
+def _statuses() -> Any:
+    """``[excluded, predicted]`` as a pandas ``string`` array: a row's status is ``take`` of 0 or 1
+    (the same array ``pd.array(texts, dtype="string")`` gives, without checking each text)."""
+    return pd.array([STATUS_EXCLUDED, STATUS_PREDICTED], dtype="string")
+
+
+@lru_cache(maxsize=8)
+def _names(columns: tuple[str, ...]) -> pd.Index:
+    """The output frame's column labels as one Index (as the frame constructor makes it from the
+    names), made once per set of labels."""
+    return pd.Index(list(columns))
 
 
 def _masked(values: np.ndarray | None, rows: np.ndarray, n_rows: int, dtype: str) -> Any:

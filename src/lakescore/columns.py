@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from lakescore.errors import StepError
+from lakescore.frames import array_of, column_arrays, frame_of
 
 
 class Columns:
@@ -38,7 +39,7 @@ class Columns:
         """The columns ``names`` of ``frame``, not copied: a numpy column comes as a read-only view
         of the frame's own array, so a kernel that writes into what it reads fails loudly instead
         of changing the caller's frame."""
-        return cls({name: _read_only(_array_of(frame[name])) for name in names}, frame.index)
+        return cls({name: _read_only(values) for name, values in column_arrays(frame, names)}, frame.index)
 
     def __len__(self) -> int:
         return len(self.index)
@@ -67,10 +68,12 @@ class Columns:
 
     def float_matrix(self, names: list[str], *, step: str) -> np.ndarray:
         """:meth:`floats` of each column, stacked: float64 array of shape (n_rows, len(names))."""
-        matrix = np.empty((len(self), len(names)), dtype="float64", order="F")  # column by column
-        for j, name in enumerate(names):
-            matrix[:, j] = self.floats(name, step=step)
-        return matrix
+        if not names:
+            return np.empty((len(self), 0), dtype="float64", order="F")
+        arrays = self.arrays
+        columns = [values if type(values) is np.ndarray and values.dtype is _FLOAT64 else self.floats(name, step=step)
+                   for name, values in ((name, arrays[name]) for name in names)]
+        return np.concatenate(columns).reshape(len(columns), len(self)).T  # (n_rows, n_columns), Fortran order
 
     def texts(self, name: str) -> np.ndarray:
         """The column as text, object array of shape (n_rows,), missing as None (what ``text_values`` gives)."""
@@ -89,6 +92,11 @@ class Columns:
         """Set (or add) column ``name``: an array of length ``len(self)``."""
         self.arrays[name] = values
 
+    def set_block(self, names: Iterable[str], block: np.ndarray) -> None:
+        """Set (or add) the columns ``names`` to the columns of ``block``, shape (n_rows, len(names)),
+        in order (each column a view of ``block``)."""
+        self.arrays.update(zip(names, block.T))
+
     def drop(self, names: Iterable[str]) -> None:
         """Remove the columns ``names`` (a name the batch lacks is skipped)."""
         for name in names:
@@ -103,6 +111,8 @@ class Columns:
         """A pandas frame of the columns ``names`` with this batch's index and each column's own
         dtype (an object array stays object, even of Timestamps); its arrays are the batch's own
         unless ``copy``."""
+        if copy:  # a frame the caller may change: fresh arrays, so the frame may hold them in blocks
+            return frame_of({name: self.arrays[name].copy() for name in names}, self.index)
         return pd.DataFrame({name: pd.Series(self.arrays[name], index=self.index, dtype=self.arrays[name].dtype,
                                              copy=copy) for name in names}, index=self.index, copy=False)
 
@@ -177,9 +187,12 @@ def text_or_missing(values: Any) -> np.ndarray | None:
     return None
 
 
+_FLOAT64 = np.dtype("float64")
+
+
 def _array_of(series: pd.Series) -> Any:
     """A column's values: the numpy array for numpy dtypes, the extension array otherwise."""
-    return series.to_numpy() if isinstance(series.dtype, np.dtype) else series.array
+    return array_of(series)
 
 
 @dataclass(frozen=True)

@@ -90,6 +90,7 @@ class CompiledPlan:
         self.rules = tuple(rules)
         self.stages = tuple(stage_of(step, prefix) for step, prefix in steps)
         self.feature_columns = tuple(feature_columns)
+        self.feature_names = list(self.feature_columns)
 
     @property
     def kernels(self) -> dict[str, str]:
@@ -134,15 +135,17 @@ class CompiledPlan:
     def _matrix(self, batch: Columns, n_rows: int) -> Any:
         if not n_rows:
             return containers.build([np.empty(0)] * len(self.feature_columns), 0, self.model_input)
-        missing = [c for c in self.feature_columns if c not in batch]
+        arrays = batch.arrays
+        missing = [c for c in self.feature_names if c not in arrays]
         if missing:
             raise InputError(f"after preprocessing, model feature(s) {missing} are missing; "
                              "check the recipe's column names")
-        if self.model_input == "dense" and not any(isinstance(batch.array(c), pd.arrays.SparseArray)
-                                                  for c in self.feature_columns):
-            return batch.float_matrix(list(self.feature_columns), step="model")
-        columns = [batch.array(c) if isinstance(batch.array(c), pd.arrays.SparseArray)
-                   else batch.floats(c, step="model") for c in self.feature_columns]
+        values = [arrays[c] for c in self.feature_names]
+        sparse = [isinstance(v, pd.arrays.SparseArray) for v in values]
+        if self.model_input == "dense" and not any(sparse):
+            return batch.float_matrix(self.feature_names, step="model")
+        columns = [v if is_sparse else batch.floats(c, step="model")
+                   for c, v, is_sparse in zip(self.feature_names, values, sparse)]
         return containers.build(columns, n_rows, self.model_input)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -109,6 +109,59 @@ def to_pandas(frame: Any) -> pd.DataFrame:
         f"expected a pandas or Polars DataFrame; got {type(frame).__name__}. "
         "Pass pandas.DataFrame(...) or polars.DataFrame(...)."
     )
+
+
+def array_of(series: pd.Series) -> Any:
+    """A column's values: the numpy array for numpy dtypes, the extension array otherwise."""
+    return series.to_numpy() if isinstance(series.dtype, np.dtype) else series.array
+
+
+def column_arrays(frame: pd.DataFrame, names: Iterable[str]) -> Iterator[tuple[str, Any]]:
+    """``(name, array_of(frame[name]))`` for each of ``names``, read from the frame's blocks without
+    building a Series per column when the frame's column labels are unique (pandas'
+    ``_get_column_array``: the array ``frame[name]`` wraps; a Series costs more than the rest of a
+    one-row score). A numpy-dtype column comes as its numpy array (naive datetimes and timedeltas
+    too, as ``Series.to_numpy`` gives them), any other as its extension array.
+
+    Raises
+    ------
+    KeyError
+        For a name the frame lacks, as ``frame[name]`` does.
+    """
+    getter = getattr(frame, "_get_column_array", None)
+    labels = frame.columns
+    if getter is None or not labels.is_unique:
+        for name in names:
+            yield name, array_of(frame[name])
+        return
+    for name in names:
+        values = getter(labels.get_loc(name))
+        if isinstance(values.dtype, np.dtype) and not isinstance(values, np.ndarray):
+            values = np.asarray(values)  # a naive DatetimeArray / TimedeltaArray: its numpy array
+        yield name, values
+
+
+def frame_of(columns: dict[str, Any], index: pd.Index, *, names: pd.Index | None = None) -> pd.DataFrame:
+    """A pandas frame of ``columns`` that holds each array as it is, in its own dtype: what
+    ``pd.DataFrame({n: pd.Series(a, index=index, dtype=a.dtype, copy=False) ...})`` gives (an object
+    array stays object, never inferred), built without the constructor's per-column checks
+    (pandas' ``DataFrame._from_arrays``; they cost more than the rest of a one-row score).
+
+    Parameters
+    ----------
+    columns : dict of str to array of shape (n_rows,)
+        1-D numpy or pandas extension arrays, each of length ``len(index)``.
+    index : pandas Index of length n_rows
+    names : pandas Index, optional
+        ``list(columns)`` as an Index, when the caller keeps one (an Index is immutable, so frames
+        may share it).
+    """
+    build = getattr(pd.DataFrame, "_from_arrays", None)
+    if build is None:  # a pandas without it: the public constructor, which checks each column
+        return pd.DataFrame({name: pd.Series(values, index=index, dtype=values.dtype, copy=False)
+                             for name, values in columns.items()}, index=index, copy=False)
+    return build(list(columns.values()), columns=names if names is not None else list(columns), index=index,
+                 verify_integrity=False)
 
 
 def nullable_pandas_type(arrow_type: Any) -> Any:

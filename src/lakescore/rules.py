@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from lakescore.errors import InputError
+from lakescore.frames import column_arrays, frame_of
 from lakescore.usercode import FunctionRef
 
 
@@ -177,17 +178,22 @@ def load_output_rules(scoring: Any, *, key: str = "output") -> list[OutputRule]:
 
 def add_outputs(rules: tuple[OutputRule, ...] | list[OutputRule], raw: pd.DataFrame, scored: pd.DataFrame,
                 rows: np.ndarray) -> pd.DataFrame:
-    """Add each output rule's columns to ``scored`` (n_rows, ...): values on the predicted
-    positions ``rows``, null elsewhere. ``raw`` is the request frame, same index as ``scored``."""
+    """``scored`` (n_rows, ...) with each output rule's columns added after its own: values on the
+    predicted positions ``rows``, null elsewhere. ``raw`` is the request frame, same index as
+    ``scored``. Returns a new frame (``scored`` is not changed)."""
     every = len(rows) == len(scored)  # rows are ascending positions: all of them, in order
+    added: dict[str, Any] = {}
     for rule in rules:
         values = rule.compute(raw, scored) if every else rule.compute(raw.iloc[rows], scored.iloc[rows])
         for name, kind in rule.outputs:
             if every:
-                scored[name] = values[name].array
+                added[name] = values[name].array
                 continue
             column = pd.array([pd.NA] * len(scored), dtype=OUTPUT_TYPES[kind])
             if len(rows):
                 column[rows] = values[name].array
-            scored[name] = column
-    return scored
+            added[name] = column
+    if not added:
+        return scored
+    # as ``scored[name] = column`` for each in turn: a name scored has keeps its place, a new one comes last
+    return frame_of({**dict(column_arrays(scored, scored.columns)), **added}, scored.index)

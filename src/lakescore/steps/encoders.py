@@ -156,8 +156,7 @@ class OneHotEncoder(StepKind):
                 block = np.zeros((len(codes), len(names)), dtype="float64", order="F")
                 known = np.flatnonzero(codes >= 0)
                 block[known, codes[known]] = 1.0
-                for j, name in enumerate(names):
-                    batch.set(name, block[:, j])
+                batch.set_block(names, block)
             batch.drop(state["columns"])
 
         return Kernel(apply)

@@ -1,0 +1,72 @@
+"""The pandas boundary of the hot path: column arrays read from a frame's blocks, and frames built from
+arrays, give exactly what the public pandas calls give (dtypes, values, no inference, no copy)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lakescore.frames import array_of, column_arrays, frame_of
+
+STAMPS = pd.to_datetime(["2013-01-01 05:00", None, "2013-12-31 23:59"])
+FRAME = pd.DataFrame({
+    "int": np.array([1, -2, 2**53 + 1]),
+    "float": [1.0, np.nan, 2.5],
+    "float_too": [3.0, 4.0, np.nan],  # shares a block with "float"
+    "Int64": pd.array([1, None, 3], dtype="Int64"),
+    "boolean": pd.array([True, None, False], dtype="boolean"),
+    "text": np.array(["a", None, np.nan], dtype=object),
+    "string": pd.array(["a", None, "c"], dtype="string"),
+    "naive_time": STAMPS,
+    "utc_time": STAMPS.tz_localize("UTC"),
+    "wait": pd.to_timedelta([1, None, 3], unit="s"),
+    "category": pd.Categorical(["x", None, "y"]),
+}, index=[10, 20, 30])
+FRAME["stamps_as_objects"] = pd.Series(np.array(list(STAMPS), dtype=object), index=FRAME.index, dtype=object)
+
+
+def _same_array(got, expected):
+    assert type(got) is type(expected)
+    assert got.dtype == expected.dtype
+    assert len(got) == len(expected)
+    assert pd.Series(got).equals(pd.Series(expected))
+
+
+@pytest.mark.parametrize("rows", [slice(None), [1], [2, 0]], ids=["whole", "one_row", "two_rows"])
+def test_column_arrays_are_what_each_column_s_series_holds(rows):
+    frame = FRAME.iloc[rows]
+    got = dict(column_arrays(frame, frame.columns))
+    assert list(got) == list(frame.columns)
+    for name, values in got.items():
+        _same_array(values, array_of(frame[name]))
+    assert isinstance(got["naive_time"], np.ndarray) and got["naive_time"].dtype == "datetime64[ns]"
+    assert isinstance(got["wait"], np.ndarray) and got["wait"].dtype == "timedelta64[ns]"
+
+
+def test_column_arrays_of_repeated_labels_read_each_label_as_the_frame_does():
+    frame = pd.DataFrame([[1.0, 2.0, "a"]], columns=["x", "x", "y"])
+    assert [name for name, _ in column_arrays(frame, ["y"])] == ["y"]
+    _same_array(dict(column_arrays(frame, ["y"]))["y"], frame["y"].to_numpy())
+    with pytest.raises(KeyError):
+        dict(column_arrays(FRAME, ["absent"]))
+
+
+def test_frame_of_keeps_each_array_and_its_dtype_as_series_of_that_dtype_do():
+    arrays = {name: values for name, values in column_arrays(FRAME, FRAME.columns)}
+    got = frame_of(arrays, FRAME.index)
+    expected = pd.DataFrame({name: pd.Series(values, index=FRAME.index, dtype=values.dtype, copy=False)
+                             for name, values in arrays.items()}, index=FRAME.index)
+    pd.testing.assert_frame_equal(got, expected, check_exact=True)
+    assert got["stamps_as_objects"].dtype == object  # never inferred to datetime64
+    assert got["text"].dtype == object
+    assert got["Int64"].array is arrays["Int64"]  # an extension array is held, not copied
+
+
+def test_frame_of_takes_a_shared_index_of_names():
+    names = pd.Index(["a", "b"])
+    one = frame_of({"a": pd.array([1], dtype="Int64"), "b": pd.array(["x"], dtype="string")}, pd.RangeIndex(1),
+                   names=names)
+    two = frame_of({"a": pd.array([2], dtype="Int64"), "b": pd.array([None], dtype="string")}, pd.RangeIndex(1, 2),
+                   names=names)
+    two["c"] = 1.0
+    assert list(one.columns) == ["a", "b"] and list(names) == ["a", "b"]
+    assert one["a"].tolist() == [1] and two["b"].isna().all()
