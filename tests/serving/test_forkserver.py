@@ -38,3 +38,10 @@ def test_a_child_over_its_time_is_killed() -> None:
 def test_child_env_reaches_the_child(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(forkserver.child_env, "LAKESCORE_TEST_CHILD_ENV", "seen")
     assert forkserver.call(os.getenv, "LAKESCORE_TEST_CHILD_ENV") == "seen"
+
+
+def test_an_endpoints_registry_reaches_its_children_only_while_it_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(forkserver.child_env, "MLFLOW_TRACKING_URI", "sqlite:///before.db")
+    with forkserver.children_env(MLFLOW_TRACKING_URI="sqlite:///endpoint.db", MLFLOW_REGISTRY_URI="sqlite:///endpoint.db"):
+        assert forkserver.call(os.getenv, "MLFLOW_TRACKING_URI") == "sqlite:///endpoint.db"
+    assert forkserver.child_env == {"MLFLOW_TRACKING_URI": "sqlite:///before.db"}  # a later backend reads its own

@@ -18,6 +18,8 @@ A child's environment is the fork server's, taken when the fork server started, 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Callable
 
 from lakescore.errors import ServingError
@@ -26,6 +28,20 @@ PRELOAD = "lakescore.serving.replicas.preload"
 child_env: dict[str, str] = {}  # set in every child before its job runs
 
 _CONTEXT: Any = None
+
+
+@contextmanager
+def children_env(**values: str) -> Iterator[None]:
+    """:data:`child_env` with ``values`` added while the block runs (an endpoint's lifetime), and as
+    it was before once the block ends: a later endpoint or backend of the same process reads its own
+    registry, never this one's."""
+    before = dict(child_env)
+    child_env.update(values)
+    try:
+        yield
+    finally:
+        child_env.clear()
+        child_env.update(before)
 
 
 def context() -> Any:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import functools
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from lakescore.config import ProjectConfig
@@ -81,18 +82,21 @@ def serve(project: ProjectConfig, runtime: Runtime, *, cost_per_hour: float | No
         refuse_if_running(runtime.home, project.serving.endpoint_name)
     if dry_run or not runtime.placement.endpoint_reads_in_children:
         plan = _plan(project, runtime)
+        registry: AbstractContextManager[None] = nullcontext()
     else:  # in a child of the fork server: the endpoint process never imports MLflow
         plan = forkserver.call(_plan, project, runtime, what="planning the endpoint")
-        forkserver.child_env.update(MLFLOW_TRACKING_URI=plan.tracking_uri, MLFLOW_REGISTRY_URI=plan.tracking_uri)
-    summary = plan.summary()
-    if cost_per_hour is not None:
-        summary["monthly_ceiling"] = monthly_ceiling(cost_per_hour, plan.settings.replicas.max)
-        summary["ceiling"] = ceiling_text(cost_per_hour, plan.settings.replicas.max)
-        print(summary["ceiling"], flush=True)
-    if dry_run:
+        # the endpoint's children read its registry while it runs (and only then)
+        registry = forkserver.children_env(MLFLOW_TRACKING_URI=plan.tracking_uri, MLFLOW_REGISTRY_URI=plan.tracking_uri)
+    with registry:
+        summary = plan.summary()
+        if cost_per_hour is not None:
+            summary["monthly_ceiling"] = monthly_ceiling(cost_per_hour, plan.settings.replicas.max)
+            summary["ceiling"] = ceiling_text(cost_per_hour, plan.settings.replicas.max)
+            print(summary["ceiling"], flush=True)
+        if dry_run:
+            return summary
+        summary["final"] = _run_endpoint(runtime, plan)
         return summary
-    summary["final"] = _run_endpoint(runtime, plan)
-    return summary
 
 
 def _run_endpoint(runtime: Runtime, plan: EndpointPlan) -> dict[str, Any]:
