@@ -119,14 +119,15 @@ def main(argv: list[str] | None = None) -> None:
         same = frame.assign(run_id=run.run_id)
         path = runtime.home / "plain" / "predictions"
         path.parent.mkdir(parents=True, exist_ok=True)
-        steps = [("plain", lambda: write_deltalake(str(path), same, mode="append")),
-                 ("guarded", lambda: publish(project, runtime, run))]
+        # The lambdas run in this same iteration (timed below), so late binding cannot bite.
+        steps = [("plain", lambda: write_deltalake(str(path), same, mode="append")),  # noqa: B023
+                 ("guarded", lambda: publish(project, runtime, run))]  # noqa: B023
         seconds = {}
         for name, step in steps if i % 2 else steps[::-1]:  # alternate which goes first
             result, seconds[name] = timed(step)
             if name == "guarded":
                 assert result.action == "append", result.message
-        again, seconds["replay"] = timed(lambda: publish(project, runtime, run))
+        again, seconds["replay"] = timed(lambda: publish(project, runtime, run))  # noqa: B023
         assert again.action == "noop" and again.message.startswith("replay: no-op"), again.message
         table = DeltaTable(str(runtime.table_path(project.inference.prediction_table)))
         assert table.count() == len(frame) == DeltaTable(str(path)).count()

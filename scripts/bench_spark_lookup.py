@@ -23,7 +23,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 
 def range_join_latest(rows: Any, values: Any, spec: Any) -> Any:

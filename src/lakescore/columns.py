@@ -16,7 +16,8 @@ same column, with fast paths for the common dtypes.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any
+from collections.abc import Callable, Iterable
 
 import numpy as np
 import pandas as pd

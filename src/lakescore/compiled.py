@@ -18,7 +18,8 @@ admission probe compares this plan against (``compiled_probed``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd

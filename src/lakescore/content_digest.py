@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from lakescore.errors import FingerprintError
 

@@ -42,7 +42,8 @@ from __future__ import annotations
 import copy
 import functools
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Literal
+from typing import Any, ClassVar, Literal
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd

@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 import math
 from datetime import date, datetime
-from typing import Any, Callable, TextIO
+from typing import Any, TextIO
+from collections.abc import Callable
 
 MISSING = "-"
 

@@ -16,7 +16,7 @@ import os
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 from lakescore.errors import StoreBusyError
 

@@ -18,7 +18,8 @@ import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Protocol, TextIO
+from typing import Any, Protocol, TextIO
+from collections.abc import Iterator
 
 
 @dataclass

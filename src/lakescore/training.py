@@ -10,7 +10,8 @@ since they would never be scored. The ``pre_split:`` recipe (fixed steps only, s
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping, Sequence
+from typing import Any
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -23,7 +24,7 @@ from lakescore import model_input as containers
 from lakescore.frames import derive_label, expression_columns, to_pandas
 from lakescore.models import build_model, task_of
 from lakescore.rules import EligibilityRule, OutputRule, load_output_rules, load_rules
-from lakescore.steps import FittedStep, learn_step, parse_params, step_kind
+from lakescore.steps import learn_step, parse_params, step_kind
 from lakescore.steps.base import StepParams
 from lakescore.steps.recipe import PreSplit, learn_pre_split
 from lakescore.thresholds import Threshold, optimal_threshold

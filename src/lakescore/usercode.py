@@ -11,7 +11,8 @@ import hashlib
 import importlib
 import inspect
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from lakescore.errors import LakescoreError
 

@@ -5,7 +5,7 @@ given the confs a Databricks cluster sets) or the environment."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
-from typing import Callable
+from collections.abc import Callable
 
 import orjson
 

@@ -1,6 +1,5 @@
 """The local tools: preview of train and score, and the smoke probe on a sample file."""
 
-import sys
 from pathlib import Path
 
 import mlflow

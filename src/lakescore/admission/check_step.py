@@ -21,7 +21,8 @@ Outputs are compared by :func:`lakescore.admission.compare.difference`, as the p
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd

@@ -30,7 +30,8 @@ import inspect
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 AXIS_OK = {"mean", "sum", "max", "min", "std", "median", "any", "all", "var", "prod", "count"}
 ALWAYS = {"groupby", "sort_values", "value_counts", "duplicated", "quantile", "nunique", "drop_duplicates",

@@ -15,7 +15,8 @@ the whole chain and fails because of the plan blames it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Literal
+from typing import Any, Literal
+from collections.abc import Callable
 
 import pandas as pd
 

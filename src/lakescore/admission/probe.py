@@ -13,7 +13,7 @@ Rows are changed by :mod:`lakescore.admission.perturb`; results are :class:`~lak
 
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pandas as pd

@@ -166,7 +166,7 @@ def spark_aggregates(frame: Any, *, inputs: dict[str, str] | None = None, label:
     for i, output in enumerate(summarised):
         exprs.update(_value_exprs(frame, output, f"o{i}_"))
     names = dict(inputs or {})
-    for i, (name, column) in enumerate(names.items()):
+    for i, (_name, column) in enumerate(names.items()):
         exprs[f"null_{i}"] = F.count(F.when(_missing(frame, column), 1))
     binned = _profile_bins(frame, names, profile)
     for i, (_, index, size, only) in enumerate(binned):

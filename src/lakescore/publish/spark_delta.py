@@ -54,7 +54,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Callable, Literal
+from typing import Any, Literal
+from collections.abc import Callable
 
 from lakescore.config import TABLE_NAME, ModelChangeMode
 from lakescore.publish.commit import CommitLost, Period, RepeatedKeys, publish_once

@@ -10,7 +10,7 @@ kinds on the executors). :mod:`lakescore.publish.plan` decides; the writers in
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from typing import Any
 
 import json
@@ -46,7 +46,7 @@ def history_receipts(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for entry in history:
         receipt = parse_receipt(entry.get("userMetadata"))
         if receipt is not None:
-            stamp = datetime.fromtimestamp(entry.get("timestamp", 0) / 1000, tz=timezone.utc)
+            stamp = datetime.fromtimestamp(entry.get("timestamp", 0) / 1000, tz=UTC)
             out.append({**receipt, "table_version": int(entry["version"]),
                         "committed_at": stamp.isoformat(timespec="seconds")})
     return out

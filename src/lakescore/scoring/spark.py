@@ -25,7 +25,8 @@ import logging
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
+from collections.abc import Callable, Iterator
 
 from lakescore.config import EnvManager
 from lakescore.frames import TRANSPORT_TYPES, null_mask_name

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import logging
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 MAX_PARTITION_BYTES_CONF = "spark.sql.files.maxPartitionBytes"
 SPLIT_FLOOR_BYTES = 1 << 20

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Awaitable, Callable
+from typing import Any
+from collections.abc import Awaitable, Callable
 
 from lakescore.errors import ServingConflictError, ServingError
 from lakescore.serving.policy.autoscaler import Autoscaler

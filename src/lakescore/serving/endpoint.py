@@ -29,7 +29,8 @@ import uuid
 from collections import Counter
 from functools import partial
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import orjson
 

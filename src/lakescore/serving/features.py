@@ -25,7 +25,8 @@ what a replica holds. Nothing here imports pandas at import time: the endpoint p
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 from lakescore.config import ReplicasConfig, ServingConfig
 from lakescore.errors import ConfigError, ModelServingError, ModelServingLookupsError, RuntimeUnsupportedError

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from lakescore.config import ModelSelection, ProjectConfig, ServingConfig
 from lakescore.errors import ConfigError, LakescoreError

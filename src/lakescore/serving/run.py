@@ -13,7 +13,8 @@ import json
 import signal
 import socket
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 from lakescore.errors import ConfigError
 

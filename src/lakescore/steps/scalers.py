@@ -7,7 +7,8 @@ the sklearn ``transform`` it mirrors, so a row's value never depends on its batc
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd

@@ -26,7 +26,8 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal, NoReturn
+from typing import Any, Literal, NoReturn
+from collections.abc import Callable
 
 import httpx
 from tenacity import (RetryCallState, Retrying, retry_if_result, stop_after_attempt, stop_any, wait_chain, wait_fixed,

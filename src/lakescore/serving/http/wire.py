@@ -28,8 +28,9 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Callable
+from datetime import datetime, UTC
+from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
 
 import orjson
 
@@ -184,7 +185,7 @@ def _timestamp(value: Any) -> tuple[Any, str | None]:
         when = datetime.fromisoformat(value.strip())
     except ValueError:
         return None, wanted
-    when = when.replace(tzinfo=timezone.utc) if when.tzinfo is None else when.astimezone(timezone.utc)
+    when = when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
     return when.isoformat(), None
 
 

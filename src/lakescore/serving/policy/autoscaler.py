@@ -9,7 +9,8 @@ import asyncio
 import time
 from collections import deque
 from dataclasses import replace
-from typing import Any, Awaitable, Callable
+from typing import Any
+from collections.abc import Awaitable, Callable
 
 from lakescore.config import ServingConfig
 from lakescore.serving.replicas.pool import Replica, ReplicaPool, Role, to_stop
@@ -116,7 +117,7 @@ class Autoscaler:
         while True:
             try:
                 await asyncio.wait_for(self._kick.wait(), timeout=self.s.scale_interval_s)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             self._kick.clear()
             try:

@@ -16,7 +16,8 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import Any
+from collections.abc import Awaitable, Callable
 
 from lakescore.errors import EndpointUnavailableError, ServingConflictError
 from lakescore.serving.policy.canary import CanaryWindow, Side, Verdict, verdict

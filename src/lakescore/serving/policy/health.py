@@ -17,7 +17,7 @@ import asyncio
 import math
 import time
 from collections import Counter
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 from lakescore.serving.policy.autoscaler import Autoscaler
 from lakescore.serving.replicas.backend import ReplicaBackend

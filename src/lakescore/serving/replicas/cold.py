@@ -127,7 +127,7 @@ async def run_cold(*, model_uri: str, version: int, tracking_uri: str, body: byt
                                     load_uri, what=f"the cold path for {model_uri}")
     try:
         return await asyncio.wait_for(asyncio.to_thread(child.result, None), timeout=timeout_s)
-    except (asyncio.TimeoutError, asyncio.CancelledError) as error:
+    except (TimeoutError, asyncio.CancelledError) as error:
         await asyncio.to_thread(child.kill)  # the waiting thread then sees EOF and ends
         if isinstance(error, asyncio.CancelledError):
             raise

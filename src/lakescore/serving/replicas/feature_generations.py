@@ -13,7 +13,8 @@ versions the cold path reads them.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from lakescore.errors import ServingError
 from lakescore.serving.replicas.backend import FeatureGeneration, ReplicaBackend

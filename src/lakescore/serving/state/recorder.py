@@ -25,8 +25,9 @@ import json
 import threading
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Callable
+from datetime import datetime, UTC
+from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
 
 from lakescore.serving.state.store import AuditEvent, ServingState
 
@@ -130,7 +131,7 @@ class PredictionRecorder:
         drift = self._drift(inputs) if self._drift is not None and inputs else ["no_reference"] * len(inputs)
         records, events, at = [], [], 0
         for answered in pending:
-            when = datetime.fromtimestamp(answered.received_at, tz=timezone.utc)
+            when = datetime.fromtimestamp(answered.received_at, tz=UTC)
             checks = drift[at:at + len(answered.rows)]
             at += len(answered.rows)
             for i, (raw, row, check) in enumerate(zip(answered.inputs, answered.rows, checks)):

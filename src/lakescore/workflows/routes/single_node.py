@@ -95,7 +95,7 @@ class SingleNodeRoute:
         """The writer of :attr:`engine` (delta-rs locally, Spark Delta on Databricks)."""
         return writer_for(self.runtime, self.engine, period_column=period_column)
 
-    def monitor_runs(self, project: ProjectConfig) -> "PandasRuns":
+    def monitor_runs(self, project: ProjectConfig) -> PandasRuns:
         """:class:`PandasRuns`."""
         return PandasRuns(project, self.runtime)
 

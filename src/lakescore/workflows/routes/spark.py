@@ -135,7 +135,7 @@ class SparkRoute:
         """The writer of :attr:`engine` (Spark Delta on every placement)."""
         return writer_for(self.runtime, self.engine, period_column=period_column)
 
-    def monitor_runs(self, project: ProjectConfig) -> "SparkRuns":
+    def monitor_runs(self, project: ProjectConfig) -> SparkRuns:
         """:class:`SparkRuns`."""
         return SparkRuns(project, self.runtime)
 
