@@ -2,7 +2,7 @@
 
 import io
 import json
-from datetime import datetime, UTC
+from datetime import UTC, datetime
 
 import numpy as np
 import pandas as pd

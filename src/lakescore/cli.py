@@ -21,10 +21,10 @@ import argparse
 import os
 import sys
 import traceback
-from datetime import datetime, UTC
+from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from collections.abc import Sequence
 
 from lakescore.display import print_summary
 from lakescore.errors import ConfigError, LakescoreError

@@ -15,9 +15,9 @@ same column, with fast paths for the common dtypes.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
-from collections.abc import Callable, Iterable
 
 import numpy as np
 import pandas as pd

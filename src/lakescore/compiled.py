@@ -17,9 +17,9 @@ admission probe compares this plan against (``compiled_probed``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd

@@ -41,9 +41,9 @@ from __future__ import annotations
 
 import copy
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
-from collections.abc import Callable
 
 import numpy as np
 import pandas as pd

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 import numpy as np
 import pandas as pd

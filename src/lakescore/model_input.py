@@ -17,8 +17,8 @@ The choice (:func:`choose`): training.yml ``model.input: dense | sparse`` when d
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pandas as pd

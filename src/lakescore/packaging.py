@@ -28,8 +28,8 @@ import pandas as pd
 
 from lakescore.admission.certificate import Certificate, evidence_text, require_admitted, seal, verify
 from lakescore.chain import STATUS_EXCLUDED, FittedChain
-from lakescore.errors import ModelNotFoundError, UncertifiedModelError
 from lakescore.conform import conform_inputs
+from lakescore.errors import ModelNotFoundError, UncertifiedModelError
 from lakescore.frames import to_transport
 from lakescore.model_set import ModelSet
 from lakescore.pasting import PastingEnsemble

@@ -9,18 +9,24 @@ since they would never be scored. The ``pre_split:`` recipe (fixed steps only, s
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
-from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from lakescore.chain import FittedChain, pre_split_role
-from lakescore.config import (EligibilityMode, FrameEngine, ModelConfig, ModelInputSetting, ProjectConfig,
-                              ThresholdSetting)
-from lakescore.errors import ConfigError, LakescoreError, StepError
 from lakescore import model_input as containers
+from lakescore.chain import FittedChain, pre_split_role
+from lakescore.config import (
+    EligibilityMode,
+    FrameEngine,
+    ModelConfig,
+    ModelInputSetting,
+    ProjectConfig,
+    ThresholdSetting,
+)
+from lakescore.errors import ConfigError, LakescoreError, StepError
 from lakescore.frames import derive_label, expression_columns, to_pandas
 from lakescore.models import build_model, task_of
 from lakescore.rules import EligibilityRule, OutputRule, load_output_rules, load_rules

@@ -10,9 +10,9 @@ from __future__ import annotations
 import hashlib
 import importlib
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from collections.abc import Callable
 
 from lakescore.errors import LakescoreError
 

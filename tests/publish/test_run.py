@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import UTC
+
 import pandas as pd
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from lakescore.errors import NullPeriodError
-from datetime import UTC
 
 SOURCE = "main.flights.flights_incoming"  # config/inference.yml
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from datetime import UTC
 
 import pytest
+from deltalake import DeltaTable
 
 from lakescore.publish.commit import Period
 from lakescore.publish.plan import Decision, PublishRequest, app_id_for, build_receipt, decide
 from lakescore.publish.spark_delta import target_state, write_options
-from deltalake import DeltaTable
-from datetime import UTC
 
 TARGET_NAME = "main.flights.late_arrival_predictions"  # config/inference.yml
 SCHEMA = (("flight_id", "long"), ("prediction", "long"), ("time_hour", "timestamp"))

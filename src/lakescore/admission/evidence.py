@@ -21,8 +21,8 @@ from lakescore.admission.lint import LintFinding, lint_function, lint_source
 from lakescore.admission.parts import chain_parts, is_custom
 from lakescore.admission.probe import SAMPLE_ROWS, probe_parts, problem_messages
 from lakescore.admission.result import CheckResult
-from lakescore.errors import ProbeError
 from lakescore.chain import FittedChain
+from lakescore.errors import ProbeError
 from lakescore.frames import encode_state
 from lakescore.models import fingerprint
 from lakescore.usercode import FunctionRef, UserCodeError

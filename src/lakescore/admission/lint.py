@@ -28,10 +28,10 @@ from __future__ import annotations
 import ast
 import inspect
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable
 
 AXIS_OK = {"mean", "sum", "max", "min", "std", "median", "any", "all", "var", "prod", "count"}
 ALWAYS = {"groupby", "sort_values", "value_counts", "duplicated", "quantile", "nunique", "drop_duplicates",

@@ -14,9 +14,9 @@ the whole chain and fails because of the plan blames it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
-from collections.abc import Callable
 
 import pandas as pd
 

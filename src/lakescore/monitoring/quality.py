@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import datetime, UTC
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -26,7 +26,6 @@ from lakescore.monitoring.drift import drift_from_counts
 from lakescore.monitoring.labels import PERFORMANCE_COLUMNS, LabelSnapshot, digest, labels_changed
 from lakescore.monitoring.outputs import SET_NOT_MONITORED
 from lakescore.monitoring.performance import performance_figures
-
 
 JSON_TEXT_COLUMNS = frozenset({"exclusions_by_reason", "null_share", "prediction_distribution", "psi",
                                "output_distribution", "not_monitored", "alert_reasons"})

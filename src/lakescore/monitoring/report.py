@@ -19,7 +19,7 @@ import html
 import io
 import json
 from dataclasses import dataclass, replace
-from datetime import datetime, UTC
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np

@@ -23,8 +23,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lakescore.monitoring.aggregates import (HASH_HEX, NA_TEXT, QUANTILES, SEPARATOR, Distribution, LabelHash,
-                                             PerformanceCounts, RunAggregates)
+from lakescore.monitoring.aggregates import (
+    HASH_HEX,
+    NA_TEXT,
+    QUANTILES,
+    SEPARATOR,
+    Distribution,
+    LabelHash,
+    PerformanceCounts,
+    RunAggregates,
+)
 from lakescore.monitoring.outputs import Output, chain_output
 from lakescore.monitoring.report import histogram_column, histogram_edges
 

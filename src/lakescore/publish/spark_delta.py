@@ -53,9 +53,9 @@ named table and with delta-rs for a path table; both writers read each other's.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
-from collections.abc import Callable
 
 from lakescore.config import TABLE_NAME, ModelChangeMode
 from lakescore.publish.commit import CommitLost, Period, RepeatedKeys, publish_once

@@ -10,11 +10,10 @@ kinds on the executors). :mod:`lakescore.publish.plan` decides; the writers in
 
 from __future__ import annotations
 
-from datetime import datetime, UTC
-from typing import Any
-
 import json
 from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa

@@ -27,10 +27,10 @@ equal before and after means the join read the pinned ones.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
-from collections.abc import Callable, Sequence
 
 from lakescore.errors import FeatureLookupError, RuntimeUnsupportedError
 

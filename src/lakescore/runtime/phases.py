@@ -19,7 +19,7 @@ import json
 import re
 import sqlite3
 from contextlib import closing
-from datetime import datetime, UTC
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 

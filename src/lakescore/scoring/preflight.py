@@ -7,12 +7,18 @@ from typing import Any
 
 from lakescore.admission.certificate import check_environment, require_admitted
 from lakescore.config import ProjectConfig
-from lakescore.errors import (CertificateError, ConfigError, LakescoreError, ModelArtifactsMissingError,
-                              SparkPolarsUnsupportedError, TableFeatureUnsupportedError, UncertifiedModelError)
+from lakescore.errors import (
+    CertificateError,
+    ConfigError,
+    LakescoreError,
+    ModelArtifactsMissingError,
+    SparkPolarsUnsupportedError,
+    TableFeatureUnsupportedError,
+    UncertifiedModelError,
+)
 from lakescore.runtime.base import Tables
 from lakescore.saved_models import chain_meta
 from lakescore.thresholds import saved_decision_rule
-
 
 
 @dataclass(frozen=True)

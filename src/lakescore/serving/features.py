@@ -24,9 +24,9 @@ what a replica holds. Nothing here imports pandas at import time: the endpoint p
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from collections.abc import Callable, Sequence
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -18,8 +18,8 @@ A child's environment is the fork server's, taken when the fork server started, 
 from __future__ import annotations
 
 import os
-from typing import Any
 from collections.abc import Callable
+from typing import Any
 
 from lakescore.errors import ServingError
 

@@ -30,9 +30,9 @@ or failure rate with the pinned version's.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-from collections.abc import Sequence
 
 from lakescore.config import ReplicasConfig, ServingConfig
 from lakescore.errors import ConfigError, ModelServingError, ModelServingLookupsError, RuntimeUnsupportedError
@@ -86,8 +86,12 @@ def endpoint_config(settings: ServingConfig, *, model_name: str, version: int,
     ConfigError
         The candidate is the pinned version, or ``replicas.max`` is above 64.
     """
-    from databricks.sdk.service.serving import (EndpointCoreConfigInput, Route, ServedEntityInput,  # workspace SDK
-                                                TrafficConfig)
+    from databricks.sdk.service.serving import (  # workspace SDK
+        EndpointCoreConfigInput,
+        Route,
+        ServedEntityInput,
+        TrafficConfig,
+    )
 
     if candidate_version == version:
         raise ConfigError([f"--candidate-version {candidate_version} is the pinned version of endpoint "

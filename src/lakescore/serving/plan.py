@@ -12,10 +12,10 @@ never imports MLflow; any other process reads in place.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable
 
 from lakescore.config import ModelSelection, ProjectConfig, ServingConfig
 from lakescore.errors import ConfigError, LakescoreError

@@ -12,9 +12,9 @@ import contextlib
 import json
 import signal
 import socket
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from collections.abc import Iterator
 
 from lakescore.errors import ConfigError
 

@@ -7,8 +7,8 @@ the sklearn ``transform`` it mirrors, so a row's value never depends on its batc
 
 from __future__ import annotations
 
-from typing import Any
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd

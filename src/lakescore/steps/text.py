@@ -36,8 +36,8 @@ from each scored batch), ``min_df`` / ``max_df`` / ``max_features`` beside a dec
 from __future__ import annotations
 
 import re
-from typing import Any, ClassVar, Literal
 from collections.abc import Callable
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import pandas as pd

@@ -18,10 +18,10 @@ from typing import Any, Literal
 
 import pandas as pd
 
+from lakescore.admission.agreement import AGREEMENT_CHECKS
 from lakescore.admission.certificate import require_admitted
 from lakescore.admission.evidence import examine
 from lakescore.admission.lint import lint_function
-from lakescore.admission.agreement import AGREEMENT_CHECKS
 from lakescore.admission.probe import CHAIN_CHECKS, PART_CHECKS
 from lakescore.config import ProjectConfig
 from lakescore.custom import resolve_user_step

@@ -26,8 +26,15 @@ from typing import Any
 from lakescore import progress
 from lakescore.config import ProjectConfig
 from lakescore.errors import ChangeFeedReadError, ConfigError, LakescoreError
-from lakescore.publish.plan import (Scope, TargetState, app_id_for, cdf_recovery, check_period_nulls, plan_scope,
-                                    settle_window)
+from lakescore.publish.plan import (
+    Scope,
+    TargetState,
+    app_id_for,
+    cdf_recovery,
+    check_period_nulls,
+    plan_scope,
+    settle_window,
+)
 from lakescore.publish.scope import PreparedScope, empty_predictions
 from lakescore.publish.state import read_source, window_history
 from lakescore.runtime import Runtime

@@ -24,17 +24,31 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, NoReturn
-from collections.abc import Callable
 
 import httpx
-from tenacity import (RetryCallState, Retrying, retry_if_result, stop_after_attempt, stop_any, wait_chain, wait_fixed,
-                      wait_none)
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_result,
+    stop_after_attempt,
+    stop_any,
+    wait_chain,
+    wait_fixed,
+    wait_none,
+)
 
-from lakescore.errors import (ConfigError, EndpointUnavailableError, IdempotencyKeyReusedError, LakescoreError, RequestError,
-                              ServingError)
+from lakescore.errors import (
+    ConfigError,
+    EndpointUnavailableError,
+    IdempotencyKeyReusedError,
+    LakescoreError,
+    RequestError,
+    ServingError,
+)
 
 RETRYABLE_STATUS = (429, 503)
 

@@ -27,10 +27,10 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
-from datetime import datetime, UTC
-from typing import TYPE_CHECKING, Any
 from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 import orjson
 

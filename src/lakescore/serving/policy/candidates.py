@@ -15,16 +15,16 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
-from collections.abc import Awaitable, Callable
 
 from lakescore.errors import EndpointUnavailableError, ServingConflictError
-from lakescore.serving.policy.canary import CanaryWindow, Side, Verdict, verdict
 from lakescore.serving.plan import EndpointPlan, input_columns, model_task, saved_description
-from lakescore.serving.replicas.pool import Replica, ReplicaPool, Role
+from lakescore.serving.policy.canary import CanaryWindow, Side, Verdict, verdict
 from lakescore.serving.policy.routing import CandidateReplica
 from lakescore.serving.policy.shadow import Kind, ShadowTally, check_comparable, compared_columns
+from lakescore.serving.replicas.pool import Replica, ReplicaPool, Role
 from lakescore.serving.state.store import ServingState
 
 Ask = Callable[[Replica, bytes], Awaitable[tuple[str, Any]]]

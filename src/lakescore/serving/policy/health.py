@@ -20,8 +20,8 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 
 from lakescore.serving.policy.autoscaler import Autoscaler
-from lakescore.serving.replicas.backend import ReplicaBackend
 from lakescore.serving.policy.candidates import Candidates
+from lakescore.serving.replicas.backend import ReplicaBackend
 from lakescore.serving.replicas.pool import Replica, ReplicaPool
 from lakescore.serving.state.store import ServingState
 

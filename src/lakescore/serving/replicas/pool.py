@@ -14,9 +14,9 @@ import math
 import statistics
 import time
 from collections import deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
-from collections.abc import Callable, Iterable
 
 from lakescore.errors import EndpointUnavailableError
 

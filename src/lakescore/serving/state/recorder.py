@@ -24,10 +24,10 @@ from __future__ import annotations
 import json
 import threading
 import uuid
-from dataclasses import dataclass, field
-from datetime import datetime, UTC
-from typing import TYPE_CHECKING, Any
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 from lakescore.serving.state.store import AuditEvent, ServingState
 

@@ -11,10 +11,10 @@ and hands the writer for it (:mod:`~lakescore.workflows.routes.writers`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
-from collections.abc import Callable
 
 import pandas as pd
 

@@ -35,8 +35,16 @@ from lakescore.scoring.preflight import ScorePlan
 from lakescore.scoring.run import FrameKind, ScoredRun
 from lakescore.workflows.lookups import read_feature_tables, run_lookups
 from lakescore.workflows.placement import prediction_target
-from lakescore.workflows.routes.base import (Facts, Writer, finish_frame, load_frame, lookup_name, read_label_snapshot,
-                                             source_rows, stage_frame)
+from lakescore.workflows.routes.base import (
+    Facts,
+    Writer,
+    finish_frame,
+    load_frame,
+    lookup_name,
+    read_label_snapshot,
+    source_rows,
+    stage_frame,
+)
 from lakescore.workflows.routes.writers import writer_for
 
 

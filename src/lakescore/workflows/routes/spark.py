@@ -31,8 +31,12 @@ from lakescore.lookup import FeatureLookup
 from lakescore.monitoring.aggregates import RunAggregates
 from lakescore.monitoring.outputs import Kind, set_outputs
 from lakescore.monitoring.report import ReportBins
-from lakescore.monitoring.spark_aggregates import (spark_aggregates, spark_calibration_bins, spark_histogram_bins,
-                                                   spark_labels)
+from lakescore.monitoring.spark_aggregates import (
+    spark_aggregates,
+    spark_calibration_bins,
+    spark_histogram_bins,
+    spark_labels,
+)
 from lakescore.publish.commit import PublicationTarget
 from lakescore.publish.scope import PreparedScope
 from lakescore.runtime import Runtime
@@ -41,8 +45,15 @@ from lakescore.scoring.preflight import ScorePlan
 from lakescore.scoring.run import FrameKind, ScoredRun
 from lakescore.workflows.lookups import run_lookups
 from lakescore.workflows.placement import prediction_target
-from lakescore.workflows.routes.base import (STAGED_FRAME, Facts, Writer, load_frame, lookup_name,
-                                             read_label_snapshot, stage_frame)
+from lakescore.workflows.routes.base import (
+    STAGED_FRAME,
+    Facts,
+    Writer,
+    load_frame,
+    lookup_name,
+    read_label_snapshot,
+    stage_frame,
+)
 from lakescore.workflows.routes.writers import writer_for
 
 SPARK_STAGED = "predictions"  # <runs_dir>/<run_id>/predictions/: a Spark run's Parquet folder
