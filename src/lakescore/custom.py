@@ -184,7 +184,7 @@ class _UserKind(StepKind):
     """Shared learn/apply of the column and fitted flavours."""
 
     user_code: ClassVar[bool] = True
-    outputs = classmethod(_declared_outputs)  # type: ignore[assignment]
+    outputs = classmethod(_declared_outputs)
 
     @staticmethod
     def learn(frame: pd.DataFrame, y: pd.Series | None, params: Any) -> dict[str, Any]:
@@ -243,7 +243,7 @@ class CustomStep(StepKind):
     Params = CustomParams
     user_code = True
 
-    outputs = classmethod(_declared_outputs)  # type: ignore[assignment]
+    outputs = classmethod(_declared_outputs)
 
     @classmethod
     def resolve(cls, params: Any) -> type[StepKind]:

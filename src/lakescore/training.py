@@ -276,7 +276,7 @@ def recipe_problems(project: ProjectConfig, available: set[str] | list[str], *, 
     shown = project.shown("training")
     problems: list[str] = []
     made: set[str] = set()
-    recipes = [("pre_split", cfg.pre_split, None)]
+    recipes: list[tuple[str, list[dict[str, Any]], list[str] | None]] = [("pre_split", cfg.pre_split, None)]
     if cfg.model_set is None:
         recipes.append(("preprocessing", cfg.preprocessing, cfg.data.feature_columns))
     else:
@@ -356,8 +356,8 @@ def training_problems(project: ProjectConfig, empty: pd.DataFrame) -> list[str]:
                 problems.append(f"{shown}: data.{key} names unknown column {column!r} "
                                 f"of {cfg.data.table}; available: {', '.join(sorted(available))}")
     for rule in (*project.scoring.eligibility, *project.scoring.output):
-        problems += [f"{project.shown('scoring')}: rule {rule.name!r} reads unknown column {c!r} of "
-                     f"{cfg.data.table}" for c in rule.columns if c not in available]
+        problems += [f"{project.shown('scoring')}: rule {rule.name!r} reads unknown column {c!r} of "  # type: ignore[attr-defined]  # eligibility and output rule configs both have name and columns
+                     f"{cfg.data.table}" for c in rule.columns if c not in available]  # type: ignore[attr-defined]  # as above
     for key, text in (("filter", cfg.data.filter), ("label_expression", cfg.data.label_expression)):
         if text:
             try:

@@ -103,8 +103,8 @@ def examine(chain: FittedChain, holdout: pd.DataFrame) -> tuple[dict[str, Any], 
             lint[step.name] = lint_json(findings)
             problems += [f.message for f in findings]
     for rule in (*chain.rules, *chain.output_rules):
-        findings = lint_ref(rule.function, f"Scoring rule '{rule.name}'")
-        lint[f"rule:{rule.name}"] = lint_json(findings)
+        findings = lint_ref(rule.function, f"Scoring rule '{rule.name}'")  # type: ignore[attr-defined]  # eligibility and output rules both have function and name
+        lint[f"rule:{rule.name}"] = lint_json(findings)  # type: ignore[attr-defined]  # as above
         problems += [f.message for f in findings]
     for step in chain.pre_split:
         if is_custom(step) and chain.pre_split_role(step) != "skip":

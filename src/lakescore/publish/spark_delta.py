@@ -586,7 +586,7 @@ class SparkDeltaWriter:
         """As :func:`repeated_keys`; the table is not read when the snapshot has no data files."""
         version = self.target.version
         held = against_table and version is not None and self.target.has_rows
-        return repeated_keys(self.frame, self.target.at(version) if held else None, keys=keys, table=self.table,
+        return repeated_keys(self.frame, self.target.at(version) if held else None, keys=keys, table=self.table,  # type: ignore[arg-type]  # held implies a version
                              may_hold=self.target.may_hold)
 
     def stage(self, decision: Decision) -> None:

@@ -152,11 +152,11 @@ def read_target(path: str, name: str, *, app_id: str | None = None) -> tuple[Any
         return None, TargetState(name, exists=False, app_id=app_id)
     table = DeltaTable(path)
     table_id = table.metadata().id
-    found = merge_receipts(history_receipts(table.history()), stored_receipts(path), table_id)
-    return table, TargetState(name, True, table.version(), table_id, delta_schema(table.schema()),
+    found = merge_receipts(history_receipts(table.history()), stored_receipts(path), table_id)  # type: ignore[arg-type]  # deltalake types Metadata.id as int; it is the table's id text
+    return table, TargetState(name, True, table.version(), table_id, delta_schema(table.schema()),  # type: ignore[arg-type]  # as above
                               bool(table.file_uris()), tuple(found), app_id,
                               table.transaction_version(app_id) if app_id else None,
-                              later_commits(path, newest_receipt_version(found, table_id), table.version()))
+                              later_commits(path, newest_receipt_version(found, table_id), table.version()))  # type: ignore[arg-type]  # as above
 
 
 def receipts(path: str) -> list[dict[str, Any]]:
@@ -175,7 +175,7 @@ def receipts(path: str) -> list[dict[str, Any]]:
     if not DeltaTable.is_deltatable(path):
         return []
     table = DeltaTable(path)
-    return merge_receipts(history_receipts(table.history()), stored_receipts(path), table.metadata().id)
+    return merge_receipts(history_receipts(table.history()), stored_receipts(path), table.metadata().id)  # type: ignore[arg-type]  # as above
 
 
 class DeltaRsTarget:
@@ -293,7 +293,7 @@ def spark_change_kinds(changes: Any, *, table: str, first: int, last: int) -> tu
         groups = changes.groupBy("_change_type", "_commit_version").count().collect()
     except spark_errors() as err:
         raise change_feed_error(table, first, last, err) from err
-    inserted, kinds = 0, {}
+    inserted, kinds = 0, {}  # type: ignore[var-annotated]  # str keys, int counts
     for row in groups:
         if row["_change_type"] == "insert":
             inserted += int(row["count"])

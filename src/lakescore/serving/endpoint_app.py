@@ -84,7 +84,7 @@ class OperatorRoute(APIRoute):
     lakescore error becomes :class:`~lakescore.errors.EndpointActionError` (500) naming the route and
     the version the endpoint keeps serving, instead of a bare 500; its traceback goes to the log."""
 
-    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
+    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:  # type: ignore[override]  # fastapi awaits the handler: our coroutine function is one
         handle = super().get_route_handler()
 
         async def handler(request: Request) -> Response:

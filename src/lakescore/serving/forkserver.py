@@ -94,7 +94,7 @@ class Child:
             raise TimeoutError(f"{self.what} sent no answer within {timeout_s:g} s")
         self.process.join(5)
         if kind == "error":
-            raise value
+            raise value  # type: ignore[misc]  # with kind 'error' the process sent an exception
         return value
 
     def kill(self) -> None:

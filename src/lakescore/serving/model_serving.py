@@ -244,4 +244,4 @@ def create_endpoint(config: Any, ai_gateway: Any = None) -> dict[str, Any]:
             f"lakescore serve --create: the workspace refused to create Model Serving endpoint {config.name!r}: "
             f"{err.error_code or type(err).__name__}: {str(err)[:300]}. To go on, {fix}.",
             endpoint=config.name, error_code=err.error_code or type(err).__name__) from err
-    return dict(waiter.response.as_dict())
+    return dict(waiter.response.as_dict())  # type: ignore[attr-defined]  # the waiter's response is the endpoint's details

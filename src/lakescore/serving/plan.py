@@ -59,7 +59,7 @@ class EndpointPlan:
         """
         follows = self.follows_alias and version == alias_version
         return replace(self, version=version, input_columns=input_columns, task=task, lookups=tuple(lookups),
-                       selection=self.selection if follows else "deploy")
+                       selection=self.selection if follows else "deploy")  # type: ignore[arg-type]  # 'deploy' is a selection EndpointPlan.selection's Literal does not list yet
 
     def uri(self, version: int) -> str:
         """``models:/<model_name>/<version>``."""

@@ -196,7 +196,7 @@ class _Vectorizer(StepKind):
         return lambda texts: transform(documents(texts)) if len(texts) else sparse.csr_matrix((0, width))
 
     @classmethod
-    def apply(cls, frame: pd.DataFrame, state: dict[str, Any]) -> pd.DataFrame:  # type: ignore[override]
+    def apply(cls, frame: pd.DataFrame, state: dict[str, Any]) -> pd.DataFrame:
         column = state["columns"][0]
         matrix = cls.matrix(state)(text_values(frame, column))
         return _replace(frame, column, sparse_frame(matrix, frame.index, state["names"]))
@@ -337,7 +337,7 @@ class TfidfVectorizerStep(_Vectorizer):
             smooth_idf=params.smooth_idf, sublinear_tf=params.sublinear_tf)
         state = _learn_vocabulary(frame, params, estimator)
         state.update(norm=params.norm, sublinear_tf=params.sublinear_tf,
-                     idf=np.asarray(estimator.idf_, dtype="float64") if params.use_idf else None)
+                     idf=np.asarray(estimator.idf_, dtype="float64") if params.use_idf else None)  # type: ignore[union-attr]  # _learn_vocabulary refused vocabulary: batch, the one case without estimator
         return state
 
     @staticmethod

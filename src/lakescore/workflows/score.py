@@ -117,7 +117,7 @@ def finish_run(project: ProjectConfig, runtime: Runtime, plan: ScorePlan, prepar
     else:
         scored, frame = route.finish(scored, plan, prepared, period_column=column)
     return ScoredRun(uuid.uuid4().hex, plan, route.name, inf.spark_udf_env_manager,
-                     inf.spark_udf_prediction_batch_rows, scored, prepared.scope.to_json(), frame=frame)
+                     inf.spark_udf_prediction_batch_rows, scored, prepared.scope.to_json(), frame=frame)  # type: ignore[arg-type]  # 'pandas' or 'spark'
 
 
 def prepare_scope(project: ProjectConfig, runtime: Runtime, plan: ScorePlan, *,

@@ -124,7 +124,7 @@ def train(project: ProjectConfig, runtime: Runtime, *,
         if cfg.model_set is not None:
             model, metrics = _fit_set(project, frame_pd, pre, train_idx, hold_idx, specs, versions)
         else:
-            model, metrics = _fit_chain(project, frame_pd, y, pre, train_idx, hold_idx, specs, versions)
+            model, metrics = _fit_chain(project, frame_pd, y, pre, train_idx, hold_idx, specs, versions)  # type: ignore[assignment]  # a ModelSet above, a FittedChain here
         shown.total_rows(len(train_idx))
     with progress.step("admission: identity, lint, probe, fresh-process check", total=len(holdout)) as shown:
         # raises ProbeError before anything is logged

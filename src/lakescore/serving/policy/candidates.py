@@ -197,14 +197,14 @@ class Candidates:
             replica = None
         outcome, value = ("unavailable", "no ready candidate replica") if replica is None \
             else await self._ask(replica, body)
-        what = verdict(outcome, status=value.status if outcome == "error" else None)
+        what = verdict(outcome, status=value.status if outcome == "error" else None)  # type: ignore[arg-type, union-attr]  # an outcome of _ask; value is a response on 'error'
         self.count("candidate", what)
         if what == "failed":
             self.failures += 1
         if outcome == "unavailable" and replica is not None and replica.state == "ready":
             replica.state, replica.detail = "failed", value  # no request until the health pass sees it ready again
         await self._maybe_roll_back(canary)
-        return (value, replica.version) if outcome == "ok" and replica is not None else None
+        return (value, replica.version) if outcome == "ok" and replica is not None else None  # type: ignore[return-value]  # value is the answer's rows on 'ok'
 
     async def replica_lost(self, replica: Replica, detail: str) -> None:
         """A replica of either side died or failed to start (the health pass dropped it): counted in the
@@ -256,7 +256,7 @@ class Candidates:
                 return
             outcome, value = ("unavailable", "") if replica is None else await self._ask(replica, body)
             if outcome == "ok":
-                tally.add(served_rows, value, request_id=request_id)
+                tally.add(served_rows, value, request_id=request_id)  # type: ignore[arg-type]  # value is the answer's rows on 'ok'
             else:
                 tally.mirror_failures += 1
         finally:

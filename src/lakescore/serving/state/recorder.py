@@ -148,7 +148,7 @@ class PredictionRecorder:
                     else json.dumps(row["feature_tables"], sort_keys=True),
                     "outputs": other_outputs(row),
                 })
-            versions = sorted({r.get("model_version") for r in answered.rows if r.get("model_version") is not None})
+            versions = sorted({r.get("model_version") for r in answered.rows if r.get("model_version") is not None})  # type: ignore[type-var]  # None is filtered out
             events.append(AuditEvent(answered.received_at, "ml.predict_query", self.endpoint, {
                 "request_id": answered.request_id, "rows": len(answered.rows), "model_versions": versions,
                 "served": answered.rows[0].get("served") if answered.rows else None,

@@ -348,8 +348,8 @@ def _spark_unmatched(runtime: Runtime, source: str, spec: FeatureLookup, *, vers
     rows = runtime.spark_source(source, version=version).select(*spec.row_columns)
     table = runtime.spark_source(spec.table_name, version=feature_version).select(*spec.table_key).dropna()
     if spec.point_in_time:
-        firsts = table.groupBy(*keys).agg(F.min(spec.feature_timestamp_key).alias(_FIRST))
-        matched = F.col(spec.timestamp_lookup_key) >= F.col(_FIRST)
+        firsts = table.groupBy(*keys).agg(F.min(spec.feature_timestamp_key).alias(_FIRST))  # type: ignore[arg-type]  # a point-in-time lookup names both timestamp keys
+        matched = F.col(spec.timestamp_lookup_key) >= F.col(_FIRST)  # type: ignore[arg-type]  # as above
     else:
         firsts = table.distinct().withColumn(_FIRST, F.lit(True))
         matched = F.col(_FIRST)
