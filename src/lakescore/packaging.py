@@ -61,7 +61,7 @@ def predict_in_batches(chain: FittedChain | ModelSet, frame: pd.DataFrame, batch
     return pd.concat(parts) if parts else chain.predict(frame)
 
 
-class LakescoreModel(mlflow.pyfunc.PythonModel):  # type: ignore[name-defined]  # import mlflow loads mlflow.pyfunc
+class LakescoreModel(mlflow.pyfunc.PythonModel):  # type: ignore[name-defined, misc]  # import mlflow loads mlflow.pyfunc
     """The pyfunc every route loads: a certified ``FittedChain``, or a certified ``ModelSet``
     (:mod:`lakescore.model_set`, the same scoring surface) when the saved folder holds one.
 
@@ -157,7 +157,7 @@ def signature_for(chain: FittedChain | ModelSet, example: pd.DataFrame) -> Any:
     from mlflow.models import ModelSignature
     from mlflow.types.schema import AnyType, ColSpec, ParamSchema, ParamSpec, Schema
 
-    inputs = Schema([ColSpec(AnyType(), spec.name, required=spec.required)
+    inputs = Schema([ColSpec(AnyType(), spec.name, required=spec.required)  # type: ignore[no-untyped-call]  # mlflow's AnyType() is unannotated
                      for spec in typed_inputs(chain, example).inputs])
     out_kinds = {"Int64": "long", "string": "string", "Float64": "double", "boolean": "boolean"}
     outputs = [ColSpec(out_kinds[dtype], name, required=(name == "scoring_status"))

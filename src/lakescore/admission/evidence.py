@@ -120,7 +120,7 @@ def examine(chain: FittedChain, holdout: pd.DataFrame) -> tuple[dict[str, Any], 
     return _evidence(chain, parts, results, lint, len(sample)), problems
 
 
-def _evidence(chain: FittedChain, parts: list, results: dict[str, list[CheckResult]],
+def _evidence(chain: FittedChain, parts: list[Any], results: dict[str, list[CheckResult]],
               lint: dict[str, dict[str, Any]], sample_rows: int) -> dict[str, Any]:
     by_key = {p.key: p for p in parts}
     builtins, custom = [], []

@@ -227,7 +227,7 @@ def create_endpoint(config: Any, ai_gateway: Any = None) -> dict[str, Any]:
             "Set DATABRICKS_HOST and DATABRICKS_TOKEN (or DATABRICKS_CONFIG_PROFILE naming a profile in "
             "~/.databrickscfg), or run it on a cluster; or drop --create and create the endpoint from the "
             "exported file (databricks serving-endpoints create --json @out.json).") from err
-    from databricks.sdk.errors import DatabricksError, ResourceAlreadyExists  # workspace SDK
+    from databricks.sdk.errors import DatabricksError, ResourceAlreadyExists  # type: ignore[attr-defined]  # re-exported by the SDK; workspace SDK
 
     try:
         waiter = client.serving_endpoints.create(config.name, config=config, ai_gateway=ai_gateway)

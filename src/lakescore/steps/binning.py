@@ -14,9 +14,9 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, field_validator, model_validator
 
-from lakescore.columns import Columns, Kernel
+from lakescore.columns import Columns, Kernel, float_values
 from lakescore.errors import StepError
-from lakescore.steps.base import StepKind, StepParams, float_values, register
+from lakescore.steps.base import StepKind, StepParams, register
 
 
 class KBinsParams(StepParams):

@@ -14,9 +14,9 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, model_validator
 
-from lakescore.columns import Columns, Kernel
+from lakescore.columns import Columns, Kernel, float_values
 from lakescore.errors import StepError
-from lakescore.steps.base import StepKind, StepParams, float_matrix, float_values, register
+from lakescore.steps.base import StepKind, StepParams, float_matrix, register
 
 
 def _fit(sk: Any, frame: pd.DataFrame, params: StepParams) -> Any:

@@ -43,9 +43,9 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, field_validator
 
-from lakescore.columns import Columns, Kernel
+from lakescore.columns import Columns, Kernel, text_values
 from lakescore.errors import StepError
-from lakescore.steps.base import StepKind, StepParams, register, text_values
+from lakescore.steps.base import StepKind, StepParams, register
 
 TOKEN_PATTERN = r"(?u)\b\w\w+\b"
 MAX_WIDTH = 16_384

@@ -26,7 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from lakescore.config import EnvManager, ProjectConfig
+from lakescore.config import BatchCompute, EnvManager, ProjectConfig
 from lakescore.lookup import FeatureLookup
 from lakescore.monitoring.aggregates import RunAggregates
 from lakescore.monitoring.outputs import Kind, set_outputs
@@ -40,7 +40,7 @@ from lakescore.monitoring.spark_aggregates import (
 from lakescore.publish.commit import PublicationTarget
 from lakescore.publish.scope import PreparedScope
 from lakescore.runtime import Runtime
-from lakescore.runtime.base import BatchCompute, DeltaEngine, publication_engine
+from lakescore.runtime.base import DeltaEngine, publication_engine
 from lakescore.scoring.preflight import ScorePlan
 from lakescore.scoring.run import FrameKind, ScoredRun
 from lakescore.workflows.lookups import run_lookups
