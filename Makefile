@@ -1,5 +1,6 @@
 # Two commands a user needs: `make demo` and `make test`. Each installs what it needs first.
-# `make lint` builds the docs (docs/, mkdocs.yml) strictly into .lakescore/site.
+# `make lint` checks the code with ruff (src, scripts, tests) and mypy (src/lakescore; settings in
+# pyproject.toml), then builds the docs (docs/, mkdocs.yml) strictly into .lakescore/site.
 # `make test-dbr` runs the Spark, packaging and publication tests again on Databricks Runtime 18
 # LTS ML's library versions (requirements-dbr.lock) in a second environment, .venv-dbr.
 VENV := .venv
@@ -34,6 +35,8 @@ test: install
 	$(PY) -m pytest $(XDIST)
 
 lint: install
+	$(VENV)/bin/ruff check src scripts tests
+	$(VENV)/bin/mypy
 	$(VENV)/bin/mkdocs build --strict -d .lakescore/site
 
 test-dbr: install-dbr

@@ -58,10 +58,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import bench_scale
 import numpy as np
 import pandas as pd
-
-import bench_scale
 from bench_scale import FEATURES_NUMERIC, FEATURES_TEXT
 
 KEY = "flight_id"

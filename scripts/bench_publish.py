@@ -46,11 +46,10 @@ def timed(fn):
 
 
 def predictions(project, flights: pd.DataFrame) -> pd.DataFrame:
-    from lakescore.rules import load_rules
-    from lakescore.training import ChainRecipe, fit_chain
-
     from lakescore.demo_data import demo_frames
     from lakescore.lookup import join_all
+    from lakescore.rules import load_rules
+    from lakescore.training import ChainRecipe, fit_chain
 
     cfg = project.training
     specs = [lookup.spec() for lookup in cfg.feature_lookups]  # the demo's weather and planes, joined in pandas
@@ -68,9 +67,9 @@ def predictions(project, flights: pd.DataFrame) -> pd.DataFrame:
 
 
 def scored_run(project, runtime, frame: pd.DataFrame):
-    from lakescore.workflows.score import prepare_scope
     from lakescore.scoring.preflight import ScorePlan
     from lakescore.scoring.run import ScoredRun
+    from lakescore.workflows.score import prepare_scope
 
     cfg = project.training
     specs = [lookup.spec() for lookup in cfg.feature_lookups]  # joined at scoring: not read from the source
@@ -100,8 +99,8 @@ def main(argv: list[str] | None = None) -> None:
 
     from lakescore.config import load_project
     from lakescore.demo_data import demo_frames
-    from lakescore.workflows.publish import publish
     from lakescore.runtime import LocalRuntime
+    from lakescore.workflows.publish import publish
 
     project = load_project(args.config_dir)
     flights = demo_frames()["main.flights.flights"]
@@ -119,14 +118,15 @@ def main(argv: list[str] | None = None) -> None:
         same = frame.assign(run_id=run.run_id)
         path = runtime.home / "plain" / "predictions"
         path.parent.mkdir(parents=True, exist_ok=True)
-        steps = [("plain", lambda: write_deltalake(str(path), same, mode="append")),
-                 ("guarded", lambda: publish(project, runtime, run))]
+        # The lambdas run in this same iteration (timed below), so late binding cannot bite.
+        steps = [("plain", lambda: write_deltalake(str(path), same, mode="append")),  # noqa: B023
+                 ("guarded", lambda: publish(project, runtime, run))]  # noqa: B023
         seconds = {}
         for name, step in steps if i % 2 else steps[::-1]:  # alternate which goes first
             result, seconds[name] = timed(step)
             if name == "guarded":
                 assert result.action == "append", result.message
-        again, seconds["replay"] = timed(lambda: publish(project, runtime, run))
+        again, seconds["replay"] = timed(lambda: publish(project, runtime, run))  # noqa: B023
         assert again.action == "noop" and again.message.startswith("replay: no-op"), again.message
         table = DeltaTable(str(runtime.table_path(project.inference.prediction_table)))
         assert table.count() == len(frame) == DeltaTable(str(path)).count()

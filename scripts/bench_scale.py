@@ -399,7 +399,8 @@ def main(argv: list[str] | None = None) -> None:
     tag = time.strftime("%H%M%S")  # fresh prediction tables when --home is reused
 
     def lakescore_run(size: int, master: str) -> dict[str, Any]:
-        label = f"{size}-{master.strip('local[]')}-{tag}"
+        # strip() drops the characters l, o, c, a, [ and ]: "local[2]" -> "2", as intended
+        label = f"{size}-{master.strip('local[]')}-{tag}"  # noqa: B005
         config = project_config(home, Path(args.config_dir), label, batch_compute="spark",
                                 score_source_table=source_table(size),
                                 prediction_table=f"main.bench.predictions_{label.replace('-', '_')}")
@@ -443,7 +444,7 @@ def report(sizes: list[int], runs: dict[int, dict[str, Any]], one: dict[str, Any
     m = one["rss_mib"]
     print(f"{largest:>10,} {'lakescore':<10} {one['seconds']:>8.1f} {one_rate:>10,.0f} {m['python']:>8.0f} "
           f"{m['jvm']:>8.0f} {m['driver']:>8.0f} {m['workers']:>8.0f}  on local[1]")
-    ours, peer = runs[largest]["lakescore"], runs[largest]["peer"]
+    ours, _peer = runs[largest]["lakescore"], runs[largest]["peer"]
     figures = {
         "sizes": sizes,
         "engine": ours["engine"],

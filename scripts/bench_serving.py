@@ -31,7 +31,6 @@ from typing import Any
 import httpx
 import psutil
 import yaml
-
 from serving_bench import MODEL, bench_config, champion, request_bodies, run_load, start_endpoint, stop, wait_until
 
 REPO = Path(__file__).resolve().parents[1]

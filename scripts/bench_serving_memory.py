@@ -34,7 +34,6 @@ from typing import Any
 
 import httpx
 import psutil
-
 from serving_bench import MODEL, bench_config, champion, request_bodies, run_load, start_endpoint, stop, wait_until
 
 REPO = Path(__file__).resolve().parents[1]

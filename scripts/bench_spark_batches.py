@@ -18,7 +18,6 @@ import argparse
 import os
 import sys
 import time
-
 from pathlib import Path
 
 from bench_capacity import register  # scripts/ is on sys.path: the script's folder

@@ -22,8 +22,9 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 
 def range_join_latest(rows: Any, values: Any, spec: Any) -> Any:

@@ -5,8 +5,8 @@ Usage: python scripts/load_demo_data.py [--home .lakescore]
 
 import argparse
 
-from lakescore.workflows.demo import load_data
 from lakescore.runtime import get_runtime
+from lakescore.workflows.demo import load_data
 
 
 def main(argv: list[str] | None = None) -> None:

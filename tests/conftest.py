@@ -9,8 +9,8 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pandas as pd
 import pytest
@@ -249,7 +249,6 @@ def small_set(flights_sample: pd.DataFrame, small_chain):
     ``late_risk`` (weighted_mean 0.7 / 0.3) and ``total`` (weighted_sum 2 / 0.5); combined rule
     ``late_flag`` (:func:`features.scoring.late_flag`)."""
     from features.scoring import late_flag
-
     from lakescore.model_set import Composed, ModelSet
     from lakescore.rules import OutputRule
     from lakescore.training import ChainRecipe, fit_chain
@@ -288,7 +287,6 @@ def set_project_dir(target: Path) -> Path:
     the demo recipe's features) and whose scoring.yml has the ``late_flag`` combined rule instead of
     the demo's output rule; single-node scoring."""
     import yaml
-
     from fixtures.configs import without_feature_lookups
 
     shutil.copytree(REPO / "config", target)

@@ -14,10 +14,9 @@ import functools
 import json
 import os
 import re
+import tomllib
 from pathlib import Path
 from typing import Any
-
-import tomllib
 
 import pytest
 import yaml

@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
-import os
 import runpy
 import shutil
 import sys

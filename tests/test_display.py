@@ -2,7 +2,7 @@
 
 import io
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import numpy as np
 import pandas as pd
@@ -25,7 +25,7 @@ MONITORED = {
     "exclusions_by_reason": json.dumps({"ineligible:cancelled": 1}), "prediction_distribution": "{}",
     "output_distribution": json.dumps({"delay_model": {"classes": {"0": 0.76, "1": 0.24}}}),
     "alert": True, "alert_reasons": json.dumps(["psi[carrier] 0.2522 > max_psi 0.25"]),
-    "monitored_at": pd.Timestamp(datetime(2026, 12, 1, 23, 16, 31, tzinfo=timezone.utc)),
+    "monitored_at": pd.Timestamp(datetime(2026, 12, 1, 23, 16, 31, tzinfo=UTC)),
 }
 
 

@@ -24,8 +24,14 @@ Y_REG = X @ np.array([1.5, -2.0, 0.5]) + 0.1 * RNG.rand(80)
 
 def _ensemble(name: str):
     from sklearn.calibration import CalibratedClassifierCV
-    from sklearn.ensemble import (RandomForestClassifier, RandomForestRegressor, StackingClassifier,
-                                  StackingRegressor, VotingClassifier, VotingRegressor)
+    from sklearn.ensemble import (
+        RandomForestClassifier,
+        RandomForestRegressor,
+        StackingClassifier,
+        StackingRegressor,
+        VotingClassifier,
+        VotingRegressor,
+    )
     from sklearn.linear_model import LinearRegression, LogisticRegression
     from sklearn.tree import DecisionTreeClassifier
 

@@ -8,9 +8,9 @@ from lakescore.errors import SplitTrainingError
 from lakescore.frames import derive_label
 from lakescore.pasting import PastingEnsemble, paste
 from lakescore.saved_models import load_saved
-from lakescore.transport_codes import code_tables
 from lakescore.thresholds import Threshold
 from lakescore.training import ChainRecipe, fit_chain
+from lakescore.transport_codes import code_tables
 
 FEATURES = ["dep_delay", "distance", "hour", "carrier", "origin"]
 

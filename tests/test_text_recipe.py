@@ -10,8 +10,9 @@ import mlflow
 import numpy as np
 import pandas as pd
 import pytest
-
 from fixtures.runs import as_pandas
+from serving.serving_helpers import MODEL, REPO, expected_rows, launch, ready_replicas, records
+
 from lakescore.admission.evidence import admit
 from lakescore.frames import derive_label
 from lakescore.packaging import log_and_register
@@ -19,7 +20,6 @@ from lakescore.scoring.local import score_single_node
 from lakescore.scoring.preflight import ScorePlan
 from lakescore.scoring.spark import score_spark
 from lakescore.training import ChainRecipe, fit_chain
-from serving.serving_helpers import MODEL, REPO, expected_rows, launch, ready_replicas, records
 
 pytestmark = pytest.mark.spark
 

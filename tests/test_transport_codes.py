@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from lakescore.errors import TransportCodeError
-from lakescore.transport_codes import code_tables, encode, reason_table
 from lakescore.steps.base import learn_step
+from lakescore.transport_codes import code_tables, encode, reason_table
 
 ONE_HOT = ["carrier_9E", "carrier_AA", "carrier_AS", "carrier_B6", "carrier_DL", "carrier_EV", "carrier_F9",
            "carrier_FL", "carrier_MQ", "carrier_UA", "carrier_US", "carrier_VX", "carrier_WN",

@@ -30,13 +30,13 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import pandas as pd
 
+from lakescore import custom  # noqa: F401  (registers the user step kinds: step: custom)
+from lakescore import model_input as containers
 from lakescore.compiled import CompiledPlan
 from lakescore.errors import InputError
 from lakescore.frames import frame_of, require_columns, to_pandas
 from lakescore.lookup import FeatureLookup
 from lakescore.models import Task
-from lakescore import custom  # noqa: F401  (registers the user step kinds: step: custom)
-from lakescore import model_input as containers
 from lakescore.rules import EligibilityRule, OutputRule, add_outputs
 from lakescore.steps import FittedStep
 from lakescore.thresholds import Threshold, default_rule

@@ -39,7 +39,9 @@ _CONDITION = re.compile(r"\[([A-Z][A-Z0-9_]*(?:\.[A-Z][A-Z0-9_]*)?)\]")
 
 def _texts(err: BaseException) -> list[str]:
     """The text of ``err`` and of every exception it was raised from (``__cause__`` / ``__context__``)."""
-    texts, seen, current = [], set(), err
+    texts: list[str] = []
+    seen: set[int] = set()
+    current: BaseException | None = err
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         condition = getattr(current, "getCondition", None)

@@ -21,9 +21,10 @@ import argparse
 import os
 import sys
 import traceback
-from datetime import datetime, timezone
+from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 from lakescore.display import print_summary
 from lakescore.errors import ConfigError, LakescoreError
@@ -211,7 +212,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def _write_traceback(home: str | Path | None, name: str, err: BaseException) -> Path | None:
     """Write ``err``'s full traceback to ``<home>/logs/<name>-<UTC time>.log``; None if that fails."""
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
     path = Path(home or ".lakescore") / "logs" / f"{name}-{stamp}.log"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from lakescore.errors import FingerprintError
 

@@ -41,8 +41,9 @@ from __future__ import annotations
 
 import copy
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import pandas as pd
@@ -183,7 +184,7 @@ class _UserKind(StepKind):
     """Shared learn/apply of the column and fitted flavours."""
 
     user_code: ClassVar[bool] = True
-    outputs = classmethod(_declared_outputs)  # type: ignore[assignment]
+    outputs = classmethod(_declared_outputs)
 
     @staticmethod
     def learn(frame: pd.DataFrame, y: pd.Series | None, params: Any) -> dict[str, Any]:
@@ -242,7 +243,7 @@ class CustomStep(StepKind):
     Params = CustomParams
     user_code = True
 
-    outputs = classmethod(_declared_outputs)  # type: ignore[assignment]
+    outputs = classmethod(_declared_outputs)
 
     @classmethod
     def resolve(cls, params: Any) -> type[StepKind]:

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from datetime import date, datetime
-from typing import Any, Callable, TextIO
+from typing import Any, TextIO
 
 MISSING = "-"
 

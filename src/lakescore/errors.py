@@ -360,7 +360,7 @@ class ChangeFeedReadError(LakescoreError):
     code = "change_feed_unreadable"
 
     @classmethod
-    def reading(cls, table: str, first: int, last: int, reason: str) -> "ChangeFeedReadError":
+    def reading(cls, table: str, first: int, last: int, reason: str) -> ChangeFeedReadError:
         """The error for a reader's failure on versions ``first``..``last`` of ``table``; ``reason``
         is the line of the reader's error that says why (delta-rs, pyarrow or Delta Spark:
         :func:`lakescore.change_feed_errors.reason_of`)."""
@@ -377,7 +377,7 @@ class ChangeFeedQueryError(LakescoreError):
 
     @classmethod
     def reading(cls, table: str, first: int, last: int, reason: str, *,
-                columns: list[str] | None = None) -> "ChangeFeedQueryError":
+                columns: list[str] | None = None) -> ChangeFeedQueryError:
         """The error for a reader's failure on versions ``first``..``last`` of ``table``; ``reason``
         as :meth:`ChangeFeedReadError.reading`."""
         read = f" (columns read: {', '.join(columns)})" if columns else ""

@@ -16,9 +16,10 @@ Pandas only: no Spark, MLflow or Delta here (the workflows read the feature tabl
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Iterable, Literal
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd

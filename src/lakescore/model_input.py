@@ -17,7 +17,8 @@ The choice (:func:`choose`): training.yml ``model.input: dense | sparse`` when d
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, Literal, Sequence
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -61,7 +62,7 @@ def choose(declared: ModelInputSetting, steps: Iterable[Any], model: Any) -> Mod
         raise ConfigError([f"config/training.yml: model.input is sparse but {type(model).__name__} does not take "
                            "sparse input (scikit-learn tag input_tags.sparse); set model.input: dense or auto"])
     if declared != "auto":
-        return declared  # type: ignore[return-value]
+        return declared
     wide = any(getattr(step.impl, "sparse_output", False) for step in steps)
     return "sparse" if wide and takes_sparse(model) else "dense"
 
@@ -140,7 +141,7 @@ def nan_features(matrix: Any) -> tuple[np.ndarray, np.ndarray]:
     if isinstance(matrix, np.ndarray):
         nan = np.isnan(matrix)
         bad = nan.any(axis=1)
-        return bad, nan[bad].argmax(axis=1)
+        return bad, nan[bad].argmax(axis=1)  # type: ignore[return-value]  # numpy's stub: any(axis=1) of a 2-D array is an array
     coo = matrix.tocoo()
     at = np.isnan(coo.data)
     first = np.full(matrix.shape[0], np.iinfo("int64").max)

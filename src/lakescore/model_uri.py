@@ -90,9 +90,9 @@ def require_artifacts(model_uri: str) -> None:
 
     if not model_uri.startswith("models:"):
         return
-    base, _ = ModelsArtifactRepository.split_models_uri(model_uri)
+    base, _ = ModelsArtifactRepository.split_models_uri(model_uri)  # type: ignore[no-untyped-call]  # mlflow's, unannotated
     try:
-        location = ModelsArtifactRepository.get_underlying_uri(base)
+        location = ModelsArtifactRepository.get_underlying_uri(base)  # type: ignore[no-untyped-call]  # as above
     except Exception:  # noqa: BLE001 (any registry failure: the caller's own error is the one to raise)
         return
     path = file_uri_path(location)

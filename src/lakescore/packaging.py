@@ -28,8 +28,8 @@ import pandas as pd
 
 from lakescore.admission.certificate import Certificate, evidence_text, require_admitted, seal, verify
 from lakescore.chain import STATUS_EXCLUDED, FittedChain
-from lakescore.errors import ModelNotFoundError, UncertifiedModelError
 from lakescore.conform import conform_inputs
+from lakescore.errors import ModelNotFoundError, UncertifiedModelError
 from lakescore.frames import to_transport
 from lakescore.model_set import ModelSet
 from lakescore.pasting import PastingEnsemble
@@ -61,7 +61,7 @@ def predict_in_batches(chain: FittedChain | ModelSet, frame: pd.DataFrame, batch
     return pd.concat(parts) if parts else chain.predict(frame)
 
 
-class LakescoreModel(mlflow.pyfunc.PythonModel):
+class LakescoreModel(mlflow.pyfunc.PythonModel):  # type: ignore[name-defined, misc]  # import mlflow loads mlflow.pyfunc
     """The pyfunc every route loads: a certified ``FittedChain``, or a certified ``ModelSet``
     (:mod:`lakescore.model_set`, the same scoring surface) when the saved folder holds one.
 
@@ -101,7 +101,7 @@ class LakescoreModel(mlflow.pyfunc.PythonModel):
             return scored
         if getattr(self, "code_tables", None) is None:
             self.code_tables = code_tables(self.chain)
-        return to_transport(encode(scored, self.code_tables))
+        return to_transport(encode(scored, self.code_tables))  # type: ignore[arg-type]  # set on the line above
 
 
 def with_excluded_rows(scored: pd.DataFrame, index: pd.Index, reasons: Any, dtypes: dict[str, str]) -> pd.DataFrame:
@@ -157,14 +157,14 @@ def signature_for(chain: FittedChain | ModelSet, example: pd.DataFrame) -> Any:
     from mlflow.models import ModelSignature
     from mlflow.types.schema import AnyType, ColSpec, ParamSchema, ParamSpec, Schema
 
-    inputs = Schema([ColSpec(AnyType(), spec.name, required=spec.required)
+    inputs = Schema([ColSpec(AnyType(), spec.name, required=spec.required)  # type: ignore[no-untyped-call]  # mlflow's AnyType() is unannotated
                      for spec in typed_inputs(chain, example).inputs])
     out_kinds = {"Int64": "long", "string": "string", "Float64": "double", "boolean": "boolean"}
     outputs = [ColSpec(out_kinds[dtype], name, required=(name == "scoring_status"))
                for name, dtype in chain.output_dtypes.items()]
     params = ParamSchema([ParamSpec("batch_rows", "long", DEFAULT_BATCH_ROWS),
                           ParamSpec("null_transport", "boolean", False)])
-    return ModelSignature(inputs=inputs, outputs=Schema(outputs), params=params)
+    return ModelSignature(inputs=inputs, outputs=Schema(outputs), params=params)  # type: ignore[arg-type]  # list is invariant; ColSpec is one of the kinds Schema takes
 
 
 def input_kinds(schema: Any) -> dict[str, str]:

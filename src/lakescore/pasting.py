@@ -61,12 +61,12 @@ class PastingEnsemble(ModelSet):
     coverage: dict[str, Any] = field(default_factory=dict)
 
     # a single chain's surface: every slice chain has the same task, classes, class and rules
-    task = FromFirst("``classification`` or ``regression``, as each slice chain's.")  # type: ignore[assignment]
+    task = FromFirst("``classification`` or ``regression``, as each slice chain's.")
     classes = FromFirst("The slice chains' classes (classification), None for regression.")
     model_class = FromFirst("The slice chains' model class, e.g. ``LogisticRegression``.")
     label_dtype = FromFirst("The pandas dtype of ``prediction``.")
     output_rules = FromFirst("The output rules, applied after the mean.")
-    output_dtypes = FromFirst("A single chain's columns and dtypes.")  # type: ignore[assignment]
+    output_dtypes = FromFirst("A single chain's columns and dtypes.")
 
     @property
     def decision_rule(self) -> str:

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Protocol, TextIO
+from typing import Any, Protocol, TextIO
 
 
 @dataclass

@@ -51,7 +51,7 @@ class EligibilityRule:
             return result.to_numpy()  # the common answer, taken as it is
         series = pd.Series(result) if result is not None else None
         is_bool = series is not None and (pd.api.types.is_bool_dtype(series.dtype) or len(series) == 0)
-        values = np.asarray(series.fillna(False), dtype=bool) if is_bool else None  # missing = not eligible
+        values = np.asarray(series.fillna(False), dtype=bool) if is_bool else None  # type: ignore[union-attr, type-var]  # series is set when is_bool; numpy's stub refuses dtype=bool; missing = not eligible
         if values is None or values.shape != (len(frame),):
             raise InputError(
                 f"eligibility rule '{self.name}' returned {type(result).__name__} of dtype "

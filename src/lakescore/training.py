@@ -9,21 +9,28 @@ since they would never be scored. The ``pre_split:`` recipe (fixed steps only, s
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from lakescore.chain import FittedChain, pre_split_role
-from lakescore.config import (EligibilityMode, FrameEngine, ModelConfig, ModelInputSetting, ProjectConfig,
-                              ThresholdSetting)
-from lakescore.errors import ConfigError, LakescoreError, StepError
 from lakescore import model_input as containers
+from lakescore.chain import FittedChain, pre_split_role
+from lakescore.config import (
+    EligibilityMode,
+    FrameEngine,
+    ModelConfig,
+    ModelInputSetting,
+    ProjectConfig,
+    ThresholdSetting,
+)
+from lakescore.errors import ConfigError, LakescoreError, StepError
 from lakescore.frames import derive_label, expression_columns, to_pandas
 from lakescore.models import build_model, task_of
 from lakescore.rules import EligibilityRule, OutputRule, load_output_rules, load_rules
-from lakescore.steps import FittedStep, learn_step, parse_params, step_kind
+from lakescore.steps import learn_step, parse_params, step_kind
 from lakescore.steps.base import StepParams
 from lakescore.steps.recipe import PreSplit, learn_pre_split
 from lakescore.thresholds import Threshold, optimal_threshold
@@ -269,7 +276,7 @@ def recipe_problems(project: ProjectConfig, available: set[str] | list[str], *, 
     shown = project.shown("training")
     problems: list[str] = []
     made: set[str] = set()
-    recipes = [("pre_split", cfg.pre_split, None)]
+    recipes: list[tuple[str, list[dict[str, Any]], list[str] | None]] = [("pre_split", cfg.pre_split, None)]
     if cfg.model_set is None:
         recipes.append(("preprocessing", cfg.preprocessing, cfg.data.feature_columns))
     else:
@@ -349,8 +356,8 @@ def training_problems(project: ProjectConfig, empty: pd.DataFrame) -> list[str]:
                 problems.append(f"{shown}: data.{key} names unknown column {column!r} "
                                 f"of {cfg.data.table}; available: {', '.join(sorted(available))}")
     for rule in (*project.scoring.eligibility, *project.scoring.output):
-        problems += [f"{project.shown('scoring')}: rule {rule.name!r} reads unknown column {c!r} of "
-                     f"{cfg.data.table}" for c in rule.columns if c not in available]
+        problems += [f"{project.shown('scoring')}: rule {rule.name!r} reads unknown column {c!r} of "  # type: ignore[attr-defined]  # eligibility and output rule configs both have name and columns
+                     f"{cfg.data.table}" for c in rule.columns if c not in available]  # type: ignore[attr-defined]  # as above
     for key, text in (("filter", cfg.data.filter), ("label_expression", cfg.data.label_expression)):
         if text:
             try:

@@ -44,7 +44,7 @@ def component_labels(project: ProjectConfig, frame: pd.DataFrame) -> dict[str, p
 def composed_of(project: ProjectConfig) -> tuple[Composed, ...]:
     """training.yml ``model_set.composed`` as :class:`~lakescore.model_set.Composed` columns."""
     entries = project.training.model_set.composed  # type: ignore[union-attr]
-    return tuple(Composed(e.name, e.kind, tuple((*term.split(".", 1), w) for term, w in e.weights.items()))  # type: ignore[arg-type, misc]
+    return tuple(Composed(e.name, e.kind, tuple((*term.split(".", 1), w) for term, w in e.weights.items()))
                  for e in entries)
 
 
@@ -150,8 +150,8 @@ def set_problems(project: ProjectConfig, empty: pd.DataFrame) -> list[str]:
                                                     else ("prediction",)))
     for entry in model_set.composed:
         for term in entry.weights:
-            component, column = term.split(".", 1)
-            model = model_set.components[component].model.class_name
+            component, column = term.split(".", 1)  # type: ignore[assignment]  # the name is reused for the term's component
+            model = model_set.components[component].model.class_name  # type: ignore[index]  # as above: a str here
             if model in MODEL_CLASSES and column not in numeric_outputs(model):
                 problems.append(f"{shown}: model_set.composed {entry.name!r} weighs {term!r}, which is not a numeric "
                                 f"output of {component} ({model}); use {component}.{numeric_outputs(model)[0]}")

@@ -2,7 +2,6 @@
 
 import numpy as np
 import pandas as pd
-import pytest
 
 from lakescore.admission.agreement import null_patterns
 from lakescore.admission.evidence import examine, part_flags

@@ -5,8 +5,14 @@ import json
 
 import pytest
 
-from lakescore.admission.certificate import (Certificate, check_environment, folder_digest, require_admitted, seal,
-                                            verify)
+from lakescore.admission.certificate import (
+    Certificate,
+    check_environment,
+    folder_digest,
+    require_admitted,
+    seal,
+    verify,
+)
 from lakescore.admission.evidence import admit
 from lakescore.chain import FittedChain
 from lakescore.errors import CertificateError, UncertifiedModelError

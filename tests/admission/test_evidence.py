@@ -1,6 +1,5 @@
 """Admission end to end: problems name the part that failed first, and the parts that failed because of it."""
 
-import pytest
 
 from lakescore.admission.evidence import examine
 from lakescore.chain import FittedChain

@@ -1,10 +1,9 @@
 """Every lint rule catches its broken fixture and names the step, file, line, call and fix."""
 
+import broken_user_code as user  # beside this file (see conftest.py)
 import pytest
 
 from lakescore.admission.lint import lint_function, lint_source
-
-import broken_user_code as user  # beside this file (see conftest.py)
 
 
 def messages(fn):

@@ -9,8 +9,14 @@ from lakescore.admission.compare import compare
 from lakescore.admission.fresh import check_fresh_module
 from lakescore.admission.parts import Part, chain_parts
 from lakescore.admission.perturb import blanked, perturbed
-from lakescore.admission.probe import (check_empty, check_index_shift, check_perturb, check_repeat,
-                                       check_reverse, make_check_chunks)
+from lakescore.admission.probe import (
+    check_empty,
+    check_index_shift,
+    check_perturb,
+    check_repeat,
+    check_reverse,
+    make_check_chunks,
+)
 from lakescore.chain import FittedChain
 from lakescore.errors import ProbeError
 from lakescore.steps.base import FittedStep

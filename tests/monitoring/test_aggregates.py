@@ -21,8 +21,13 @@ from lakescore.monitoring.labels import DIGEST_PREFIX, digest, label_snapshot, l
 from lakescore.monitoring.performance import performance_figures
 from lakescore.monitoring.quality import figures
 from lakescore.monitoring.report import calibration_bins, histogram_bins
-from lakescore.monitoring.spark_aggregates import (PERCENTILE_ACCURACY, spark_aggregates, spark_calibration_bins,
-                                                   spark_histogram_bins, spark_labels)
+from lakescore.monitoring.spark_aggregates import (
+    PERCENTILE_ACCURACY,
+    spark_aggregates,
+    spark_calibration_bins,
+    spark_histogram_bins,
+    spark_labels,
+)
 
 PREDICTIONS, SOURCE, LABELS = "main.m.predictions", "main.m.source", "main.m.labels"
 FEATURES = ["month", "dep_time", "dep_delay", "distance", "hour", "carrier", "origin"]

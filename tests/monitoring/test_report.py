@@ -16,8 +16,16 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from PIL import Image
 
 from lakescore.config import MonitoringConfig
-from lakescore.monitoring.report import (ReportBins, calibration_plot, drift_plot, drift_table, histogram_plot,
-                                         performance_plot, rates_plot, report_html)
+from lakescore.monitoring.report import (
+    ReportBins,
+    calibration_plot,
+    drift_plot,
+    drift_table,
+    histogram_plot,
+    performance_plot,
+    rates_plot,
+    report_html,
+)
 
 MONITORING = MonitoringConfig(quality_table="main.m.q", max_psi=0.25)
 FEATURES = ["month", "day", "dep_delay", "distance", "carrier", "origin", "dest", "hour"]

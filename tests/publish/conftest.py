@@ -99,7 +99,7 @@ class Lake:
             run.predictions[extra] = pd.array(["x"] * len(run.predictions), dtype="string")
         return run
 
-    def on(self, engine: str, request: pytest.FixtureRequest) -> "Lake":
+    def on(self, engine: str, request: pytest.FixtureRequest) -> Lake:
         """Publish with ``engine`` from now on (the Spark one on the test session's SparkSession, or
         on the test's ``route_spark``, classic then Spark Connect, when the test asks for it)."""
         if engine == "spark":

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from lakescore.publish import delta_rs
 from lakescore.publish.commit import fault_pause, publish_once

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC
+
 import pandas as pd
 import pytest
 from deltalake import DeltaTable, write_deltalake
@@ -29,11 +31,11 @@ def test_a_staged_snapshot_with_a_null_period_is_refused_and_the_table_is_unchan
 @pytest.mark.spark
 def test_facts_observed_while_staging_round_trip_through_run_json(route_spark, tmp_path):
     import json
-    from datetime import date, datetime, timezone
+    from datetime import date, datetime
 
     from lakescore.publish.run import observe_facts, saved_facts
 
-    early, late = datetime(2013, 10, 1, 5, tzinfo=timezone.utc), datetime(2013, 10, 3, 23, 59, tzinfo=timezone.utc)
+    early, late = datetime(2013, 10, 1, 5, tzinfo=UTC), datetime(2013, 10, 3, 23, 59, tzinfo=UTC)
     frame = route_spark.createDataFrame([(1, late, date(2013, 10, 2)), (2, None, date(2013, 10, 1)), (3, early, None),
                                          (4, None, None)], "flight_id long, time_hour timestamp, day date")
     for column in ("time_hour", "day"):

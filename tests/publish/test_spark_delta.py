@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from datetime import UTC
 
 import pytest
+from deltalake import DeltaTable
 
 from lakescore.publish.commit import Period
 from lakescore.publish.plan import Decision, PublishRequest, app_id_for, build_receipt, decide
 from lakescore.publish.spark_delta import target_state, write_options
-from deltalake import DeltaTable
 
 TARGET_NAME = "main.flights.late_arrival_predictions"  # config/inference.yml
 SCHEMA = (("flight_id", "long"), ("prediction", "long"), ("time_hour", "timestamp"))
@@ -86,12 +87,12 @@ def test_receipts_table_rows_outlive_a_cleaned_history():
 
 @pytest.mark.spark
 def test_null_periods_are_counted_on_spark_and_refused_before_any_write(spark, tmp_path):
-    from datetime import date, datetime, timezone
+    from datetime import date, datetime
 
     from lakescore.errors import NullPeriodError
     from lakescore.publish.spark_delta import period_nulls, publish
 
-    stamp = datetime(2013, 10, 1, 5, tzinfo=timezone.utc)
+    stamp = datetime(2013, 10, 1, 5, tzinfo=UTC)
     frame = spark.createDataFrame([(1, stamp, date(2013, 10, 1)), (2, None, date(2013, 10, 2)), (3, stamp, None),
                                    (4, None, None)], "flight_id long, sched_ts timestamp, sched_day date")
     assert (period_nulls(frame, "sched_ts"), period_nulls(frame, "sched_day")) == (2, 2)

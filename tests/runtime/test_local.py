@@ -12,11 +12,17 @@ import pytest
 from deltalake import DeltaTable
 from fixtures.spark_delta import write_spark_delta
 
-from lakescore.errors import ChangeFeedReadError, ConfigError, DeltaJarsMissingError, TableExistsError, TableNotFoundError
+from lakescore.errors import (
+    ChangeFeedReadError,
+    ConfigError,
+    DeltaJarsMissingError,
+    TableExistsError,
+    TableNotFoundError,
+)
 from lakescore.runtime import PLACEMENTS, LocalRuntime, Runtime, get_runtime
-from lakescore.runtime.local_spark import spark_master
 from lakescore.runtime.base import Tables
 from lakescore.runtime.jars import DELTA_SPARK_PACKAGE, setup_command
+from lakescore.runtime.local_spark import spark_master
 
 
 def test_the_local_runtime_is_a_runtime_and_names_its_placement(tmp_path):

@@ -4,8 +4,8 @@ given the confs a Databricks cluster sets) or the environment."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 

@@ -114,8 +114,8 @@ def test_a_null_the_model_cannot_score_is_a_warning_in_the_score_summary(project
     from lakescore.frames import derive_label
     from lakescore.packaging import null_counts
     from lakescore.rules import load_rules
-    from lakescore.workflows.score import score
     from lakescore.training import ChainRecipe, fit_chain
+    from lakescore.workflows.score import score
 
     train = flights_sample.iloc[:1500]
     recipe = [{"step": "SimpleImputer", "name": "impute", "columns": ["dep_delay", "distance"], "strategy": "median"},

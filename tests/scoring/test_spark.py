@@ -10,17 +10,16 @@ import mlflow
 import numpy as np
 import pandas as pd
 import pytest
-
 from fixtures.runs import as_pandas
 
 from lakescore.admission.evidence import admit
 from lakescore.config import ScoringConfig
 from lakescore.frames import derive_label
+from lakescore.packaging import log_and_register
 from lakescore.rules import load_output_rules, load_rules
 from lakescore.scoring.local import score_frame, score_single_node
 from lakescore.scoring.preflight import ScorePlan
 from lakescore.scoring.spark import ENV_NOTE, _env_notice_answered, score_spark
-from lakescore.packaging import log_and_register
 from lakescore.training import ChainRecipe, fit_chain
 
 pytestmark = pytest.mark.spark

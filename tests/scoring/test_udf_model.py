@@ -4,7 +4,6 @@ registry), with no input schema (MLflow hands the batch over as it is; lakescore
 from pathlib import Path
 
 import mlflow
-import pytest
 
 from lakescore.admission.certificate import Certificate
 from lakescore.admission.evidence import admit

@@ -10,11 +10,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from fixtures.configs import without_feature_lookups
+from serving_helpers import MODEL, REPO, Trained, chain_of
 
 from lakescore.config import load_project
 from lakescore.runtime import LocalRuntime
-from fixtures.configs import without_feature_lookups
-from serving_helpers import MODEL, REPO, Trained, chain_of
 
 
 @pytest.fixture(scope="session")

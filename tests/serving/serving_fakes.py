@@ -6,19 +6,19 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
-from typing import Callable
+from collections.abc import Callable
 
 import orjson
+from serving_helpers import MODEL
 
 from lakescore.config import ServingConfig
+from lakescore.serving.endpoint import Endpoint
+from lakescore.serving.http.wire import ScoreRequest, parse_request
+from lakescore.serving.plan import EndpointPlan
 from lakescore.serving.replicas.backend import ReplicaStatus
 from lakescore.serving.replicas.channel import HEADER, frame, socket_path
-from lakescore.serving.endpoint import Endpoint
-from lakescore.serving.plan import EndpointPlan
 from lakescore.serving.replicas.pool import Replica
 from lakescore.serving.state.store import ServingState
-from lakescore.serving.http.wire import ScoreRequest, parse_request
-from serving_helpers import MODEL
 
 
 class FakeBackend:

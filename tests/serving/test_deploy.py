@@ -13,14 +13,23 @@ import time
 
 import httpx
 import pytest
+from serving_fakes import FakeBackend, fake_endpoint, ready_replica
+from serving_helpers import (
+    MODEL,
+    Trained,
+    assert_same_answers,
+    chain_of,
+    expected_rows,
+    launch,
+    ready_replicas,
+    records,
+)
 
 from lakescore.runtime import LocalRuntime
-from lakescore.serving.replicas.backend import ReplicaStatus
-from lakescore.serving.policy.candidates import Candidate
 from lakescore.serving.endpoint import Endpoint
+from lakescore.serving.policy.candidates import Candidate
 from lakescore.serving.policy.shadow import ShadowTally
-from serving_fakes import FakeBackend, fake_endpoint, ready_replica
-from serving_helpers import MODEL, Trained, assert_same_answers, chain_of, expected_rows, launch, ready_replicas, records
+from lakescore.serving.replicas.backend import ReplicaStatus
 
 
 @pytest.fixture(scope="module")

@@ -20,15 +20,24 @@ import pandas as pd
 import psutil
 import pytest
 import yaml
+from serving_fakes import fake_endpoint, one_row, ready_replica
+from serving_helpers import (
+    MODEL,
+    Trained,
+    assert_same_answers,
+    chain_of,
+    expected_rows,
+    launch,
+    ready_replicas,
+    records,
+)
 
 from lakescore.config import load_project
 from lakescore.errors import EndpointUnavailableError, IdempotencyKeyReusedError, RequestError
 from lakescore.runtime import LocalRuntime
-from lakescore.serving.replicas.backend import ReplicaStatus
 from lakescore.serving.policy.canary import CanaryWindow
+from lakescore.serving.replicas.backend import ReplicaStatus
 from lakescore.serving.replicas.channel import ReplicaChannels
-from serving_fakes import fake_endpoint, one_row, ready_replica
-from serving_helpers import MODEL, Trained, assert_same_answers, chain_of, expected_rows, launch, ready_replicas, records
 
 
 def test_max_warm_replicas_counts_every_endpoint_and_the_candidates(tmp_path) -> None:

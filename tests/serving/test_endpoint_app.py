@@ -8,10 +8,10 @@ from typing import Any
 
 import httpx
 import pytest
+from test_endpoint import fake_endpoint
 
 from lakescore.errors import CertificateError, UncertifiedModelError
 from lakescore.serving.endpoint_app import create_endpoint_app
-from test_endpoint import fake_endpoint
 
 TOKEN = "s3cret-token"
 

@@ -11,21 +11,31 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from databricks.sdk.service._internal import Wait
-from databricks.sdk.service.serving import EndpointCoreConfigInput, ServedEntityInput, ServingEndpointDetailed, \
-    ServingEndpointsAPI
+from databricks.sdk.service.serving import (
+    EndpointCoreConfigInput,
+    ServedEntityInput,
+    ServingEndpointDetailed,
+    ServingEndpointsAPI,
+)
+from serving_helpers import MODEL, REPO
 
 from lakescore.cli import main
 from lakescore.config import load_project
 from lakescore.errors import ConfigError, ModelServingLookupsError
-from lakescore.serving.model_serving import ai_gateway_config, endpoint_config, provisioned_concurrency, \
-    read_request, refuse_lookups
-from serving_helpers import MODEL, REPO
+from lakescore.serving.model_serving import (
+    ai_gateway_config,
+    endpoint_config,
+    provisioned_concurrency,
+    read_request,
+    refuse_lookups,
+)
 
 
 def settings(**overrides: Any):

@@ -14,12 +14,12 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
-
 from dbx_serve_child import CLUSTER, ORG, WORKSPACE
+from serving_helpers import assert_same_answers, chain_of, expected_rows, launch, ready_replicas, records
+
 from lakescore.cli import build_parser, main
 from lakescore.runtime import LocalRuntime
 from lakescore.serving.run import ceiling_text, monthly_ceiling
-from serving_helpers import assert_same_answers, chain_of, expected_rows, launch, records, ready_replicas
 
 
 def test_the_ceiling_is_24_x_31_x_max_replicas_x_h() -> None:
@@ -97,8 +97,9 @@ def test_on_the_databricks_placement_the_endpoint_binds_the_driver_and_requires_
 def test_two_serves_of_one_endpoint_at_once_one_serves_and_the_other_is_refused(module_home, trained) -> None:
     """Seen: both started, the second overwrote the endpoint file, and stopping it removed the file and
     the first one's replica rows while the first kept answering, undiscoverable."""
-    from lakescore.serving.state.store import ServingState
     from serving_helpers import attach, start_serve, write_serving
+
+    from lakescore.serving.state.store import ServingState
 
     home, config = module_home
     name = write_serving(config, endpoint_name="twice", scale_interval_s=1)

@@ -18,10 +18,10 @@ import numpy as np
 import pandas as pd
 import psutil
 import pytest
+from serving_helpers import MODEL, REPO, assert_same_answers, expected_rows, launch, ready_replicas, records
 
 from lakescore.chain import FittedChain
 from lakescore.runtime import LocalRuntime
-from serving_helpers import MODEL, REPO, assert_same_answers, expected_rows, launch, ready_replicas, records
 
 WEATHER = "main.flights.weather"
 PLANES = "main.flights.planes"
@@ -184,8 +184,8 @@ def test_a_request_must_carry_the_keys_and_a_time_and_never_the_looked_up_column
 
 
 def test_the_cold_path_joins_the_feature_tables_at_the_pinned_versions(lookup_model: LookupModel) -> None:
-    from lakescore.serving.replicas.cold import ColdFeatures, cold_reply
     from lakescore.serving.http.wire import parse_request
+    from lakescore.serving.replicas.cold import ColdFeatures, cold_reply
     from lakescore.workflows.serve import read_serving_features
 
     model = lookup_model

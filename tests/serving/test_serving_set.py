@@ -19,11 +19,11 @@ from typing import Any
 import pandas as pd
 import pytest
 import yaml
+from serving_helpers import MODEL, expected_rows, launch, ready_replicas, records
 
 from lakescore.model_set import ModelSet
-from lakescore.saved_models import load_saved
 from lakescore.runtime import LocalRuntime
-from serving_helpers import MODEL, expected_rows, launch, ready_replicas, records
+from lakescore.saved_models import load_saved
 
 RTOL, ATOL = 1e-9, 1e-12
 INFERENCE = "main.flights.late_arrival_inference"

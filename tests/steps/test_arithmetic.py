@@ -3,10 +3,10 @@
 import numpy as np
 import pandas as pd
 import pytest
+from fixtures.step_contract import cases, check_contract
 
 from lakescore.errors import StepError
 from lakescore.steps import STEPS, learn_step, parse_params
-from fixtures.step_contract import cases, check_contract
 
 
 @pytest.mark.parametrize("raw", cases("FeatureMath", "FeatureGeneration"))

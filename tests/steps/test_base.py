@@ -3,12 +3,12 @@
 import numpy as np
 import pandas as pd
 import pytest
+from fixtures.step_contract import CASES, RESOLVED, cases, learning_frame
 
 import lakescore.custom  # noqa: F401  (registers the user step kinds)
 from lakescore.errors import InputError, StepError
 from lakescore.steps import STEPS, FittedStep, learn_step, parse_params
 from lakescore.steps.base import float_values, text_values
-from fixtures.step_contract import CASES, RESOLVED, cases, learning_frame
 
 
 def test_every_builtin_step_has_contract_cases():

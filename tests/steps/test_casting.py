@@ -3,11 +3,11 @@
 import numpy as np
 import pandas as pd
 import pytest
+from fixtures.step_contract import cases, check_contract
 
 from lakescore.columns import Columns
 from lakescore.errors import InputError, StepError
 from lakescore.steps import learn_step
-from fixtures.step_contract import cases, check_contract
 
 
 @pytest.mark.parametrize("raw", cases("Casting", "ValueReplacement"))

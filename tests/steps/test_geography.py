@@ -6,11 +6,11 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
+from fixtures.step_contract import cases, check_contract
 
 from lakescore.errors import StepError
 from lakescore.steps import learn_step, parse_params
 from lakescore.steps.geography import H3Index
-from fixtures.step_contract import cases, check_contract
 
 
 @pytest.mark.parametrize("raw", cases("GeoDistance", "H3Index"))

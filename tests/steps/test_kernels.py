@@ -14,13 +14,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from fixtures.step_contract import CASES, COLUMNS, assert_same, available, cases, learning_frame, sample_rows
 
 from lakescore.admission.agreement import null_patterns
 from lakescore.columns import Columns
 from lakescore.compiled import stage_of
 from lakescore.steps import STEPS, FittedStep, learn_step
-
-from fixtures.step_contract import CASES, COLUMNS, assert_same, available, cases, learning_frame, sample_rows
 
 SCORED = [k for k in CASES if not (STEPS[k].training_only and not STEPS[k].row_filter)]
 # every built-in kind that runs at scoring has a compiled kernel; user steps run as written

@@ -3,11 +3,11 @@
 import numpy as np
 import pandas as pd
 import pytest
+from fixtures.step_contract import cases, check_contract, learning_frame
 
 from lakescore.errors import StepError
 from lakescore.frames import floats_close
 from lakescore.steps import learn_step, parse_params
-from fixtures.step_contract import cases, check_contract, learning_frame
 
 COLUMNS = ["dep_delay", "arr_delay", "air_time", "distance"]
 

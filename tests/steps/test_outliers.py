@@ -3,11 +3,11 @@
 import numpy as np
 import pandas as pd
 import pytest
+from fixtures.step_contract import cases, check_contract, learning_frame
 
 from lakescore.columns import Columns
 from lakescore.errors import StepError
 from lakescore.steps import learn_step, parse_params
-from fixtures.step_contract import cases, check_contract, learning_frame
 
 
 @pytest.mark.parametrize("raw", cases("IQR", "ZScore", "ManualBounds", "EllipticEnvelope"))

@@ -5,12 +5,12 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from fixtures.step_contract import cases, check_contract, learning_frame
 
 from lakescore.columns import Columns
 from lakescore.errors import StepError
 from lakescore.frames import floats_close
 from lakescore.steps import learn_step
-from fixtures.step_contract import cases, check_contract, learning_frame
 
 
 @pytest.mark.parametrize("raw", cases("PowerTransformer"))

@@ -3,10 +3,10 @@
 import numpy as np
 import pandas as pd
 import pytest
+from fixtures.step_contract import cases, check_contract
 
 from lakescore.columns import Columns
 from lakescore.steps import learn_step
-from fixtures.step_contract import cases, check_contract
 
 
 @pytest.mark.parametrize("raw", cases("Deduplicate", "DropMissingRows"))

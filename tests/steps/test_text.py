@@ -5,11 +5,11 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from fixtures.step_contract import assert_same, cases, check_contract
 
 from lakescore.columns import Columns
 from lakescore.errors import StepError
 from lakescore.steps import learn_step
-from fixtures.step_contract import assert_same, cases, check_contract
 
 SPARSE = pd.SparseDtype("float64", 0)
 TRAIN = pd.DataFrame({"text": ["red fox", "red dog", "blue fox"], "n": [1, 2, 3]})

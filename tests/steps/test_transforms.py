@@ -5,10 +5,10 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from fixtures.step_contract import cases, check_contract
 
 from lakescore.errors import StepError
 from lakescore.steps import learn_step, parse_params
-from fixtures.step_contract import cases, check_contract
 
 
 @pytest.mark.parametrize("raw", cases("SimpleTransformation", "GeneralTransformation"))

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from conftest import REPO
+
 from lakescore.config import load_project
 from lakescore.demo_data import FLIGHTS, INCOMING, SCORE_MONTHS
 from lakescore.workflows.demo import season_note
-
-from conftest import REPO
 
 
 def test_a_psi_alert_is_explained_as_season_drift() -> None:

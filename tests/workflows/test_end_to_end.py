@@ -6,15 +6,14 @@ import dataclasses
 import numpy as np
 import pandas as pd
 import pytest
-
 from fixtures.configs import without_feature_lookups
 from fixtures.runs import as_pandas
 
 from lakescore.config import load_project
 from lakescore.demo_data import FLIGHTS, INCOMING
 from lakescore.frames import floats_close
-from lakescore.workflows.monitor import monitor
 from lakescore.packaging import read_certificate
+from lakescore.workflows.monitor import monitor
 from lakescore.workflows.publish import publish
 from lakescore.workflows.score import score
 from lakescore.workflows.train import train

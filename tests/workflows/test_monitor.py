@@ -16,22 +16,21 @@ import pandas as pd
 import pytest
 import yaml
 from deltalake import DeltaTable, write_deltalake
-from sklearn.metrics import accuracy_score, log_loss, roc_auc_score
-
 from fixtures.configs import without_feature_lookups
+from sklearn.metrics import accuracy_score, log_loss, roc_auc_score
 
 from lakescore import progress
 from lakescore.admission.evidence import admit
 from lakescore.config import load_project
 from lakescore.monitoring.drift import training_profile
 from lakescore.monitoring.labels import TRACKING_COLUMNS
-from lakescore.progress import LineReporter
-from lakescore.workflows.monitor import NOOP, monitor
 from lakescore.packaging import log_and_register
-from lakescore.workflows.publish import publish
+from lakescore.progress import LineReporter
 from lakescore.rules import load_rules
-from lakescore.workflows.score import score
 from lakescore.training import ChainRecipe, fit_chain
+from lakescore.workflows.monitor import NOOP, monitor
+from lakescore.workflows.publish import publish
+from lakescore.workflows.score import score
 
 FLIGHTS, INCOMING = "main.flights.flights", "main.flights.flights_incoming"
 MODEL, QUALITY = "main.flights.late_arrival", "main.flights.late_arrival_quality"

@@ -1,6 +1,5 @@
 """The local tools: preview of train and score, and the smoke probe on a sample file."""
 
-import sys
 from pathlib import Path
 
 import mlflow
@@ -9,12 +8,12 @@ import pytest
 import yaml
 
 from lakescore.admission.evidence import admit
-from lakescore.workflows.preview import preview_score, preview_train, smoke_probe
 from lakescore.chain import FittedChain
 from lakescore.config import load_project
 from lakescore.errors import LakescoreError
 from lakescore.lookup import join_all
 from lakescore.packaging import log_and_register
+from lakescore.workflows.preview import preview_score, preview_train, smoke_probe
 
 
 def test_preview_train_lints_rules_and_lists_the_checks():

@@ -18,8 +18,8 @@ from lakescore.demo_data import INCOMING
 from lakescore.errors import CdfRecoveryRequiredError, SourceChangedError
 from lakescore.packaging import log_and_register
 from lakescore.publish.plan import app_id_for
-from lakescore.workflows.publish import publish
 from lakescore.scoring.preflight import preflight
+from lakescore.workflows.publish import publish
 from lakescore.workflows.score import load_scored, noop_before_spark, score
 
 pytestmark = pytest.mark.spark

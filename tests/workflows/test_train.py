@@ -6,13 +6,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-
 from fixtures.configs import without_feature_lookups
 
 from lakescore.config import load_project
 from lakescore.errors import ConfigError
-from lakescore.workflows.preview import smoke_probe
 from lakescore.workflows.lookups import read_feature_tables
+from lakescore.workflows.preview import smoke_probe
 from lakescore.workflows.train import preflight, train
 
 

@@ -13,7 +13,8 @@ reference refuses a frame (raises), the compiled plan must refuse it with the sa
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd

@@ -20,8 +20,9 @@ Outputs are compared by :func:`lakescore.admission.compare.difference`, as the p
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd

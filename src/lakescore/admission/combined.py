@@ -23,7 +23,7 @@ from typing import Any
 
 import pandas as pd
 
-from lakescore.admission.evidence import EVIDENCE_VERSION, checks_json, lint_json, lint_ref, examine
+from lakescore.admission.evidence import EVIDENCE_VERSION, checks_json, examine, lint_json, lint_ref
 from lakescore.admission.fresh import check_fresh_module
 from lakescore.admission.parts import set_parts
 from lakescore.admission.probe import SAMPLE_ROWS, probe_parts, problem_messages

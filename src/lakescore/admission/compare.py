@@ -44,7 +44,7 @@ def difference(got: pd.DataFrame, want: pd.DataFrame, *, exact: bool = False,
         if pd.api.types.is_float_dtype(b.dtype) and not exact:
             same = floats_close(a.to_numpy(dtype="float64"), b.to_numpy(dtype="float64")).all()
         else:
-            same = bool((a.to_numpy() == b.to_numpy()).all())
+            same = bool((a.to_numpy() == b.to_numpy()).all())  # type: ignore[assignment]  # a numpy bool above, a bool here
         if not same:
             return Difference("output_mismatch", str(name))
     return None

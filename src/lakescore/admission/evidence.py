@@ -21,8 +21,8 @@ from lakescore.admission.lint import LintFinding, lint_function, lint_source
 from lakescore.admission.parts import chain_parts, is_custom
 from lakescore.admission.probe import SAMPLE_ROWS, probe_parts, problem_messages
 from lakescore.admission.result import CheckResult
-from lakescore.errors import ProbeError
 from lakescore.chain import FittedChain
+from lakescore.errors import ProbeError
 from lakescore.frames import encode_state
 from lakescore.models import fingerprint
 from lakescore.usercode import FunctionRef, UserCodeError
@@ -103,8 +103,8 @@ def examine(chain: FittedChain, holdout: pd.DataFrame) -> tuple[dict[str, Any], 
             lint[step.name] = lint_json(findings)
             problems += [f.message for f in findings]
     for rule in (*chain.rules, *chain.output_rules):
-        findings = lint_ref(rule.function, f"Scoring rule '{rule.name}'")
-        lint[f"rule:{rule.name}"] = lint_json(findings)
+        findings = lint_ref(rule.function, f"Scoring rule '{rule.name}'")  # type: ignore[attr-defined]  # eligibility and output rules both have function and name
+        lint[f"rule:{rule.name}"] = lint_json(findings)  # type: ignore[attr-defined]  # as above
         problems += [f.message for f in findings]
     for step in chain.pre_split:
         if is_custom(step) and chain.pre_split_role(step) != "skip":
@@ -120,7 +120,7 @@ def examine(chain: FittedChain, holdout: pd.DataFrame) -> tuple[dict[str, Any], 
     return _evidence(chain, parts, results, lint, len(sample)), problems
 
 
-def _evidence(chain: FittedChain, parts: list, results: dict[str, list[CheckResult]],
+def _evidence(chain: FittedChain, parts: list[Any], results: dict[str, list[CheckResult]],
               lint: dict[str, dict[str, Any]], sample_rows: int) -> dict[str, Any]:
     by_key = {p.key: p for p in parts}
     builtins, custom = [], []

@@ -42,7 +42,7 @@ def _modules(chain: FittedChain | ModelSet) -> list[str]:
     for step in (*chain.pre_split, *chain.steps):
         names.update(ref["module"] for role in ("apply", "learn")
                      if isinstance(ref := step.state.get(role), dict) and "module" in ref)
-    names.update(rule.function.module for rule in (*chain.rules, *chain.output_rules))
+    names.update(rule.function.module for rule in (*chain.rules, *chain.output_rules))  # type: ignore[attr-defined]  # eligibility and output rules both have function
     return sorted(names)
 
 
@@ -100,8 +100,8 @@ def check_fresh_module(chain: FittedChain | ModelSet, parts: list[Part]) -> dict
     results = {}
     for part in parts:
         got = outputs.get(part.key)
-        reason = got if isinstance(got, str) else compare(got, part.run(part.sample))
-        reason = reason + changed if reason else None
+        reason = got if isinstance(got, str) else compare(got, part.run(part.sample))  # type: ignore[assignment]  # str or None from here on
+        reason = reason + changed if reason else None  # type: ignore[assignment]  # as above
         results[part.key] = CheckResult(part.label, "fresh_module", "failed" if reason else "passed", reason or "")
     return results
 

@@ -28,9 +28,10 @@ from __future__ import annotations
 import ast
 import inspect
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 AXIS_OK = {"mean", "sum", "max", "min", "std", "median", "any", "all", "var", "prod", "count"}
 ALWAYS = {"groupby", "sort_values", "value_counts", "duplicated", "quantile", "nunique", "drop_duplicates",
@@ -129,7 +130,7 @@ class _Visitor(ast.NodeVisitor):
                         if isinstance(name, ast.Name) and isinstance(name.ctx, ast.Store):
                             self.locals.add(name.id)
                 if isinstance(node, ast.Assign) and isinstance(_root(node.value), ast.Name) \
-                        and _root(node.value).id in self.frames:
+                        and _root(node.value).id in self.frames:  # type: ignore[attr-defined]  # _root() is an ast.Name here: checked on the line above
                     for target in node.targets:
                         if isinstance(target, ast.Name):
                             self.frames.add(target.id)
@@ -139,7 +140,7 @@ class _Visitor(ast.NodeVisitor):
     def _add(self, node: ast.AST, rule: str, fix: str) -> None:
         if fix == FIX_STATISTIC and self.part.startswith("Scoring rule"):
             fix = FIX_RULE_STATISTIC  # rules have no learn()/apply()
-        self.findings.append(LintFinding(self.part, self.file, self.offset + node.lineno - 1,
+        self.findings.append(LintFinding(self.part, self.file, self.offset + node.lineno - 1,  # type: ignore[attr-defined]  # the nodes reported are expressions or statements: they carry lineno
                                          ast.unparse(node), rule, fix))
 
     def _shared(self, node: ast.AST) -> bool:
@@ -234,7 +235,7 @@ def _module_names(tree: ast.Module) -> set[str]:
 
 def _module_variables(tree: ast.Module) -> set[str]:
     """Names bound by assignments at module level (the objects a mutating call would share)."""
-    names = set()
+    names: set[str] = set()
     for node in tree.body:
         targets = node.targets if isinstance(node, ast.Assign) else \
             [node.target] if isinstance(node, ast.AnnAssign) else []

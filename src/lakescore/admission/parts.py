@@ -14,8 +14,9 @@ the whole chain and fails because of the plan blames it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 import pandas as pd
 
@@ -122,7 +123,7 @@ def chain_parts(chain: FittedChain, raw: pd.DataFrame) -> list[Part]:
     if chain.output_rules:
         predicted = chain.predict(raw)
         reached = raw[(predicted["scoring_status"] == "predicted").to_numpy()]
-        for i, rule in enumerate(chain.output_rules):
+        for i, rule in enumerate(chain.output_rules):  # type: ignore[assignment]  # the name is reused for the output rules
             parts.append(Part("rule", f"output_rule:{i}", f"Output rule '{rule.name}'",
                               _output_rule_run(chain, rule), reached, runs_chain=True))
     parts.append(Part("chain", "chain", "Chain", chain.predict, raw, runs_chain=True))

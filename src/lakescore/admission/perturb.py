@@ -9,7 +9,7 @@ UNSEEN_TEXT = "__lakescore_unseen__"
 
 
 def _perturb_value(value: object, dtype: object, *, text: bool) -> object:
-    if pd.isna(value):  # type: ignore[arg-type]
+    if pd.isna(value):
         return value
     if pd.api.types.is_bool_dtype(dtype):
         return not bool(value)
@@ -20,7 +20,7 @@ def _perturb_value(value: object, dtype: object, *, text: bool) -> object:
     if pd.api.types.is_numeric_dtype(dtype):
         return float(value) + (0.5 * abs(float(value)) or 1.0)  # type: ignore[arg-type]
     if pd.api.types.is_datetime64_any_dtype(dtype):
-        return value + pd.Timedelta(hours=1)  # type: ignore[operator]
+        return value + pd.Timedelta(hours=1)
     return UNSEEN_TEXT if text else value
 
 

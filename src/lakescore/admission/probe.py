@@ -13,7 +13,7 @@ Rows are changed by :mod:`lakescore.admission.perturb`; results are :class:`~lak
 
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -148,7 +148,7 @@ def check_perturb(part: Part) -> CheckResult:
             reason = "other_rows_moved" if found.reason == "output_mismatch" else found.reason
             return _result(part, "perturb", Difference(reason, found.column))
     for row in _perturb_rows(part.sample):
-        reason = _blank_reason(part, whole, row)
+        reason = _blank_reason(part, whole, row)  # type: ignore[assignment]  # the name is reused for the blank check's reason
         if reason:
             return _result(part, "perturb", reason)
     return _result(part, "perturb", None)

@@ -23,21 +23,62 @@ it (``BatchCompute``, ``ModelChangeMode``, ...); the library's fields and parame
 mode use the same alias.
 """
 
-from lakescore.config.base import (DEFAULT_CATALOG, DEFAULT_NAMESPACE, DEFAULT_SCHEMA, FIXED_OUTPUTS, IDENTIFIER,
-                                   PLACEHOLDER, PLACEHOLDERS, TABLE_NAME, ModelSelection, StrictModel, TableName,
-                                   load_file)
-from lakescore.config.inference import (BatchCompute, EnvManager, InferenceConfig, ModelChangeMode,
-                                        PublicationConfig, PublicationMode, SourceChangePolicy)
+from lakescore.config.base import (
+    DEFAULT_CATALOG,
+    DEFAULT_NAMESPACE,
+    DEFAULT_SCHEMA,
+    FIXED_OUTPUTS,
+    IDENTIFIER,
+    PLACEHOLDER,
+    PLACEHOLDERS,
+    TABLE_NAME,
+    ModelSelection,
+    StrictModel,
+    TableName,
+    load_file,
+)
+from lakescore.config.inference import (
+    BatchCompute,
+    EnvManager,
+    InferenceConfig,
+    ModelChangeMode,
+    PublicationConfig,
+    PublicationMode,
+    SourceChangePolicy,
+)
 from lakescore.config.monitoring import MonitoringConfig
 from lakescore.config.project import ProjectConfig, load_project
 from lakescore.config.scoring import EligibilityMode, OutputRuleConfig, OutputType, RuleConfig, ScoringConfig
-from lakescore.config.serving import (SERVING_PROFILES, CanaryConfig, ReplicaStart, ReplicasConfig, ScaleSignal,
-                                      ServingClientConfig, ServingConfig, ServingProfile, ShadowConfig)
-from lakescore.config.training import (COMPONENT_NAME, ComponentConfig, ComposedConfig, ComposedKind,
-                                       FeatureLookupConfig, FrameEngine, ModelConfig, ModelInputSetting,
-                                       ModelSetConfig, RegistryConfig, SplitConfig, SplitTrainingConfig,
-                                       ThresholdOptimize, ThresholdSetting, TrainingConfig, TrainingData,
-                                       TrainingDefaults)
+from lakescore.config.serving import (
+    SERVING_PROFILES,
+    CanaryConfig,
+    ReplicasConfig,
+    ReplicaStart,
+    ScaleSignal,
+    ServingClientConfig,
+    ServingConfig,
+    ServingProfile,
+    ShadowConfig,
+)
+from lakescore.config.training import (
+    COMPONENT_NAME,
+    ComponentConfig,
+    ComposedConfig,
+    ComposedKind,
+    FeatureLookupConfig,
+    FrameEngine,
+    ModelConfig,
+    ModelInputSetting,
+    ModelSetConfig,
+    RegistryConfig,
+    SplitConfig,
+    SplitTrainingConfig,
+    ThresholdOptimize,
+    ThresholdSetting,
+    TrainingConfig,
+    TrainingData,
+    TrainingDefaults,
+)
 
 __all__ = [
     "COMPONENT_NAME", "DEFAULT_CATALOG", "DEFAULT_NAMESPACE", "DEFAULT_SCHEMA", "FIXED_OUTPUTS", "IDENTIFIER",

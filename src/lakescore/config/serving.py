@@ -58,7 +58,7 @@ class ServingClientConfig(StrictModel):
     hold_s: Annotated[float, between(0, 3600)] = 60
     timeout_s: Annotated[float, between(1, 3600)] = 60
     deadline_s: Annotated[float, between(1, 7 * 86400)] = 300
-    retry_waits_s: list[Annotated[float, between(0, 3600)]] = Field(default_factory=lambda: [15, 30, 60, 120])
+    retry_waits_s: list[Annotated[float, between(0, 3600)]] = Field(default_factory=lambda: [15, 30, 60, 120])  # type: ignore[arg-type]  # int defaults of a list[float] field
     retry_only_idempotent: bool = False
     durable_job_id: bool = False
 

@@ -183,7 +183,7 @@ def performance_counts(predictions: pd.DataFrame, labels: pd.Series | None) -> P
     predicted = (predictions["scoring_status"] == "predicted").to_numpy()
     known = labels.notna().to_numpy()
     use = predicted & known
-    base = {"classifier": classifier, "labelled": True, "labelled_rows": int(use.sum()),
+    base: dict[str, Any] = {"classifier": classifier, "labelled": True, "labelled_rows": int(use.sum()),
             "labelled_excluded": int((~predicted & known).sum())}
     if not use.any():
         return PerformanceCounts(**base)

@@ -66,7 +66,7 @@ def label_snapshot(source: pd.DataFrame, version: int, mon: MonitoringConfig, ke
     LabelSnapshot
         The version read and the keys with their label.
     """
-    label = derive_label(source, column=mon.label_column, expression=mon.label_expression)
+    label = derive_label(source, column=mon.label_column, expression=mon.label_expression)  # type: ignore[arg-type]  # derive_label reads label_expression when label_column is None
     return LabelSnapshot(version, source[keys].reset_index(drop=True).assign(_label=label.array))
 
 

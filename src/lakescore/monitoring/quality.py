@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -26,7 +26,6 @@ from lakescore.monitoring.drift import drift_from_counts
 from lakescore.monitoring.labels import PERFORMANCE_COLUMNS, LabelSnapshot, digest, labels_changed
 from lakescore.monitoring.outputs import SET_NOT_MONITORED
 from lakescore.monitoring.performance import performance_figures
-
 
 JSON_TEXT_COLUMNS = frozenset({"exclusions_by_reason", "null_share", "prediction_distribution", "psi",
                                "output_distribution", "not_monitored", "alert_reasons"})
@@ -216,7 +215,7 @@ def first_row(receipt: dict[str, Any], version: int, aggregates: RunAggregates, 
            "source_version_to": int(receipt["source_version_to"]), "mode": receipt.get("mode"),
            **figures(aggregates, profile),
            "label_table_version": label_version, "labels_digest": digest(aggregates.label_hash),
-           "measurement": "first", "monitored_at": datetime.now(timezone.utc)}
+           "measurement": "first", "monitored_at": datetime.now(UTC)}
     reasons = alerts(row, monitoring)
     row["alert"], row["alert_reasons"] = bool(reasons), json.dumps(reasons)
     return row
@@ -250,7 +249,7 @@ def remeasure(latest: pd.DataFrame, measured: dict[int, RunAggregates], label_ve
         if labels_changed(previous, now, recomputed):
             out.append({**{k: v for k, v in previous.items() if k not in PERFORMANCE_COLUMNS}, **recomputed,
                         "label_table_version": label_version, "labels_digest": now,
-                        "measurement": "labels_changed", "monitored_at": datetime.now(timezone.utc)})
+                        "measurement": "labels_changed", "monitored_at": datetime.now(UTC)})
     return out
 
 

@@ -19,7 +19,7 @@ import html
 import io
 import json
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -347,7 +347,7 @@ def render(title: str, quality: pd.DataFrame, images: dict[str, str], *,
     parts += [f"<h2>{html.escape(name)}</h2>{body}" for name, body in (sections or {}).items()]
     parts += [f'<h2>{html.escape(name)}</h2><img alt="{html.escape(name)}" src="data:image/png;base64,{data}">'
               for name, data in images.items()]
-    stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    stamp = datetime.now(UTC).isoformat(timespec="seconds")
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
             f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1><p>written {stamp}</p>"
             f"{''.join(parts)}</body></html>")

@@ -23,8 +23,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lakescore.monitoring.aggregates import (HASH_HEX, NA_TEXT, QUANTILES, SEPARATOR, Distribution, LabelHash,
-                                             PerformanceCounts, RunAggregates)
+from lakescore.monitoring.aggregates import (
+    HASH_HEX,
+    NA_TEXT,
+    QUANTILES,
+    SEPARATOR,
+    Distribution,
+    LabelHash,
+    PerformanceCounts,
+    RunAggregates,
+)
 from lakescore.monitoring.outputs import Output, chain_output
 from lakescore.monitoring.report import histogram_column, histogram_edges
 
@@ -166,7 +174,7 @@ def spark_aggregates(frame: Any, *, inputs: dict[str, str] | None = None, label:
     for i, output in enumerate(summarised):
         exprs.update(_value_exprs(frame, output, f"o{i}_"))
     names = dict(inputs or {})
-    for i, (name, column) in enumerate(names.items()):
+    for i, (_name, column) in enumerate(names.items()):
         exprs[f"null_{i}"] = F.count(F.when(_missing(frame, column), 1))
     binned = _profile_bins(frame, names, profile)
     for i, (_, index, size, only) in enumerate(binned):
@@ -174,7 +182,7 @@ def spark_aggregates(frame: Any, *, inputs: dict[str, str] | None = None, label:
             exprs[f"bin_{i}_{b}"] = F.count(F.when(only & (index == b), 1))
     measured = label is not None and "prediction" in frame.columns  # a model set's rows: see monitoring.outputs
     if measured:
-        exprs.update(_performance_exprs(frame, label, classifier))
+        exprs.update(_performance_exprs(frame, label, classifier))  # type: ignore[arg-type]  # measured implies a label
     if label is not None and keys is not None:
         exprs.update(_label_hash_exprs(frame, keys, label))
     row = frame.agg(*[e.alias(n) for n, e in exprs.items()]).collect()[0].asDict()
@@ -248,12 +256,12 @@ def _performance(frame: Any, row: dict[str, Any], label: str | None, classifier:
                  exact_roc_limit: int) -> PerformanceCounts:
     if label is None:
         return PerformanceCounts(classifier=classifier)
-    base = {"classifier": classifier, "labelled": True, "labelled_rows": int(row["labelled_rows"]),
+    base: dict[str, Any] = {"classifier": classifier, "labelled": True, "labelled_rows": int(row["labelled_rows"]),
             "labelled_excluded": int(row["labelled_excluded"])}
     if not classifier:
         return PerformanceCounts(**base, squared_error_sum=float(row["squared_error_sum"] or 0.0),
                                  absolute_error_sum=float(row["absolute_error_sum"] or 0.0))
-    counts = {k: int(row[k]) for k in ("correct", "positives", "negatives", "other_labels")}
+    counts: dict[str, Any] = {k: int(row[k]) for k in ("correct", "positives", "negatives", "other_labels")}
     roc: tuple[tuple[float, int, int], ...] = ()
     exact = int(row["roc_distinct"]) <= exact_roc_limit
     if counts["positives"] and counts["negatives"] and not counts["other_labels"]:

@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from lakescore.errors import PublishConflictError, PublishError, ReceiptUnreadableError
 from lakescore.publish.plan import Decision, PublishRequest, TargetState, build_receipt, check_period_nulls, decide

@@ -221,7 +221,7 @@ class DeltaRsWriter:
                 self._snapshot.create_write_transaction(staged, mode, self._snapshot.schema(),
                                                         commit_properties=properties)
             else:
-                write_deltalake(self._snapshot, self.data, mode=mode, schema_mode=decision.schema_mode,
+                write_deltalake(self._snapshot, self.data, mode=mode, schema_mode=decision.schema_mode,  # type: ignore[call-overload]  # mode is 'append' or 'overwrite'
                                 predicate=period.predicate('"') if period else None, commit_properties=properties)
         except CommitFailedError as err:  # another commit landed on top of the snapshot
             raise CommitLost(str(err)) from err

@@ -684,7 +684,7 @@ def decide(request: PublishRequest, target: TargetState, *, allow_empty: bool = 
     where = {"append": "append to", "replace_period": "replace a period of", "replace_table": "replace all of"}[action]
     return Decision(action, f"{where} {target.table} v{target.version} -> v{target.version + 1}"  # type: ignore[operator]
                     + (f" (schema {schema_mode}d)" if schema_mode else ""), target.version,
-                    schema_mode=schema_mode, watermark_before=before, watermark_after=request.source_version_to)
+                    schema_mode=schema_mode, watermark_before=before, watermark_after=request.source_version_to)  # type: ignore[arg-type]  # _schema_problem returns 'merge', 'overwrite' or None
 
 
 def build_receipt(request: PublishRequest, decision: Decision, target: TargetState,

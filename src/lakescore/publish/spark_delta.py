@@ -53,8 +53,9 @@ named table and with delta-rs for a path table; both writers read each other's.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 from lakescore.config import TABLE_NAME, ModelChangeMode
 from lakescore.publish.commit import CommitLost, Period, RepeatedKeys, publish_once
@@ -585,7 +586,7 @@ class SparkDeltaWriter:
         """As :func:`repeated_keys`; the table is not read when the snapshot has no data files."""
         version = self.target.version
         held = against_table and version is not None and self.target.has_rows
-        return repeated_keys(self.frame, self.target.at(version) if held else None, keys=keys, table=self.table,
+        return repeated_keys(self.frame, self.target.at(version) if held else None, keys=keys, table=self.table,  # type: ignore[arg-type]  # held implies a version
                              may_hold=self.target.may_hold)
 
     def stage(self, decision: Decision) -> None:

@@ -10,11 +10,10 @@ kinds on the executors). :mod:`lakescore.publish.plan` decides; the writers in
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from typing import Any
-
 import json
 from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
@@ -46,7 +45,7 @@ def history_receipts(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for entry in history:
         receipt = parse_receipt(entry.get("userMetadata"))
         if receipt is not None:
-            stamp = datetime.fromtimestamp(entry.get("timestamp", 0) / 1000, tz=timezone.utc)
+            stamp = datetime.fromtimestamp(entry.get("timestamp", 0) / 1000, tz=UTC)
             out.append({**receipt, "table_version": int(entry["version"]),
                         "committed_at": stamp.isoformat(timespec="seconds")})
     return out
@@ -153,11 +152,11 @@ def read_target(path: str, name: str, *, app_id: str | None = None) -> tuple[Any
         return None, TargetState(name, exists=False, app_id=app_id)
     table = DeltaTable(path)
     table_id = table.metadata().id
-    found = merge_receipts(history_receipts(table.history()), stored_receipts(path), table_id)
-    return table, TargetState(name, True, table.version(), table_id, delta_schema(table.schema()),
+    found = merge_receipts(history_receipts(table.history()), stored_receipts(path), table_id)  # type: ignore[arg-type]  # deltalake types Metadata.id as int; it is the table's id text
+    return table, TargetState(name, True, table.version(), table_id, delta_schema(table.schema()),  # type: ignore[arg-type]  # as above
                               bool(table.file_uris()), tuple(found), app_id,
                               table.transaction_version(app_id) if app_id else None,
-                              later_commits(path, newest_receipt_version(found, table_id), table.version()))
+                              later_commits(path, newest_receipt_version(found, table_id), table.version()))  # type: ignore[arg-type]  # as above
 
 
 def receipts(path: str) -> list[dict[str, Any]]:
@@ -176,7 +175,7 @@ def receipts(path: str) -> list[dict[str, Any]]:
     if not DeltaTable.is_deltatable(path):
         return []
     table = DeltaTable(path)
-    return merge_receipts(history_receipts(table.history()), stored_receipts(path), table.metadata().id)
+    return merge_receipts(history_receipts(table.history()), stored_receipts(path), table.metadata().id)  # type: ignore[arg-type]  # as above
 
 
 class DeltaRsTarget:
@@ -294,7 +293,7 @@ def spark_change_kinds(changes: Any, *, table: str, first: int, last: int) -> tu
         groups = changes.groupBy("_change_type", "_commit_version").count().collect()
     except spark_errors() as err:
         raise change_feed_error(table, first, last, err) from err
-    inserted, kinds = 0, {}
+    inserted, kinds = 0, {}  # type: ignore[var-annotated]  # str keys, int counts
     for row in groups:
         if row["_change_type"] == "insert":
             inserted += int(row["count"])

@@ -208,7 +208,7 @@ def append_once(path: str, data: pa.Table, *, app_id: str, version: int,
         recorded = snapshot.transaction_version(app_id)
         if recorded is not None and int(recorded) >= version:
             return False
-        write_deltalake(snapshot, data, mode="append", schema_mode=schema_mode, commit_properties=txn,
+        write_deltalake(snapshot, data, mode="append", schema_mode=schema_mode, commit_properties=txn,  # type: ignore[call-overload]  # deltalake's overloads want writer_properties set; None is its default
                         writer_properties=create.get("writer_properties"))  # the snapshot just checked
         return True
 

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from lakescore.config import TABLE_NAME
 from lakescore.change_feed_errors import change_feed_error
+from lakescore.config import TABLE_NAME
 from lakescore.errors import RuntimeUnsupportedError, TableExistsError, TableNotFoundError
 from lakescore.runtime.base import PLACEMENTS, Placement
 from lakescore.runtime.local import DELTA_RS_READER_FEATURES

@@ -59,7 +59,7 @@ def _actions(spark: Any, location: str, schema: str, *, upto: int) -> list[Any]:
     for read in (lambda: spark.read.schema(schema).json(log + "*.json"),
                  lambda: spark.read.schema(schema).parquet(log + "*.checkpoint*.parquet")):
         try:  # a classic session lists the files here, Spark Connect at the first action (see _first)
-            frames.append(read().withColumn("_log_version", version).where(F.col("_log_version") <= upto))
+            frames.append(read().withColumn("_log_version", version).where(F.col("_log_version") <= upto))  # type: ignore[no-untyped-call]  # the read lambdas above are unannotated
         except Exception as err:  # AnalysisException [PATH_NOT_FOUND]: the glob matched no file
             if not _missing(err):
                 raise

@@ -27,9 +27,10 @@ equal before and after means the join read the pinned ones.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from lakescore.errors import FeatureLookupError, RuntimeUnsupportedError
 
@@ -144,7 +145,7 @@ class FeatureEngineering:
                 registered_model_name=registered_model_name, signature=signature,
                 output_schema=signature.outputs,  # the wrapper's outputs: ours, not the label's
                 **kwargs)
-            run_id = info.run_id if info is not None else mlflow.active_run().info.run_id
+            run_id = info.run_id if info is not None else mlflow.active_run().info.run_id  # type: ignore[union-attr]  # log_model ran inside the active run
             found = [int(v.version) for v in mlflow.MlflowClient().search_model_versions(f"run_id = '{run_id}'")
                      if v.name == registered_model_name]
             if not found:

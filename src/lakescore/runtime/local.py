@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from lakescore.config import TABLE_NAME
 from lakescore.change_feed_errors import change_feed_error
+from lakescore.config import TABLE_NAME
 from lakescore.errors import TableExistsError, TableNotFoundError, spark_errors
 from lakescore.locking import exclusive
 from lakescore.runtime.base import PLACEMENTS, Placement

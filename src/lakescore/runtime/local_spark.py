@@ -163,13 +163,13 @@ def classic_session(home: Path, *, connect_server: bool = False) -> Any:
         confs.update(server_confs(*server))
     mode = os.environ.pop(CONNECT_MODE_ENV, None)  # set, the classic builder would hand out a Connect session
     try:
-        session = (SparkSession.builder.master(master).appName("lakescore").config(map=confs)
+        session = (SparkSession.builder.master(master).appName("lakescore").config(map=confs)  # type: ignore[arg-type]  # str values are among the primitives pyspark's stub wants
                    .getOrCreate())
     finally:
         if mode is not None:
             os.environ[CONNECT_MODE_ENV] = mode
     if connect_server and _server is None:
-        if CONNECT_PLUGIN not in session.conf.get("spark.plugins", ""):
+        if CONNECT_PLUGIN not in session.conf.get("spark.plugins", ""):  # type: ignore[operator]  # conf.get with a default returns a str
             raise SparkConnectUnavailableError(
                 "a classic SparkSession without a Spark Connect server already runs in this process, and a "
                 "server starts only with a new session; stop it first (spark.stop()) or set "

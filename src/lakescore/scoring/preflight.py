@@ -7,12 +7,18 @@ from typing import Any
 
 from lakescore.admission.certificate import check_environment, require_admitted
 from lakescore.config import ProjectConfig
-from lakescore.errors import (CertificateError, ConfigError, LakescoreError, ModelArtifactsMissingError,
-                              SparkPolarsUnsupportedError, TableFeatureUnsupportedError, UncertifiedModelError)
+from lakescore.errors import (
+    CertificateError,
+    ConfigError,
+    LakescoreError,
+    ModelArtifactsMissingError,
+    SparkPolarsUnsupportedError,
+    TableFeatureUnsupportedError,
+    UncertifiedModelError,
+)
 from lakescore.runtime.base import Tables
 from lakescore.saved_models import chain_meta
 from lakescore.thresholds import saved_decision_rule
-
 
 
 @dataclass(frozen=True)
@@ -130,7 +136,7 @@ def preflight(project: ProjectConfig, tables: Tables) -> ScorePlan:
         if columns:
             from lakescore.lookup import FeatureLookup, lookup_inputs
 
-            needed = lookup_inputs([FeatureLookup.from_json(x) for x in lookups], inputs)
+            needed = lookup_inputs([FeatureLookup.from_json(x) for x in lookups], inputs)  # type: ignore[var-annotated]  # lookups starts as an empty tuple
             missing = [c for c in dict.fromkeys((*keys, *needed)) if c not in columns]
             if missing:
                 problems.append(f"{project.shown('inference')}: score_source_table {inf.score_source_table!r} lacks "
@@ -143,7 +149,7 @@ def preflight(project: ProjectConfig, tables: Tables) -> ScorePlan:
                 "or retrain on the source's types."
                 for c, kind in kinds.items() if c in source_kinds and source_kinds[c] != kind]
     feature_tables: dict[str, int] = {}
-    for spec in lookups:
+    for spec in lookups:  # type: ignore[var-annotated]  # as above
         try:  # pinned now, like the source: the run joins each feature table at its current version
             feature_tables[spec["table_name"]] = tables.table_version(spec["table_name"])
         except LakescoreError as err:
@@ -212,7 +218,7 @@ def _check_readable(project: ProjectConfig, tables: Tables, version: int) -> Non
     reads the Parquet files behind them, nor fails half-way)."""
     inf = project.inference
     engine = "spark" if inf.batch_compute == "spark" else "delta-rs"
-    unreadable = tables.unreadable_features(inf.score_source_table, version=version, engine=engine)
+    unreadable = tables.unreadable_features(inf.score_source_table, version=version, engine=engine)  # type: ignore[arg-type]  # 'spark' or 'delta-rs'
     if unreadable:
         import deltalake  # only to name the reader's version
 

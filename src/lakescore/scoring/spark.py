@@ -23,18 +23,19 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from lakescore.config import EnvManager
 from lakescore.frames import TRANSPORT_TYPES, null_mask_name
 from lakescore.rules import OUTPUT_TYPES
 from lakescore.scoring.preflight import ScorePlan
-from lakescore.scoring.tally import Tally
-from lakescore.transport_codes import decode_column, saved_code_tables
 from lakescore.scoring.splits import spread_reads
+from lakescore.scoring.tally import Tally
 from lakescore.scoring.udf_model import local_model
+from lakescore.transport_codes import decode_column, saved_code_tables
 
 INT_EXTENSION_CONF = "spark.sql.execution.pythonUDF.pandas.preferIntExtensionDtype"
 

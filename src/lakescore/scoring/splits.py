@@ -17,8 +17,9 @@ row group) leaves cores idle whatever the setting; that is the table's layout to
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 MAX_PARTITION_BYTES_CONF = "spark.sql.files.maxPartitionBytes"
 SPLIT_FLOOR_BYTES = 1 << 20

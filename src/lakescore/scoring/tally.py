@@ -20,7 +20,7 @@ class Tally:
     groups: tuple[tuple[str, str | None, int], ...] = ()
 
     @classmethod
-    def of(cls, pairs: Any) -> "Tally":
+    def of(cls, pairs: Any) -> Tally:
         """A tally from ``(status, reason, rows)`` triples in any order (nulls as None)."""
         clean = [(str(s), None if r is None or r is pd.NA else str(r), int(n)) for s, r, n in pairs]
         return cls(tuple(sorted(clean, key=lambda g: (g[0], g[1] is not None, g[1] or ""))))

@@ -23,6 +23,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
+
 def local_model(model_uri: str, folder: Path | None = None) -> str:
     """Download the logged model at ``model_uri`` once, into a new folder under ``folder``.
 

@@ -16,15 +16,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from lakescore.errors import ServingConflictError, ServingError
-from lakescore.serving.policy.autoscaler import Autoscaler
-from lakescore.serving.replicas.backend import FeatureGeneration
-from lakescore.serving.policy.candidates import Candidates
-from lakescore.serving.replicas.feature_generations import FeatureGenerations
-from lakescore.serving.policy.health import REPLICA_START_TIMEOUT_S, HEALTH_INTERVAL_S
 from lakescore.serving.plan import EndpointPlan, alias_version, certified_columns, model_task
+from lakescore.serving.policy.autoscaler import Autoscaler
+from lakescore.serving.policy.candidates import Candidates
+from lakescore.serving.policy.health import HEALTH_INTERVAL_S, REPLICA_START_TIMEOUT_S
+from lakescore.serving.replicas.backend import FeatureGeneration
+from lakescore.serving.replicas.feature_generations import FeatureGenerations
 from lakescore.serving.replicas.pool import Replica, ReplicaPool
 from lakescore.serving.state.store import ServingState
 

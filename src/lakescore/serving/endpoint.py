@@ -27,33 +27,34 @@ import os
 import time
 import uuid
 from collections import Counter
-from functools import partial
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from functools import partial
+from typing import Any
 
 import orjson
 
 from lakescore.errors import EndpointUnavailableError, ModelNotFoundError, RequestError
 from lakescore.serving import forkserver
-from lakescore.serving.policy.autoscaler import Autoscaler
-from lakescore.serving.replicas.backend import FeatureGeneration, ReplicaBackend
-from lakescore.serving.policy.canary import Outcome, verdict
-from lakescore.serving.policy.candidates import Candidates
-from lakescore.serving.replicas.channel import ChannelError, ReplicaChannels
-from lakescore.serving.replicas.replica import trim_memory
-from lakescore.serving.replicas.cold import score_cold
 from lakescore.serving.deploy import Deployer
 from lakescore.serving.drift import DriftReference, check_rows
-from lakescore.serving.replicas.feature_generations import FeatureGenerations
 from lakescore.serving.features import FeatureReader
-from lakescore.serving.policy.health import HEALTH_INTERVAL_S, ReplicaHealth
+from lakescore.serving.http.wire import ScoreRequest, parse_request
 from lakescore.serving.plan import EndpointPlan
-from lakescore.serving.replicas.pool import Replica, ReplicaPool, Role
-from lakescore.serving.state.recorder import Answered, PredictionRecorder, RecordBatch
+from lakescore.serving.policy.autoscaler import Autoscaler
+from lakescore.serving.policy.canary import Outcome, verdict
+from lakescore.serving.policy.candidates import Candidates
+from lakescore.serving.policy.health import HEALTH_INTERVAL_S, ReplicaHealth
 from lakescore.serving.policy.routing import Route, Snapshot, route
 from lakescore.serving.policy.stale import StaleCheck
+from lakescore.serving.replicas.backend import FeatureGeneration, ReplicaBackend
+from lakescore.serving.replicas.channel import ChannelError, ReplicaChannels
+from lakescore.serving.replicas.cold import score_cold
+from lakescore.serving.replicas.feature_generations import FeatureGenerations
+from lakescore.serving.replicas.pool import Replica, ReplicaPool, Role
+from lakescore.serving.replicas.replica import trim_memory
+from lakescore.serving.state.recorder import Answered, PredictionRecorder, RecordBatch
 from lakescore.serving.state.store import ServingState
-from lakescore.serving.http.wire import ScoreRequest, parse_request
 
 MAX_REPLICA_ATTEMPTS = 3
 

@@ -30,23 +30,29 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import Any
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import Response
 from fastapi.routing import APIRoute
 from starlette.background import BackgroundTask
 
-from lakescore.errors import (EndpointActionError, EndpointUnavailableError, LakescoreError, RequestError,
-                              UnauthorizedError)
+from lakescore.errors import (
+    EndpointActionError,
+    EndpointUnavailableError,
+    LakescoreError,
+    RequestError,
+    UnauthorizedError,
+)
 from lakescore.serving.endpoint import Endpoint, new_request_id
-from lakescore.serving.http.idempotency import KeyClaims, Kept, request_digest
-from lakescore.serving.replicas.memory import footprint
-from lakescore.serving.plan import input_columns
+from lakescore.serving.http.idempotency import Kept, KeyClaims, request_digest
 from lakescore.serving.http.responses import UNAUTHORIZED, authorized, error_reply, read_body, reply
-from lakescore.serving.state.store import ServingState
 from lakescore.serving.http.wire import ScoreRequest, parse_request
+from lakescore.serving.plan import input_columns
+from lakescore.serving.replicas.memory import footprint
+from lakescore.serving.state.store import ServingState
 
 MAX_HOLD_S = 3600.0
 REPLY_KEPT_S = 86400.0
@@ -78,7 +84,7 @@ class OperatorRoute(APIRoute):
     lakescore error becomes :class:`~lakescore.errors.EndpointActionError` (500) naming the route and
     the version the endpoint keeps serving, instead of a bare 500; its traceback goes to the log."""
 
-    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
+    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:  # type: ignore[override]  # fastapi awaits the handler: our coroutine function is one
         handle = super().get_route_handler()
 
         async def handler(request: Request) -> Response:

@@ -24,8 +24,9 @@ what a replica holds. Nothing here imports pandas at import time: the endpoint p
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -138,7 +139,7 @@ def _utc_wall_clock(frame: pd.DataFrame, table: pd.DataFrame, spec: FeatureLooku
     if not spec.point_in_time or ts not in frame.columns or fts not in table.columns:
         return frame  # no point in time, or join_features refuses the missing column itself
     if isinstance(frame[ts].dtype, pd.DatetimeTZDtype) and pd.api.types.is_datetime64_dtype(table[fts].dtype):
-        return frame.assign(**{ts: frame[ts].dt.tz_convert("UTC").dt.tz_localize(None)})
+        return frame.assign(**{ts: frame[ts].dt.tz_convert("UTC").dt.tz_localize(None)})  # type: ignore[arg-type]  # ts is one of frame's columns (checked above): a str
     return frame
 
 

@@ -18,9 +18,9 @@ A child's environment is the fork server's, taken when the fork server started, 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable
+from typing import Any
 
 from lakescore.errors import ServingError
 
@@ -109,7 +109,7 @@ class Child:
             raise TimeoutError(f"{self.what} sent no answer within {timeout_s:g} s")
         self.process.join(5)
         if kind == "error":
-            raise value
+            raise value  # type: ignore[misc]  # with kind 'error' the process sent an exception
         return value
 
     def kill(self) -> None:

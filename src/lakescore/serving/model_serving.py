@@ -30,8 +30,9 @@ or failure rate with the pinned version's.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from lakescore.config import ReplicasConfig, ServingConfig
 from lakescore.errors import ConfigError, ModelServingError, ModelServingLookupsError, RuntimeUnsupportedError
@@ -85,8 +86,12 @@ def endpoint_config(settings: ServingConfig, *, model_name: str, version: int,
     ConfigError
         The candidate is the pinned version, or ``replicas.max`` is above 64.
     """
-    from databricks.sdk.service.serving import (EndpointCoreConfigInput, Route, ServedEntityInput,  # workspace SDK
-                                                TrafficConfig)
+    from databricks.sdk.service.serving import (  # workspace SDK
+        EndpointCoreConfigInput,
+        Route,
+        ServedEntityInput,
+        TrafficConfig,
+    )
 
     if candidate_version == version:
         raise ConfigError([f"--candidate-version {candidate_version} is the pinned version of endpoint "
@@ -222,7 +227,7 @@ def create_endpoint(config: Any, ai_gateway: Any = None) -> dict[str, Any]:
             "Set DATABRICKS_HOST and DATABRICKS_TOKEN (or DATABRICKS_CONFIG_PROFILE naming a profile in "
             "~/.databrickscfg), or run it on a cluster; or drop --create and create the endpoint from the "
             "exported file (databricks serving-endpoints create --json @out.json).") from err
-    from databricks.sdk.errors import DatabricksError, ResourceAlreadyExists  # workspace SDK
+    from databricks.sdk.errors import DatabricksError, ResourceAlreadyExists  # type: ignore[attr-defined]  # re-exported by the SDK; workspace SDK
 
     try:
         waiter = client.serving_endpoints.create(config.name, config=config, ai_gateway=ai_gateway)
@@ -239,4 +244,4 @@ def create_endpoint(config: Any, ai_gateway: Any = None) -> dict[str, Any]:
             f"lakescore serve --create: the workspace refused to create Model Serving endpoint {config.name!r}: "
             f"{err.error_code or type(err).__name__}: {str(err)[:300]}. To go on, {fix}.",
             endpoint=config.name, error_code=err.error_code or type(err).__name__) from err
-    return dict(waiter.response.as_dict())
+    return dict(waiter.response.as_dict())  # type: ignore[attr-defined]  # the waiter's response is the endpoint's details

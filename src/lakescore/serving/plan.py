@@ -12,9 +12,10 @@ never imports MLflow; any other process reads in place.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from lakescore.config import ModelSelection, ProjectConfig, ServingConfig
 from lakescore.errors import ConfigError, LakescoreError
@@ -58,7 +59,7 @@ class EndpointPlan:
         """
         follows = self.follows_alias and version == alias_version
         return replace(self, version=version, input_columns=input_columns, task=task, lookups=tuple(lookups),
-                       selection=self.selection if follows else "deploy")
+                       selection=self.selection if follows else "deploy")  # type: ignore[arg-type]  # 'deploy' is a selection EndpointPlan.selection's Literal does not list yet
 
     def uri(self, version: int) -> str:
         """``models:/<model_name>/<version>``."""

@@ -12,8 +12,9 @@ import contextlib
 import json
 import signal
 import socket
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from lakescore.errors import ConfigError
 

@@ -76,7 +76,7 @@ def _eval(node: ast.expr, values: dict[str, np.ndarray], on_zero: str, rows: int
     if isinstance(node, ast.Name):
         return values[node.id]
     if isinstance(node, ast.Constant):
-        return np.full(rows, float(node.value))
+        return np.full(rows, float(node.value))  # type: ignore[arg-type]  # the expression parser admits numeric constants only
     if isinstance(node, ast.UnaryOp):
         operand = _eval(node.operand, values, on_zero, rows)
         return -operand if isinstance(node.op, ast.USub) else operand
@@ -147,7 +147,7 @@ class _Arithmetic(StepKind):
         return list(_features(params))
 
     @classmethod
-    def learn(cls, frame: pd.DataFrame, y: pd.Series | None, params: Any) -> dict[str, Any]:  # type: ignore[override]
+    def learn(cls, frame: pd.DataFrame, y: pd.Series | None, params: Any) -> dict[str, Any]:
         features = _features(params)
         _no_clash(params.name, list(features), frame)
         return {"features": [[name, expression] for name, expression in features.items()],

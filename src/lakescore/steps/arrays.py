@@ -8,7 +8,8 @@ lookup or ``Series.isin`` finds them.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd

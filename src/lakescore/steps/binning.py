@@ -14,9 +14,9 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, field_validator, model_validator
 
-from lakescore.columns import Columns, Kernel
+from lakescore.columns import Columns, Kernel, float_values
 from lakescore.errors import StepError
-from lakescore.steps.base import StepKind, StepParams, float_values, register
+from lakescore.steps.base import StepKind, StepParams, register
 
 
 class KBinsParams(StepParams):
@@ -187,7 +187,7 @@ class CustomBinning(StepKind):
         def apply(batch: Columns) -> None:
             for column, edges in columns:
                 values = batch.floats(column, step="CustomBinning")
-                codes = (np.searchsorted(edges, values, side=side) - 1).astype("float64")
+                codes = (np.searchsorted(edges, values, side=side) - 1).astype("float64")  # type: ignore[call-overload]  # side is 'left' or 'right'
                 last = len(edges) - 2
                 if state["outside"] == "clip":
                     codes = np.clip(codes, 0, last)

@@ -173,7 +173,7 @@ DatePart = Literal["year", "month", "day", "dayofweek", "dayofyear", "hour", "mi
 
 
 class DateParams(StepParams):
-    parts: list[DatePart] = Field(default_factory=lambda: ["year", "month", "day", "dayofweek", "hour"],
+    parts: list[DatePart] = Field(default_factory=lambda: ["year", "month", "day", "dayofweek", "hour"],  # type: ignore[arg-type]  # the defaults are DatePart values
                                   min_length=1)
     timezone: str | None = None
     format: str = "ISO8601"

@@ -15,10 +15,10 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, field_validator
 
-from lakescore.columns import Columns, Kernel, text_or_missing
+from lakescore.columns import Columns, Kernel, text_or_missing, text_values
 from lakescore.errors import StepError
 from lakescore.steps.arrays import Positions
-from lakescore.steps.base import StepKind, StepParams, register, text_values
+from lakescore.steps.base import StepKind, StepParams, register
 
 
 def _present(frame: pd.DataFrame, column: str) -> np.ndarray:

@@ -16,9 +16,9 @@ import numpy as np
 import pandas as pd
 from pydantic import Field
 
-from lakescore.columns import Columns, Kernel
+from lakescore.columns import Columns, Kernel, text_values
 from lakescore.errors import StepError
-from lakescore.steps.base import StepKind, StepParams, register, text_values
+from lakescore.steps.base import StepKind, StepParams, register
 
 
 class HashParams(StepParams):

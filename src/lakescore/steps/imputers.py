@@ -15,10 +15,10 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, model_validator
 
-from lakescore.columns import Columns, Kernel
+from lakescore.columns import Columns, Kernel, float_values
 from lakescore.errors import StepError
 from lakescore.steps.arrays import Positions, as_objects, object_values
-from lakescore.steps.base import StepKind, StepParams, float_values, is_numeric, register
+from lakescore.steps.base import StepKind, StepParams, is_numeric, register
 
 Strategy = Literal["mean", "median", "most_frequent", "constant"]
 

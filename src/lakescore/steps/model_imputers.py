@@ -8,7 +8,8 @@ from the saved state with element-wise numpy, and a row is filled the same way i
 
 from __future__ import annotations
 
-from typing import Any, Callable, Literal
+from collections.abc import Callable
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd

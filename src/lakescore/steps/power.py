@@ -90,18 +90,18 @@ def check_invalid_share(step: str, data: np.ndarray, columns: list[str], method:
     """
     bad = _cannot_take(data, method)
     invalid = bad.any(axis=1)
-    share = invalid.mean() if len(invalid) else 0.0
+    share = invalid.mean() if len(invalid) else 0.0  # type: ignore[arg-type]  # numpy's stub: any(axis=1) of a 2-D array is an array
     if share > MAX_INVALID_SHARE:
         row, col = np.argwhere(bad)[0]
         hint = ("zero or negative" if method == "box-cox" else "infinite")
         raise StepError(
-            f"step '{step}' (PowerTransformer, {method}): {share:.1%} of its {len(invalid)} training "
+            f"step '{step}' (PowerTransformer, {method}): {share:.1%} of its {len(invalid)} training "  # type: ignore[arg-type]  # as above
             f"rows ({int(invalid.sum())}) hold values it cannot transform ({hint}; e.g. column "
             f"'{columns[col]}' = {float(data[row, col])!r}); at most {MAX_INVALID_SHARE:.0%} may be. Use "
             "method: yeo-johnson, or repair those rows before this step.",
             step=step, share=float(share),
         )
-    return invalid
+    return invalid  # type: ignore[return-value]  # as above
 
 
 @register

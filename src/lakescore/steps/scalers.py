@@ -7,15 +7,16 @@ the sklearn ``transform`` it mirrors, so a row's value never depends on its batc
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from pydantic import Field, model_validator
 
-from lakescore.columns import Columns, Kernel
+from lakescore.columns import Columns, Kernel, float_values
 from lakescore.errors import StepError
-from lakescore.steps.base import StepKind, StepParams, float_matrix, float_values, register
+from lakescore.steps.base import StepKind, StepParams, float_matrix, register
 
 
 def _fit(sk: Any, frame: pd.DataFrame, params: StepParams) -> Any:

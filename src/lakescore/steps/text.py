@@ -36,15 +36,16 @@ from each scored batch), ``min_df`` / ``max_df`` / ``max_features`` beside a dec
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, ClassVar, Literal
+from collections.abc import Callable
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import pandas as pd
 from pydantic import Field, field_validator
 
-from lakescore.columns import Columns, Kernel
+from lakescore.columns import Columns, Kernel, text_values
 from lakescore.errors import StepError
-from lakescore.steps.base import StepKind, StepParams, register, text_values
+from lakescore.steps.base import StepKind, StepParams, register
 
 TOKEN_PATTERN = r"(?u)\b\w\w+\b"
 MAX_WIDTH = 16_384
@@ -195,7 +196,7 @@ class _Vectorizer(StepKind):
         return lambda texts: transform(documents(texts)) if len(texts) else sparse.csr_matrix((0, width))
 
     @classmethod
-    def apply(cls, frame: pd.DataFrame, state: dict[str, Any]) -> pd.DataFrame:  # type: ignore[override]
+    def apply(cls, frame: pd.DataFrame, state: dict[str, Any]) -> pd.DataFrame:
         column = state["columns"][0]
         matrix = cls.matrix(state)(text_values(frame, column))
         return _replace(frame, column, sparse_frame(matrix, frame.index, state["names"]))
@@ -336,7 +337,7 @@ class TfidfVectorizerStep(_Vectorizer):
             smooth_idf=params.smooth_idf, sublinear_tf=params.sublinear_tf)
         state = _learn_vocabulary(frame, params, estimator)
         state.update(norm=params.norm, sublinear_tf=params.sublinear_tf,
-                     idf=np.asarray(estimator.idf_, dtype="float64") if params.use_idf else None)
+                     idf=np.asarray(estimator.idf_, dtype="float64") if params.use_idf else None)  # type: ignore[union-attr]  # _learn_vocabulary refused vocabulary: batch, the one case without estimator
         return state
 
     @staticmethod

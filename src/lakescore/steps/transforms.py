@@ -148,7 +148,7 @@ def _any_invalid(data: np.ndarray, function: str) -> np.ndarray:
     """True per row (n_rows,) where a value of ``data`` (n_rows, n_columns) is invalid."""
     if data.shape[1] == 0:
         return np.zeros(len(data), dtype=bool)
-    return np.column_stack([_invalid(data[:, j], function) for j in range(data.shape[1])]).any(axis=1)
+    return np.column_stack([_invalid(data[:, j], function) for j in range(data.shape[1])]).any(axis=1)  # type: ignore[return-value]  # numpy's stub: any(axis=1) of a 2-D array is an array
 
 
 UFUNCS = ("abs", "negative", "sign", "floor", "ceil", "rint", "trunc", "cbrt", "exp2", "expm1", "log2",

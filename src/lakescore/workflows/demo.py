@@ -27,7 +27,6 @@ from lakescore.workflows.routes import Route, choose_route
 from lakescore.workflows.score import score
 from lakescore.workflows.train import train
 
-
 ENGINE_NAMES = {"spark-delta": "Spark Delta", "delta-rs": "delta-rs"}
 
 

@@ -107,7 +107,7 @@ def monitor(project: ProjectConfig, runtime: Runtime, *, report: str | None = No
         elif remeasured:
             action += f" ({len(remeasured)} re-measured on label table version {snapshot.version})"
     else:
-        action, last = NOOP, quality.sort_values("monitored_at").iloc[-1].to_dict()
+        action, last = NOOP, quality.sort_values("monitored_at").iloc[-1].to_dict()  # type: ignore[union-attr]  # without rows to append, the quality table was read
     written = None
     if report:
         with progress.step(f"monitor: write report {report}"):

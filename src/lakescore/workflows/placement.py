@@ -14,9 +14,10 @@ publish`` writes with the same engine (:func:`lakescore.workflows.publish.publis
 
 from __future__ import annotations
 
+from lakescore.config import BatchCompute
 from lakescore.publish.commit import PublicationTarget
 from lakescore.runtime import Runtime
-from lakescore.runtime.base import BatchCompute, DeltaEngine, publication_engine
+from lakescore.runtime.base import DeltaEngine, publication_engine
 
 
 def prediction_target(runtime: Runtime, table: str, *, batch_compute: BatchCompute,

@@ -18,10 +18,10 @@ from typing import Any, Literal
 
 import pandas as pd
 
+from lakescore.admission.agreement import AGREEMENT_CHECKS
 from lakescore.admission.certificate import require_admitted
 from lakescore.admission.evidence import examine
 from lakescore.admission.lint import lint_function
-from lakescore.admission.agreement import AGREEMENT_CHECKS
 from lakescore.admission.probe import CHAIN_CHECKS, PART_CHECKS
 from lakescore.config import ProjectConfig
 from lakescore.custom import resolve_user_step
@@ -58,7 +58,7 @@ def preview_train(project: ProjectConfig) -> list[str]:
     """Lines describing the lint result of every user function and the checks the probe would run."""
     _single_model(project)
     part_checks = _check_names(PART_CHECKS) + ", fresh_module"
-    lines = [f"Recipe ({len(project.training.preprocessing)} steps), model {project.training.model.class_name}:"]
+    lines = [f"Recipe ({len(project.training.preprocessing)} steps), model {project.training.model.class_name}:"]  # type: ignore[union-attr]  # _single_model() refused a model set: model is set
     for raw in project.training.preprocessing:
         name, kind = raw.get("name"), raw.get("step")
         if str(kind).lower() == "custom":
@@ -71,14 +71,14 @@ def preview_train(project: ProjectConfig) -> list[str]:
             lines.append(f"  built-in step {name} ({kind})")
         lines.append(f"    would probe: {part_checks}")
     rules = [("eligibility", r) for r in load_rules(project.scoring)]
-    rules += [("output", r) for r in load_output_rules(project.scoring)]
+    rules += [("output", r) for r in load_output_rules(project.scoring)]  # type: ignore[misc]  # eligibility and output rules, listed together
     lines.append(f"Project scoring rules: {'disabled' if not rules else len(rules)}")
     for kind, rule in rules:
         findings = lint_function(rule.function.load(), part=f"Scoring rule '{rule.name}'")
         verdict = "lint passed" if not findings else "lint FAILED: " + "; ".join(f.message for f in findings)
         lines.append(f"  {kind} rule {rule.name} v{rule.version}: {verdict}")
         lines.append(f"    would probe: {part_checks}")
-    lines.append(f"  model {project.training.model.class_name}: would probe: {part_checks}")
+    lines.append(f"  model {project.training.model.class_name}: would probe: {part_checks}")  # type: ignore[union-attr]  # _single_model() refused a model set: model is set
     lines.append(f"  compiled plan: would compare with the step-by-step walk: {_check_names(AGREEMENT_CHECKS)}")
     lines.append(f"  whole chain: would probe: {_check_names(CHAIN_CHECKS)}")
     return lines
@@ -231,7 +231,7 @@ def smoke_probe(project: ProjectConfig, sample_path: str | Path, *,
     problems = recipe_problems(project, set(sample.columns), source=str(sample_path))
     cfg = project.training
     read = [*cfg.data.feature_columns, *(c for r in (*project.scoring.eligibility, *project.scoring.output)
-                                         for c in r.columns)]
+                                         for c in r.columns)]  # type: ignore[attr-defined]  # eligibility and output rule configs both have columns
     missing = [c for c in dict.fromkeys(read) if c not in sample.columns]
     if missing:
         problems.append(f"sample {sample_path} lacks column(s) {missing} that {project.shown('training')} "
@@ -242,7 +242,7 @@ def smoke_probe(project: ProjectConfig, sample_path: str | Path, *,
     try:
         frame, y, pre = prepare_rows(project, sample)
         chain = fit_project_chain(project, frame, y, pre)
-        chain = with_threshold(chain, project.training.model.threshold, frame, y, shown=project.shown("training"))
+        chain = with_threshold(chain, project.training.model.threshold, frame, y, shown=project.shown("training"))  # type: ignore[union-attr]  # _single_model() refused a model set: model is set
     except ValueError as err:  # e.g. scikit-learn refusing a one-class sample
         raise LakescoreError(f"cannot fit the recipe and model on {sample_path}: {err}. Give a sample with "
                              "every class of the target and the recipe's columns.") from err

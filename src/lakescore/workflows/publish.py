@@ -13,12 +13,11 @@ from __future__ import annotations
 from typing import Any
 
 from lakescore import progress
-from lakescore.config import ProjectConfig
+from lakescore.config import BatchCompute, ProjectConfig
 from lakescore.errors import StalePlanError
 from lakescore.publish.plan import PublishRequest, Scope, app_id_for, check_period_nulls, config_digest, period_bounds
 from lakescore.publish.run import FrameFacts, PublishResult
 from lakescore.runtime import Runtime
-from lakescore.runtime.base import BatchCompute
 from lakescore.scoring.run import ScoredRun
 from lakescore.workflows.routes import choose_route
 from lakescore.workflows.score import load_scored, score

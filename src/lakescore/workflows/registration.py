@@ -132,5 +132,5 @@ def _profiled_prediction(model: FittedChain | ModelSet) -> str | None:
     first component's probability (classifier) or prediction (regressor), as the set names it."""
     if model.task != "model_set":  # a chain, or a pasting ensemble (a chain's columns)
         return None
-    name, chain = model.components[0]
+    name, chain = model.components[0]  # type: ignore[union-attr]  # task 'model_set' is a ModelSet
     return f"{name}_probability" if chain.task == "classification" else f"{name}_prediction"

@@ -26,8 +26,15 @@ from typing import Any
 from lakescore import progress
 from lakescore.config import ProjectConfig
 from lakescore.errors import ChangeFeedReadError, ConfigError, LakescoreError
-from lakescore.publish.plan import (Scope, TargetState, app_id_for, cdf_recovery, check_period_nulls, plan_scope,
-                                    settle_window)
+from lakescore.publish.plan import (
+    Scope,
+    TargetState,
+    app_id_for,
+    cdf_recovery,
+    check_period_nulls,
+    plan_scope,
+    settle_window,
+)
 from lakescore.publish.scope import PreparedScope, empty_predictions
 from lakescore.publish.state import read_source, window_history
 from lakescore.runtime import Runtime
@@ -110,7 +117,7 @@ def finish_run(project: ProjectConfig, runtime: Runtime, plan: ScorePlan, prepar
     else:
         scored, frame = route.finish(scored, plan, prepared, period_column=column)
     return ScoredRun(uuid.uuid4().hex, plan, route.name, inf.spark_udf_env_manager,
-                     inf.spark_udf_prediction_batch_rows, scored, prepared.scope.to_json(), frame=frame)
+                     inf.spark_udf_prediction_batch_rows, scored, prepared.scope.to_json(), frame=frame)  # type: ignore[arg-type]  # 'pandas' or 'spark'
 
 
 def prepare_scope(project: ProjectConfig, runtime: Runtime, plan: ScorePlan, *,

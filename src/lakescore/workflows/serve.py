@@ -24,8 +24,8 @@ feature holder its replicas are forked from: :mod:`lakescore.serving.replicas.fe
 
 from __future__ import annotations
 
-import json
 import functools
+import json
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
@@ -34,8 +34,8 @@ from lakescore.errors import ConfigError, LakescoreError, RuntimeUnsupportedErro
 from lakescore.runtime import Runtime, serving_bind
 from lakescore.serving import forkserver
 from lakescore.serving.plan import EndpointPlan, plan_endpoint
-from lakescore.serving.state.claim import claim_endpoint, refuse_if_running, release_endpoint
 from lakescore.serving.run import bind, ceiling_text, graceful_server, monthly_ceiling
+from lakescore.serving.state.claim import claim_endpoint, refuse_if_running, release_endpoint
 from lakescore.serving.state.store import ServingState, ensure_token, serving_dir
 
 if TYPE_CHECKING:
@@ -103,9 +103,9 @@ def _run_endpoint(runtime: Runtime, plan: EndpointPlan) -> dict[str, Any]:
     """Start the endpoint, publish its address file, serve until stopped; the final counters."""
     import uvicorn  # the endpoint's server
 
-    from lakescore.serving.replicas.backend import LocalProcessBackend
     from lakescore.serving.endpoint import Endpoint
     from lakescore.serving.endpoint_app import create_endpoint_app
+    from lakescore.serving.replicas.backend import LocalProcessBackend
 
     token = ensure_token(runtime.home)
     state = ServingState(runtime.home)

@@ -16,7 +16,6 @@ import numpy as np
 import pandas as pd
 
 from lakescore import progress
-
 from lakescore.admission.combined import admit_set
 from lakescore.admission.evidence import admit
 from lakescore.chain import FittedChain
@@ -25,11 +24,11 @@ from lakescore.errors import ConfigError, LakescoreError
 from lakescore.model_set import ModelSet
 from lakescore.runtime import Runtime
 from lakescore.training import fit_project_chain, holdout_metrics, prepare_rows, training_problems, with_threshold
+from lakescore.training_fingerprint import TrainingFingerprint, recorded_fingerprint, training_fingerprint
 from lakescore.training_set import component_labels, fit_project_set, set_metrics, set_problems, with_set_thresholds
 from lakescore.workflows.lookups import lookup_problems, training_features
 from lakescore.workflows.registration import SUMMARY_ARTIFACT, TrainResult, register
 from lakescore.workflows.split_train import train_above_max_rows
-from lakescore.training_fingerprint import TrainingFingerprint, recorded_fingerprint, training_fingerprint
 
 
 def _unchanged_version(mlflow: Any, project: ProjectConfig, fingerprint: TrainingFingerprint) -> TrainResult | str:
@@ -125,7 +124,7 @@ def train(project: ProjectConfig, runtime: Runtime, *,
         if cfg.model_set is not None:
             model, metrics = _fit_set(project, frame_pd, pre, train_idx, hold_idx, specs, versions)
         else:
-            model, metrics = _fit_chain(project, frame_pd, y, pre, train_idx, hold_idx, specs, versions)
+            model, metrics = _fit_chain(project, frame_pd, y, pre, train_idx, hold_idx, specs, versions)  # type: ignore[assignment]  # a ModelSet above, a FittedChain here
         shown.total_rows(len(train_idx))
     with progress.step("admission: identity, lint, probe, fresh-process check", total=len(holdout)) as shown:
         # raises ProbeError before anything is logged

@@ -5,7 +5,8 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import uvicorn

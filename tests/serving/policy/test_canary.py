@@ -12,16 +12,21 @@ import threading
 import time
 
 import httpx
-
 import pytest
-
-from lakescore.runtime import LocalRuntime
-from lakescore.serving.replicas.backend import ReplicaStatus
-from lakescore.serving.policy.canary import (MAX_CANDIDATE_DEATHS, CanaryWindow, deaths_reason, goes_to_canary,
-                                      rollback_reason, verdict)
-from lakescore.serving.policy.candidates import Candidate
 from serving_fakes import fake_endpoint, one_row, ready_replica
 from serving_helpers import Trained, assert_same_answers, chain_of, expected_rows, ready_replicas, records
+
+from lakescore.runtime import LocalRuntime
+from lakescore.serving.policy.canary import (
+    MAX_CANDIDATE_DEATHS,
+    CanaryWindow,
+    deaths_reason,
+    goes_to_canary,
+    rollback_reason,
+    verdict,
+)
+from lakescore.serving.policy.candidates import Candidate
+from lakescore.serving.replicas.backend import ReplicaStatus
 
 
 @pytest.mark.parametrize("share", [1, 5, 33, 50, 100])

@@ -8,11 +8,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from serving_fakes import fake_endpoint, one_row
 
 from lakescore.errors import EndpointUnavailableError
-from lakescore.serving.replicas.backend import ReplicaStatus
 from lakescore.serving.policy.health import MAX_REPLICA_STRIKES, MEMORY_SETTLE_S
-from serving_fakes import fake_endpoint, one_row
+from lakescore.serving.replicas.backend import ReplicaStatus
 
 
 def test_a_replica_that_grows_over_memory_limit_mb_is_replaced_by_the_scaler_within_replicas_max(tmp_path) -> None:

@@ -8,10 +8,9 @@ import time
 from dataclasses import replace
 
 import pytest
+from serving_helpers import Trained, launch, ready_replicas, records
 
 from lakescore.serving.policy.scaler import ScaleInput, decide, rate_per_minute
-
-from serving_helpers import Trained, launch, ready_replicas, records
 
 BASE = ScaleInput(now=1000.0, replicas=1, min_replicas=1, max_replicas=4, signal="request_rate", requests_per_min=0.0,
                   pending_per_replica=0.0, target_rpm=120.0, target_pending=1.5, cooldown_s=180.0, idle_s=0.0,

@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from serving_fakes import fake_endpoint, one_row, ready_replica
+from serving_helpers import Trained, chain_of, expected_rows, ready_replicas, records
 
 from lakescore.config import ServingConfig
 from lakescore.errors import ServingConflictError
 from lakescore.runtime import LocalRuntime
 from lakescore.serving.policy.shadow import ShadowTally, check_comparable, compared_columns, rows_agree
-from serving_fakes import fake_endpoint, one_row, ready_replica
-from serving_helpers import Trained, chain_of, expected_rows, ready_replicas, records
 
 
 def row(prediction: object) -> dict[str, object]:

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import asyncio
 
-import lakescore.serving.policy.stale as stale_module
 import pytest
+from serving_fakes import fake_endpoint, one_row, ready_replica
 
+import lakescore.serving.policy.stale as stale_module
 from lakescore.config import ServingConfig
 from lakescore.errors import ModelNotFoundError
-from lakescore.serving.replicas.backend import ReplicaStatus
 from lakescore.serving.plan import EndpointPlan, RegistryView
 from lakescore.serving.policy.stale import StaleCheck
+from lakescore.serving.replicas.backend import ReplicaStatus
 from lakescore.serving.state.store import ServingState
-from serving_fakes import fake_endpoint, one_row, ready_replica
 
 
 class Registry:
@@ -147,8 +147,9 @@ def test_a_served_version_deleted_from_the_registry_keeps_its_warm_replica_and_s
     import signal
     import time
 
-    from lakescore.runtime import LocalRuntime
     from serving_helpers import MODEL, launch, ready_replicas, records
+
+    from lakescore.runtime import LocalRuntime
 
     shutil.copytree(trained.home, tmp_path / ".lakescore", ignore=shutil.ignore_patterns("serving"))
     shutil.copytree(trained.config_dir, tmp_path / "config")  # its own registry: versions are deleted here

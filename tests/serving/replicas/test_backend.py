@@ -14,8 +14,8 @@ from typing import Any
 import psutil
 import pytest
 
-from lakescore.serving.replicas import backend as backend_module
 from lakescore.serving import forkserver
+from lakescore.serving.replicas import backend as backend_module
 from lakescore.serving.replicas.backend import LocalProcessBackend, pod_status, remove_orphan_socket_folders
 from lakescore.serving.replicas.channel import socket_path
 from lakescore.serving.replicas.memory import ProcessMemory, process_memory

@@ -13,12 +13,21 @@ from pathlib import Path
 
 import orjson
 import pytest
+from serving_helpers import MODEL, Trained, assert_same_answers, chain_of, expected_rows, records
 
 from lakescore.runtime import LocalRuntime
-from lakescore.serving.replicas.backend import LocalProcessBackend
-from lakescore.serving.replicas.channel import HEADER, HEALTH, SCORE, ReplicaChannel, ReplicaChannels, frame, health, socket_path
 from lakescore.serving.http.wire import parse_request
-from serving_helpers import MODEL, Trained, assert_same_answers, chain_of, expected_rows, records
+from lakescore.serving.replicas.backend import LocalProcessBackend
+from lakescore.serving.replicas.channel import (
+    HEADER,
+    HEALTH,
+    SCORE,
+    ReplicaChannel,
+    ReplicaChannels,
+    frame,
+    health,
+    socket_path,
+)
 
 
 @pytest.fixture(scope="module")

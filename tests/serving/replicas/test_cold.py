@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from serving_helpers import MODEL, Trained, assert_same_answers, chain_of, expected_rows, records
 
 from lakescore.errors import ServingError
 from lakescore.runtime import LocalRuntime
 from lakescore.serving import forkserver
 from lakescore.serving.replicas.cold import run_cold, score_cold, score_cold_sync
-from serving_helpers import MODEL, Trained, assert_same_answers, chain_of, expected_rows, records
 
 
 def split_body(frame: pd.DataFrame, columns: tuple[str, ...]) -> bytes:

@@ -8,11 +8,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from serving_fakes import FakeBackend
 
 from lakescore.errors import ServingError
 from lakescore.serving.replicas.feature_generations import FeatureGenerations
 from lakescore.serving.state.store import ServingState
-from serving_fakes import FakeBackend
 
 WEATHER = {"table_name": "main.f.weather", "lookup_key": "origin", "feature_names": ["temp_c"]}
 PLANES = {"table_name": "main.f.planes", "lookup_key": "tail_number", "feature_names": ["seats"]}

@@ -17,8 +17,8 @@ import pytest
 
 from lakescore.lookup import FeatureLookup
 from lakescore.runtime import LocalRuntime
-from lakescore.serving.replicas.replica import ReplicaOptions
 from lakescore.serving.replicas.feature_holder import FeatureHolder, HeldReplica
+from lakescore.serving.replicas.replica import ReplicaOptions
 from lakescore.workflows.serve import read_serving_features
 
 PLANES = "main.t.planes"

@@ -13,8 +13,8 @@ import psutil
 import pytest
 
 from lakescore.errors import EndpointRunningError
-from lakescore.serving.state.claim import claim_endpoint, owner_alive, release_endpoint
 from lakescore.serving.run import endpoint_file, read_endpoint
+from lakescore.serving.state.claim import claim_endpoint, owner_alive, release_endpoint
 
 RACE = """
 import json, sys, time

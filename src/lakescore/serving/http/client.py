@@ -24,16 +24,31 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal, NoReturn
+from typing import Any, Literal, NoReturn
 
 import httpx
-from tenacity import (RetryCallState, Retrying, retry_if_result, stop_after_attempt, stop_any, wait_chain, wait_fixed,
-                      wait_none)
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_result,
+    stop_after_attempt,
+    stop_any,
+    wait_chain,
+    wait_fixed,
+    wait_none,
+)
 
-from lakescore.errors import (ConfigError, EndpointUnavailableError, IdempotencyKeyReusedError, LakescoreError, RequestError,
-                              ServingError)
+from lakescore.errors import (
+    ConfigError,
+    EndpointUnavailableError,
+    IdempotencyKeyReusedError,
+    LakescoreError,
+    RequestError,
+    ServingError,
+)
 
 RETRYABLE_STATUS = (429, 503)
 
@@ -200,7 +215,7 @@ class EndpointClient:
             return self._attempt(body, sent, timeout=min(s.timeout_s, max(remaining, 0.1)))
 
         def record(state: RetryCallState) -> None:
-            self.attempts.append({"attempt": state.attempt_number - 1, "outcome": state.outcome.result(), "key": key})
+            self.attempts.append({"attempt": state.attempt_number - 1, "outcome": state.outcome.result(), "key": key})  # type: ignore[union-attr]  # after an attempt the outcome is set
 
         def unavailable(state: RetryCallState) -> NoReturn:
             raise EndpointUnavailableError(
@@ -211,11 +226,11 @@ class EndpointClient:
             retry=retry_if_result(lambda why: isinstance(why, str)),  # a str says why the attempt may be retried
             wait=wait_chain(*map(wait_fixed, s.retry_waits_s)) if s.retry_waits_s else wait_none(),
             stop=stop_any(stop_after_attempt(len(s.retry_waits_s) + 1),
-                          lambda state: key is None and s.retry_only_idempotent,
+                          lambda state: key is None and s.retry_only_idempotent,  # type: ignore[arg-type]  # tenacity takes a plain callable of the state
                           # the next wait would end at or past the deadline (on this client's clock)
-                          lambda state: self._clock() - started + state.upcoming_sleep >= s.deadline_s),
+                          lambda state: self._clock() - started + state.upcoming_sleep >= s.deadline_s),  # type: ignore[arg-type]  # as above
             after=record, sleep=self._sleep, retry_error_callback=unavailable)
-        return dict(retrying(attempt))
+        return dict(retrying(attempt))  # type: ignore[arg-type]  # attempt returns the answer's dict once retrying stops
 
     def deploy(self, version: int, *, timeout_s: float = 600.0) -> dict[str, Any]:
         """``POST /deploy {"version": version}``: the endpoint starts replicas of ``version``, switches

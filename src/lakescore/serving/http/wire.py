@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -184,7 +185,7 @@ def _timestamp(value: Any) -> tuple[Any, str | None]:
         when = datetime.fromisoformat(value.strip())
     except ValueError:
         return None, wanted
-    when = when.replace(tzinfo=timezone.utc) if when.tzinfo is None else when.astimezone(timezone.utc)
+    when = when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
     return when.isoformat(), None
 
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from lakescore.config import ServingConfig
-from lakescore.serving.replicas.pool import Replica, ReplicaPool, Role, to_stop
 from lakescore.serving.policy.scaler import PENDING_WINDOW_S, ScaleDecision, ScaleInput, decide, rate_per_minute
+from lakescore.serving.replicas.pool import Replica, ReplicaPool, Role, to_stop
 from lakescore.serving.state.store import ServingState
 
 MAX_START_BACKOFF_S = 60.0
@@ -116,7 +117,7 @@ class Autoscaler:
         while True:
             try:
                 await asyncio.wait_for(self._kick.wait(), timeout=self.s.scale_interval_s)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             self._kick.clear()
             try:

@@ -15,15 +15,16 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from lakescore.errors import EndpointUnavailableError, ServingConflictError
-from lakescore.serving.policy.canary import CanaryWindow, Side, Verdict, verdict
 from lakescore.serving.plan import EndpointPlan, input_columns, model_task, saved_description
-from lakescore.serving.replicas.pool import Replica, ReplicaPool, Role
+from lakescore.serving.policy.canary import CanaryWindow, Side, Verdict, verdict
 from lakescore.serving.policy.routing import CandidateReplica
 from lakescore.serving.policy.shadow import Kind, ShadowTally, check_comparable, compared_columns
+from lakescore.serving.replicas.pool import Replica, ReplicaPool, Role
 from lakescore.serving.state.store import ServingState
 
 Ask = Callable[[Replica, bytes], Awaitable[tuple[str, Any]]]
@@ -196,14 +197,14 @@ class Candidates:
             replica = None
         outcome, value = ("unavailable", "no ready candidate replica") if replica is None \
             else await self._ask(replica, body)
-        what = verdict(outcome, status=value.status if outcome == "error" else None)
+        what = verdict(outcome, status=value.status if outcome == "error" else None)  # type: ignore[arg-type, union-attr]  # an outcome of _ask; value is a response on 'error'
         self.count("candidate", what)
         if what == "failed":
             self.failures += 1
         if outcome == "unavailable" and replica is not None and replica.state == "ready":
             replica.state, replica.detail = "failed", value  # no request until the health pass sees it ready again
         await self._maybe_roll_back(canary)
-        return (value, replica.version) if outcome == "ok" and replica is not None else None
+        return (value, replica.version) if outcome == "ok" and replica is not None else None  # type: ignore[return-value]  # value is the answer's rows on 'ok'
 
     async def replica_lost(self, replica: Replica, detail: str) -> None:
         """A replica of either side died or failed to start (the health pass dropped it): counted in the
@@ -255,7 +256,7 @@ class Candidates:
                 return
             outcome, value = ("unavailable", "") if replica is None else await self._ask(replica, body)
             if outcome == "ok":
-                tally.add(served_rows, value, request_id=request_id)
+                tally.add(served_rows, value, request_id=request_id)  # type: ignore[arg-type]  # value is the answer's rows on 'ok'
             else:
                 tally.mirror_failures += 1
         finally:

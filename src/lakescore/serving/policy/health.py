@@ -17,11 +17,11 @@ import asyncio
 import math
 import time
 from collections import Counter
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 from lakescore.serving.policy.autoscaler import Autoscaler
-from lakescore.serving.replicas.backend import ReplicaBackend
 from lakescore.serving.policy.candidates import Candidates
+from lakescore.serving.replicas.backend import ReplicaBackend
 from lakescore.serving.replicas.pool import Replica, ReplicaPool
 from lakescore.serving.state.store import ServingState
 

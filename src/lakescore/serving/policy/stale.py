@@ -16,7 +16,8 @@ would serve the same version). Each new reason is audited once (``ml.endpoint.st
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from lakescore.serving.plan import EndpointPlan, RegistryView, registry_view
 from lakescore.serving.state.store import ServingState

@@ -35,12 +35,12 @@ from urllib.parse import urlparse
 from lakescore.config import ReplicaStart
 from lakescore.errors import ServingError
 from lakescore.serving import forkserver
-from lakescore.serving.replicas.channel import PREFIX, ChannelError, health, socket_path
-from lakescore.serving.replicas.replica import ReplicaOptions, run_forked_replica
-from lakescore.serving.replicas.feature_holder import FeatureHolder, HeldReplica
 from lakescore.serving.features import FeatureReader
-from lakescore.serving.replicas.memory import process_memory
 from lakescore.serving.plan import artifact_location
+from lakescore.serving.replicas.channel import PREFIX, ChannelError, health, socket_path
+from lakescore.serving.replicas.feature_holder import FeatureHolder, HeldReplica
+from lakescore.serving.replicas.memory import process_memory
+from lakescore.serving.replicas.replica import ReplicaOptions, run_forked_replica
 
 ReplicaState = Literal["starting", "ready", "failed", "stopped"]
 SOCKETS_PREFIX = "lakescore-replicas-"  # then the endpoint's process id: lakescore-replicas-<pid>-<random>

@@ -135,7 +135,7 @@ class ReplicaChannel:
         async with self._lock:
             try:
                 return await asyncio.wait_for(self._exchange(code, payload), timeout=timeout_s)
-            except (OSError, EOFError, asyncio.IncompleteReadError, asyncio.TimeoutError) as err:
+            except (TimeoutError, OSError, EOFError, asyncio.IncompleteReadError) as err:
                 self.close()
                 timed_out = isinstance(err, asyncio.TimeoutError)
                 detail = f"no answer within {timeout_s:g} s" if timed_out else f"{type(err).__name__}: {err}"

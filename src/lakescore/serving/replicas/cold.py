@@ -77,8 +77,8 @@ def cold_reply(model_uri: str, version: int, tracking_uri: str, body: bytes,
         mlflow.set_tracking_uri(tracking_uri)
         mlflow.set_registry_uri(tracking_uri)
         model = mlflow.pyfunc.load_model(load_uri or model_uri)
-        from lakescore.serving.replicas.replica import serving_columns
         from lakescore.serving.features import read_features
+        from lakescore.serving.replicas.replica import serving_columns
 
         held = None if features is None else read_features(features.reader, features.specs, features.versions)
         columns, lookups = serving_columns(model, held, model_uri)
@@ -127,7 +127,7 @@ async def run_cold(*, model_uri: str, version: int, tracking_uri: str, body: byt
                                     load_uri, what=f"the cold path for {model_uri}")
     try:
         return await asyncio.wait_for(asyncio.to_thread(child.result, None), timeout=timeout_s)
-    except (asyncio.TimeoutError, asyncio.CancelledError) as error:
+    except (TimeoutError, asyncio.CancelledError) as error:
         await asyncio.to_thread(child.kill)  # the waiting thread then sees EOF and ends
         if isinstance(error, asyncio.CancelledError):
             raise

@@ -13,13 +13,14 @@ versions the cold path reads them.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from lakescore.errors import ServingError
-from lakescore.serving.replicas.backend import FeatureGeneration, ReplicaBackend
-from lakescore.serving.replicas.cold import ColdFeatures
 from lakescore.serving.features import FeatureReader
 from lakescore.serving.plan import model_lookups
+from lakescore.serving.replicas.backend import FeatureGeneration, ReplicaBackend
+from lakescore.serving.replicas.cold import ColdFeatures
 from lakescore.serving.replicas.pool import Replica
 from lakescore.serving.state.store import ServingState
 

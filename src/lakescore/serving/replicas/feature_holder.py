@@ -241,8 +241,8 @@ def run_holder(conn: Any, reader: FeatureReader, specs: list[dict[str, Any]], en
     """The holder process: read the feature tables, report their versions, fork replicas on demand."""
     import gc
 
-    from lakescore.serving.replicas.replica import trim_memory
     from lakescore.serving.features import read_features
+    from lakescore.serving.replicas.replica import trim_memory
 
     os.environ.update(env)
     try:

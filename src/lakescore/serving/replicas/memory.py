@@ -9,9 +9,10 @@ come from ``/proc/<pid>/smaps_rollup`` (Linux 4.14+), one small read per process
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 MB = 2**20
 

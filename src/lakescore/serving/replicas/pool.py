@@ -14,8 +14,9 @@ import math
 import statistics
 import time
 from collections import deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Literal
+from typing import Literal
 
 from lakescore.errors import EndpointUnavailableError
 
@@ -210,7 +211,7 @@ class ReplicaPool:
                         lambda: quietest(self.of(role)) is not None or (give_up is not None and give_up())),
                         timeout=wait_s)
                     chosen = quietest(self.of(role))
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     chosen = None
                 finally:
                     self.waiting -= 1

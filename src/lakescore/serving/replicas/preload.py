@@ -22,14 +22,14 @@ import warnings
 
 with warnings.catch_warnings():  # import-time notices of third-party packages are not ours
     warnings.simplefilter("ignore")
+    import mlflow.artifacts  # noqa: F401
+    import mlflow.pyfunc  # noqa: F401
     import pandas  # noqa: F401
+    import psutil  # noqa: F401
     import sklearn.compose  # noqa: F401
     import sklearn.ensemble  # noqa: F401
     import sklearn.linear_model  # noqa: F401
     import sklearn.preprocessing  # noqa: F401
-    import mlflow.artifacts  # noqa: F401
-    import mlflow.pyfunc  # noqa: F401
-    import psutil  # noqa: F401
 
     import lakescore.admission.certificate  # noqa: F401
     import lakescore.chain  # noqa: F401

@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from lakescore.errors import ServingError
-from lakescore.serving.replicas.channel import HEALTH, SCORE, ChannelError, frame, read_frame
 from lakescore.serving.features import Features, request_columns
 from lakescore.serving.http.wire import dumps, error_payload, forwarded, scored_rows
+from lakescore.serving.replicas.channel import HEALTH, SCORE, ChannelError, frame, read_frame
 
 
 class LoadedVersion:

@@ -24,9 +24,10 @@ from __future__ import annotations
 import json
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 from lakescore.serving.state.store import AuditEvent, ServingState
 
@@ -130,7 +131,7 @@ class PredictionRecorder:
         drift = self._drift(inputs) if self._drift is not None and inputs else ["no_reference"] * len(inputs)
         records, events, at = [], [], 0
         for answered in pending:
-            when = datetime.fromtimestamp(answered.received_at, tz=timezone.utc)
+            when = datetime.fromtimestamp(answered.received_at, tz=UTC)
             checks = drift[at:at + len(answered.rows)]
             at += len(answered.rows)
             for i, (raw, row, check) in enumerate(zip(answered.inputs, answered.rows, checks)):
@@ -147,7 +148,7 @@ class PredictionRecorder:
                     else json.dumps(row["feature_tables"], sort_keys=True),
                     "outputs": other_outputs(row),
                 })
-            versions = sorted({r.get("model_version") for r in answered.rows if r.get("model_version") is not None})
+            versions = sorted({r.get("model_version") for r in answered.rows if r.get("model_version") is not None})  # type: ignore[type-var]  # None is filtered out
             events.append(AuditEvent(answered.received_at, "ml.predict_query", self.endpoint, {
                 "request_id": answered.request_id, "rows": len(answered.rows), "model_versions": versions,
                 "served": answered.rows[0].get("served") if answered.rows else None,

@@ -33,9 +33,10 @@ import secrets
 import sqlite3
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import psutil
 
@@ -176,7 +177,8 @@ class ServingState:
 
     def events(self, event: str | None = None, *, endpoint: str | None = None) -> list[AuditEvent]:
         """Audit events in order, optionally only one kind and one endpoint."""
-        sql, args = "SELECT ts, event, endpoint, detail FROM audit WHERE 1=1", []
+        sql = "SELECT ts, event, endpoint, detail FROM audit WHERE 1=1"
+        args: list[Any] = []
         if event:
             sql, args = sql + " AND event = ?", [*args, event]
         if endpoint:

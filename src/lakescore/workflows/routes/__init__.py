@@ -6,8 +6,8 @@ carry it out.
 
 from __future__ import annotations
 
+from lakescore.config import BatchCompute
 from lakescore.runtime import Runtime
-from lakescore.runtime.base import BatchCompute
 from lakescore.workflows.routes.base import Route
 from lakescore.workflows.routes.single_node import SingleNodeRoute
 from lakescore.workflows.routes.spark import SparkRoute

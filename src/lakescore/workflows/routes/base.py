@@ -11,13 +11,14 @@ and hands the writer for it (:mod:`~lakescore.workflows.routes.writers`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 import pandas as pd
 
-from lakescore.config import EnvManager, ProjectConfig
+from lakescore.config import BatchCompute, EnvManager, ProjectConfig
 from lakescore.lookup import FeatureLookup
 from lakescore.monitoring.aggregates import RunAggregates
 from lakescore.monitoring.labels import LabelSnapshot, label_snapshot
@@ -26,7 +27,7 @@ from lakescore.publish.commit import PublicationTarget
 from lakescore.publish.run import FrameFacts
 from lakescore.publish.scope import PreparedScope, attach_period
 from lakescore.runtime import Runtime
-from lakescore.runtime.base import BatchCompute, DeltaEngine
+from lakescore.runtime.base import DeltaEngine
 from lakescore.scoring.preflight import ScorePlan
 from lakescore.scoring.run import FrameKind, ScoredRun
 

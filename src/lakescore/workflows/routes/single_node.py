@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from lakescore.config import EnvManager, ProjectConfig
+from lakescore.config import BatchCompute, EnvManager, ProjectConfig
 from lakescore.lookup import FeatureLookup, lookup_inputs, same_time_type
 from lakescore.monitoring.aggregates import RunAggregates, pandas_aggregates
 from lakescore.monitoring.outputs import Kind, set_outputs
@@ -30,13 +30,21 @@ from lakescore.publish.commit import PublicationTarget
 from lakescore.publish.scope import PreparedScope
 from lakescore.publish.state import split_changes
 from lakescore.runtime import Runtime
-from lakescore.runtime.base import BatchCompute, publication_engine
+from lakescore.runtime.base import publication_engine
 from lakescore.scoring.preflight import ScorePlan
 from lakescore.scoring.run import FrameKind, ScoredRun
 from lakescore.workflows.lookups import read_feature_tables, run_lookups
 from lakescore.workflows.placement import prediction_target
-from lakescore.workflows.routes.base import (Facts, Writer, finish_frame, load_frame, lookup_name, read_label_snapshot,
-                                             source_rows, stage_frame)
+from lakescore.workflows.routes.base import (
+    Facts,
+    Writer,
+    finish_frame,
+    load_frame,
+    lookup_name,
+    read_label_snapshot,
+    source_rows,
+    stage_frame,
+)
 from lakescore.workflows.routes.writers import writer_for
 
 
@@ -95,7 +103,7 @@ class SingleNodeRoute:
         """The writer of :attr:`engine` (delta-rs locally, Spark Delta on Databricks)."""
         return writer_for(self.runtime, self.engine, period_column=period_column)
 
-    def monitor_runs(self, project: ProjectConfig) -> "PandasRuns":
+    def monitor_runs(self, project: ProjectConfig) -> PandasRuns:
         """:class:`PandasRuns`."""
         return PandasRuns(project, self.runtime)
 

@@ -26,23 +26,34 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from lakescore.config import EnvManager, ProjectConfig
+from lakescore.config import BatchCompute, EnvManager, ProjectConfig
 from lakescore.lookup import FeatureLookup
 from lakescore.monitoring.aggregates import RunAggregates
 from lakescore.monitoring.outputs import Kind, set_outputs
 from lakescore.monitoring.report import ReportBins
-from lakescore.monitoring.spark_aggregates import (spark_aggregates, spark_calibration_bins, spark_histogram_bins,
-                                                   spark_labels)
+from lakescore.monitoring.spark_aggregates import (
+    spark_aggregates,
+    spark_calibration_bins,
+    spark_histogram_bins,
+    spark_labels,
+)
 from lakescore.publish.commit import PublicationTarget
 from lakescore.publish.scope import PreparedScope
 from lakescore.runtime import Runtime
-from lakescore.runtime.base import BatchCompute, DeltaEngine, publication_engine
+from lakescore.runtime.base import DeltaEngine, publication_engine
 from lakescore.scoring.preflight import ScorePlan
 from lakescore.scoring.run import FrameKind, ScoredRun
 from lakescore.workflows.lookups import run_lookups
 from lakescore.workflows.placement import prediction_target
-from lakescore.workflows.routes.base import (STAGED_FRAME, Facts, Writer, load_frame, lookup_name,
-                                             read_label_snapshot, stage_frame)
+from lakescore.workflows.routes.base import (
+    STAGED_FRAME,
+    Facts,
+    Writer,
+    load_frame,
+    lookup_name,
+    read_label_snapshot,
+    stage_frame,
+)
 from lakescore.workflows.routes.writers import writer_for
 
 SPARK_STAGED = "predictions"  # <runs_dir>/<run_id>/predictions/: a Spark run's Parquet folder
@@ -135,7 +146,7 @@ class SparkRoute:
         """The writer of :attr:`engine` (Spark Delta on every placement)."""
         return writer_for(self.runtime, self.engine, period_column=period_column)
 
-    def monitor_runs(self, project: ProjectConfig) -> "SparkRuns":
+    def monitor_runs(self, project: ProjectConfig) -> SparkRuns:
         """:class:`SparkRuns`."""
         return SparkRuns(project, self.runtime)
 
@@ -337,8 +348,8 @@ def _spark_unmatched(runtime: Runtime, source: str, spec: FeatureLookup, *, vers
     rows = runtime.spark_source(source, version=version).select(*spec.row_columns)
     table = runtime.spark_source(spec.table_name, version=feature_version).select(*spec.table_key).dropna()
     if spec.point_in_time:
-        firsts = table.groupBy(*keys).agg(F.min(spec.feature_timestamp_key).alias(_FIRST))
-        matched = F.col(spec.timestamp_lookup_key) >= F.col(_FIRST)
+        firsts = table.groupBy(*keys).agg(F.min(spec.feature_timestamp_key).alias(_FIRST))  # type: ignore[arg-type]  # a point-in-time lookup names both timestamp keys
+        matched = F.col(spec.timestamp_lookup_key) >= F.col(_FIRST)  # type: ignore[arg-type]  # as above
     else:
         firsts = table.distinct().withColumn(_FIRST, F.lit(True))
         matched = F.col(_FIRST)
