@@ -157,7 +157,7 @@ def registry_view(model_name: str, version: int, *, alias: str | None) -> Regist
     return _registry(_registry_view, model_name, version, alias)
 
 
-def artifact_location(model_name: str, version: int) -> str:
+def artifact_location(model_name: str, version: int, *, tracking_uri: str | None = None) -> str:
     """Where the registered version's files are (``MlflowClient.get_model_version_download_uri``:
     a ``file://`` folder on the local runtime). A replica loads its model from there, so it needs no
     registry read and no registry client (the SQL store's ~45 MB of imports); the certificate is
@@ -167,8 +167,12 @@ def artifact_location(model_name: str, version: int) -> str:
     ------
     mlflow.exceptions.MlflowException
         The version does not exist or the registry cannot be read.
+
+    ``tracking_uri`` (a replica backend's) names the registry to read when it is the local SQLite
+    store, whose registry is the tracking store: never the process's default, which an earlier
+    endpoint or run of the same process may have pointed elsewhere.
     """
-    return _registry(_artifact_location, model_name, version)
+    return _registry(_artifact_location, model_name, version, tracking_uri)
 
 
 REGISTRY_TIMEOUT_S = 120.0
@@ -223,10 +227,12 @@ def _model_lookups(model_uri: str) -> list[dict[str, Any]]:
     return [dict(x["spec"]) for x in _saved_model(model_uri).get("feature_lookups", [])]
 
 
-def _artifact_location(model_name: str, version: int) -> str:
+def _artifact_location(model_name: str, version: int, tracking_uri: str | None = None) -> str:
     import mlflow  # registry access
 
-    return str(mlflow.MlflowClient().get_model_version_download_uri(model_name, str(version)))
+    local = tracking_uri is not None and tracking_uri.startswith("sqlite:")
+    client = mlflow.MlflowClient(tracking_uri, registry_uri=tracking_uri) if local else mlflow.MlflowClient()
+    return str(client.get_model_version_download_uri(model_name, str(version)))
 
 
 # What a registry answers for a missing model, version or alias (MLflow's SQL store says

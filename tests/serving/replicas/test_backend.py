@@ -133,7 +133,7 @@ def test_only_a_local_artifact_location_is_loaded_directly(tmp_path, monkeypatch
     answers = {1: "file:///home/m/artifacts", 2: "s3://bucket/models/m-2/artifacts", 3: "/local/m-3"}
     reads: list[int] = []
 
-    def location(model_name: str, version: int) -> str:
+    def location(model_name: str, version: int, *, tracking_uri: str | None = None) -> str:
         reads.append(version)
         if version == 4:
             raise OSError("registry unreachable")

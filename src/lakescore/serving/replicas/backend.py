@@ -309,7 +309,7 @@ class LocalProcessBackend:
         """
         if version not in self._locations:
             try:
-                found = artifact_location(self.model_name, version)
+                found = artifact_location(self.model_name, version, tracking_uri=self.tracking_uri)
             except Exception:  # noqa: BLE001 - the replica's own load reports the reason (see above)
                 return None
             self._locations[version] = found if urlparse(found).scheme in ("", "file") else None
