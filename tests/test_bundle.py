@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
+from fixtures.rehearsal import include
 from jsonschema import Draft202012Validator
 from jsonschema.validators import validator_for
 from packaging.requirements import Requirement
@@ -49,22 +50,11 @@ BUNDLE_FILES = [ROOT / "databricks.yml", *RESOURCE_FILES, *OPTIONAL_FILES]
 VARIABLES = BUNDLE["variables"]
 
 
-def _merge(into: dict[str, Any], other: dict[str, Any], where: str = "") -> None:
-    """Deep-merge mappings as the CLI does for included files; a key defined twice is an error."""
-    for key, value in other.items():
-        if isinstance(value, dict) and isinstance(into.get(key), dict):
-            _merge(into[key], value, f"{where}.{key}")
-        elif key in into:
-            raise AssertionError(f"{where}.{key} is defined in more than one bundle file")
-        else:
-            into[key] = copy.deepcopy(value)
-
-
 @functools.cache
 def _merged_once() -> dict[str, Any]:
     merged = copy.deepcopy(BUNDLE)
     for path in RESOURCE_FILES:
-        _merge(merged, _load(path))
+        include(merged, _load(path), path.name)  # as the CLI merges included files
     return merged
 
 
@@ -527,7 +517,7 @@ def test_the_optional_quality_monitor_profiles_the_predictions_and_their_labels(
     path = RESOURCES / "optional" / "quality_monitor.yml"
     assert "resources/optional" not in " ".join(BUNDLE["include"])  # deploys before the table exists
     bundle = _merged_bundle()
-    _merge(bundle, _load(path))
+    include(bundle, _load(path), path.name)
     assert _errors(validator, bundle) == []
     (monitor,) = _load(path)["resources"]["quality_monitors"].values()
     log = monitor["inference_log"]
@@ -569,7 +559,7 @@ def _all_resources() -> list[Any]:
     for target in sorted(BUNDLE["targets"]):
         bundle = copy.deepcopy(_target_bundle(target))
         for path in OPTIONAL_FILES:
-            _merge(bundle, _load(path))
+            include(bundle, _load(path), path.name)
         for kind, items in bundle["resources"].items():
             for key, value in items.items():
                 cases.append(pytest.param(kind, key, value, id=f"{target}/{kind}/{key}"))
@@ -618,7 +608,7 @@ def test_the_optional_model_serving_endpoint_is_the_exported_config(validator: A
     document = _load(path)
     assert "default" not in document["variables"]["serving_model_version"]  # the deploy must name the version
     bundle = _merged_bundle()
-    _merge(bundle, document)
+    include(bundle, document, path.name)
     assert _errors(validator, bundle) == []
     (endpoint,) = document["resources"]["model_serving_endpoints"].values()
     text = json.dumps(endpoint).replace("${var.serving_model_version}", "7")
