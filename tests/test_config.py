@@ -365,3 +365,15 @@ def test_refs_to_the_former_project_package_are_listed_with_the_new_reference(pr
         "config/scoring.yml: eligibility.0.function 'features.scoring:has_departed' names the project package by its "
         "former name 'features'; write 'lakescore_project.scoring:has_departed' (the code lives in "
         "src/lakescore_project); got 'features.scoring:has_departed'"]
+
+
+def test_a_virtualenv_env_manager_is_refused_with_why_and_the_fix(project_dir):
+    _edit(project_dir, "inference.yml", spark_udf_env_manager="virtualenv")
+    with pytest.raises(ConfigError) as err:
+        load_project(project_dir)
+    assert err.value.problems == [
+        "config/inference.yml: spark_udf_env_manager 'virtualenv' cannot restore a lakescore model's environment: "
+        "MLflow would pip-install the model's requirements.txt on every worker, and it names the project's own "
+        "wheel (lakescore==<version>), which is on no package index (besides pyenv, virtualenv and PyPI on every "
+        "worker). Use local: the bundle installs the wheel on every worker (cluster library or job environment) and "
+        "each worker re-checks the certificate's library versions; got 'virtualenv'"]
