@@ -23,7 +23,6 @@ from typing import Any
 
 from lakescore.errors import LakescoreError
 
-
 PROJECT_PACKAGE = "lakescore_project"
 """The top-level package of the project's own code (``src/lakescore_project``)."""
 FORMER_PROJECT_PACKAGE = "features"

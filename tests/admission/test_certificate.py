@@ -109,7 +109,6 @@ def test_a_certificate_sealed_over_the_former_package_name_passes_on_the_same_fi
     from pathlib import Path
 
     import lakescore_project
-
     from lakescore.admission.certificate import project_source_digest
 
     _, certificate = sealed
