@@ -119,7 +119,6 @@ def test_a_certificate_sealed_over_the_former_package_name_passes_on_the_same_fi
     monkeypatch.delitem(sys.modules, "features", raising=False)
     old = dataclasses.replace(certificate, project_source_sha256=project_source_digest("features"))
     shutil.rmtree(before / "features")  # renamed: only lakescore_project is installed now
-    monkeypatch.setattr(sys, "path", [p for p in sys.path if not p.endswith("/main/src")])  # nor another checkout's
     check_environment(old)
 
 
