@@ -10,7 +10,7 @@ DBR_VENV := .venv-dbr
 DBR_STAMP := $(DBR_VENV)/.installed
 # The bundle rehearsal, the longest file, comes first so that a worker starts it at once.
 DBR_TESTS := tests/test_bundle_rehearsal.py tests/runtime tests/publish tests/scoring tests/test_packaging.py \
-             tests/workflows/test_score.py
+             tests/workflows/test_score.py tests/test_wheel_install.py
 # Both test lanes run in TEST_WORKERS processes (pytest-xdist): each test file runs whole, in order,
 # in one process; session fixtures (a Spark session, a fitted model) are built once per process.
 TEST_WORKERS ?= 2

@@ -247,12 +247,12 @@ def small_set(flights_sample: pd.DataFrame, small_chain):
     ``distance_outlier``, a classifier of is_late) and ``minutes_model`` (IQR ``delay_outlier`` on
     dep_delay, LinearRegression of arr_delay), both with the ``cancelled`` rule; composed
     ``late_risk`` (weighted_mean 0.7 / 0.3) and ``total`` (weighted_sum 2 / 0.5); combined rule
-    ``late_flag`` (:func:`features.scoring.late_flag`)."""
-    from features.scoring import late_flag
+    ``late_flag`` (:func:`lakescore_project.scoring.late_flag`)."""
     from lakescore.model_set import Composed, ModelSet
     from lakescore.rules import OutputRule
     from lakescore.training import ChainRecipe, fit_chain
     from lakescore.usercode import FunctionRef
+    from lakescore_project.scoring import late_flag
 
     rows = flights_sample[flights_sample["arr_delay"].notna()]
     minutes = fit_chain(rows, rows["arr_delay"], ChainRecipe(steps=MINUTES_RECIPE, model_class="LinearRegression",

@@ -1,5 +1,5 @@
 """A broken combined rule for the admission tests, importable by name in a fresh process (the good one,
-``late_flag``, is the project's: ``features.scoring``)."""
+``late_flag``, is the project's: ``lakescore_project.scoring``)."""
 
 import pandas as pd
 

@@ -25,7 +25,7 @@ def risk_band(frame, params):
 
 
 def _rule():
-    ref = FunctionRef.resolve_name("features.scoring:has_departed", what="rule")
+    ref = FunctionRef.resolve_name("lakescore_project.scoring:has_departed", what="rule")
     return EligibilityRule("cancelled", 1, ref, ("dep_time",))
 
 
@@ -79,7 +79,7 @@ def test_ineligible_wins_over_outlier(flights_sample):
 def test_training_only_steps_are_skipped_at_prediction(flights_sample):
     recipe = [{"step": "DropMissingRows", "name": "need_delay", "columns": ["dep_delay"]},
               {"step": "Deduplicate", "name": "dedupe", "columns": ["carrier", "origin", "month"]},
-              {"step": "custom", "name": "positive_distance", "ref": "features.preprocessing:positive_distance",
+              {"step": "custom", "name": "positive_distance", "ref": "lakescore_project.preprocessing:positive_distance",
                "columns": ["distance"]}, *ENCODE]
     chain = _fit(flights_sample, recipe)
     assert chain.steps[1].rows_out < chain.steps[1].rows_in  # dedupe dropped training rows
@@ -195,7 +195,7 @@ def test_an_eligibility_rule_must_return_booleans_not_text(flights_sample):
     from lakescore.rules import EligibilityRule
     from lakescore.usercode import FunctionRef
 
-    rule = EligibilityRule("departed", 1, FunctionRef("features.scoring", "has_departed", "", ""), ("dep_time",))
+    rule = EligibilityRule("departed", 1, FunctionRef("lakescore_project.scoring", "has_departed", "", ""), ("dep_time",))
     assert rule.eligible(flights_sample).sum() == flights_sample["dep_time"].notna().sum()
     text = EligibilityRule("text", 1, FunctionRef.of(answers_no, what="rule"), ("dep_time",))
     with pytest.raises(InputError, match="eligibility rule 'text' returned Series of dtype object"):

@@ -17,8 +17,8 @@ from lakescore.training import ChainRecipe, fit_chain
 
 FEATURES = ["month", "hour", "dep_delay", "distance", "carrier", "origin"]
 USER_STEPS = [
-    {"step": "custom", "name": "dep_clock", "ref": "features.preprocessing:dep_clock_step", "columns": ["hour", "minute"]},
-    {"step": "custom", "name": "positive_distance", "ref": "features.preprocessing:positive_distance",
+    {"step": "custom", "name": "dep_clock", "ref": "lakescore_project.preprocessing:dep_clock_step", "columns": ["hour", "minute"]},
+    {"step": "custom", "name": "positive_distance", "ref": "lakescore_project.preprocessing:positive_distance",
      "columns": ["distance"]},
     {"step": "OrdinalEncoder", "name": "ordinal", "columns": ["carrier", "origin"]},
 ]

@@ -344,3 +344,36 @@ def test_split_training_without_max_rows_says_what_to_set(project_dir):
     assert err.value.problems == ["config/training.yml: split_training.enabled needs max_rows (the single-process "
                                   "ceiling: the search's sample and each slice's size); set max_rows, e.g. max_rows: "
                                   "200000, or set split_training.enabled: false"]
+
+
+def test_refs_to_the_former_project_package_are_listed_with_the_new_reference(project_dir):
+    training = yaml.safe_load((project_dir / "training.yml").read_text())
+    clock = {"step": "custom", "name": "dep_clock", "ref": "features.preprocessing:dep_clock_step",
+             "columns": ["hour", "minute"]}
+    _edit(project_dir, "training.yml", preprocessing=[*training["preprocessing"], clock])
+    _edit(project_dir, "scoring.yml", module="features.scoring",
+          eligibility=[{"name": "cancelled", "function": "features.scoring:has_departed", "columns": ["dep_time"]}])
+    with pytest.raises(ConfigError) as err:
+        load_project(project_dir)
+    step = len(training["preprocessing"])
+    assert err.value.problems == [
+        f"config/training.yml: preprocessing.{step} ref 'features.preprocessing:dep_clock_step' names the project "
+        "package by its former name 'features'; write 'lakescore_project.preprocessing:dep_clock_step' (the code "
+        f"lives in src/lakescore_project); got { {k: clock[k] for k in sorted(clock)}!r}",
+        "config/scoring.yml: module 'features.scoring' names the project package by its former name 'features'; "
+        "write 'lakescore_project.scoring' (the code lives in src/lakescore_project); got 'features.scoring'",
+        "config/scoring.yml: eligibility.0.function 'features.scoring:has_departed' names the project package by its "
+        "former name 'features'; write 'lakescore_project.scoring:has_departed' (the code lives in "
+        "src/lakescore_project); got 'features.scoring:has_departed'"]
+
+
+def test_a_virtualenv_env_manager_is_refused_with_why_and_the_fix(project_dir):
+    _edit(project_dir, "inference.yml", spark_udf_env_manager="virtualenv")
+    with pytest.raises(ConfigError) as err:
+        load_project(project_dir)
+    assert err.value.problems == [
+        "config/inference.yml: spark_udf_env_manager 'virtualenv' cannot restore a lakescore model's environment: "
+        "MLflow would pip-install the model's requirements.txt on every worker, and it names the project's own "
+        "wheel (lakescore==<version>), which is on no package index (besides pyenv, virtualenv and PyPI on every "
+        "worker). Use local: the bundle installs the wheel on every worker (cluster library or job environment) and "
+        "each worker re-checks the certificate's library versions; got 'virtualenv'"]

@@ -80,15 +80,15 @@ def test_output_must_be_a_list():
 
 
 def test_the_declaration_saves_name_source_and_digest():
-    declared = resolve_user_step("features.preprocessing:dep_clock_step", step="dep_clock")
+    declared = resolve_user_step("lakescore_project.preprocessing:dep_clock_step", step="dep_clock")
     ref = declared.functions["apply"]
-    assert (ref.module, ref.qualname) == ("features.preprocessing", "dep_clock")
+    assert (ref.module, ref.qualname) == ("lakescore_project.preprocessing", "dep_clock")
     assert ref.source.startswith("def dep_clock(frame")
     assert declared.inference_context == "row"
 
 
 def test_the_fitted_step_keeps_its_function_refs_in_state(flights_sample):
-    fitted = learn_step({"step": "custom", "name": "carrier_delay", "ref": "features.preprocessing:carrier_delay_step",
+    fitted = learn_step({"step": "custom", "name": "carrier_delay", "ref": "lakescore_project.preprocessing:carrier_delay_step",
                          "columns": ["carrier", "dep_delay"]}, flights_sample, None)
     assert fitted.kind == "custom_fitted" and fitted.impl.user_code
     assert FunctionRef.from_json(fitted.state["apply"]).qualname == "apply_carrier_delay"
@@ -127,7 +127,7 @@ def test_a_ref_to_a_plain_function_says_how_to_declare_it():
 
 
 def test_a_filter_step_is_training_only(flights_sample):
-    fitted = learn_step({"step": "custom", "name": "positive_distance", "ref": "features.preprocessing:positive_distance",
+    fitted = learn_step({"step": "custom", "name": "positive_distance", "ref": "lakescore_project.preprocessing:positive_distance",
                          "columns": ["distance"]}, flights_sample, None)
     assert fitted.training_only and fitted.reusable_as_eligibility
     frame = pd.DataFrame({"distance": [0, 5, None]})
@@ -142,7 +142,7 @@ def test_inference_context_is_saved():
 
 
 def test_saved_step_reloads_and_applies(flights_sample):
-    fitted = learn_step({"step": "custom", "name": "dep_clock", "ref": "features.preprocessing:dep_clock_step",
+    fitted = learn_step({"step": "custom", "name": "dep_clock", "ref": "lakescore_project.preprocessing:dep_clock_step",
                          "columns": ["hour", "minute"]}, flights_sample, None)
     again = FittedStep.from_json(fitted.to_json())
     frame = pd.DataFrame({"hour": [5, 23], "minute": [15, 59]})

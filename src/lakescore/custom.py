@@ -1,6 +1,6 @@
 """User steps: ``column_step``, ``fitted_step`` and ``filter_step``.
 
-Declare a step at module level in the project's ``src/features/preprocessing.py``::
+Declare a step at module level in the project's ``src/lakescore_project/preprocessing.py``::
 
     def dep_clock(frame):                      # frame: a copy of the step's columns
         return frame["hour"] + frame["minute"] / 60
@@ -10,7 +10,7 @@ Declare a step at module level in the project's ``src/features/preprocessing.py`
 and name it in config/training.yml by ``module:attribute`` with the ``custom`` step::
 
     preprocessing:
-      - {step: custom, name: dep_clock, ref: "features.preprocessing:dep_clock_step",
+      - {step: custom, name: dep_clock, ref: "lakescore_project.preprocessing:dep_clock_step",
          columns: [hour, minute]}
 
 ``columns`` are the columns the functions receive (a copy, so user code cannot change the
@@ -43,16 +43,16 @@ import copy
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import numpy as np
 import pandas as pd
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from lakescore.errors import StepError
 from lakescore.frames import decode_state, encode_state
 from lakescore.steps.base import StepKind, StepParams, register
-from lakescore.usercode import FunctionRef, UserCodeError, import_object
+from lakescore.usercode import FunctionRef, UserCodeError, import_object, refuse_former_package
 
 Context = Literal["row", "group", "window", "global"]
 Flavour = Literal["column", "fitted", "filter"]
@@ -152,7 +152,7 @@ def _call(state: dict[str, Any], role: str) -> Callable[..., Any]:
 
 
 class CustomParams(StepParams):
-    ref: str = Field(pattern=r"^[A-Za-z_][\w.]*[:.][A-Za-z_][\w.]*$")
+    ref: Annotated[str, AfterValidator(refuse_former_package)] = Field(pattern=r"^[A-Za-z_][\w.]*[:.][A-Za-z_][\w.]*$")
 
 
 def _outputs(step: str, result: Any, output: list[str], frame: pd.DataFrame) -> pd.DataFrame:

@@ -53,7 +53,7 @@ def _package_digest(name: str) -> str:
 
 def user_packages(project: ProjectConfig) -> list[str]:
     """Top-level packages of the project's own code: the scoring rules' module and every custom
-    step's ``ref`` (``features.preprocessing:dep_clock_step`` -> ``features``)."""
+    step's ``ref`` (``lakescore_project.preprocessing:dep_clock_step`` -> ``lakescore_project``)."""
     names = {project.scoring.module}
     components = project.training.model_set.components.values() if project.training.model_set else []
     for raw in (*project.training.pre_split, *project.training.preprocessing,

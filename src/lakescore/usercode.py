@@ -1,8 +1,15 @@
 """References to user functions: saved by ``module:qualname`` with their source and its SHA-256.
 
-User code lives in the project's ``src/features`` package, which the project's wheel installs
-beside lakescore, so a worker imports it by name. Lambdas and nested functions are refused: they
-have no stable name to reload by.
+User code lives in the project's ``src/lakescore_project`` package (:data:`PROJECT_PACKAGE`), which
+the project's wheel installs beside lakescore, so a worker imports it by name. Lambdas and nested
+functions are refused: they have no stable name to reload by.
+
+The package was once called ``features`` (:data:`FORMER_PROJECT_PACKAGE`), a generic name that
+another library, a notebook's ``features.py`` or a Git folder on ``sys.path`` can shadow on a shared
+cluster. A model saved then names its functions ``features.<module>``: :meth:`FunctionRef.load`
+loads them from ``lakescore_project.<module>`` (never from whatever ``features`` a cluster has), so
+registered models keep scoring without being re-saved. A config that still names the old package
+is refused by :func:`former_package_problem`, naming the new reference.
 """
 
 from __future__ import annotations
@@ -15,6 +22,63 @@ from dataclasses import dataclass
 from typing import Any
 
 from lakescore.errors import LakescoreError
+
+PROJECT_PACKAGE = "lakescore_project"
+"""The top-level package of the project's own code (``src/lakescore_project``)."""
+FORMER_PROJECT_PACKAGE = "features"
+"""The project package's former name, still named by models saved before the rename."""
+
+
+def current_module(module: str) -> str:
+    """The module a saved reference's ``module`` is imported from today.
+
+    ``features`` and ``features.<sub>`` (the project package's former name) map to
+    ``lakescore_project`` and ``lakescore_project.<sub>``; every other module is itself.
+
+    Parameters
+    ----------
+    module : str
+        Dotted module name as saved, e.g. ``"features.preprocessing"``.
+
+    Returns
+    -------
+    str
+        E.g. ``"lakescore_project.preprocessing"``.
+    """
+    top, dot, rest = module.partition(".")
+    return PROJECT_PACKAGE + dot + rest if top == FORMER_PROJECT_PACKAGE else module
+
+
+def former_package_problem(ref: str) -> str | None:
+    """Why a configured reference that names the former project package cannot be used, or None.
+
+    Parameters
+    ----------
+    ref : str
+        ``module:attribute`` or a dotted module, as written in a config file.
+
+    Returns
+    -------
+    str or None
+        E.g. ``"'features.scoring' names the project package by its former name 'features'; write
+        'lakescore_project.scoring' (the code lives in src/lakescore_project)"``.
+    """
+    module = ref.partition(":")[0]
+    if module.partition(".")[0] != FORMER_PROJECT_PACKAGE:
+        return None
+    new = current_module(module) + ref[len(module):]
+    return (f"'{ref}' names the project package by its former name '{FORMER_PROJECT_PACKAGE}'; write "
+            f"'{new}' (the code lives in src/{PROJECT_PACKAGE})")
+
+
+def refuse_former_package(ref: str) -> str:
+    """Config validator: return ``ref`` unchanged, or raise ``ValueError`` (collected into the
+    config file's :class:`~lakescore.errors.ConfigError`) when it names the former project package
+    (message: :func:`former_package_problem`)."""
+    problem = former_package_problem(ref)
+    if problem:
+        raise ValueError(problem)
+    return ref
 
 
 class UserCodeError(LakescoreError):
@@ -56,8 +120,22 @@ class FunctionRef:
         return cls.of(_import(dotted, what=what), what=what)
 
     def load(self) -> Callable[..., Any]:
-        """Import the function again (a worker does this once per process)."""
-        return _import(f"{self.module}:{self.qualname}", what=f"function {self.module}:{self.qualname}")
+        """Import the function again (a worker does this once per process).
+
+        A reference saved under the former package name (``features.<module>``) is imported from
+        :data:`PROJECT_PACKAGE` (see :func:`current_module`).
+
+        Raises
+        ------
+        UserCodeError
+            When the module or function is missing (naming the saved reference and, for the former
+            package name, the module it was looked for in).
+        """
+        module = current_module(self.module)
+        what = f"function {self.module}:{self.qualname}"
+        if module != self.module:
+            what += f" (saved under the project package's former name; loaded from {module})"
+        return _import(f"{module}:{self.qualname}", what=what)
 
     def to_json(self) -> dict[str, str]:
         return {"module": self.module, "qualname": self.qualname, "source": self.source,

@@ -1,7 +1,7 @@
 """The deliberately broken user code that each admission check must catch.
 
 ``broken_steps.py`` and ``broken_user_code.py`` sit beside these tests and are imported by name, as
-a project's own ``features`` package is: pytest puts this folder on the import path for its test
+a project's own ``lakescore_project`` package is: pytest puts this folder on the import path for its test
 modules (the default ``prepend`` import mode), so a fresh subprocess of the probe finds them too.
 """
 

@@ -74,30 +74,52 @@ def test_a_retrained_model_in_the_same_folder_is_refused(sealed, small_chain):
 
 
 def test_the_environment_check_passes_here_and_names_changed_project_code(sealed, tmp_path, monkeypatch):
-    """The driver's early check (preflight) refuses changed ``features`` code with the reason, not a
+    """The driver's early check (preflight) refuses changed ``lakescore_project`` code with the reason, not a
     hint about environments."""
     import shutil
     import sys
     from pathlib import Path
 
-    import features
+    import lakescore_project
 
     _, certificate = sealed
     check_environment(certificate)  # the environment that sealed it
     edited = tmp_path / "project"
-    shutil.copytree(Path(features.__file__).parent, edited / "features")
-    with (edited / "features" / "scoring.py").open("a") as handle:
+    shutil.copytree(Path(lakescore_project.__file__).parent, edited / "lakescore_project")
+    with (edited / "lakescore_project" / "scoring.py").open("a") as handle:
         handle.write("\n\ndef added_after_training(frame, params):\n    return frame\n")
     monkeypatch.syspath_prepend(str(edited))
-    monkeypatch.delitem(sys.modules, "features")
+    monkeypatch.delitem(sys.modules, "lakescore_project")
     with pytest.raises(CertificateError) as err:
         check_environment(certificate)
     assert str(err.value).startswith("the model does not match its certificate, so it will not score: "
                                      f"project_source_sha256: sealed '{certificate.project_source_sha256}', here '")
-    assert "(the project's own code (the `features` package: preprocessing.py, scoring.py, ...) changed since " \
+    assert "(the project's own code (the `lakescore_project` package: preprocessing.py, scoring.py, ...) changed since " \
            "admission; restore it, or retrain so admission checks the new code)." in str(err.value)
     with pytest.raises(CertificateError, match=r"python: sealed '2.7', here '3\.\d+' \(this Python is not the one"):
         check_environment(dataclasses.replace(certificate, python="2.7", project_source_sha256="x"))
+
+
+def test_a_certificate_sealed_over_the_former_package_name_passes_on_the_same_files_renamed(
+        sealed, tmp_path, monkeypatch):
+    """A model admitted when the project package was ``features`` sealed the digest of its files;
+    the same files under ``lakescore_project`` (and no ``features`` package at all) still match."""
+    import shutil
+    import sys
+    from pathlib import Path
+
+    import lakescore_project
+    from lakescore.admission.certificate import project_source_digest
+
+    _, certificate = sealed
+    before = tmp_path / "before"
+    shutil.copytree(Path(lakescore_project.__file__).parent, before / "features",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.syspath_prepend(str(before))
+    monkeypatch.delitem(sys.modules, "features", raising=False)
+    old = dataclasses.replace(certificate, project_source_sha256=project_source_digest("features"))
+    shutil.rmtree(before / "features")  # renamed: only lakescore_project is installed now
+    check_environment(old)
 
 
 def test_folder_digest_depends_on_names_and_bytes(tmp_path):

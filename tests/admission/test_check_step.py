@@ -73,7 +73,7 @@ def test_state_that_does_not_round_trip_fails_json_round_trip(sample):
 
 
 def test_a_users_fitted_step_is_checked_and_has_no_kernel(flights_sample):
-    params = {"name": "carrier_delay", "ref": "features.preprocessing:carrier_delay_step",
+    params = {"name": "carrier_delay", "ref": "lakescore_project.preprocessing:carrier_delay_step",
               "columns": ["carrier", "dep_delay"]}
     checks = check_step("custom", params, flights_sample.head(300))
     assert checks.step.kind == "custom_fitted"

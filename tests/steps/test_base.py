@@ -43,7 +43,7 @@ def test_declared_outputs_of_new_column_steps_are_known_from_config():
     assert declared({"step": "DateFeatures", "name": "d", "columns": ["time_hour"], "parts": ["month", "hour"]}) == [
         "time_hour_month", "time_hour_hour"]
     assert declared({"step": "StandardScaler", "name": "s", "columns": ["distance"]}) == []
-    assert declared({"step": "custom", "name": "clock", "ref": "features.preprocessing:dep_clock_step",
+    assert declared({"step": "custom", "name": "clock", "ref": "lakescore_project.preprocessing:dep_clock_step",
                      "columns": ["hour", "minute"]}) == ["dep_clock"]
 
 

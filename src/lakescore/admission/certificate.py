@@ -6,7 +6,9 @@ A certificate binds
 - ``recipe_sha256``: SHA-256 of the recipe and rules as saved (pre-split and recipe steps, their
   states, eligibility and output rules with their sources, the eligibility mode);
 - ``model_fingerprint``: the model's learned content (native trees for XGBoost/LightGBM);
-- ``project_source_sha256``: SHA-256 of the project's ``features`` package source files;
+- ``project_source_sha256``: SHA-256 of the project's ``lakescore_project`` package source files
+  (relative paths and bytes, so a model sealed when the package was called ``features`` still matches
+  the same files under the new name);
 - ``lakescore``, ``python`` (major.minor) and exact ``libraries`` versions (scikit-learn always,
   xgboost/lightgbm only when the model uses them);
 - ``evidence``: a summary of the admission evidence: ``evidence_version`` (2), the SHA-256 of
@@ -31,6 +33,7 @@ from typing import Any
 
 import lakescore
 from lakescore.errors import CertificateError, UncertifiedModelError
+from lakescore.usercode import PROJECT_PACKAGE
 
 CERTIFICATE_FORMAT = 1
 
@@ -45,7 +48,7 @@ def folder_digest(folder: str | Path) -> str:
     return digest.hexdigest()
 
 
-def project_source_digest(package: str = "features") -> str:
+def project_source_digest(package: str = PROJECT_PACKAGE) -> str:
     """SHA-256 of the ``.py`` files of the project's user-code package, or ``"none"`` without one."""
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
@@ -192,7 +195,7 @@ def require_admitted(certificate: Certificate, evidence_text_on_disk: str | None
 
 # what a difference in each sealed value means, and its one fix
 _FIXES = {
-    "project_source_sha256": "the project's own code (the `features` package: preprocessing.py, scoring.py, ...) "
+    "project_source_sha256": "the project's own code (the `lakescore_project` package: preprocessing.py, scoring.py, ...) "
                              "changed since admission; restore it, or retrain so admission checks the new code",
     "lakescore": "this lakescore version is not the one that admitted the model; install the sealed version, or retrain",
     "python": "this Python is not the one that admitted the model; score with the sealed Python, or retrain",
@@ -212,7 +215,7 @@ def check_environment(certificate: Certificate) -> None:
     """Refuse, before any worker starts, an environment that differs from the sealed one.
 
     Compares the values that depend on where scoring runs, not on the artifact: the project's
-    ``features`` source digest, the lakescore and Python versions, and each sealed library's
+    ``lakescore_project`` source digest, the lakescore and Python versions, and each sealed library's
     version. The driver calls it in preflight; every worker still runs :func:`verify`.
 
     Raises

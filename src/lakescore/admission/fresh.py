@@ -27,6 +27,7 @@ from lakescore.admission.result import CheckResult
 from lakescore.chain import FittedChain
 from lakescore.model_set import ModelSet
 from lakescore.saved_models import load_saved
+from lakescore.usercode import current_module
 
 TIMEOUT_S = 300
 SHOWN_CHARS = 60
@@ -37,12 +38,12 @@ def _modules(chain: FittedChain | ModelSet) -> list[str]:
     (for a model set: its components', and its combined rules')."""
     if isinstance(chain, ModelSet):
         names = {m for _, component in chain.components for m in _modules(component)}
-        return sorted(names | {rule.function.module for rule in chain.combined_rules})
+        return sorted(names | {current_module(rule.function.module) for rule in chain.combined_rules})
     names = {step.impl.__module__ for step in (*chain.pre_split, *chain.steps)}
     for step in (*chain.pre_split, *chain.steps):
-        names.update(ref["module"] for role in ("apply", "learn")
+        names.update(current_module(ref["module"]) for role in ("apply", "learn")
                      if isinstance(ref := step.state.get(role), dict) and "module" in ref)
-    names.update(rule.function.module for rule in (*chain.rules, *chain.output_rules))  # type: ignore[attr-defined]  # eligibility and output rules both have function
+    names.update(current_module(rule.function.module) for rule in (*chain.rules, *chain.output_rules))  # type: ignore[attr-defined]  # eligibility and output rules both have function
     return sorted(names)
 
 

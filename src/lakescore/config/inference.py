@@ -4,12 +4,28 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
+from pydantic import AfterValidator
+
 from lakescore.config.base import ModelSelection, StrictModel, TableName, between
 
 # batch_compute: the scoring route (Spark workers, or one whole frame in this process)
 BatchCompute = Literal["spark", "single_node"]
-# spark_udf_env_manager: mlflow spark_udf's env_manager on the workers
+# spark_udf_env_manager: mlflow spark_udf's env_manager on the workers (virtualenv is refused: below)
 EnvManager = Literal["local", "virtualenv"]
+
+
+def _restorable(env_manager: EnvManager) -> EnvManager:
+    """``virtualenv`` cannot restore a lakescore model's environment (docs/deploy.md, "virtualenv on
+    a policy cluster"): MLflow pip-installs the model's logged requirements.txt on every worker, and
+    it names the project's own wheel (``lakescore==<version>``), which no package index has."""
+    if env_manager == "virtualenv":
+        raise ValueError(
+            "'virtualenv' cannot restore a lakescore model's environment: MLflow would pip-install the "
+            "model's requirements.txt on every worker, and it names the project's own wheel "
+            "(lakescore==<version>), which is on no package index (besides pyenv, virtualenv and PyPI on "
+            "every worker). Use local: the bundle installs the wheel on every worker (cluster library or job "
+            "environment) and each worker re-checks the certificate's library versions")
+    return env_manager
 # publication.mode: append what is new, or replace a snapshot's UTC days (lakescore.publish.plan)
 PublicationMode = Literal["incremental", "snapshot"]
 # publication.source_change_policy: an update or delete in the source window
@@ -33,7 +49,7 @@ class InferenceConfig(StrictModel):
 
     job_name: str = "score"
     batch_compute: BatchCompute = "spark"
-    spark_udf_env_manager: EnvManager = "local"
+    spark_udf_env_manager: Annotated[EnvManager, AfterValidator(_restorable)] = "local"
     spark_udf_prediction_batch_rows: Annotated[int, between(1, 100000)] = 10000
     score_source_table: TableName
     prediction_table: TableName

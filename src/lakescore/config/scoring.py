@@ -8,6 +8,10 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, ValidationInfo
 
 from lakescore.config.base import FIXED_OUTPUTS, StrictModel
+from lakescore.usercode import refuse_former_package
+
+# a module or module:function reference to the project's code (not by the package's former name)
+CodeRef = Annotated[str, AfterValidator(refuse_former_package)]
 
 # mode: which rows scoring refuses: the eligibility rules, the pre-split recipe's row filters, or both
 EligibilityMode = Literal["rules", "pre_split", "combined"]
@@ -15,7 +19,7 @@ EligibilityMode = Literal["rules", "pre_split", "combined"]
 
 class RuleConfig(StrictModel):
     name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
-    function: str
+    function: CodeRef
     columns: list[str] = Field(min_length=1)
     version: int = 1
     params: dict[str, Any] = Field(default_factory=dict)
@@ -26,7 +30,7 @@ OutputType = Literal["string", "double", "long", "boolean"]
 
 class OutputRuleConfig(StrictModel):
     name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
-    function: str
+    function: CodeRef
     columns: list[str] = Field(default_factory=list)
     outputs: dict[str, OutputType] = Field(min_length=1)
     version: int = 1
@@ -54,7 +58,7 @@ def _mode_allows(mode: EligibilityMode, info: ValidationInfo) -> EligibilityMode
 class ScoringConfig(StrictModel):
     """config/scoring.yml: eligibility rules, how pre-split filters are re-used, output rules."""
 
-    module: str = "features.scoring"
+    module: CodeRef = "lakescore_project.scoring"
     eligibility: list[RuleConfig] = Field(default_factory=list)
     # rules: only the eligibility rules; pre_split: the pre-split recipe's row filters re-applied as
     # eligibility; combined: both (the default: with no pre_split recipe it is the same as rules)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 
 from lakescore.config.base import FIXED_OUTPUTS, StrictModel, TableName, between
+from lakescore.usercode import former_package_problem
 
 if TYPE_CHECKING:  # annotations only: a worker that reads a config needs no lookup machinery
     from lakescore.lookup import FeatureLookup
@@ -20,6 +21,18 @@ ThresholdOptimize = Literal["f1", "youden"]
 ModelInputSetting = Literal["auto", "dense", "sparse"]
 # model_set.composed[i]: how a composed column combines component outputs (lakescore.model_set)
 ComposedKind = Literal["weighted_sum", "weighted_mean"]
+
+
+def _step_ref(step: dict[str, Any]) -> dict[str, Any]:
+    """A recipe entry whose ``ref`` (a custom step's) names the former project package is refused."""
+    problem = former_package_problem(step["ref"]) if isinstance(step.get("ref"), str) else None
+    if problem:
+        raise ValueError(f"ref {problem}")
+    return step
+
+
+# a recipe (pre_split, preprocessing): step entries, checked in full when training parses each one
+Recipe = list[Annotated[dict[str, Any], AfterValidator(_step_ref)]]
 
 
 class TrainingDefaults(StrictModel):
@@ -156,7 +169,7 @@ class ComponentConfig(StrictModel):
     ``label_column`` / ``label_expression`` / ``feature_columns`` default to ``data``'s (a set may hold a
     classifier and a regressor of different labels)."""
 
-    preprocessing: list[dict[str, Any]] = Field(default_factory=list)
+    preprocessing: Recipe = Field(default_factory=list)
     model: ModelConfig
     label_column: str | None = None
     label_expression: str | None = None
@@ -253,10 +266,10 @@ class TrainingConfig(StrictModel):
     max_rows: Annotated[int, between(1000, 10**10)] | None = None
     split_training: SplitTrainingConfig = SplitTrainingConfig()
     # fixed steps (edits, row filters) run on the whole table before the train/holdout split
-    pre_split: list[dict[str, Any]] = Field(default_factory=list)
+    pre_split: Recipe = Field(default_factory=list)
     # feature tables joined onto the rows by key before the split (lakescore.lookup)
     feature_lookups: Annotated[list[FeatureLookupConfig], AfterValidator(_lookup_outputs)] = Field(default_factory=list)
-    preprocessing: list[dict[str, Any]] = Field(default_factory=list)
+    preprocessing: Recipe = Field(default_factory=list)
     model: ModelConfig | None = None  # exactly one of model and model_set
     model_set: ModelSetConfig | None = None
     registry: RegistryConfig

@@ -2,7 +2,7 @@
 
 Each step is declared at module level and named in config/training.yml by ``module:attribute``::
 
-    - {step: custom, name: dep_clock, ref: "features.preprocessing:dep_clock_step", columns: [hour, minute]}
+    - {step: custom, name: dep_clock, ref: "lakescore_project.preprocessing:dep_clock_step", columns: [hour, minute]}
 
 A function receives a copy of the step's ``columns`` and must read only each row's own values
 (and, for a fitted step, its saved state). The demo recipe uses built-in steps only; these are
