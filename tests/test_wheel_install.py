@@ -15,7 +15,6 @@ runtime lacks.
 from __future__ import annotations
 
 import json
-import re
 import shlex
 import subprocess
 import sys
@@ -24,6 +23,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from packaging.utils import canonicalize_name
 
 REPO = Path(__file__).resolve().parents[1]
 LOCK = REPO / "requirements-dbr.lock"
@@ -31,13 +31,9 @@ LOCK = REPO / "requirements-dbr.lock"
 RUNTIME_OWNED = ("pyspark", "mlflow", "mlflow-skinny", "pandas", "numpy", "pyarrow")
 
 
-def _canonical(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def _locked() -> dict[str, str]:
     pins = (line.split("==") for line in LOCK.read_text().splitlines() if "==" in line and not line.startswith("#"))
-    return {_canonical(name): version.strip() for name, version in pins}
+    return {canonicalize_name(name): version.strip() for name, version in pins}
 
 
 def _job_libraries() -> dict[str, tuple[str, ...]]:
@@ -83,7 +79,7 @@ def test_the_wheel_installs_without_replacing_the_runtimes_libraries(wheel, tmp_
                            "--report", str(report), str(wheel), *libraries],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, f"pip cannot install {wheel.name} {' '.join(libraries)} here: {done.stderr.strip()}"
-    would = {_canonical(item["metadata"]["name"]): item["metadata"]["version"]
+    would = {canonicalize_name(item["metadata"]["name"]): item["metadata"]["version"]
              for item in json.loads(report.read_text())["install"]}
     replaced = [f"{name} {_installed(name)} -> {would[name]}" for name in RUNTIME_OWNED if name in would]
     assert not replaced, (f"installing {wheel.name} {' '.join(libraries)} (jobs {jobs}) would replace the runtime's "
