@@ -137,7 +137,8 @@ def app_id_of(lake) -> str:
 
 
 @pytest.mark.spark
-def test_a_write_whose_receipt_cannot_be_read_back_is_never_written_again(spark_lake):
+@pytest.mark.parametrize("one_pass", [False, True], ids=["staged", "one-pass"])
+def test_a_write_whose_receipt_cannot_be_read_back_is_never_written_again(spark_lake, one_pass):
     from deltalake import DeltaTable
 
     from lakescore.errors import CdfRecoveryRequiredError, ReceiptUnreadableError
@@ -157,7 +158,7 @@ def test_a_write_whose_receipt_cannot_be_read_back_is_never_written_again(spark_
     with pytest.raises(ReceiptUnreadableError, match=(
             r"the write of run \w+ \(app transaction lakescore/\S+ v2\) returned, the table records app transaction "
             r"v2, and no receipt of v2 can be read back")):
-        lake.publish(run, writer=DropsUserMetadata)
+        lake.publish(run, writer=DropsUserMetadata, one_pass=one_pass)
     assert DeltaTable(lake.path).version() == 2 and len(lake.table()) == 260  # written once
     for engine in ("spark", "delta-rs"):  # neither writer writes it again
         with pytest.raises(CdfRecoveryRequiredError, match="records a lakescore commit at v2, but the receipt"):

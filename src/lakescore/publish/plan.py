@@ -423,6 +423,34 @@ def plan_scope(publication: PublicationConfig, source: SourceState, target: Targ
     return Scope("append", "cdf", sid, first, s, before, f"{name} v{first}..v{s}: inserted rows")
 
 
+PublicationPass = Literal["one_pass", "staged"]
+
+
+def publication_pass(*, batch_compute: str, engine: str, publishing: bool, scope: Scope) -> PublicationPass:
+    """How a run's predictions reach the prediction table: ``one_pass`` (the UDF's output goes
+    straight into the commit, no staged copy) or ``staged`` (written to the run store first,
+    published from there: now or by a later ``lakescore publish --run-id``).
+
+    One pass only for a Spark run that publishes as it scores (``lakescore score --publish``) with
+    Spark Delta, and only when there are rows to score: the executors compute the predictions
+    inside the Delta write, and the counts come from that same pass. ``lakescore score`` alone
+    stages (so ``publish --run-id`` can publish it later, or again), and so does the single-node
+    route (a pandas frame has no second pass to save).
+
+    Parameters
+    ----------
+    batch_compute : {"single_node", "spark"}
+    engine : {"spark-delta", "delta-rs"}
+        The publication engine of the route on this placement.
+    publishing : bool
+        Whether the run is published as it is scored.
+    scope : Scope
+        What the run scores (a no-op scores nothing: staged, as ever).
+    """
+    one = batch_compute == "spark" and engine == "spark-delta" and publishing and scope.action != "noop"
+    return "one_pass" if one else "staged"
+
+
 def cdf_recovery(source: str, target: str, first: int, last: int, why: str) -> CdfRecoveryRequiredError:
     """The error for a change data feed that no longer covers the watermark."""
     return CdfRecoveryRequiredError(

@@ -24,7 +24,7 @@ from lakescore.scoring.preflight import ScorePlan
 from lakescore.workflows.monitor import monitor
 from lakescore.workflows.publish import publish
 from lakescore.workflows.routes import Route, choose_route
-from lakescore.workflows.score import score
+from lakescore.workflows.score import score_then
 from lakescore.workflows.train import train
 
 ENGINE_NAMES = {"spark-delta": "Spark Delta", "delta-rs": "delta-rs"}
@@ -56,7 +56,8 @@ def demo(project: ProjectConfig, runtime: Runtime) -> dict[str, Any]:
     _line("certificate", f"artifact sha256 {trained.certificate['artifact_sha256'][:16]}…")
 
     print(f"3. score ({project.inference.batch_compute})")
-    scored = score(project, runtime)
+    # score --publish: on Spark one pass, the predictions computed by the commit that publishes them
+    scored, published = score_then(project, runtime, publish=lambda run: publish(project, runtime, run))
     counts = scored.summary()
     _line("source", counts["source"])
     _line("scope", counts["scope"])
@@ -67,7 +68,7 @@ def demo(project: ProjectConfig, runtime: Runtime) -> dict[str, Any]:
         _lookup_lines(runtime, scored.plan, choose_route(runtime, scored.batch_compute))
 
     print("4. publish")
-    published = publish(project, runtime, scored)
+    assert published is not None  # noqa: S101 - publish was given
     _line("table", f"{published.table} at {runtime.table_location(published.table)}")
     _line("result", f"{published.message}; table version {published.table_version}")
     _line("engine", written_by(published))
