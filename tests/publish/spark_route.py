@@ -31,13 +31,6 @@ from lakescore.workflows.publish import build_request
 SOURCE = "main.flights.flights_incoming"
 
 
-def _passing(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-    """The rows on their way from the source read to the commit, on a Python worker (as the UDF's
-    are), with the fault hook ``one_pass`` before the first batch."""
-    fault_pause("one_pass")
-    yield from batches
-
-
 def one_pass_rows(runtime: Any, run: Any, data: Any, *, keys: list[str], period_column: str | None) -> tuple[Any, OnePass, Any]:
     """The one pass of the Spark route for a run scored in pandas: the rows scored are read from
     the source on Spark (the planned snapshot, or the window's inserted rows) and pass through a
@@ -53,10 +46,17 @@ def one_pass_rows(runtime: Any, run: Any, data: Any, *, keys: list[str], period_
         source = runtime.spark_source(SOURCE, version=run.plan.source_version)
     columns = list(dict.fromkeys([*keys, *([period_column] if period_column in source.columns else [])]))
     checked = check_keys_within(source.select(*columns), keys, period_column=period_column)
+    def passing(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        """The rows on their way from the source read to the commit, on a Python worker (as the
+        UDF's are), with the fault hook ``one_pass`` before the first batch (a local function:
+        pickled by value, the workers cannot import this file)."""
+        fault_pause("one_pass")
+        yield from batches
+
     predictions = spark.createDataFrame(data)
     joined = source.select(*keys).join(predictions, on=keys)
     reasons = tuple(sorted(set(run.predictions["exclusion_reason"].dropna())))
-    rows, tally = observe_tally(joined.mapInPandas(_passing, joined.schema),
+    rows, tally = observe_tally(joined.mapInPandas(passing, joined.schema),
                                 {"scoring_status": STATUSES, "exclusion_reason": reasons})
     facts = saved_facts(rows, checked_facts(rows, checked.totals, period_column), period_column)
     return rows, OnePass(checked, tally), facts
