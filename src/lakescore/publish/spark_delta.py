@@ -36,9 +36,11 @@ in the way. Neither happens with path tables or with a readable ``_delta_log``.
 
 Key checks and null counts are aggregates computed on the executors; only counts, key bounds
 and at most three example keys reach the driver. A caller whose frame is expensive (a
-``spark_udf`` output) passes it staged or persisted. Passes over the rows per attempt: the key
-check (one aggregate of the new keys; the table's rows only where its file statistics allow a
-new key, none for an empty table) and the write. The facts of the rows (count, period nulls and
+``spark_udf`` output) passes it staged, or, on the one pass of ``score --publish``, passes the
+source read it is scored from as ``key_source`` (or its :class:`KeyCheck`): then the write is the
+only pass over the frame. Passes over the rows: the within-run key check (one aggregate of the
+new keys, once for every attempt), then per attempt the table's rows only where its file
+statistics allow a new key (none for an empty table), and the write. The facts of the rows (count, period nulls and
 bounds) are the caller's, observed when the run was staged (``frame_facts``); without them,
 period nulls are counted here. A named table costs, besides, one read of the receipts table per
 attempt (kept for ``keep_receipts``) and a read-back after the commit that skips the receipts

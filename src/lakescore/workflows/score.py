@@ -12,7 +12,8 @@ the runtime's run store (``<runs_dir>/<run_id>/``: run.json beside predictions.p
 the ``predictions/`` Parquet folder that the Spark route's executors write) so that ``lakescore
 publish`` can publish it later, or again, exactly once. On the Spark route no source or prediction row reaches the driver:
 the ``spark_udf`` runs once, when the executors write the staged files, and the counts come from
-one aggregate of them.
+one aggregate of them; or, for ``score --publish`` (:func:`score_then`), in one pass: the UDF runs
+in the commit that publishes its output, and nothing is staged.
 """
 
 from __future__ import annotations

@@ -14,6 +14,8 @@ lazy Spark DataFrames on the executors; no source or prediction row reaches the 
   folder, with the facts observed during that write (a run with nothing to score is staged as
   a pandas frame: no session for it).
 - Publish: Spark Delta from the executors (:class:`~lakescore.workflows.routes.writers.SparkDeltaPublication`).
+  ``score --publish`` does it in one pass (:meth:`SparkRoute.one_pass`): nothing staged, the UDF
+  runs in the commit, the keys and facts come from the source read, the tally from the commit.
 - Monitor: a run's rows, inputs and labels as Spark DataFrames, every aggregate on the executors
   (:class:`SparkRuns`).
 - Unmatched keys: counted in Spark (one number reaches the driver).
