@@ -319,7 +319,8 @@ def test_recovery_and_a_full_rebuild_replace_a_rewritten_table_and_are_never_a_r
 def test_only_a_spark_run_published_as_it_is_scored_goes_in_one_pass(batch_compute, engine, publishing, action,
                                                                      expected):
     from lakescore.publish.plan import Scope, publication_pass
+    from lakescore.runtime.base import DeltaEngine
 
     scope = Scope(action, "cdf", "sid", 3, 4, 2, "r")
-    assert publication_pass(batch_compute=batch_compute, engine=engine, publishing=publishing,
+    assert publication_pass(batch_compute=batch_compute, engine=DeltaEngine(engine), publishing=publishing,
                             scope=scope) == expected

@@ -74,7 +74,7 @@ from lakescore.errors import (
 )
 
 if TYPE_CHECKING:  # annotations only
-    from lakescore.config import ModelChangeMode, PublicationConfig, PublicationMode
+    from lakescore.config import BatchCompute, ModelChangeMode, PublicationConfig, PublicationMode
 from lakescore.publish.receipts import (  # noqa: F401  (parse_receipt and the constants are re-exported)
     RECEIPT_FORMAT,
     RECEIPT_MARKER,
@@ -84,6 +84,7 @@ from lakescore.publish.receipts import (  # noqa: F401  (parse_receipt and the c
     receipt_rows,
     receipts_table_for,
 )
+from lakescore.runtime.base import DeltaEngine
 
 Action = Literal["create", "append", "replace_period", "replace_table", "noop"]
 Read = Literal["snapshot", "cdf", "none"]
@@ -426,7 +427,8 @@ def plan_scope(publication: PublicationConfig, source: SourceState, target: Targ
 PublicationPass = Literal["one_pass", "staged"]
 
 
-def publication_pass(*, batch_compute: str, engine: str, publishing: bool, scope: Scope) -> PublicationPass:
+def publication_pass(*, batch_compute: BatchCompute, engine: DeltaEngine, publishing: bool,
+                     scope: Scope) -> PublicationPass:
     """How a run's predictions reach the prediction table: ``one_pass`` (the UDF's output goes
     straight into the commit, no staged copy) or ``staged`` (written to the run store first,
     published from there: now or by a later ``lakescore publish --run-id``).
@@ -440,14 +442,17 @@ def publication_pass(*, batch_compute: str, engine: str, publishing: bool, scope
     Parameters
     ----------
     batch_compute : {"single_node", "spark"}
-    engine : {"spark-delta", "delta-rs"}
-        The publication engine of the route on this placement.
+        ``inference.batch_compute``: the route.
+    engine : DeltaEngine
+        The publication engine of the route on this placement
+        (:func:`lakescore.runtime.base.publication_engine`).
     publishing : bool
         Whether the run is published as it is scored.
     scope : Scope
         What the run scores (a no-op scores nothing: staged, as ever).
     """
-    one = batch_compute == "spark" and engine == "spark-delta" and publishing and scope.action != "noop"
+    one = (batch_compute == "spark" and engine is DeltaEngine.SPARK_DELTA and publishing
+           and scope.action != "noop")
     return "one_pass" if one else "staged"
 
 

@@ -116,7 +116,7 @@ def score_then(project: ProjectConfig, runtime: Runtime, *, recover: bool = Fals
         run = stage_run(runtime, finish_run(project, runtime, plan, prepared, empty_predictions(plan.record_keys),
                                             route=route), route=route)
         return run, (publish(run) if publish is not None else None)
-    one = publication_pass(batch_compute=route.name, engine=str(route.engine), publishing=publish is not None,
+    one = publication_pass(batch_compute=route.name, engine=route.engine, publishing=publish is not None,
                            scope=prepared.scope) == "one_pass"
     model_dir = runtime.runs_dir() / "models" / uuid.uuid4().hex  # this run's copy of the model
     column = inf.publication.period_column
@@ -129,9 +129,9 @@ def score_then(project: ProjectConfig, runtime: Runtime, *, recover: bool = Fals
             run = finish_run(project, runtime, plan, prepared, scored, route=route)
             if one and publish is not None:
                 run = route.one_pass(run, prepared, model_dir=model_dir, period_column=column)
-                shown.total_rows(int(run.facts["rows"]))
                 published = publish(run)  # the UDF runs here, in the commit
-                run.tally  # noqa: B018 - observed by the commit (or, a replay found at the commit, counted while the model is here)
+                # the tally its commit observed; a replay found at the commit counts it now, while the model is here
+                shown.total_rows(run.counts["rows_in"])
             else:
                 run = stage_run(runtime, run, period_column=column, route=route)
                 shown.total_rows(run.counts["rows_in"])
