@@ -113,9 +113,9 @@ def test_sigkill_between_files_and_commit_then_rerun_publishes_each_row_once(lak
     assert len(lake.table()) == 800 and DeltaTable(lake.path).version() == 2
 
 
+# only score --publish on Spark publishes in one pass; the other writers commit staged rows
+@pytest.mark.parametrize("engine", [pytest.param("spark-one-pass", marks=pytest.mark.spark)])
 def test_sigkill_during_the_one_pass_leaves_the_table_and_a_rerun_publishes_each_row_once(lake, tmp_path):
-    if not lake.one_pass:
-        pytest.skip("only score --publish on Spark publishes in one pass; the other writers commit staged rows")
     run = _published_window(lake)
     marker = tmp_path / "in-the-pass"
     child = _publisher(lake, run, pause="one_pass", marker=marker)
