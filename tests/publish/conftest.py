@@ -49,6 +49,7 @@ class Lake:
     def __init__(self, runtime: LocalRuntime, config_dir: Path, chain: Any, flights: pd.DataFrame) -> None:
         self.runtime, self.config_dir, self.chain = runtime, config_dir, chain
         self.engine = "delta-rs"  # the writer lake.publish uses: "delta-rs" or "spark"
+        self.one_pass = False  # with "spark": publish as score --publish does, in one pass from the source
         self.flights = flights[COLUMNS].reset_index(drop=True)
         self.configure()
 
@@ -101,11 +102,12 @@ class Lake:
 
     def on(self, engine: str, request: pytest.FixtureRequest) -> Lake:
         """Publish with ``engine`` from now on (the Spark one on the test session's SparkSession, or
-        on the test's ``route_spark``, classic then Spark Connect, when the test asks for it)."""
-        if engine == "spark":
+        on the test's ``route_spark``, classic then Spark Connect, when the test asks for it);
+        ``spark-one-pass``: the Spark one, in one pass from the source (``spark_route.one_pass_rows``)."""
+        if engine.startswith("spark"):
             self.runtime.spark_session = request.getfixturevalue(
                 "route_spark" if "route_spark" in request.fixturenames else "spark")
-        self.engine = engine
+        self.engine, self.one_pass = ("spark", True) if engine == "spark-one-pass" else (engine, False)
         return self
 
     def publish(self, run: ScoredRun, *, engine: str | None = None, **kwargs: Any) -> PublishResult:
@@ -114,7 +116,7 @@ class Lake:
         if (engine or self.engine) == "spark":
             from spark_route import publish_spark  # tests/publish/spark_route.py
 
-            return publish_spark(self.project, self.runtime, run, **kwargs)
+            return publish_spark(self.project, self.runtime, run, **{"one_pass": self.one_pass, **kwargs})
         return publish(self.project, self.runtime, run, **kwargs)
 
     def maintain(self) -> None:
@@ -148,7 +150,9 @@ def lake(runtime: LocalRuntime, project_dir: Path, chain: Any, flights_sample: p
     return Lake(runtime, project_dir, chain, flights_sample)
 
 
-@pytest.fixture(params=["delta-rs", pytest.param("spark", marks=pytest.mark.spark)])
+@pytest.fixture(params=["delta-rs", pytest.param("spark", marks=pytest.mark.spark),
+                        pytest.param("spark-one-pass", marks=pytest.mark.spark)])
 def engine(request: pytest.FixtureRequest) -> str:
-    """Each writer in turn: a test module overrides ``lake`` with ``lake.on(engine, request)``."""
+    """Each writer in turn (and the Spark one on the one pass of ``score --publish``): a test
+    module overrides ``lake`` with ``lake.on(engine, request)``."""
     return request.param

@@ -306,3 +306,21 @@ def test_recovery_and_a_full_rebuild_replace_a_rewritten_table_and_are_never_a_r
         assert (decision.action, decision.read_version, decision.watermark_after) == ("replace_table", 3, 6)
     full = PublicationConfig(model_change_mode="full_rebuild")
     assert plan_scope(full, source(6), table, model_name="m", model_version=2).action == "replace_table"
+
+
+@pytest.mark.parametrize(("batch_compute", "engine", "publishing", "action", "expected"), [
+    ("spark", "spark-delta", True, "append", "one_pass"),
+    ("spark", "spark-delta", True, "replace_period", "one_pass"),
+    ("spark", "spark-delta", False, "append", "staged"),  # lakescore score: publish --run-id later
+    ("spark", "spark-delta", True, "noop", "staged"),  # nothing to score
+    ("single_node", "delta-rs", True, "append", "staged"),
+    ("single_node", "spark-delta", True, "append", "staged"),  # a single-node run on Databricks
+])
+def test_only_a_spark_run_published_as_it_is_scored_goes_in_one_pass(batch_compute, engine, publishing, action,
+                                                                     expected):
+    from lakescore.publish.plan import Scope, publication_pass
+    from lakescore.runtime.base import DeltaEngine
+
+    scope = Scope(action, "cdf", "sid", 3, 4, 2, "r")
+    assert publication_pass(batch_compute=batch_compute, engine=DeltaEngine(engine), publishing=publishing,
+                            scope=scope) == expected

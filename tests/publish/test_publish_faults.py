@@ -50,7 +50,8 @@ def _publisher(lake, run: ScoredRun, *, pause: str | None = None, marker: Path |
     if pause:
         env["LAKESCORE_FAULT_PAUSE"] = f"{pause}:{marker}"
     home, config = str(lake.runtime.home), str(lake.config_dir)
-    command = ([sys.executable, str(SPARK_ROUTE), home, config, run.run_id] if lake.engine == "spark" else
+    command = ([sys.executable, str(SPARK_ROUTE), home, config, run.run_id, *(["one-pass"] if lake.one_pass else [])]
+               if lake.engine == "spark" else
                [sys.executable, "-m", "lakescore.cli", "publish", "--home", home, "--config-dir", config,
                 "--run-id", run.run_id])
     return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -106,6 +107,25 @@ def test_sigkill_between_files_and_commit_then_rerun_publishes_each_row_once(lak
     child.wait(timeout=30)
     assert child.returncode == -signal.SIGKILL
     assert DeltaTable(lake.path).version() == 1 and len(lake.table()) == 500
+    rerun = lake.publish(run)
+    assert (rerun.action, rerun.table_version) == ("append", 2)
+    lake.assert_whole()
+    assert len(lake.table()) == 800 and DeltaTable(lake.path).version() == 2
+
+
+# only score --publish on Spark publishes in one pass; the other writers commit staged rows
+@pytest.mark.parametrize("engine", [pytest.param("spark-one-pass", marks=pytest.mark.spark)])
+def test_sigkill_during_the_one_pass_leaves_the_table_and_a_rerun_publishes_each_row_once(lake, tmp_path):
+    run = _published_window(lake)
+    marker = tmp_path / "in-the-pass"
+    child = _publisher(lake, run, pause="one_pass", marker=marker)
+    _wait_for(marker, timeout=180)  # a Python worker holds rows of the pass: the commit's write job is running
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait(timeout=30)
+    marker.with_name(marker.name + ".go").touch()  # lets a worker the kill left behind finish at once
+    assert child.returncode == -signal.SIGKILL
+    assert DeltaTable(lake.path).version() == 1 and len(lake.table()) == 500  # as it was
+    assert [r["table_version"] for r in receipts(lake.path)] == [1]
     rerun = lake.publish(run)
     assert (rerun.action, rerun.table_version) == ("append", 2)
     lake.assert_whole()

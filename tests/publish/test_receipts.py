@@ -28,3 +28,13 @@ def test_receipt_rows_add_only_missing_commits_as_exact_json():
     rows = receipt_rows([receipt("r2", version=2), receipt("r1", version=1), receipt("r2", version=2)], held)
     assert [(r["target_table_id"], r["table_version"], r["run_id"]) for r in rows] == [("tid", 2, "r2")]
     assert json.loads(rows[0]["receipt"]) == receipt("r2", version=2)
+
+
+def test_the_logged_receipt_wins_and_keeps_the_counts_only_the_stored_copy_has():
+    """A one-pass commit's receipt: ``userMetadata`` was written before its tally was known; the
+    receipts table's copy carries the counts the commit observed."""
+    logged = [{**receipt("r2", version=2), "rows_in": 40, "model_version": 1}]
+    stored = [{**receipt("r2", version=2), "rows_in": 40, "predicted": 36, "excluded": 4, "model_version": 7}]
+    merged = merge_receipts(logged, stored, "tid")
+    assert len(merged) == 1
+    assert (merged[0]["predicted"], merged[0]["excluded"], merged[0]["model_version"]) == (36, 4, 1)

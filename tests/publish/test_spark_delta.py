@@ -137,7 +137,8 @@ def app_id_of(lake) -> str:
 
 
 @pytest.mark.spark
-def test_a_write_whose_receipt_cannot_be_read_back_is_never_written_again(spark_lake):
+@pytest.mark.parametrize("one_pass", [False, True], ids=["staged", "one-pass"])
+def test_a_write_whose_receipt_cannot_be_read_back_is_never_written_again(spark_lake, one_pass):
     from deltalake import DeltaTable
 
     from lakescore.errors import CdfRecoveryRequiredError, ReceiptUnreadableError
@@ -157,7 +158,7 @@ def test_a_write_whose_receipt_cannot_be_read_back_is_never_written_again(spark_
     with pytest.raises(ReceiptUnreadableError, match=(
             r"the write of run \w+ \(app transaction lakescore/\S+ v2\) returned, the table records app transaction "
             r"v2, and no receipt of v2 can be read back")):
-        lake.publish(run, writer=DropsUserMetadata)
+        lake.publish(run, writer=DropsUserMetadata, one_pass=one_pass)
     assert DeltaTable(lake.path).version() == 2 and len(lake.table()) == 260  # written once
     for engine in ("spark", "delta-rs"):  # neither writer writes it again
         with pytest.raises(CdfRecoveryRequiredError, match="records a lakescore commit at v2, but the receipt"):
@@ -279,6 +280,45 @@ def test_a_repeated_key_is_refused_within_the_rows_and_against_a_path_table_whos
     assert publish(path, rows(9, 10), window("run-4", 3, 2), keys=["flight_id"])[0].action == "append"
     table = spark.read.format("delta").load(path)
     assert sorted(r["flight_id"] for r in table.collect()) == [2, 4, 5, 6, 7, 8, 9, 10]
+
+
+@pytest.mark.spark
+def test_the_key_check_reads_the_source_keys_before_the_rows_are_computed_once_for_every_attempt(spark, tmp_path):
+    """On the one pass the keys are checked on the source read, never on the UDF's output: rows
+    whose computation fails (as a UDF would, were it run) are refused for a repeated source key,
+    within the run and against the table, without being computed."""
+    from deltalake import DeltaTable
+    from pyspark.sql import functions as F
+
+    from lakescore.errors import PublishError
+    from lakescore.publish.spark_delta import SparkDeltaWriter, check_keys_within, publish
+
+    path, schema = str(tmp_path / "preds"), (("flight_id", "long"), ("prediction", "long"))
+    request = replace(REQUEST, schema=schema, source_version_from=None, source_version_to=1, rows=4)
+    never = F.udf(lambda k: 1 // 0, "long")  # computing a row fails: the check must not compute one
+
+    def source(*keys):
+        return spark.createDataFrame([(k,) for k in keys], "flight_id long")
+
+    def scored(rows):
+        return rows.select("flight_id", never("flight_id").alias("prediction")).where(F.col("prediction") >= 0)
+
+    new = source(2, 4, 4, 6)
+    with pytest.raises(PublishError, match=r"1 record key\(s\) within this run \(e.g. \[\{'flight_id': 4\}\]\)"):
+        publish(path, scored(new), request, keys=["flight_id"], key_source=new)
+    first = source(2, 4, 6, 8)
+    assert publish(path, first.withColumn("prediction", F.col("flight_id") % 2), request, keys=["flight_id"],
+                   key_source=first)[0].action == "append"  # v1 (v0: created)
+    again = source(3, 4, 8, 9)
+    with pytest.raises(PublishError, match=r"2 record key\(s\) already in main.f.preds"):
+        publish(path, scored(again), replace(request, run_id="run-2", source_version_from=2, source_version_to=2),
+                keys=["flight_id"], key_source=again)
+    assert DeltaTable(path).version() == 1  # refused: nothing written
+    checked = check_keys_within(source(5, 7, 7), ["flight_id"])
+    assert (checked.totals["rows"], checked.repeated.count) == (3, 1)
+    writer = SparkDeltaWriter(path, scored(source(1)), table="main.f.preds", app_id=request.app_id, checked=checked)
+    writer.read()
+    assert writer.repeated_keys(["flight_id"], against_table=True).examples == ({"flight_id": 7},)  # as checked
 
 
 @pytest.mark.spark

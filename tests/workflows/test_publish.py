@@ -183,3 +183,35 @@ def test_a_snapshot_spark_run_publishes_with_the_facts_observed_when_it_was_stag
     assert (done.receipt["period_start"], done.receipt["period_end"]) == tuple(d.strftime("%Y-%m-%dT%H:%M:%SZ")
                                                                              for d in days)
     assert sorted(runtime.read_table(lake.target)["flight_id"]) == sorted(lake.flights.iloc[:40]["flight_id"])
+
+
+def test_score_publish_on_spark_is_one_pass_with_the_counts_and_facts_of_a_staged_run(spark_lake, small_chain):
+    """``score --publish`` on Spark stages nothing: the UDF's output goes into the commit, the keys
+    and facts come from the source read, the tally from the commit's own pass; and all of them
+    equal those of a staged run of the same source version."""
+    from lakescore.workflows.publish import list_receipts, score_and_publish
+
+    lake, runtime = spark_lake, spark_lake.runtime
+    lake.configure(mode="snapshot", period_column="time_hour")
+    lake.add(lake.flights.iloc[:40])
+    staged = score(lake.project, runtime)  # v0, staged (lakescore score)
+    done = score_and_publish(lake.project, runtime)  # v0 again, in one pass
+    assert not (runtime.runs_dir() / done["run_id"]).exists()  # nothing staged, nothing read back
+    assert [p.name for p in runtime.runs_dir().glob("*/run.json")] == ["run.json"]  # the staged run's only
+    want = small_chain.predict(lake.flights.iloc[:40])
+    counts = {"rows_in": 40, "predicted": int((want["scoring_status"] == "predicted").sum()),
+              "excluded": int((want["scoring_status"] == "excluded").sum())}
+    assert counts["excluded"] > 0 and staged.counts == counts
+    assert {k: done[k] for k in counts} == counts and done["exclusions"] == staged.summary()["exclusions"]
+    receipt = done["publish"]["receipt"]
+    assert (done["publish"]["action"], done["publish"]["engine"]) == ("replace_period", "spark-delta")
+    assert {k: receipt[k] for k in counts} == counts  # the counts the commit observed, in the receipts table
+    hours = pd.to_datetime(lake.flights.iloc[:40]["time_hour"], utc=True)
+    days = (hours.min().floor("D"), hours.max().floor("D") + pd.Timedelta(days=1))
+    assert (receipt["period_start"], receipt["period_end"]) == tuple(d.strftime("%Y-%m-%dT%H:%M:%SZ") for d in days)
+    listed = list_receipts(runtime, lake.target, batch_compute="spark")["receipts"][0]
+    assert listed["run_id"] == done["run_id"] and {k: listed[k] for k in counts} == counts
+    stored = runtime.read_table(lake.target)
+    assert sorted(stored["flight_id"]) == sorted(lake.flights.iloc[:40]["flight_id"]) and stored["flight_id"].is_unique
+    mine = as_pandas(staged.predictions).sort_values("flight_id", ignore_index=True)
+    assert stored.sort_values("flight_id", ignore_index=True)["prediction"].tolist() == mine["prediction"].tolist()

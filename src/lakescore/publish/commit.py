@@ -226,6 +226,7 @@ def publish_once(writer: Writer, request: PublishRequest, *, allow_empty: bool =
                  model_change_mode: ModelChangeMode = "incremental_append", migrate: bool = False,
                  period_column: str | None = None, keys: list[str] | None = None,
                  pause: Callable[[str], None] = fault_pause,
+                 complete: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
                  **facts: Any) -> tuple[Decision, int | None, dict[str, Any] | None]:
     """Commit the writer's rows to its table exactly once for ``request``.
 
@@ -245,6 +246,10 @@ def publish_once(writer: Writer, request: PublishRequest, *, allow_empty: bool =
     pause : callable, default :func:`fault_pause`
         Called with ``"before_commit"`` (files written, nothing committed) and ``"after_commit"``
         (committed, receipt not yet in the receipts table); for fault tests.
+    complete : callable, optional
+        ``receipt -> receipt``: called once the commit landed, with its receipt as read back;
+        what it returns is kept in the receipts table and returned (the one pass adds the
+        counts its commit observed, :meth:`lakescore.scoring.run.OnePass.complete`).
     **facts
         Run facts for the receipt (certificate_sha256, rows_in, predicted, excluded, ...).
 
@@ -299,6 +304,8 @@ def publish_once(writer: Writer, request: PublishRequest, *, allow_empty: bool =
         if ours is None:
             last_error = CommitLost(f"another publisher of {request.app_id} committed v{decision.txn_version} first")
             continue
+        if complete is not None:
+            ours = complete(ours)
         writer.keep_receipts([ours])
         return decision, int(ours["table_version"]), ours
     raise PublishConflictError(

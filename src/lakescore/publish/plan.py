@@ -74,7 +74,7 @@ from lakescore.errors import (
 )
 
 if TYPE_CHECKING:  # annotations only
-    from lakescore.config import ModelChangeMode, PublicationConfig, PublicationMode
+    from lakescore.config import BatchCompute, ModelChangeMode, PublicationConfig, PublicationMode
 from lakescore.publish.receipts import (  # noqa: F401  (parse_receipt and the constants are re-exported)
     RECEIPT_FORMAT,
     RECEIPT_MARKER,
@@ -84,6 +84,7 @@ from lakescore.publish.receipts import (  # noqa: F401  (parse_receipt and the c
     receipt_rows,
     receipts_table_for,
 )
+from lakescore.runtime.base import DeltaEngine
 
 Action = Literal["create", "append", "replace_period", "replace_table", "noop"]
 Read = Literal["snapshot", "cdf", "none"]
@@ -421,6 +422,38 @@ def plan_scope(publication: PublicationConfig, source: SourceState, target: Targ
     if source.oldest_version is not None and source.oldest_version > first:
         raise cdf_recovery(name, target.table, first, s, f"its log starts at v{source.oldest_version}")
     return Scope("append", "cdf", sid, first, s, before, f"{name} v{first}..v{s}: inserted rows")
+
+
+PublicationPass = Literal["one_pass", "staged"]
+
+
+def publication_pass(*, batch_compute: BatchCompute, engine: DeltaEngine, publishing: bool,
+                     scope: Scope) -> PublicationPass:
+    """How a run's predictions reach the prediction table: ``one_pass`` (the UDF's output goes
+    straight into the commit, no staged copy) or ``staged`` (written to the run store first,
+    published from there: now or by a later ``lakescore publish --run-id``).
+
+    One pass only for a Spark run that publishes as it scores (``lakescore score --publish``) with
+    Spark Delta, and only when there are rows to score: the executors compute the predictions
+    inside the Delta write, and the counts come from that same pass. ``lakescore score`` alone
+    stages (so ``publish --run-id`` can publish it later, or again), and so does the single-node
+    route (a pandas frame has no second pass to save).
+
+    Parameters
+    ----------
+    batch_compute : {"single_node", "spark"}
+        ``inference.batch_compute``: the route.
+    engine : DeltaEngine
+        The publication engine of the route on this placement
+        (:func:`lakescore.runtime.base.publication_engine`).
+    publishing : bool
+        Whether the run is published as it is scored.
+    scope : Scope
+        What the run scores (a no-op scores nothing: staged, as ever).
+    """
+    one = (batch_compute == "spark" and engine is DeltaEngine.SPARK_DELTA and publishing
+           and scope.action != "noop")
+    return "one_pass" if one else "staged"
 
 
 def cdf_recovery(source: str, target: str, first: int, last: int, why: str) -> CdfRecoveryRequiredError:

@@ -44,13 +44,16 @@ def merge_receipts(logged: list[dict[str, Any]], stored: list[dict[str, Any]],
     Returns
     -------
     list of dict
-        One receipt per ``(target_table_id, table_version)`` (the logged copy wins). Receipts of
+        One receipt per ``(target_table_id, table_version)``: the logged copy wins, with the fields
+        only the stored copy has added (the counts of a one-pass run, observed after its commit
+        was written). Receipts of
         the table as it is now come first, by ``table_version`` descending; then receipts of
         earlier tables of that name (dropped and recreated), by ``committed_at`` descending.
     """
     merged: dict[tuple[Any, int], dict[str, Any]] = {}
     for receipt in [*stored, *logged]:
-        merged[(receipt.get("target_table_id"), int(receipt["table_version"]))] = receipt
+        key = (receipt.get("target_table_id"), int(receipt["table_version"]))
+        merged[key] = {**merged.get(key, {}), **receipt}
     current = sorted((r for r in merged.values() if r.get("target_table_id") == table_id),
                      key=lambda r: -int(r["table_version"]))
     earlier = sorted((r for r in merged.values() if r.get("target_table_id") != table_id),

@@ -132,6 +132,32 @@ def observe_facts(frame: Any, period_column: str | None) -> tuple[Any, Callable[
     return observed, facts
 
 
+def checked_facts(frame: Any, totals: dict[str, Any], period_column: str | None) -> dict[str, Any]:
+    """The facts of ``frame`` (the one pass's predictions) as :func:`observe_facts` saves them, from
+    the totals of the key check of the source read they are scored from
+    (:func:`lakescore.publish.spark_delta.check_keys_within` with ``period_column``): the UDF keeps
+    one row per source row and carries the period column through, so rows and period facts are
+    the source's, known before the UDF runs.
+
+    Parameters
+    ----------
+    frame : pyspark.sql.DataFrame
+        The predictions (only their schema is read: no job).
+    totals : dict
+        ``rows`` and, with the period column, ``nulls``, ``low``, ``high``.
+    period_column : str or None
+        ``publication.period_column``.
+    """
+    from pyspark.sql.types import TimestampType  # Spark only on this route
+
+    has_period = bool(period_column) and period_column in frame.columns and "nulls" in totals
+    stamp = has_period and isinstance(frame.schema[period_column].dataType, TimestampType)
+    return {"period_column": period_column if has_period else None, "rows": int(totals.get("rows") or 0),
+            "period_nulls": int(totals.get("nulls") or 0) if has_period else 0, "stamp": stamp,
+            "period_low": _to_json(totals.get("low")) if has_period else None,
+            "period_high": _to_json(totals.get("high")) if has_period else None}
+
+
 def _to_json(value: Any) -> Any:
     """A bound as JSON: a date or a time zone-less timestamp tagged with its ISO text; numbers
     (a timestamp's microseconds) and text as they are."""

@@ -36,9 +36,11 @@ in the way. Neither happens with path tables or with a readable ``_delta_log``.
 
 Key checks and null counts are aggregates computed on the executors; only counts, key bounds
 and at most three example keys reach the driver. A caller whose frame is expensive (a
-``spark_udf`` output) passes it staged or persisted. Passes over the rows per attempt: the key
-check (one aggregate of the new keys; the table's rows only where its file statistics allow a
-new key, none for an empty table) and the write. The facts of the rows (count, period nulls and
+``spark_udf`` output) passes it staged, or, on the one pass of ``score --publish``, passes the
+source read it is scored from as ``key_source`` (or its :class:`KeyCheck`): then the write is the
+only pass over the frame. Passes over the rows: the within-run key check (one aggregate of the
+new keys, once for every attempt), then per attempt the table's rows only where its file
+statistics allow a new key (none for an empty table), and the write. The facts of the rows (count, period nulls and
 bounds) are the caller's, observed when the run was staged (``frame_facts``); without them,
 period nulls are counted here. A named table costs, besides, one read of the receipts table per
 attempt (kept for ``keep_receipts``) and a read-back after the commit that skips the receipts
@@ -285,15 +287,79 @@ def _within(existing: Any, ranges: list[KeyRange]) -> Any:
     return existing
 
 
+@dataclass(frozen=True)
+class KeyCheck:
+    """The within-run half of the key check, computed once per publication from the rows' keys
+    (:func:`check_keys_within`), before any attempt and before the rows themselves are computed.
+
+    Attributes
+    ----------
+    keys : pyspark.sql.DataFrame
+        The rows whose keys were checked: the predictions, or, on the one pass, the source read
+        they are scored from (the keys of the output are the keys of the input rows: the UDF is
+        a row-for-row select and a lookup refuses duplicate feature keys before it joins).
+    totals : dict
+        ``twice`` (keys seen more than once), ``rows`` (rows in all) and, per key column ``i``,
+        ``_lo<i>``, ``_hi<i>``, ``_null<i>`` (bounds and null keys); with a period column,
+        ``nulls``, ``low``, ``high`` of it (a timestamp's bounds in microseconds since the epoch).
+    repeated : RepeatedKeys or None
+        Keys repeated ``within this run`` (None: every key once).
+    """
+
+    keys: Any
+    totals: dict[str, Any]
+    repeated: RepeatedKeys | None
+
+
+def check_keys_within(rows: Any, keys: list[str], *, period_column: str | None = None) -> KeyCheck:
+    """The :class:`KeyCheck` of ``rows``: one aggregate of their key columns (and the period
+    column) grouped by key, on the executors; one row of totals, and up to three repeated keys,
+    reach the driver.
+
+    Parameters
+    ----------
+    rows : pyspark.sql.DataFrame of shape (n_rows, >= len(keys))
+        The rows about to be committed, or the source read they are scored from.
+    keys : list of str
+        The record key columns.
+    period_column : str, optional
+        ``publication.period_column``: its nulls and bounds are counted in the same aggregate
+        (nothing when it is not a column of ``rows``).
+    """
+    from pyspark.sql import functions as F  # Spark only on this engine
+    from pyspark.sql.types import TimestampType
+
+    per_period: list[Any] = []
+    period: list[Any] = []
+    if period_column and period_column in rows.columns:
+        col = F.col(period_column)
+        if isinstance(rows.schema[period_column].dataType, TimestampType):
+            col = F.unix_micros(col)  # crosses as a number, whatever the time zones
+        per_period = [F.min(col).alias("_plo"), F.max(col).alias("_phi"),
+                      F.sum(F.col(period_column).isNull().cast("long")).alias("_pnull")]
+        period = [F.sum("_pnull").alias("nulls"), F.min("_plo").alias("low"), F.max("_phi").alias("high")]
+    per_key = rows.groupBy(*keys).agg(F.count(F.lit(1)).alias("_rows"), *per_period)
+    bounds = [agg for i, key in enumerate(keys)
+              for agg in (F.min(key).alias(f"_lo{i}"), F.max(key).alias(f"_hi{i}"),
+                          F.sum(F.col(key).isNull().cast("long")).alias(f"_null{i}"))]
+    totals = per_key.agg(F.sum((F.col("_rows") > 1).cast("long")).alias("twice"), F.sum("_rows").alias("rows"),
+                         *bounds, *period).first().asDict()
+    twice = int(totals["twice"] or 0)
+    repeated = (RepeatedKeys(twice, _examples(per_key.where(F.col("_rows") > 1), keys), "within this run")
+                if twice else None)
+    return KeyCheck(rows, totals, repeated)
+
+
 def repeated_keys(frame: Any, existing: Any, *, keys: list[str], table: str,
-                  may_hold: MayHold | None = None) -> RepeatedKeys | None:
+                  may_hold: MayHold | None = None, checked: KeyCheck | None = None) -> RepeatedKeys | None:
     """Record keys of ``frame`` that repeat within it, else that ``existing`` already holds.
 
     Computed on the executors; only counts, key bounds and at most three example keys reach the
     driver. Passes over the rows:
 
     1. one aggregate of the new rows grouped by key (one shuffle of the key columns): keys seen
-       twice, and each key column's bounds and whether it has a null key;
+       twice, and each key column's bounds and whether it has a null key
+       (:func:`check_keys_within`; not repeated when ``checked`` gives it);
     2. only when ``existing`` is given and no key repeats: the table's rows within those bounds,
        a filter answered from the files' statistics (by ``may_hold`` when given, else by Delta's
        data skipping in a probe for one row): a window of new, increasing keys reads no file of
@@ -315,6 +381,9 @@ def repeated_keys(frame: Any, existing: Any, *, keys: list[str], table: str,
         ``[(column, op, value), ...] -> bool``: whether any data file of that snapshot may hold a
         row matching all the filters, from file statistics (a path table:
         ``deltalake.DeltaTable.file_uris(file_pruning_predicate=...)``, milliseconds).
+    checked : KeyCheck, optional
+        Pass 1 already done (once per publication, on ``frame`` or on the source read it is
+        scored from): its keys are the ones checked against ``existing``, and ``frame`` is not read.
 
     Returns
     -------
@@ -326,17 +395,13 @@ def repeated_keys(frame: Any, existing: Any, *, keys: list[str], table: str,
 
     from pyspark.sql import functions as F  # Spark only on this engine
 
-    per_key = frame.groupBy(*keys).agg(F.count(F.lit(1)).alias("_rows"))
-    bounds = [agg for i, key in enumerate(keys)
-              for agg in (F.min(key).alias(f"_lo{i}"), F.max(key).alias(f"_hi{i}"),
-                          F.sum(F.col(key).isNull().cast("long")).alias(f"_null{i}"))]
-    totals = per_key.agg(F.sum((F.col("_rows") > 1).cast("long")).alias("twice"), *bounds).first()
-    twice = int(totals["twice"] or 0)
-    if twice:
-        return RepeatedKeys(twice, _examples(per_key.where(F.col("_rows") > 1), keys), "within this run")
+    checked = checked or check_keys_within(frame, keys)
+    if checked.repeated is not None:
+        return checked.repeated
     if existing is None:
         return None
-    ranges = _ranges(frame, existing, keys, totals)
+    new = checked.keys
+    ranges = _ranges(new, existing, keys, checked.totals)
     if may_hold is not None and ranges and all(low is not None and not nulls for _, low, _, nulls in ranges):
         filters = [(key, op, value) for key, low, high, _ in ranges for op, value in ((">=", low), ("<=", high))]
         if not may_hold(filters):
@@ -344,9 +409,9 @@ def repeated_keys(frame: Any, existing: Any, *, keys: list[str], table: str,
     held = _within(existing, ranges)
     if held.isEmpty():
         return None
-    held = held.select(*[F.col(k).cast(frame.schema[k].dataType).alias(f"_held{i}") for i, k in enumerate(keys)])
+    held = held.select(*[F.col(k).cast(new.schema[k].dataType).alias(f"_held{i}") for i, k in enumerate(keys)])
     same = reduce(lambda a, b: a & b, [F.col(k).eqNullSafe(F.col(f"_held{i}")) for i, k in enumerate(keys)])
-    found = frame.select(*keys).join(held, on=same, how="left_semi")  # each new key once: none repeats
+    found = new.select(*keys).join(held, on=same, how="left_semi")  # each new key once: none repeats
     count = int(found.count())
     return RepeatedKeys(count, _examples(found, keys), f"already in {table}") if count else None
 
@@ -545,15 +610,22 @@ class SparkDeltaWriter:
         :func:`lakescore.publish.run.observe_facts`): its period nulls are not counted again.
     state_engine : {"auto", "spark"}, default "auto"
         What reads the table's state (see :class:`SparkDeltaTarget`).
+    key_source : pyspark.sql.DataFrame, optional
+        The rows whose keys are checked instead of ``frame``'s (default ``frame``): on the one
+        pass, the source read that ``frame`` scores, so the check runs before the UDF and never
+        computes ``frame``. Its within-run check is done once for all attempts.
+    checked : KeyCheck, optional
+        That within-run check already done (:func:`check_keys_within`), e.g. with the run's facts.
     """
 
     def __init__(self, path: str | TableRef, frame: Any, *, table: str, app_id: str,
                  app_txn: AppTxnReader | None = None, facts: FrameFacts | None = None,
-                 state_engine: Literal["auto", "spark"] = "auto") -> None:
+                 state_engine: Literal["auto", "spark"] = "auto", key_source: Any = None,
+                 checked: KeyCheck | None = None) -> None:
         self.target = SparkDeltaTarget(path, frame.sparkSession, table=table, app_id=app_id, app_txn=app_txn,
                                        state_engine=state_engine)
         self.ref, self.frame, self.table, self.app_id = self.target.ref, frame, table, app_id
-        self.facts = facts
+        self.facts, self.key_source, self.checked = facts, (key_source if key_source is not None else frame), checked
         self.path, self.spark = self.ref.text, frame.sparkSession
 
     def read(self) -> TargetState:
@@ -568,9 +640,12 @@ class SparkDeltaWriter:
     def create(self) -> None:
         """Create the empty table with a Spark write of no rows (kept on Spark even for a path
         table: Spark's first append to a table delta-rs created, which has no ``.crc`` checksum
-        file, replays the whole log, 1.5 s more than the 0.6 s this write costs)."""
+        file, replays the whole log, 1.5 s more than the 0.6 s this write costs). The rows are a
+        new frame of the rows' schema: no action runs on the rows (whose commit, on the one pass,
+        observes their counts)."""
+        empty = self.spark.createDataFrame([], self.frame.schema)
         try:
-            self.ref.write(self.frame.limit(0).write.format("delta").mode("ignore"))
+            self.ref.write(empty.write.format("delta").mode("ignore"))
         except Exception as err:  # another publisher created it at the same time: plan against theirs
             if not _concurrent(err):
                 raise
@@ -583,11 +658,14 @@ class SparkDeltaWriter:
         return period_nulls(self.frame, column)
 
     def repeated_keys(self, keys: list[str], *, against_table: bool) -> RepeatedKeys | None:
-        """As :func:`repeated_keys`; the table is not read when the snapshot has no data files."""
+        """As :func:`repeated_keys` of the key source's keys (checked within the run once, for
+        every attempt); the table is not read when the snapshot has no data files."""
+        if self.checked is None:
+            self.checked = check_keys_within(self.key_source, keys)
         version = self.target.version
         held = against_table and version is not None and self.target.has_rows
         return repeated_keys(self.frame, self.target.at(version) if held else None, keys=keys, table=self.table,  # type: ignore[arg-type]  # held implies a version
-                             may_hold=self.target.may_hold)
+                             may_hold=self.target.may_hold, checked=self.checked)
 
     def stage(self, decision: Decision) -> None:
         """Nothing: Spark writes the files and commits them in one ``save``."""
@@ -612,6 +690,7 @@ def publish(path: str | TableRef, frame: Any, request: PublishRequest, *, allow_
             model_change_mode: ModelChangeMode = "incremental_append", migrate: bool = False,
             period_column: str | None = None, keys: list[str] | None = None,
             app_txn: AppTxnReader | None = None, frame_facts: FrameFacts | None = None,
+            key_source: Any = None, checked: KeyCheck | None = None,
             **facts: Any) -> tuple[Decision, int | None, dict[str, Any] | None]:
     """Commit the Spark DataFrame ``frame`` to the Delta table ``path`` exactly once for ``request``.
 
@@ -631,6 +710,8 @@ def publish(path: str | TableRef, frame: Any, request: PublishRequest, *, allow_
         The app transaction reader (default: see :class:`SparkDeltaWriter`).
     frame_facts : FrameFacts, optional
         The facts of ``frame`` already computed (see :class:`SparkDeltaWriter`).
+    key_source, checked : optional
+        Whose keys are checked, and that check done (see :class:`SparkDeltaWriter`).
     allow_empty, model_change_mode, migrate, period_column, keys, **facts
         As :func:`~lakescore.publish.commit.publish_once`.
 
@@ -645,6 +726,6 @@ def publish(path: str | TableRef, frame: Any, request: PublishRequest, *, allow_
         As :func:`~lakescore.publish.commit.publish_once`; nothing is written.
     """
     writer = SparkDeltaWriter(path, frame, table=request.prediction_table, app_id=request.app_id, app_txn=app_txn,
-                              facts=frame_facts)
+                              facts=frame_facts, key_source=key_source, checked=checked)
     return publish_once(writer, request, allow_empty=allow_empty, model_change_mode=model_change_mode,
                         migrate=migrate, period_column=period_column, keys=keys, **facts)

@@ -11,6 +11,7 @@ per ``(scoring_status, exclusion_reason)``, computed where the rows are.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal
@@ -21,6 +22,41 @@ from lakescore.scoring.spark import spark_tally
 from lakescore.scoring.tally import Tally, pandas_tally
 
 FrameKind = Literal["pandas", "spark"]  # what ScoredRun.predictions is: a pandas frame or a Spark DataFrame
+
+
+@dataclass
+class OnePass:
+    """What a Spark run published in one pass carries instead of staged files: its predictions are
+    the UDF's lazy output, computed once, by the commit that publishes them.
+
+    Attributes
+    ----------
+    checked : lakescore.publish.spark_delta.KeyCheck
+        The within-run key check of the source read, done before the UDF runs; its totals give
+        the run's rows and period facts.
+    observed : callable
+        ``() -> Tally or None``: the tally observed while the commit wrote the rows
+        (:func:`lakescore.scoring.spark.observe_tally`); only to be called once it has.
+    written : bool
+        Whether the commit that computed the rows landed (set by :meth:`complete`).
+    """
+
+    checked: Any
+    observed: Callable[[], Tally | None]
+    written: bool = False
+
+    def tally(self) -> Tally | None:
+        """The observed tally once the rows were written (None before, or when it does not add up)."""
+        return self.observed() if self.written else None
+
+    def complete(self, receipt: dict[str, Any]) -> dict[str, Any]:
+        """The receipt of the commit that wrote the rows, with the counts observed in that pass
+        (``predicted``, ``excluded``): what the receipts table keeps (the commit's own copy in
+        ``userMetadata`` was written before they were known, with ``rows_in`` only)."""
+        self.written = True
+        tally = self.tally()
+        return receipt if tally is None else {**receipt, "predicted": tally.rows("predicted"),
+                                              "excluded": tally.rows("excluded")}
 
 
 @dataclass(frozen=True)
@@ -50,6 +86,7 @@ class ScoredRun:
     scope: dict[str, Any] = field(default_factory=dict)  # lakescore.publish.plan.Scope as JSON
     facts: dict[str, Any] = field(default_factory=dict)  # lakescore.publish.run.observe_facts, as staged
     frame: FrameKind = "pandas"
+    one_pass: OnePass | None = None  # a Spark run published in one pass: not staged, scored by its commit
 
     @property
     def on_spark(self) -> bool:
@@ -60,7 +97,12 @@ class ScoredRun:
     def tally(self) -> Tally:
         """Rows per ``(scoring_status, exclusion_reason)``: one aggregate on the executors for a
         Spark frame (:func:`lakescore.scoring.spark.spark_tally`, only the groups reach the
-        driver), else :func:`lakescore.scoring.tally.pandas_tally`."""
+        driver), else :func:`lakescore.scoring.tally.pandas_tally`. A run published in one pass
+        has the tally its commit observed (counted again only when that commit did not write it:
+        a replay found at the commit)."""
+        observed = self.one_pass.tally() if self.one_pass is not None else None
+        if observed is not None:
+            return observed
         return spark_tally(self.predictions) if self.frame == "spark" else pandas_tally(self.predictions)
 
     @property

@@ -183,6 +183,50 @@ def spark_tally(predictions: Any) -> Tally:
     return Tally.of((r["scoring_status"], r["exclusion_reason"], r["count"]) for r in rows)
 
 
+def observe_tally(predictions: Any, tables: dict[str, tuple[str, ...]]) -> tuple[Any, Callable[[], Tally | None]]:
+    """``predictions`` with their tally observed (``DataFrame.observe``, classic and Spark Connect):
+    the action that computes them (the one pass's commit) counts the rows per
+    ``(scoring_status, exclusion_reason)`` on the way, with no pass of its own.
+
+    An observation holds aggregate expressions, not a ``groupBy``, so the groups are enumerated:
+    every status of the code table of ``scoring_status`` with every reason the chain can give
+    (the code table of ``exclusion_reason``, :mod:`lakescore.transport_codes`) or none.
+
+    Parameters
+    ----------
+    predictions : pyspark.sql.DataFrame
+        The decoded predictions (:func:`score_spark`), lazily.
+    tables : dict of str to tuple of str
+        The model's code tables (:func:`lakescore.transport_codes.saved_code_tables`).
+
+    Returns
+    -------
+    (pyspark.sql.DataFrame, callable)
+        The observed frame, and a function to call once an action on it has finished: the
+        :class:`~lakescore.scoring.tally.Tally`, or None when the groups do not add up to the
+        rows counted (a reason outside the tables: count them with :func:`spark_tally`).
+    """
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    from lakescore.transport_codes import STATUSES
+
+    pairs = [(status, reason) for status in tables.get("scoring_status", STATUSES)
+             for reason in (None, *tables.get("exclusion_reason", ()))]
+    status, reason = F.col("scoring_status"), F.col("exclusion_reason")
+    counts = [F.count(F.when(status.eqNullSafe(F.lit(s)) & (reason.isNull() if r is None else reason == F.lit(r)),
+                             F.lit(1))).alias(f"_g{i}") for i, (s, r) in enumerate(pairs)]
+    observation = Observation()
+    observed = predictions.observe(observation, F.count(F.lit(1)).alias("_rows"), *counts)
+
+    def tally() -> Tally | None:
+        found = observation.get
+        groups = [(s, r, int(found[f"_g{i}"])) for i, (s, r) in enumerate(pairs) if found[f"_g{i}"]]
+        return Tally.of(groups) if sum(n for *_, n in groups) == int(found["_rows"]) else None
+
+    return observed, tally
+
+
 def with_model_columns(scored: Any, source: Any | None, *, keys: list[str], period_column: str | None,
                        model_name: str, model_version: int) -> Any:
     """The Spark twin of the score workflow's last step: ``period_column`` joined from ``source`` on

@@ -2,7 +2,7 @@
 
 Loads the demo tables (idempotent), trains and registers the model (skipped, and said so, when
 the table version, config, code and libraries are unchanged since the alias's version), scores the incoming flights
-on the configured route, publishes exactly once, appends the quality row, writes the HTML report
+on the configured route and publishes them exactly once (on Spark in one pass, nothing staged), appends the quality row, writes the HTML report
 (``<home>/report.html``) and prints a summary.
 Run twice, the second publish is a replay no-op and the predictions table keeps its version.
 """
@@ -13,7 +13,7 @@ import calendar
 import json
 import re
 import time
-from typing import Any
+from typing import Any, cast
 
 from lakescore import progress
 from lakescore.config import ProjectConfig
@@ -24,7 +24,7 @@ from lakescore.scoring.preflight import ScorePlan
 from lakescore.workflows.monitor import monitor
 from lakescore.workflows.publish import publish
 from lakescore.workflows.routes import Route, choose_route
-from lakescore.workflows.score import score
+from lakescore.workflows.score import score_then
 from lakescore.workflows.train import train
 
 ENGINE_NAMES = {"spark-delta": "Spark Delta", "delta-rs": "delta-rs"}
@@ -56,7 +56,9 @@ def demo(project: ProjectConfig, runtime: Runtime) -> dict[str, Any]:
     _line("certificate", f"artifact sha256 {trained.certificate['artifact_sha256'][:16]}…")
 
     print(f"3. score ({project.inference.batch_compute})")
-    scored = score(project, runtime)
+    # score --publish: on Spark one pass, the predictions computed by the commit that publishes them
+    scored, done = score_then(project, runtime, publish=lambda run: publish(project, runtime, run))
+    published = cast(PublishResult, done)  # publish was given: its result
     counts = scored.summary()
     _line("source", counts["source"])
     _line("scope", counts["scope"])
@@ -67,7 +69,6 @@ def demo(project: ProjectConfig, runtime: Runtime) -> dict[str, Any]:
         _lookup_lines(runtime, scored.plan, choose_route(runtime, scored.batch_compute))
 
     print("4. publish")
-    published = publish(project, runtime, scored)
     _line("table", f"{published.table} at {runtime.table_location(published.table)}")
     _line("result", f"{published.message}; table version {published.table_version}")
     _line("engine", written_by(published))

@@ -20,7 +20,7 @@ from lakescore.publish.run import FrameFacts, PublishResult
 from lakescore.runtime import Runtime
 from lakescore.scoring.run import ScoredRun
 from lakescore.workflows.routes import choose_route
-from lakescore.workflows.score import load_scored, score
+from lakescore.workflows.score import load_scored, score, score_then
 
 
 def publish(project: ProjectConfig, runtime: Runtime, run: ScoredRun, *, migrate: bool = False) -> PublishResult:
@@ -58,12 +58,15 @@ def publish(project: ProjectConfig, runtime: Runtime, run: ScoredRun, *, migrate
     with progress.step(f"publish ({engine}) {table}") as shown:
         data, facts = writer.rows(run)
         request = build_request(project, run, facts, target=runtime.target)
-        plan = run.plan
+        plan, one = run.plan, run.one_pass
+        # one pass: the rows are counted from the source before the commit, the tally by the commit itself
+        counts = run.counts if one is None else {"rows_in": facts.rows}
         options: dict[str, Any] = dict(
             allow_empty=inf.publication.allow_empty, model_change_mode=inf.publication.model_change_mode,
             migrate=migrate, period_column=column, keys=list(plan.record_keys), read=Scope.from_json(run.scope).read,
             certificate_sha256=plan.certificate_sha256, decision_threshold=plan.decision_threshold or None,
-            **run.counts, batch_compute=run.batch_compute,
+            **counts, batch_compute=run.batch_compute,
+            **({"checked": one.checked, "complete": one.complete} if one is not None else {}),
             env_manager=run.env_manager, batch_rows=run.batch_rows,
             **({"feature_lookups": plan.lookup_record} if plan.feature_tables else {}),
             **({"components": [dict(c) for c in plan.components]} if plan.components else {}))
@@ -132,15 +135,17 @@ def publish_staged(project: ProjectConfig, runtime: Runtime, *, run_id: str | No
 
 
 def score_and_publish(project: ProjectConfig, runtime: Runtime) -> dict[str, Any]:
-    """``lakescore score --publish`` (the bundle's score job): score, then publish that run.
+    """``lakescore score --publish`` (the bundle's score job): score, then publish that run; on
+    the Spark route in one pass (:func:`lakescore.workflows.score.score_then`): the UDF's output
+    goes straight into the commit, nothing staged.
 
     Returns
     -------
     dict
         The score summary, with the publish summary under ``publish``.
     """
-    scored = score(project, runtime)
-    return {**scored.summary(), "publish": publish(project, runtime, scored).summary()}
+    scored, published = score_then(project, runtime, publish=lambda run: publish(project, runtime, run))
+    return {**scored.summary(), "publish": published.summary()}  # type: ignore[union-attr]  # publish was given
 
 
 def list_receipts(runtime: Runtime, table: str, *, batch_compute: BatchCompute = "single_node") -> dict[str, Any]:

@@ -12,7 +12,8 @@ the runtime's run store (``<runs_dir>/<run_id>/``: run.json beside predictions.p
 the ``predictions/`` Parquet folder that the Spark route's executors write) so that ``lakescore
 publish`` can publish it later, or again, exactly once. On the Spark route no source or prediction row reaches the driver:
 the ``spark_udf`` runs once, when the executors write the staged files, and the counts come from
-one aggregate of them.
+one aggregate of them; or, for ``score --publish`` (:func:`score_then`), in one pass: the UDF runs
+in the commit that publishes its output, and nothing is staged.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from __future__ import annotations
 import json
 import shutil
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any
+from typing import Any, TypeVar
 
 from lakescore import progress
 from lakescore.config import ProjectConfig
@@ -33,6 +35,7 @@ from lakescore.publish.plan import (
     cdf_recovery,
     check_period_nulls,
     plan_scope,
+    publication_pass,
     settle_window,
 )
 from lakescore.publish.scope import PreparedScope, empty_predictions
@@ -43,7 +46,9 @@ from lakescore.scoring.run import ScoredRun
 from lakescore.workflows.routes import Route, choose_route
 from lakescore.workflows.routes.base import finish_frame, source_rows
 
-__all__ = ["score", "prepare_scope", "decide_scope", "noop_before_spark", "finish_run", "source_rows", "stage_run",
+T = TypeVar("T")
+
+__all__ = ["score", "score_then", "prepare_scope", "decide_scope", "noop_before_spark", "finish_run", "source_rows", "stage_run",
            "load_scored"]
 
 
@@ -70,6 +75,36 @@ def score(project: ProjectConfig, runtime: Runtime, *, recover: bool = False) ->
         From :func:`prepare_scope`: which rows to score is decided against the prediction
         table's watermark before scoring.
     """
+    return score_then(project, runtime, recover=recover)[0]
+
+
+def score_then(project: ProjectConfig, runtime: Runtime, *, recover: bool = False,
+               publish: Callable[[ScoredRun], T] | None = None) -> tuple[ScoredRun, T | None]:
+    """Score (as :func:`score`), then, with ``publish``, publish the run: in one pass where
+    :func:`~lakescore.publish.plan.publication_pass` says so, else the staged run.
+
+    One pass (a Spark run published with Spark Delta): the run is not staged; the route checks
+    its keys and counts its facts on the source read
+    (:meth:`~lakescore.workflows.routes.base.Route.one_pass`), and ``publish`` runs while the
+    model the workers read and the session's read settings are still in place: the UDF runs in
+    its commit, once.
+
+    Parameters
+    ----------
+    publish : callable, optional
+        ``run -> result``: the publication of the scored run (``lakescore score --publish``).
+
+    Returns
+    -------
+    (ScoredRun, result or None)
+        The run (staged, or published in one pass with its tally as its commit observed it) and
+        what ``publish`` returned (None without it).
+
+    Raises
+    ------
+    ConfigError, PublishError
+        As :func:`score`, and whatever ``publish`` raises (the table is left as it was).
+    """
     inf = project.inference
     route = choose_route(runtime, inf.batch_compute)  # once for the run: every step below asks it
     runtime.mlflow()
@@ -78,21 +113,33 @@ def score(project: ProjectConfig, runtime: Runtime, *, recover: bool = False) ->
     prepared = (noop_before_spark(project, runtime, plan, recover=recover, route=route)
                 or prepare_scope(project, runtime, plan, recover=recover, route=route))
     if prepared.empty:
-        return stage_run(runtime, finish_run(project, runtime, plan, prepared, empty_predictions(plan.record_keys),
-                                             route=route), route=route)
+        run = stage_run(runtime, finish_run(project, runtime, plan, prepared, empty_predictions(plan.record_keys),
+                                            route=route), route=route)
+        return run, (publish(run) if publish is not None else None)
+    one = publication_pass(batch_compute=route.name, engine=route.engine, publishing=publish is not None,
+                           scope=prepared.scope) == "one_pass"
     model_dir = runtime.runs_dir() / "models" / uuid.uuid4().hex  # this run's copy of the model
     column = inf.publication.period_column
+    published: T | None = None
     try:
         with progress.step(f"score ({route.name}) {plan.source_table}@v{plan.source_version}") as shown, \
                 route.session_kept():
             scored = route.score(plan, prepared, batch_rows=inf.spark_udf_prediction_batch_rows,
                                  env_manager=inf.spark_udf_env_manager, model_dir=model_dir, period_column=column)
-            run = stage_run(runtime, finish_run(project, runtime, plan, prepared, scored, route=route),
-                            period_column=column, route=route)
-            shown.total_rows(run.counts["rows_in"])
+            run = finish_run(project, runtime, plan, prepared, scored, route=route)
+            if one and publish is not None:
+                run = route.one_pass(run, prepared, model_dir=model_dir, period_column=column)
+                published = publish(run)  # the UDF runs here, in the commit
+                # the tally its commit observed; a replay found at the commit counts it now, while the model is here
+                shown.total_rows(run.counts["rows_in"])
+            else:
+                run = stage_run(runtime, run, period_column=column, route=route)
+                shown.total_rows(run.counts["rows_in"])
     finally:
-        shutil.rmtree(model_dir, ignore_errors=True)  # the staged files are what publish reads; the UDF has run
-    return run
+        shutil.rmtree(model_dir, ignore_errors=True)  # the staged files (or the commit) hold the predictions
+    if publish is not None and not one:
+        published = publish(run)
+    return run, published
 
 
 def finish_run(project: ProjectConfig, runtime: Runtime, plan: ScorePlan, prepared: PreparedScope,

@@ -119,6 +119,13 @@ class Route(Protocol):
         """A staged run's predictions from ``folder``, and their form."""
         ...
 
+    def one_pass(self, run: ScoredRun, prepared: PreparedScope, *, model_dir: Path,
+                 period_column: str | None) -> ScoredRun:
+        """``run`` ready to be published in one pass (:func:`lakescore.publish.plan.publication_pass`):
+        not staged; its keys checked and its facts counted on the source read; its tally observed
+        by the commit. Only the Spark route publishes so (the single-node route raises)."""
+        ...
+
     def writer(self, *, period_column: str | None = None) -> Writer:
         """The writer of :attr:`engine` (``period_column``: ``publication.period_column``, for the facts)."""
         ...

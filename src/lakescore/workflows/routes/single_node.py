@@ -99,6 +99,11 @@ class SingleNodeRoute:
         """The staged ``predictions.parquet``."""
         return load_frame(folder), "pandas"
 
+    def one_pass(self, run: ScoredRun, prepared: PreparedScope, *, model_dir: Path,
+                 period_column: str | None) -> ScoredRun:
+        """Never: a single-node run is staged (:func:`lakescore.publish.plan.publication_pass`)."""
+        raise ValueError("the single-node route stages its runs; it has no one pass")
+
     def writer(self, *, period_column: str | None = None) -> Writer:
         """The writer of :attr:`engine` (delta-rs locally, Spark Delta on Databricks)."""
         return writer_for(self.runtime, self.engine, period_column=period_column)

@@ -14,6 +14,8 @@ lazy Spark DataFrames on the executors; no source or prediction row reaches the 
   folder, with the facts observed during that write (a run with nothing to score is staged as
   a pandas frame: no session for it).
 - Publish: Spark Delta from the executors (:class:`~lakescore.workflows.routes.writers.SparkDeltaPublication`).
+  ``score --publish`` does it in one pass (:meth:`SparkRoute.one_pass`): nothing staged, the UDF
+  runs in the commit, the keys and facts come from the source read, the tally from the commit.
 - Monitor: a run's rows, inputs and labels as Spark DataFrames, every aggregate on the executors
   (:class:`SparkRuns`).
 - Unmatched keys: counted in Spark (one number reaches the driver).
@@ -42,7 +44,7 @@ from lakescore.publish.scope import PreparedScope
 from lakescore.runtime import Runtime
 from lakescore.runtime.base import DeltaEngine, publication_engine
 from lakescore.scoring.preflight import ScorePlan
-from lakescore.scoring.run import FrameKind, ScoredRun
+from lakescore.scoring.run import FrameKind, OnePass, ScoredRun
 from lakescore.workflows.lookups import run_lookups
 from lakescore.workflows.placement import prediction_target
 from lakescore.workflows.routes.base import (
@@ -134,6 +136,34 @@ class SparkRoute:
         observed, facts = observe_facts(run.predictions, period_column)
         observed.write.mode("error").parquet(str(folder / SPARK_STAGED))
         return replace(run, predictions=self.runtime.spark().read.parquet(str(folder / SPARK_STAGED)), facts=facts())
+
+    def one_pass(self, run: ScoredRun, prepared: PreparedScope, *, model_dir: Path,
+                 period_column: str | None) -> ScoredRun:
+        """``run`` as the one pass publishes it: nothing staged, nothing computed yet.
+
+        - The key check: one aggregate over the key columns (and the period column) of the
+          source read, before the UDF runs (:func:`lakescore.publish.spark_delta.check_keys_within`):
+          the keys of the output are the keys of the input rows. It gives the run's rows and
+          period facts too (:func:`lakescore.publish.run.checked_facts`).
+        - The tally: observed on the UDF's output (:func:`lakescore.scoring.spark.observe_tally`),
+          counted by the commit's own write.
+
+        ``model_dir`` holds the model downloaded for the workers (by :meth:`score`): its code
+        tables enumerate the tally's groups. It must outlive the commit.
+        """
+        from lakescore.publish.run import checked_facts  # pyspark: only on the Spark route
+        from lakescore.publish.spark_delta import check_keys_within
+        from lakescore.scoring.spark import observe_tally
+        from lakescore.transport_codes import saved_code_tables
+
+        plan, keys = run.plan, list(run.plan.record_keys)
+        source = self.rows(plan, prepared)
+        columns = list(dict.fromkeys([*keys, *([period_column] if period_column in source.columns else [])]))
+        checked = check_keys_within(source.select(*columns), keys, period_column=period_column)
+        folder = next(model_dir.glob("*/MLmodel")).parent  # the one copy this run downloaded
+        observed, tally = observe_tally(run.predictions, saved_code_tables(folder))
+        return replace(run, predictions=observed, facts=checked_facts(observed, checked.totals, period_column),
+                       one_pass=OnePass(checked, tally))
 
     def load(self, folder: Path) -> tuple[Any, FrameKind]:
         """A Spark DataFrame over the staged ``predictions/`` folder, or the pandas frame of a run
