@@ -20,11 +20,17 @@ One run, in one home folder:
   3. single      lakescore's single-node route: ``scoring.local.score_single_node`` (the registered
                  pyfunc, loaded and its certificate checked on every call; batches of
                  ``spark_udf_prediction_batch_rows``);
-  4. spark       the score job's workflow on Spark (``batch_compute: spark``, local[2]):
-                 ``workflows.score.score`` (``spark_udf`` on the executors, predictions staged as
-                 Parquet) then ``workflows.publish.publish`` (Spark Delta, exactly once); each call
-                 to a new prediction table. Shown twice: scoring only (the staged predictions) and
-                 score + publish, from the same calls;
+  4. spark       the score job's workflow on Spark (``batch_compute: spark``), each call to a new
+                 prediction table, three ways: ``lakescore score`` (``workflows.score.score``:
+                 ``spark_udf`` on the executors, predictions staged as Parquet) then ``lakescore
+                 publish`` of that run (Spark Delta, exactly once), shown as scoring only and as
+                 score, then publish, from the same calls; and ``lakescore score --publish``
+                 (``workflows.publish.score_and_publish``: one pass, the UDF's output straight into
+                 the commit) on local[2] and on local[1], its warm call's seconds per phase
+                 (``phase_clock.PhaseClock`` over the functions of each phase: preflight, scope,
+                 model copy and UDF set-up, the key check of the source read, the table's state, the
+                 key check against the table, the UDF pass and commit, the read after it, the
+                 receipts table);
   5. peer        the same pipeline through a plain ``mlflow.pyfunc.spark_udf`` (``bench_scale.peer_scored``:
                  key, label, probability), shown twice from two processes: spark_udf only
                  (``write.format("noop")``: every row computed, nothing written) and spark_udf +
@@ -40,9 +46,11 @@ and the largest |probability difference|; the Spark route's scoring-only row is 
 staged files, score + publish on the published table, the peer on its Delta table (its spark_udf
 only row shows the same UDF's written rows).
 
-Usage: python scripts/bench_capacity.py [--rows 336776] [--home DIR] [--config-dir config]
-``--rows 5000000``: flights replicated with fresh keys. Prints the command line, the machine, the
-table and one JSON line (``BENCH_CAPACITY {...}``).
+Usage: python scripts/bench_capacity.py [--rows 336776[,1000000,...]] [--home DIR] [--config-dir config]
+``--rows 336776,1000000,5000000``: every size in one run and one table (a size above 336,776 is
+flights replicated with fresh keys). Prints the command line, the machine, the table, the one pass's
+phases, per size the ratios of the one pass to the peer's ``spark_udf`` + Delta write and of
+local[2] to local[1], and one JSON line (``BENCH_CAPACITY {...}``).
 """
 
 from __future__ import annotations
@@ -149,20 +157,61 @@ def child_single(lake: str, config: str, out: str) -> dict[str, Any]:
     return {"rows": len(rows), "seconds": seconds, "batch_rows": batch_rows}
 
 
-def child_spark(lake: str, configs: list[str]) -> dict[str, Any]:
-    """The score job's workflow on Spark, once per config (each names a new prediction table)."""
+def one_pass_phases(clock: Any) -> None:
+    """Time the phases of ``score --publish`` on Spark with ``clock`` (:class:`phase_clock.PhaseClock`):
+    the functions of each phase, as the issue of the run's cost names them."""
+    from lakescore.publish import spark_delta
+    from lakescore.publish.spark_delta import SparkDeltaWriter
+    from lakescore.workflows import score as score_workflow
+    from lakescore.workflows.routes.spark import SparkRoute
+
+    clock.wrap(score_workflow, "preflight", "preflight")
+    clock.wrap(score_workflow, "noop_before_spark", "scope")
+    clock.wrap(score_workflow, "prepare_scope", "scope")
+    clock.wrap(SparkRoute, "score", "model copy + UDF set-up")
+    clock.wrap(spark_delta, "check_keys_within", "key check (source read)")
+    clock.wrap(SparkDeltaWriter, "read", "table state (history, receipts)")
+    clock.wrap(SparkDeltaWriter, "create", "create table")
+    clock.wrap(SparkDeltaWriter, "repeated_keys", "key check (table)")
+    clock.wrap(SparkDeltaWriter, "commit", "UDF pass + commit")
+    clock.wrap(SparkDeltaWriter, "read_landed", "read after commit")
+    clock.wrap(SparkDeltaWriter, "keep_receipts", "receipts table")
+
+
+def child_spark(lake: str, configs: list[str], how: str) -> dict[str, Any]:
+    """The score job's workflow on Spark, once per config (each names a new prediction table).
+
+    ``how``: ``staged`` (``lakescore score``, then ``lakescore publish`` of that run: scoring and
+    publication timed apart) or ``one_pass`` (``lakescore score --publish``: the UDF's output goes
+    straight into the commit; the warm call's seconds per phase, :func:`one_pass_phases`)."""
+    from phase_clock import PhaseClock
+
     from lakescore.config import load_project
     from lakescore.runtime import LocalRuntime
-    from lakescore.workflows.publish import publish
+    from lakescore.workflows.publish import publish, score_and_publish
     from lakescore.workflows.routes.spark import SPARK_STAGED
     from lakescore.workflows.score import score
 
+    started = time.perf_counter()
     runtime = LocalRuntime(lake)
     master = runtime.spark().sparkContext.master  # the JVM starts here, before any clock
+    session_s = time.perf_counter() - started
+    clock = PhaseClock()
+    if how == "one_pass":
+        one_pass_phases(clock)
     calls = []
     for config in configs:
         project = load_project(config)
+        clock.reset()
         started = time.perf_counter()
+        if how == "one_pass":
+            summary = score_and_publish(project, runtime)
+            done = time.perf_counter()
+            published = summary["publish"]
+            calls.append({"score_s": done - started, "publish_s": 0.0, "action": published["action"],
+                          "engine": published["engine"], "rows": summary["rows_in"], "table": published["table"],
+                          "phases": clock.seconds(done - started)})
+            continue
         run = score(project, runtime)
         scored = time.perf_counter()
         published = publish(project, runtime, run)
@@ -170,7 +219,7 @@ def child_spark(lake: str, configs: list[str]) -> dict[str, Any]:
         calls.append({"score_s": scored - started, "publish_s": done - scored, "action": published.action,
                       "engine": published.engine, "rows": run.counts["rows_in"], "table": published.table,
                       "staged": str(runtime.runs_dir() / run.run_id / SPARK_STAGED)})
-    return {"rows": calls[-1]["rows"], "calls": calls, "master": master}
+    return {"rows": calls[-1]["rows"], "calls": calls, "master": master, "session_s": session_s}
 
 
 def child_peer(lake: str, source: str, model_dir: str, sink: str, outs: list[str]) -> dict[str, Any]:
@@ -232,18 +281,21 @@ def table(rows: list[dict[str, Any]]) -> str:
 
     Each entry: ``name``, ``scope`` (what the time counts), ``rows``, ``first_s`` and ``warm_s``
     (seconds of the first and second call), ``rss_mib`` (peak RSS, MiB: ``python``, ``jvm``,
-    ``workers``, ``total``) and ``check`` (:func:`compare`'s dict). The first entry is the native
-    one that ``x native`` divides by.
+    ``workers``, ``total``) and ``check`` (:func:`compare`'s dict). ``x native`` divides by the
+    native entry of the same size (the first of each size).
     """
-    native = rows[0]["rows"] / rows[0]["warm_s"]
-    head = (f"{'mode':<34}{'timed':<29}{'first s':>9}{'warm s':>9}{'rows/s':>11}{'x native':>9}"
+    native = {}
+    for r in rows:
+        native.setdefault(r["rows"], r["rows"] / r["warm_s"])
+    head = (f"{'rows':>10} {'mode':<34}{'timed':<40}{'first s':>9}{'warm s':>9}{'rows/s':>11}{'x native':>9}"
             f"{'py MiB':>8}{'jvm MiB':>8}{'wrk MiB':>8}{'all MiB':>8}{'labels!=':>9}{'max|dp|':>10}")
     lines = [head]
     for r in rows:
         rate, rss, check = r["rows"] / r["warm_s"], r["rss_mib"], r["check"]
-        lines.append(f"{r['name']:<34}{r['scope']:<29}{r['first_s']:>9.2f}{r['warm_s']:>9.2f}{rate:>11,.0f}"
-                     f"{rate / native:>9.3f}{rss['python']:>8.0f}{rss['jvm']:>8.0f}{rss['workers']:>8.0f}"
-                     f"{rss['total']:>8.0f}{check['labels_differ']:>9,}{check['max_abs_dp']:>10.1e}")
+        lines.append(f"{r['rows']:>10,} {r['name']:<34}{r['scope']:<40}{r['first_s']:>9.2f}{r['warm_s']:>9.2f}"
+                     f"{rate:>11,.0f}{rate / native[r['rows']]:>9.3f}{rss['python']:>8.0f}{rss['jvm']:>8.0f}"
+                     f"{rss['workers']:>8.0f}{rss['total']:>8.0f}{check['labels_differ']:>9,}"
+                     f"{check['max_abs_dp']:>10.1e}")
     return "\n".join(lines)
 
 
@@ -284,19 +336,26 @@ def register(runtime: Any, project: Any, home: Path) -> tuple[str, str]:
     return registered.model_uri, model_dir
 
 
-def results(home: Path, runtime: Any, runs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """The table's entries from the children's results and outputs."""
+def results(home: Path, runtime: Any, runs: dict[str, dict[str, Any]], out: Path) -> list[dict[str, Any]]:
+    """The table's entries for one size from the children's results and outputs (in ``out``)."""
     from deltalake import DeltaTable
 
-    native = pd.read_parquet(home / "out" / "native.parquet")
+    native = pd.read_parquet(out / "native.parquet")
     spark, last = runs["spark"], runs["spark"]["calls"]
-    peer_written = compare(native, DeltaTable(str(home / "out" / "peer_delta_1")).to_pandas(columns=OUTPUT))
+    peer_written = compare(native, DeltaTable(str(out / "peer_delta_1")).to_pandas(columns=OUTPUT))
 
     def entry(name: str, scope: str, run: dict[str, Any], seconds: list[float], check: dict[str, Any]) -> dict[str, Any]:
         return {"name": name, "scope": scope, "rows": run["rows"], "first_s": seconds[0], "warm_s": seconds[1],
                 "rss_mib": run["rss_mib"], "check": check}
 
-    own = {m: compare(native, pd.read_parquet(home / "out" / f"{m}.parquet")) for m in ("native", "chain", "single")}
+    def one_pass(run: dict[str, Any]) -> dict[str, Any]:
+        calls = run["calls"]
+        return {**entry(f"4 Spark route ({run['master']})", f"score --publish (one pass, {calls[1]['engine']})", run,
+                        [c["score_s"] for c in calls], compare(native, runtime.read_table(calls[1]["table"],
+                                                                                          columns=OUTPUT))),
+                "phases": calls[1]["phases"], "session_s": run["session_s"]}
+
+    own = {m: compare(native, pd.read_parquet(out / f"{m}.parquet")) for m in ("native", "chain", "single")}
     batch = runs["single"]["batch_rows"]
     return [
         entry("1 native predict_proba", "scoring only", runs["native"], runs["native"]["seconds"], own["native"]),
@@ -305,9 +364,11 @@ def results(home: Path, runtime: Any, runs: dict[str, dict[str, Any]]) -> list[d
               own["single"]),
         entry(f"4 Spark route ({spark['master']})", "score (staged)", spark, [c["score_s"] for c in last],
               compare(native, pd.read_parquet(last[1]["staged"], columns=OUTPUT))),
-        entry(f"4 Spark route ({spark['master']})", f"score+publish ({last[1]['engine']})", spark,
+        entry(f"4 Spark route ({spark['master']})", f"score, then publish ({last[1]['engine']})", spark,
               [c["score_s"] + c["publish_s"] for c in last],
               compare(native, runtime.read_table(last[1]["table"], columns=OUTPUT))),
+        one_pass(runs["one_pass"]),
+        one_pass(runs["one_pass_1"]),
         entry(f"5 peer spark_udf ({runs['peer_noop']['master']})", "spark_udf only (noop)", runs["peer_noop"],
               runs["peer_noop"]["seconds"], peer_written),
         entry(f"5 peer spark_udf ({runs['peer_delta']['master']})", "spark_udf+Delta write", runs["peer_delta"],
@@ -315,10 +376,36 @@ def results(home: Path, runtime: Any, runs: dict[str, dict[str, Any]]) -> list[d
     ]
 
 
+def phases_table(entries: list[dict[str, Any]]) -> str:
+    """Seconds per phase of the warm one-pass calls (one column per entry with ``phases``)."""
+    passes = [e for e in entries if "phases" in e]
+    names = list(dict.fromkeys(name for e in passes for name in e["phases"]))
+    head = f"{'phase (warm call, s)':<34}" + "".join(f"{e['rows']:>12,} {e['name'][14:].strip('()'):<10}"
+                                                    for e in passes)
+    lines = [head, f"{'session start (before the clock)':<34}"
+             + "".join(f"{e['session_s']:>12.2f} {'':<10}" for e in passes)]
+    for name in names:
+        lines.append(f"{name:<34}" + "".join(f"{e['phases'].get(name, 0.0):>12.2f} {'':<10}" for e in passes))
+    lines.append(f"{'all (the warm call)':<34}" + "".join(f"{e['warm_s']:>12.2f} {'':<10}" for e in passes))
+    return "\n".join(lines)
+
+
+def ratios(entries: list[dict[str, Any]]) -> dict[str, float]:
+    """The issue's ratios of one size: the one pass (local[2]) over the peer's spark_udf + Delta
+    write, and local[2] over local[1] rows/s of the one pass."""
+    rate = {(e["name"], e["scope"]): e["rows"] / e["warm_s"] for e in entries}
+    one = {name: r for (name, scope), r in rate.items() if scope.startswith("score --publish")}
+    peer = next(r for (name, scope), r in rate.items() if scope == "spark_udf+Delta write")
+    two = next(r for name, r in one.items() if "local[2]" in name)
+    single = next(r for name, r in one.items() if "local[1]" in name)
+    return {"one_pass_vs_peer": two / peer, "local2_vs_local1": two / single}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=ALL_FLIGHTS,
-                        help="rows to score: all flights (default), or more: flights replicated with fresh keys")
+    parser.add_argument("--rows", default=str(ALL_FLIGHTS),
+                        help="rows to score, comma-separated sizes: all flights (default), or more: flights "
+                             "replicated with fresh keys")
     bench_scale.parent_arguments(parser)
     args = parser.parse_args(argv)
     if bench_scale.serve_child(args, CHILDREN):
@@ -329,52 +416,71 @@ def main(argv: list[str] | None = None) -> None:
     from lakescore.runtime import LocalRuntime
     from lakescore.workflows.demo import load_data
 
+    sizes = [int(size) for size in args.rows.split(",")]
     home = Path(args.home or tempfile.mkdtemp(prefix="lakescore-bench-capacity-"))
-    (home / "out").mkdir(parents=True, exist_ok=True)
     print("command: " + " ".join([sys.executable, *sys.argv]))
     print(machine(), flush=True)
     runtime, project = LocalRuntime(home / ".lakescore"), load_project(args.config_dir)
     load_data(runtime)
     lake = str(runtime.home)
-    prepared = bench_scale.run_child(home, "prepare", [lake, [args.rows], FLIGHTS, "capacity"], script=__file__)
-    source = bench_scale.source_table(args.rows, "capacity")
-    print(f"source: {source}, {prepared['written'][source]:,} rows ({prepared['wall_s']:.0f} s)", flush=True)
+    prepared = bench_scale.run_child(home, "prepare", [lake, sizes, FLIGHTS, "capacity"], script=__file__)
     model_uri, model_dir = register(runtime, project, home)
     print(f"model: {model_uri} (admitted; alias {project.training.registry.alias}); pipeline {model_dir}", flush=True)
-
     tag = time.strftime("%H%M%S")  # new prediction tables when --home is reused
+    entries: list[dict[str, Any]] = []
+    one_row: dict[str, float] = {}
+    for size in sizes:
+        source = bench_scale.source_table(size, "capacity")
+        print(f"source: {source}, {prepared['written'][source]:,} rows ({prepared['wall_s']:.0f} s)", flush=True)
 
-    def config(label: str, **inference: Any) -> str:
-        return bench_scale.project_config(home, Path(args.config_dir), f"{label}-{tag}", score_source_table=source,
-                                          **inference)
+        def config(label: str, source: str = source, size: int = size, **inference: Any) -> str:
+            return bench_scale.project_config(home, Path(args.config_dir), f"{label}-{size}-{tag}",
+                                              score_source_table=source, **inference)
 
-    out = home / "out"
-    children = {
-        "native": ("native", [lake, source, model_dir, str(out / "native.parquet")]),
-        "chain": ("chain", [lake, source, model_uri, str(out / "chain.parquet")]),
-        "single": ("single", [lake, config("single", batch_compute="single_node"), str(out / "single.parquet")]),
-        "spark": ("spark", [lake, [config(f"spark{i}", batch_compute="spark",
-                                          prediction_table=f"main.bench.capacity_predictions_{i}_{tag}")
-                                   for i in range(2)]]),
-        "peer_noop": ("peer", [lake, source, model_dir, "noop", ["", ""]]),
-        "peer_delta": ("peer", [lake, source, model_dir, "delta", [str(out / f"peer_delta_{i}") for i in range(2)]]),
-    }
-    runs = {}
-    for mode, (role, payload) in children.items():
-        runs[mode] = bench_scale.run_child(home, role, payload, script=__file__)
-        print(f"{mode}: done in {runs[mode]['wall_s']:.0f} s", flush=True)
-    entries = results(home, runtime, runs)
+        def spark(how: str, label: str, size: int = size) -> list[Any]:
+            return [lake, [config(f"{label}{i}", batch_compute="spark",
+                                  prediction_table=f"main.bench.capacity_{label}_{size}_{i}_{tag}")
+                           for i in range(2)], how]
+
+        out = home / f"out-{size}"
+        out.mkdir(parents=True, exist_ok=True)
+        children = {
+            "native": ("native", [lake, source, model_dir, str(out / "native.parquet")], "local[2]"),
+            "chain": ("chain", [lake, source, model_uri, str(out / "chain.parquet")], "local[2]"),
+            "single": ("single", [lake, config("single", batch_compute="single_node"), str(out / "single.parquet")],
+                       "local[2]"),
+            "spark": ("spark", spark("staged", "staged"), "local[2]"),
+            "one_pass": ("spark", spark("one_pass", "onepass"), "local[2]"),
+            "one_pass_1": ("spark", spark("one_pass", "onepass1x"), "local[1]"),
+            "peer_noop": ("peer", [lake, source, model_dir, "noop", ["", ""]], "local[2]"),
+            "peer_delta": ("peer", [lake, source, model_dir, "delta", [str(out / f"peer_delta_{i}") for i in range(2)]],
+                           "local[2]"),
+        }
+        runs = {}
+        for mode, (role, payload, master) in children.items():
+            runs[mode] = bench_scale.run_child(home, role, payload, master=master, script=__file__)
+            print(f"{size:,} rows, {mode}: done in {runs[mode]['wall_s']:.0f} s", flush=True)
+        found = results(home, runtime, runs, out)
+        entries += found
+        one_row = runs["chain"]["one_row_ms"]
+        print(f"{size:,} rows: " + ", ".join(f"{k} {v:.2f}x" for k, v in ratios(found).items()), flush=True)
     print()
-    print(f"{args.rows:,} rows; one model version ({model_uri}); load average now "
-          + ", ".join(f"{x:.2f}" for x in os.getloadavg()))
+    print(f"one model version ({model_uri}); load average now " + ", ".join(f"{x:.2f}" for x in os.getloadavg()))
     print(table(entries))
-    one = runs["chain"]["one_row_ms"]
-    print(f"FittedChain.predict on one row (2,000 different rows, one frame each): p50 {one['p50']:.3f} ms, "
-          f"p90 {one['p90']:.3f} ms")
+    print()
+    print(phases_table(entries))
+    print()
+    for size in sizes:
+        print(f"{size:,} rows: " + ", ".join(f"{k} {v:.2f}x" for k, v in
+                                            ratios([e for e in entries if e["rows"] == size]).items()))
+    print(f"FittedChain.predict on one row (2,000 different rows, one frame each): p50 {one_row['p50']:.3f} ms, "
+          f"p90 {one_row['p90']:.3f} ms")
     print("timed: rows 1-3 and the 'score (staged)' / 'spark_udf only' rows leave publication out; "
           "peak RSS per process tree (psutil, 50 ms): python, its JVM, Spark's Python workers, and all")
-    print("BENCH_CAPACITY " + json.dumps({"rows": args.rows, "model_uri": model_uri, "entries": entries,
-                                          "one_row_ms": one},
+    print("BENCH_CAPACITY " + json.dumps({"rows": sizes, "model_uri": model_uri, "entries": entries,
+                                          "one_row_ms": one_row,
+                                          "ratios": {size: ratios([e for e in entries if e["rows"] == size])
+                                                     for size in sizes}},
                                          sort_keys=True, default=str))
 
 

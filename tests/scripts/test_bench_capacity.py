@@ -72,3 +72,38 @@ def test_table_divides_rows_by_the_warm_call_and_by_native_rows_per_second(bench
     native, spark = lines[1].split(), lines[2].split()
     assert native[-10:] == ["0.75", "0.50", "2,000", "1.000", "300", "0", "0", "300", "0", "0.0e+00"]
     assert spark[-10:] == ["9.00", "2.00", "500", "0.250", "300", "1000", "500", "1800", "1,234", "3.5e-11"]
+
+
+def test_phases_are_exclusive_and_with_other_add_up_to_the_wall_time(monkeypatch):
+    monkeypatch.syspath_prepend(str(SCRIPTS))
+    phase_clock = importlib.import_module("phase_clock")
+    now = [0.0]
+    monkeypatch.setattr(phase_clock.time, "perf_counter", lambda: now[0])
+
+    class Work:
+        def inner(self, seconds):
+            now[0] += seconds
+
+        def outer(self):
+            now[0] += 1.0
+            self.inner(2.5)  # counts for the inner phase only
+            now[0] += 0.5
+
+    clock = phase_clock.PhaseClock()
+    clock.wrap(Work, "outer", "publish")
+    clock.wrap(Work, "inner", "key check")
+    Work().outer()
+    Work().inner(0.25)
+    assert clock.seconds(5.0) == {"key check": 2.75, "publish": 1.5, "other": 0.75}
+    clock.reset()
+    assert clock.seconds(1.0) == {"other": 1.0}
+
+
+def test_ratios_are_the_one_pass_over_the_peer_write_and_local2_over_local1(bench):
+    def entry(name, scope, warm_s):
+        return {"name": name, "scope": scope, "rows": 1000, "warm_s": warm_s}
+
+    entries = [entry("4 Spark route (local[2])", "score --publish (one pass, spark-delta)", 2.0),
+               entry("4 Spark route (local[1])", "score --publish (one pass, spark-delta)", 3.0),
+               entry("5 peer spark_udf (local[2])", "spark_udf+Delta write", 2.5)]
+    assert bench.ratios(entries) == pytest.approx({"one_pass_vs_peer": 1.25, "local2_vs_local1": 1.5})
