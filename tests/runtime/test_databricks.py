@@ -272,15 +272,15 @@ def test_nothing_local_only_is_reachable(dbx: DatabricksRuntime, table: str, tmp
         DatabricksRuntime(Path("/home/someone/.lakescore"))
 
 
-def test_the_runtime_and_a_publication_by_name_run_on_spark_connect(tmp_path: Path) -> None:
-    import subprocess
-    import sys
+@pytest.mark.connect
+def test_the_runtime_and_a_publication_by_name_run_on_spark_connect(spark_connect, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from fixtures.on_connect import run_by_name
 
-    script = Path(__file__).with_name("on_connect.py")
-    done = subprocess.run([sys.executable, "-W", "ignore", str(script), str(tmp_path / "warehouse"),
-                           str(tmp_path / "volume")], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    from lakescore.runtime.local_spark import CONNECT_MODE_ENV
+
+    monkeypatch.setenv(CONNECT_MODE_ENV, "1")  # pyspark's API mode for this test (conftest.spark_api)
+    result = run_by_name(spark_connect, tmp_path / "volume")
     assert result["session"] == "pyspark.sql.connect.session"
     assert (result["version"], result["properties_v0"]) == (1, {"delta.enableChangeDataFeed": "true"})
     assert result["changes"] == [{"id": 3, "_change_type": "insert", "_commit_version": 1}]
