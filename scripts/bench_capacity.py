@@ -162,13 +162,19 @@ def one_pass_phases(clock: Any) -> None:
     the functions of each phase, as the issue of the run's cost names them."""
     from lakescore.publish import spark_delta
     from lakescore.publish.spark_delta import SparkDeltaWriter
+    from lakescore.workflows import publish as publish_workflow
     from lakescore.workflows import score as score_workflow
     from lakescore.workflows.routes.spark import SparkRoute
+    from lakescore.workflows.routes.writers import SparkDeltaPublication
 
     clock.wrap(score_workflow, "preflight", "preflight")
     clock.wrap(score_workflow, "noop_before_spark", "scope")
     clock.wrap(score_workflow, "prepare_scope", "scope")
     clock.wrap(SparkRoute, "score", "model copy + UDF set-up")
+    clock.wrap(score_workflow, "finish_run", "model columns (lazy)")
+    clock.wrap(SparkRoute, "one_pass", "observation set-up")
+    clock.wrap(SparkDeltaPublication, "rows", "publication rows (lazy)")
+    clock.wrap(publish_workflow, "build_request", "publish request")
     clock.wrap(spark_delta, "check_keys_within", "key check (source read)")
     clock.wrap(SparkDeltaWriter, "read", "table state (history, receipts)")
     clock.wrap(SparkDeltaWriter, "create", "create table")
