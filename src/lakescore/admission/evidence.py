@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from lakescore.admission.answers import Answers
 from lakescore.admission.fresh import check_fresh_module
 from lakescore.admission.identity import identity_problems, needs_model_probe
 from lakescore.admission.lint import LintFinding, lint_function, lint_source
@@ -113,8 +114,9 @@ def examine(chain: FittedChain, holdout: pd.DataFrame) -> tuple[dict[str, Any], 
             lint[step.name] = lint_json(findings)
             problems += [f.message for f in findings]
     parts = chain_parts(chain, sample)
-    results = probe_parts(parts)
-    for key, result in check_fresh_module(chain, parts).items():
+    answers = Answers()  # each part's answer on its sample, computed once for its checks
+    results = probe_parts(parts, answers=answers)
+    for key, result in check_fresh_module(chain, parts, answers=answers).items():
         results[key].append(result)
     problems += problem_messages(parts, results)
     return _evidence(chain, parts, results, lint, len(sample)), problems

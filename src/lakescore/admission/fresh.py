@@ -21,6 +21,7 @@ import types
 from pathlib import Path
 from typing import Any
 
+from lakescore.admission.answers import Answers
 from lakescore.admission.compare import compare
 from lakescore.admission.parts import Part, chain_parts, set_parts
 from lakescore.admission.result import CheckResult
@@ -75,8 +76,12 @@ def _changed(here: dict[str, tuple[str, str]], fresh: dict[str, tuple[str, str]]
     return "; module variable " + "; ".join(diffs) if diffs else ""
 
 
-def check_fresh_module(chain: FittedChain | ModelSet, parts: list[Part]) -> dict[str, CheckResult]:
+def check_fresh_module(chain: FittedChain | ModelSet, parts: list[Part], *,
+                       answers: Answers | None = None) -> dict[str, CheckResult]:
     """Score every part's sample in a fresh process and compare with this one.
+
+    ``answers`` (:class:`~lakescore.admission.answers.Answers`) holds this process's answers when
+    the probe already computed them; a part's answer is computed here otherwise.
 
     Returns
     -------
@@ -98,10 +103,11 @@ def check_fresh_module(chain: FittedChain | ModelSet, parts: list[Part]) -> dict
         with open(folder / "outputs.pkl", "rb") as fh:
             outputs = pickle.load(fh)
     changed = _changed(module_variables(modules), outputs.pop("__module_variables__", {}))
+    answers = answers or Answers()
     results = {}
     for part in parts:
         got = outputs.get(part.key)
-        reason = got if isinstance(got, str) else compare(got, part.run(part.sample))  # type: ignore[assignment]  # str or None from here on
+        reason = got if isinstance(got, str) else compare(got, answers.whole(part))  # type: ignore[assignment]  # str or None from here on
         reason = reason + changed if reason else None  # type: ignore[assignment]  # as above
         results[part.key] = CheckResult(part.label, "fresh_module", "failed" if reason else "passed", reason or "")
     return results
