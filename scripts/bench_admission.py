@@ -17,8 +17,9 @@ One process, in memory (no MLflow, no Spark, no tables), about a minute per repe
   ``probe:<check>`` each in-process check of every part other than the compiled plan, summed by check name;
   ``probe:shared`` the rest of ``probe_parts`` (work shared between a part's checks);
   ``agreement``   the compiled plan's checks (``agree:*``) against the reference walk;
-  ``fresh_module`` ``check_fresh_module`` (a new Python process: its wall time is mostly outside
-                  this thread, so under ``--clock cpu`` only this process's share shows).
+  ``fresh_module`` the ``fresh_module`` check (a new Python process: its time is mostly outside
+                  this thread, so under ``--clock cpu`` only this process's share shows; where the
+                  child runs while the in-process checks run, the wall time left after them).
   ``total`` is the whole ``admit`` call; ``other`` what no phase covers (identity, evidence).
 
 Usage: python scripts/bench_admission.py [--repeats 3] [--fit-rows 1200] [--config-dir config] [--clock wall|cpu]
@@ -73,7 +74,12 @@ def instrument() -> None:
 
     evidence.lint_ref = _timed("lint", evidence.lint_ref)
     evidence.chain_parts = _timed("parts", evidence.chain_parts)
-    evidence.check_fresh_module = _timed("fresh_module", evidence.check_fresh_module)
+    if hasattr(evidence, "FreshProcess"):  # the child started before the probe, waited for after it
+        fresh = evidence.FreshProcess
+        fresh.__init__ = _timed("fresh_module", fresh.__init__)  # type: ignore[method-assign]
+        fresh.results = _timed("fresh_module", fresh.results)  # type: ignore[method-assign]
+    else:  # a probe that runs the child after the in-process checks
+        evidence.check_fresh_module = _timed("fresh_module", evidence.check_fresh_module)
     checks_for = probe.checks_for
 
     def timed_checks(part: Any) -> Any:

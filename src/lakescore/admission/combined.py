@@ -24,7 +24,7 @@ from typing import Any
 import pandas as pd
 
 from lakescore.admission.evidence import EVIDENCE_VERSION, checks_json, examine, lint_json, lint_ref
-from lakescore.admission.fresh import check_fresh_module
+from lakescore.admission.fresh import FreshProcess
 from lakescore.admission.parts import set_parts
 from lakescore.admission.answers import Answers
 from lakescore.admission.probe import SAMPLE_ROWS, probe_parts, problem_messages
@@ -67,9 +67,10 @@ def admit_set(model_set: ModelSet, holdout: pd.DataFrame) -> dict[str, Any]:
         problems += [f.message for f in findings]
     parts = set_parts(model_set, sample)
     answers = Answers()  # each part's answer on its sample, computed once for its checks
-    results = probe_parts(parts, answers=answers)
-    for key, result in check_fresh_module(model_set, parts, answers=answers).items():
-        results[key].append(result)
+    with FreshProcess(model_set, parts) as fresh:  # the fresh process scores while this one probes
+        results = probe_parts(parts, answers=answers)
+        for key, result in fresh.results(answers=answers).items():
+            results[key].append(result)
     problems += problem_messages(parts, results)
     if problems:
         raise ProbeError(problems)

@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from lakescore.admission.answers import Answers
-from lakescore.admission.fresh import check_fresh_module
+from lakescore.admission.fresh import FreshProcess
 from lakescore.admission.identity import identity_problems, needs_model_probe
 from lakescore.admission.lint import LintFinding, lint_function, lint_source
 from lakescore.admission.parts import chain_parts, is_custom
@@ -115,9 +115,10 @@ def examine(chain: FittedChain, holdout: pd.DataFrame) -> tuple[dict[str, Any], 
             problems += [f.message for f in findings]
     parts = chain_parts(chain, sample)
     answers = Answers()  # each part's answer on its sample, computed once for its checks
-    results = probe_parts(parts, answers=answers)
-    for key, result in check_fresh_module(chain, parts, answers=answers).items():
-        results[key].append(result)
+    with FreshProcess(chain, parts) as fresh:  # the fresh process scores while this one probes
+        results = probe_parts(parts, answers=answers)
+        for key, result in fresh.results(answers=answers).items():
+            results[key].append(result)
     problems += problem_messages(parts, results)
     return _evidence(chain, parts, results, lint, len(sample)), problems
 
