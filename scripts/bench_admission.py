@@ -103,8 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     global clock
     clock = CLOCKS[args.clock]
 
-    sys.path.insert(0, str(Path(__file__).parent))  # bench_predict's rows, shared (a script, not the library)
-    from bench_predict import sample_rows
+    from bench_predict import sample_rows  # its rows (scripts/ is on the path as a script runs from it)
 
     import lakescore
     from lakescore.admission import evidence
