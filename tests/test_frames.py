@@ -70,3 +70,38 @@ def test_frame_of_takes_a_shared_index_of_names():
     two["c"] = 1.0
     assert list(one.columns) == ["a", "b"] and list(names) == ["a", "b"]
     assert one["a"].tolist() == [1] and two["b"].isna().all()
+
+
+def _set_in_turn(frame, new):
+    out = frame.copy()
+    for name, values in new.items():
+        out[name] = values
+    return out
+
+
+def test_replace_columns_gives_what_setting_each_column_in_turn_gives():
+    from lakescore.frames import replace_columns
+
+    frame = FRAME.copy()
+    new = {"int": np.array([0.5, 1.5, 2.5]), "text": np.array(["x", None, "z"], dtype=object),
+           "Int64": np.array([7.0, np.nan, 9.0]), "added": np.array([True, False, True])}
+    got = replace_columns(frame.copy(), list(new), lambda f, name: new[name])
+    pd.testing.assert_frame_equal(got, _set_in_turn(frame, new), check_exact=True)
+    assert list(got.columns) == [*FRAME.columns, "added"] and got.index.equals(FRAME.index)
+    assert str(got["text"].dtype) == "object" and str(got["Int64"].dtype) == "float64"  # no inference
+
+
+def test_replace_columns_of_a_column_named_twice_reads_the_first_result():
+    from lakescore.frames import replace_columns
+
+    frame = pd.DataFrame({"a": [1.0, 2.0]})
+    got = replace_columns(frame, [("a", 10.0), ("a", 1.0)], lambda f, t: f[t[0]].to_numpy() + t[1])
+    assert got["a"].tolist() == [12.0, 13.0]  # 1 + 10 + 1, 2 + 10 + 1: the second adds to the first
+
+
+def test_set_columns_takes_a_series_by_its_index_as_setitem_does():
+    from lakescore.frames import set_columns
+
+    frame = pd.DataFrame({"a": [1.0, 2.0]}, index=[5, 6])
+    got = set_columns(frame.copy(), {"a": pd.Series([20.0, 10.0], index=[6, 5])})
+    assert got["a"].tolist() == [10.0, 20.0]

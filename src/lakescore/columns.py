@@ -151,6 +151,8 @@ def float_values(frame: pd.DataFrame, column: str, *, step: str) -> np.ndarray:
         value that failed (``'n/a'``, not a number-like ``'4500.0'`` before it).
     """
     series = frame[column]
+    if isinstance(series.dtype, np.dtype) and series.dtype.kind in "iubf":  # no missing value but NaN
+        return series.to_numpy().astype("float64")  # what to_numpy(dtype, na_value) gives, a new array
     try:
         return series.to_numpy(dtype="float64", na_value=np.nan)
     except (TypeError, ValueError) as err:
@@ -168,7 +170,11 @@ def text_values(frame: pd.DataFrame, column: str) -> np.ndarray:
     Integers print without a decimal point in int64 and Int64 columns alike (``1``), floats with
     one (``1.0``), so a category's text depends only on the column's dtype, never on the batch.
     """
-    return frame[column].astype("string").to_numpy(dtype=object, na_value=None)
+    series = frame[column]
+    values = series.to_numpy() if series.dtype == object else None
+    if values is not None and all(type(v) is str or v is None for v in values):
+        return values.copy()  # already text and None: what the string round trip gives, without it
+    return series.astype("string").to_numpy(dtype=object, na_value=None)
 
 
 def _read_only(values: Any) -> Any:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -163,6 +163,38 @@ def frame_of(columns: dict[str, Any], index: pd.Index, *, names: pd.Index | None
                              for name, values in columns.items()}, index=index, copy=False)
     return build(list(columns.values()), columns=names if names is not None else list(columns), index=index,
                  verify_integrity=False)
+
+
+def set_columns(frame: pd.DataFrame, new: dict[str, Any]) -> pd.DataFrame:
+    """``frame`` after ``frame[name] = values`` for each of ``new`` in turn (a column it has keeps
+    its place, a new one comes last), as one new frame built at once (:func:`frame_of`) when each
+    value is a 1-D numpy array of ``len(frame)`` and the labels are unique: each ``__setitem__``
+    rebuilds the frame's blocks, which costs more than a one-row step. Otherwise, and always for
+    other values (a Series aligns on its index), ``frame`` itself is set column by column and
+    returned. The arrays of ``frame`` that ``new`` does not replace are shared, not copied."""
+    labels = frame.columns
+    if labels.is_unique and all(isinstance(v, np.ndarray) and v.shape == (len(frame),) for v in new.values()):
+        arrays = dict(column_arrays(frame, labels))
+        arrays.update(new)
+        return frame_of(arrays, frame.index, names=labels if len(arrays) == len(labels) else None)
+    for name, values in new.items():
+        frame[name] = values
+    return frame
+
+
+def replace_columns(frame: pd.DataFrame, columns: Iterable[Any],
+                    value_of: Callable[[pd.DataFrame, Any], Any]) -> pd.DataFrame:
+    """``frame`` after ``frame[column] = value_of(frame, column)`` for each of ``columns`` in turn
+    (``column`` is the item; ``value_of`` reads ``column[0]`` when items are tuples of a column
+    name and its terms). When the names are distinct no value reads another's result, so each is
+    computed from ``frame`` and the frame is built once (:func:`set_columns`)."""
+    items = list(columns)
+    names = [item[0] if isinstance(item, tuple) else item for item in items]
+    if len(set(names)) < len(names):  # a column named twice: each in turn, the second reads the first
+        for name, item in zip(names, items):
+            frame[name] = value_of(frame, item)
+        return frame
+    return set_columns(frame, {name: value_of(frame, item) for name, item in zip(names, items)})
 
 
 def nullable_pandas_type(arrow_type: Any) -> Any:

@@ -41,7 +41,7 @@ class EligibilityRule:
         InputError
             When the rule does not return one boolean per row.
         """
-        return self.eligible_on(frame[list(self.columns)].copy())
+        return self.eligible_on(fresh_columns(frame, self.columns))
 
     def eligible_on(self, frame: pd.DataFrame) -> np.ndarray:
         """:meth:`eligible` of a frame that holds exactly the rule's columns and that the rule may keep
@@ -130,8 +130,7 @@ class OutputRule:
         if len(raw) == 0:
             return pd.DataFrame({n: pd.array([], dtype=OUTPUT_TYPES[t]) for n, t in self.outputs}, index=raw.index)
         given = [c for c in ("prediction", "probability") if c in scored.columns and c not in self.columns]
-        frame = pd.DataFrame({**{c: raw[c] for c in self.columns}, **{c: scored[c] for c in given}},
-                             index=raw.index, copy=True)  # the rule may write into it
+        frame = _rule_frame(raw, scored, self.columns, given)
         result = self.function.load()(frame, dict(self.params))
         if isinstance(result, pd.Series) and len(names) == 1:
             result = result.to_frame(names[0])
@@ -149,7 +148,7 @@ class OutputRule:
                 raise InputError(f"output rule '{self.name}': column '{name}' is declared {kind} but holds "
                                  f"{result[name].iloc[0]!r}; return {kind} values or fix outputs in "
                                  "config/scoring.yml") from err
-        return pd.DataFrame(out, index=raw.index, copy=False)
+        return frame_of(out, raw.index)  # as pd.DataFrame(out, index=raw.index): each array as it is
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "version": self.version, "function": self.function.to_json(),
@@ -160,6 +159,29 @@ class OutputRule:
     def from_json(cls, data: dict[str, Any]) -> OutputRule:
         return cls(data["name"], data["version"], FunctionRef.from_json(data["function"]),
                    tuple(data["columns"]), tuple((n, t) for n, t in data["outputs"]), data["params"])
+
+
+def fresh_columns(frame: pd.DataFrame, columns: tuple[str, ...] | list[str]) -> pd.DataFrame:
+    """``frame[list(columns)].copy()``: a new frame of those columns (fresh arrays, each in its own
+    dtype, the same index) that a rule may change, built from copies of the arrays when the labels
+    are unique and all there (a frame's take and copy cost more than a one-row rule)."""
+    labels = frame.columns
+    if not (labels.is_unique and len(set(columns)) == len(columns) and all(c in labels for c in columns)):
+        return frame[list(columns)].copy()
+    return frame_of({c: values.copy() for c, values in column_arrays(frame, columns)}, frame.index)
+
+
+def _rule_frame(raw: pd.DataFrame, scored: pd.DataFrame, columns: tuple[str, ...], given: list[str]) -> pd.DataFrame:
+    """A fresh frame of ``raw``'s ``columns`` then ``scored``'s ``given`` columns, on ``raw``'s index,
+    that the rule may write into: ``pd.DataFrame({c: raw[c] ...}, index=raw.index, copy=True)``,
+    built from copies of the arrays (the constructor's per-column checks cost more than a one-row
+    rule). When the two frames' indexes differ, or a label repeats, the constructor aligns them."""
+    if not (raw.index.is_unique and scored.index.equals(raw.index) and raw.columns.is_unique
+            and scored.columns.is_unique):
+        return pd.DataFrame({**{c: raw[c] for c in columns}, **{c: scored[c] for c in given}},
+                            index=raw.index, copy=True)
+    arrays = {**dict(column_arrays(raw, columns)), **dict(column_arrays(scored, given))}
+    return frame_of({c: values.copy() for c, values in arrays.items()}, raw.index)
 
 
 def load_output_rules(scoring: Any, *, key: str = "output") -> list[OutputRule]:

@@ -226,3 +226,15 @@ def test_an_unknown_category_that_fails_the_batch_is_refused_with_a_fix(kind):
     with pytest.raises(StepError, match=r"handle_unknown: Value error, must be 'value': 'error' would fail every row "
                                         r"of a batch .* set the declared unknown code instead"):
         parse_params({"step": kind, "name": "e", "columns": ["carrier"], "handle_unknown": "error"})
+
+
+def test_category_codes_are_the_codes_pd_categorical_gives():
+    from lakescore.steps.encoders import category_codes
+
+    categories = ["a", "b", "nan", "None", "1", "1.0", ""]
+    values = np.array(["a", None, "nan", "zz", "1", "1.0", "", "b", "None"], dtype=object)
+    assert category_codes(values, categories).tolist() == [0, -1, 2, -1, 4, 5, 6, 1, 3]  # by hand
+    assert category_codes(values, categories).tolist() == pd.Categorical(values, categories=categories).codes.tolist()
+    assert category_codes(np.array(["a"], dtype=object), []).tolist() == [-1]
+    with pytest.raises(ValueError, match="unique"):
+        category_codes(values, ["a", "a"])

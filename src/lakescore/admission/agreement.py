@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from lakescore.admission.answers import Answers
 from lakescore.admission.compare import Difference, difference
 from lakescore.admission.perturb import blanked, holds_null, missing_column
 from lakescore.admission.result import CheckResult
@@ -37,26 +38,28 @@ def _within(label: str, why: Why) -> Why:
     return f"{label}: {why}" if why else None
 
 
-def _agreement(part: Part, frame: pd.DataFrame) -> Why:
-    """Why the compiled run of ``frame`` differs from the reference run, or None."""
+def _agreement(part: Part, frame: pd.DataFrame, answer: Callable[[], pd.DataFrame] | None = None) -> Why:
+    """Why the compiled run of ``frame`` differs from the reference run, or None. ``answer`` gives
+    the compiled run of ``frame`` when the admission already has it (:class:`Answers`)."""
     if part.reference is None:
         return "no_reference"
+    run = answer or (lambda: part.run(frame))
     try:
         want = part.reference(frame)
     except Exception as err:  # the reference refuses this frame: the plan must refuse it the same way
         try:
-            part.run(frame)
+            run()
         except Exception as got:
             return None if type(got) is type(err) else \
                 f"reference raised {type(err).__name__} but the compiled plan raised {type(got).__name__}"
         return f"reference raised {type(err).__name__} but the compiled plan did not"
-    return difference(part.run(frame), want)
+    return difference(run(), want)
 
 
-def _check(name: str, reason: Callable[[Part], Why]) -> Callable[[Part], CheckResult]:
-    def run(part: Part) -> CheckResult:
+def _check(name: str, reason: Callable[[Part, Answers], Why]) -> Callable[..., CheckResult]:
+    def run(part: Part, *, answers: Answers | None = None) -> CheckResult:
         try:
-            why = reason(part)
+            why = reason(part, answers or Answers())
         except Exception as err:  # the compiled plan raised where the reference did not
             why = f"raised {type(err).__name__}: {err}"
         if isinstance(why, Difference):
@@ -68,9 +71,16 @@ def _check(name: str, reason: Callable[[Part], Why]) -> Callable[[Part], CheckRe
     return run
 
 
-def _rows(part: Part) -> Why:
+def _rows(part: Part, answers: Answers) -> Why:
+    """Each row alone: the compiled answers are the plan's one-row chunks (``chunks:1`` of the chain
+    scores the same frames), run anew row by row when the plan raises on one."""
+    try:
+        alone = answers.pieces(part, 1)
+    except Exception:  # the plan refuses a row: each row on its own, the reference deciding
+        alone = None
     for i in range(len(part.sample)):
-        why = _agreement(part, part.sample.iloc[[i]])
+        answer = (lambda piece=alone[i]: piece) if alone is not None else None
+        why = _agreement(part, part.sample.iloc[[i]], answer)
         if why:
             return _within(f"row {i}", why)
     return None
@@ -107,7 +117,7 @@ def _blanks(sample: pd.DataFrame) -> Iterator[tuple[str, pd.DataFrame]]:
         yield "row 0 missing", blanked(sample, 0)
 
 
-def _nulls(part: Part) -> Why:
+def _nulls(part: Part, answers: Answers) -> Why:
     for label, frame in null_patterns(part.sample):
         why = _agreement(part, frame)
         if why:
@@ -116,8 +126,8 @@ def _nulls(part: Part) -> Why:
 
 
 AGREEMENT_CHECKS = [
-    _check("agree:whole", lambda part: _agreement(part, part.sample)),
+    _check("agree:whole", lambda part, answers: _agreement(part, part.sample, lambda: answers.whole(part))),
     _check("agree:rows", _rows),
-    _check("agree:empty", lambda part: _agreement(part, part.sample.iloc[:0])),
+    _check("agree:empty", lambda part, answers: _agreement(part, part.sample.iloc[:0])),
     _check("agree:nulls", _nulls),
 ]

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from lakescore.admission.agreement import AGREEMENT_CHECKS
+from lakescore.admission.answers import Answers
 from lakescore.admission.compare import difference
 from lakescore.admission.parts import Part, is_custom, step_label, step_run
 from lakescore.admission.perturb import all_missing, unseen_text
@@ -105,7 +106,8 @@ def check_step(kind: str | FittedStep, params: dict[str, Any] | None, frame: pd.
     step = _fitted(kind, params, frame, y)
     rows = frame if sample is None else sample
     part = step_part(step, rows.iloc[:SAMPLE_ROWS])
-    results = [check(part) for check in PART_CHECKS]
+    answers = Answers()  # the part's answer on its sample, computed once for its checks
+    results = [check(part, answers=answers) for check in PART_CHECKS]
     results += [check_json_round_trip(step, part), check_dtypes(part)]
     results += kernel_results(step, part.sample)
     checks = StepChecks(step, tuple(results))

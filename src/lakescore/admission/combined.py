@@ -23,8 +23,9 @@ from typing import Any
 
 import pandas as pd
 
+from lakescore.admission.answers import Answers
 from lakescore.admission.evidence import EVIDENCE_VERSION, checks_json, examine, lint_json, lint_ref
-from lakescore.admission.fresh import check_fresh_module
+from lakescore.admission.fresh import FreshProcess
 from lakescore.admission.parts import set_parts
 from lakescore.admission.probe import SAMPLE_ROWS, probe_parts, problem_messages
 from lakescore.errors import ProbeError
@@ -65,9 +66,11 @@ def admit_set(model_set: ModelSet, holdout: pd.DataFrame) -> dict[str, Any]:
         lint[rule.name] = lint_json(findings)
         problems += [f.message for f in findings]
     parts = set_parts(model_set, sample)
-    results = probe_parts(parts)
-    for key, result in check_fresh_module(model_set, parts).items():
-        results[key].append(result)
+    answers = Answers()  # each part's answer on its sample, computed once for its checks
+    with FreshProcess(model_set, parts) as fresh:  # the fresh process scores while this one probes
+        results = probe_parts(parts, answers=answers)
+        for key, result in fresh.results(answers=answers).items():
+            results[key].append(result)
     problems += problem_messages(parts, results)
     if problems:
         raise ProbeError(problems)

@@ -15,7 +15,8 @@ from typing import Any
 
 import pandas as pd
 
-from lakescore.admission.fresh import check_fresh_module
+from lakescore.admission.answers import Answers
+from lakescore.admission.fresh import FreshProcess
 from lakescore.admission.identity import identity_problems, needs_model_probe
 from lakescore.admission.lint import LintFinding, lint_function, lint_source
 from lakescore.admission.parts import chain_parts, is_custom
@@ -113,9 +114,11 @@ def examine(chain: FittedChain, holdout: pd.DataFrame) -> tuple[dict[str, Any], 
             lint[step.name] = lint_json(findings)
             problems += [f.message for f in findings]
     parts = chain_parts(chain, sample)
-    results = probe_parts(parts)
-    for key, result in check_fresh_module(chain, parts).items():
-        results[key].append(result)
+    answers = Answers()  # each part's answer on its sample, computed once for its checks
+    with FreshProcess(chain, parts) as fresh:  # the fresh process scores while this one probes
+        results = probe_parts(parts, answers=answers)
+        for key, result in fresh.results(answers=answers).items():
+            results[key].append(result)
     problems += problem_messages(parts, results)
     return _evidence(chain, parts, results, lint, len(sample)), problems
 

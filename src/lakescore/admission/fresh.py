@@ -21,6 +21,7 @@ import types
 from pathlib import Path
 from typing import Any
 
+from lakescore.admission.answers import Answers
 from lakescore.admission.compare import compare
 from lakescore.admission.parts import Part, chain_parts, set_parts
 from lakescore.admission.result import CheckResult
@@ -75,36 +76,86 @@ def _changed(here: dict[str, tuple[str, str]], fresh: dict[str, tuple[str, str]]
     return "; module variable " + "; ".join(diffs) if diffs else ""
 
 
-def check_fresh_module(chain: FittedChain | ModelSet, parts: list[Part]) -> dict[str, CheckResult]:
+def check_fresh_module(chain: FittedChain | ModelSet, parts: list[Part], *,
+                       answers: Answers | None = None) -> dict[str, CheckResult]:
     """Score every part's sample in a fresh process and compare with this one.
+
+    ``answers`` (:class:`~lakescore.admission.answers.Answers`) holds this process's answers when
+    the probe already computed them; a part's answer is computed here otherwise. To run the fresh
+    process while this one probes, use :class:`FreshProcess`.
 
     Returns
     -------
     dict mapping part key -> CheckResult of check ``fresh_module``.
     """
-    raw = next(p.sample for p in parts if p.kind == "chain")
-    modules = _modules(chain)
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
-        chain.save(folder / "chain")
-        with open(folder / "job.pkl", "wb") as fh:
-            pickle.dump({"raw": raw, "samples": {p.key: p.sample for p in parts}, "modules": modules}, fh)
+    with FreshProcess(chain, parts) as fresh:
+        return fresh.results(answers=answers)
+
+
+class FreshProcess:
+    """The ``fresh_module`` check's child process, started when this is built, so that it imports
+    and scores while this process runs the in-process checks (a context manager: leaving it stops
+    a child still running and removes its folder).
+
+    The chain is saved and the samples written when it starts; :meth:`results` waits for the child
+    (at most 300 s) and compares its answers with this process's, whose module variables it reads
+    then (after the in-process checks, as a check run after them would).
+    """
+
+    def __init__(self, chain: FittedChain | ModelSet, parts: list[Part]) -> None:
+        self.parts = parts
+        self.modules = _modules(chain)
+        self._tmp = tempfile.TemporaryDirectory()
+        self.folder = Path(self._tmp.name)
+        raw = next(p.sample for p in parts if p.kind == "chain")
+        chain.save(self.folder / "chain")
+        with open(self.folder / "job.pkl", "wb") as fh:
+            pickle.dump({"raw": raw, "samples": {p.key: p.sample for p in parts}, "modules": self.modules}, fh)
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-        done = subprocess.run([sys.executable, "-m", "lakescore.admission.fresh", str(folder)], env=env,
-                              capture_output=True, text=True, timeout=TIMEOUT_S)
-        if done.returncode != 0:
-            reason = f"fresh process failed: {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else done.returncode}"
-            return {p.key: CheckResult(p.label, "fresh_module", "failed", reason) for p in parts}
-        with open(folder / "outputs.pkl", "rb") as fh:
+        self._stderr = open(self.folder / "stderr.txt", "w+")  # a file, not a pipe: the child never waits on it
+        self._child = subprocess.Popen([sys.executable, "-m", "lakescore.admission.fresh", str(self.folder)], env=env,
+                                       stdout=subprocess.DEVNULL, stderr=self._stderr, text=True)
+
+    def __enter__(self) -> FreshProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._child.poll() is None:  # left early (an error in this process): the child is not needed
+            self._child.kill()
+            self._child.wait()
+        self._stderr.close()
+        self._tmp.cleanup()
+
+    def results(self, *, answers: Answers | None = None) -> dict[str, CheckResult]:
+        """Wait for the child and compare: ``{part key: CheckResult of check fresh_module}``.
+
+        Raises
+        ------
+        subprocess.TimeoutExpired
+            When the child runs longer than 300 s (it is stopped).
+        """
+        try:
+            returncode = self._child.wait(timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self._child.kill()
+            self._child.wait()
+            raise
+        if returncode != 0:
+            self._stderr.seek(0)
+            stderr = self._stderr.read().strip()
+            reason = f"fresh process failed: {stderr.splitlines()[-1] if stderr else returncode}"
+            return {p.key: CheckResult(p.label, "fresh_module", "failed", reason) for p in self.parts}
+        with open(self.folder / "outputs.pkl", "rb") as fh:
             outputs = pickle.load(fh)
-    changed = _changed(module_variables(modules), outputs.pop("__module_variables__", {}))
-    results = {}
-    for part in parts:
-        got = outputs.get(part.key)
-        reason = got if isinstance(got, str) else compare(got, part.run(part.sample))  # type: ignore[assignment]  # str or None from here on
-        reason = reason + changed if reason else None  # type: ignore[assignment]  # as above
-        results[part.key] = CheckResult(part.label, "fresh_module", "failed" if reason else "passed", reason or "")
-    return results
+        changed = _changed(module_variables(self.modules), outputs.pop("__module_variables__", {}))
+        answers = answers or Answers()
+        results = {}
+        for part in self.parts:
+            got = outputs.get(part.key)
+            reason = got if isinstance(got, str) else compare(got, answers.whole(part))  # type: ignore[assignment]  # str or None from here on
+            reason = reason + changed if reason else None  # type: ignore[assignment]  # as above
+            results[part.key] = CheckResult(part.label, "fresh_module", "failed" if reason else "passed", reason or "")
+        return results
 
 
 def _child(folder: Path) -> None:

@@ -22,6 +22,7 @@ import pandas as pd
 
 from lakescore.chain import FittedChain
 from lakescore.errors import ProbeError
+from lakescore.frames import frame_of
 
 PartKind = Literal["builtin", "custom", "rule", "model", "chain", "compiled"]
 MIN_ROWS = 16
@@ -55,14 +56,16 @@ def step_label(step: Any) -> str:
 
 
 def _rule_run(rule: Any) -> Callable[[pd.DataFrame], pd.DataFrame]:
-    return lambda frame: pd.DataFrame({"eligible": rule.eligible(frame)}, index=frame.index)
+    return lambda frame: frame_of({"eligible": rule.eligible(frame)}, frame.index)
 
 
 def step_run(step: Any) -> Callable[[pd.DataFrame], pd.DataFrame]:
     """A step as a probed part runs it: its output plus ``__flagged__``, the rows it excludes."""
     def run(frame: pd.DataFrame) -> pd.DataFrame:
         flagged = step.flags(frame)
-        return step.apply(frame).assign(__flagged__=flagged)
+        out = step.apply(frame)  # a new frame (apply works on a copy): the column is added in place
+        out["__flagged__"] = flagged
+        return out
 
     return run
 
@@ -77,13 +80,13 @@ def _model_run(chain: FittedChain) -> Callable[[pd.DataFrame], pd.DataFrame]:
             return out
         matrix = chain.model_matrix(frame)  # the sealed container, as every route gives it
         if chain.task != "classification":
-            out["prediction"] = pd.array(chain.model.predict(matrix)).astype(chain.label_dtype)
-        else:
-            proba = chain.model.predict_proba(matrix)
-            out["prediction"] = pd.array(chain.decide(matrix, proba)).astype(chain.label_dtype)  # with its threshold
-            for i in range(proba.shape[1]):
-                out[f"p{i}"] = proba[:, i].astype("float64")  # XGBoost gives float32; lossless
-        return out
+            return frame_of({"prediction": pd.array(chain.model.predict(matrix)).astype(chain.label_dtype)},
+                            frame.index)
+        proba = chain.model.predict_proba(matrix)
+        columns = {"prediction": pd.array(chain.decide(matrix, proba)).astype(chain.label_dtype)}  # with its threshold
+        for i in range(proba.shape[1]):
+            columns[f"p{i}"] = proba[:, i].astype("float64")  # XGBoost gives float32; lossless
+        return frame_of(columns, frame.index)  # as setting each column of an empty frame in turn
 
     return run
 

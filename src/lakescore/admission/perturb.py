@@ -28,9 +28,9 @@ def perturbed(sample: pd.DataFrame, row: int, *, text: bool = True) -> pd.DataFr
     """A copy of ``sample`` with row ``row``'s inputs changed: numbers moved by half their size
     (within the integer type), booleans flipped, text replaced by an unseen value."""
     out = sample.copy()
-    for col in out.columns:
-        value = _perturb_value(out[col].iloc[row], out[col].dtype, text=text)
-        out.iloc[row, out.columns.get_loc(col)] = value
+    values = [_perturb_value(out[col].iloc[row], out[col].dtype, text=text) for col in out.columns]
+    if values:  # one positional set of the row's cells, column by column as pandas does for each
+        out.iloc[row, list(range(len(values)))] = values
     return out
 
 
@@ -44,9 +44,9 @@ def blanked(sample: pd.DataFrame, row: int) -> pd.DataFrame:
     """A copy of ``sample`` with row ``row``'s values missing: each column gets the missing value of
     its own dtype (NaN, None, NaT, pd.NA); plain int64 and bool columns, which have none, keep theirs."""
     out = sample.copy()
-    for j, col in enumerate(out.columns):
-        if holds_null(out[col].dtype):
-            out.iloc[row, j] = None
+    blanks = [j for j, col in enumerate(out.columns) if holds_null(out[col].dtype)]
+    if blanks:  # one positional set of those cells (each column takes None as its own missing value)
+        out.iloc[row, blanks] = None
     return out
 
 

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from lakescore.admission.agreement import AGREEMENT_CHECKS
+from lakescore.admission.answers import Answers
 from lakescore.admission.compare import Difference, difference
 from lakescore.admission.parts import Part
 from lakescore.admission.perturb import blanked, perturbed
@@ -33,12 +34,15 @@ def _result(part: Part, check: str, why: str | Difference | None) -> CheckResult
     return CheckResult(part.label, check, "failed" if why else "passed", why or "")
 
 
-def _guarded(check: Callable[[Part], CheckResult]) -> Callable[[Part], CheckResult]:
+Check = Callable[..., CheckResult]  # check(part, *, answers=None): answers shared within one admission
+
+
+def _guarded(check: Check) -> Check:
     name = check.__name__.removeprefix("check_")
 
-    def run(part: Part) -> CheckResult:
+    def run(part: Part, *, answers: Answers | None = None) -> CheckResult:
         try:
-            return check(part)
+            return check(part, answers or Answers())
         except Exception as err:  # a part that raises fails the check, with the error as reason
             return CheckResult(part.label, getattr(check, "check_name", name), "failed",
                                f"raised {type(err).__name__}: {err}")
@@ -48,20 +52,19 @@ def _guarded(check: Callable[[Part], CheckResult]) -> Callable[[Part], CheckResu
 
 
 @_guarded
-def check_repeat(part: Part) -> CheckResult:
-    """Scored twice, the answers are identical (no tolerance)."""
-    first = part.run(part.sample)
+def check_repeat(part: Part, answers: Answers) -> CheckResult:
+    """Scored twice, the answers are identical (no tolerance): the shared answer, then a new run."""
+    first = answers.whole(part)
     return _result(part, "repeat", difference(part.run(part.sample), first, exact=True))
 
 
-def make_check_chunks(size: int) -> Callable[[Part], CheckResult]:
+def make_check_chunks(size: int) -> Check:
     """Check ``chunks:<size>``: scored in consecutive chunks of ``size`` rows, as a whole."""
 
     @_guarded
-    def check_chunks(part: Part) -> CheckResult:
-        whole = part.run(part.sample)
-        pieces = [part.run(part.sample.iloc[i:i + size]) for i in range(0, len(part.sample), size)] \
-            or [part.run(part.sample.iloc[:0])]  # no rows: one empty chunk
+    def check_chunks(part: Part, answers: Answers) -> CheckResult:
+        whole = answers.whole(part)
+        pieces = answers.pieces(part, size)  # no rows: one empty chunk
         return _result(part, f"chunks:{size}", difference(pd.concat(pieces), whole))
 
     check_chunks.__name__ = f"check_chunks_{size}"
@@ -70,17 +73,17 @@ def make_check_chunks(size: int) -> Callable[[Part], CheckResult]:
 
 
 @_guarded
-def check_reverse(part: Part) -> CheckResult:
+def check_reverse(part: Part, answers: Answers) -> CheckResult:
     """Scored in reverse row order, each row gets the same answer."""
-    whole = part.run(part.sample)
+    whole = answers.whole(part)
     backwards = part.run(part.sample.iloc[::-1]).iloc[::-1]
     return _result(part, "reverse", difference(backwards, whole))
 
 
 @_guarded
-def check_index_shift(part: Part) -> CheckResult:
+def check_index_shift(part: Part, answers: Answers) -> CheckResult:
     """With the index renumbered, each row gets the same answer and keeps its new index."""
-    whole = part.run(part.sample)
+    whole = answers.whole(part)
     shifted_index = pd.RangeIndex(10**6, 10**6 + len(part.sample))
     shifted = part.run(part.sample.set_axis(shifted_index))
     if not shifted.index.equals(shifted_index):
@@ -89,9 +92,9 @@ def check_index_shift(part: Part) -> CheckResult:
 
 
 @_guarded
-def check_empty(part: Part) -> CheckResult:
+def check_empty(part: Part, answers: Answers) -> CheckResult:
     """No rows in: no error, no rows out, the same columns and dtypes."""
-    whole = part.run(part.sample)
+    whole = answers.whole(part)
     empty = part.run(part.sample.iloc[:0])
     return _result(part, "empty", difference(empty, whole.iloc[:0], check_index=False))
 
@@ -129,14 +132,14 @@ def _perturb_rows(sample: pd.DataFrame) -> list[int]:
 
 
 @_guarded
-def check_perturb(part: Part) -> CheckResult:
+def check_perturb(part: Part, answers: Answers) -> CheckResult:
     """Changing one row's inputs moves no other row (retried with text unchanged if it raises);
     blanking them (:func:`blanked`) moves no other row's values or dtypes, and the blanked row gets
     the same answer alone as among the others.
 
     Tried one row at a time on the rows of :func:`_perturb_rows`: every moved row first, then
     every blanked row."""
-    whole = part.run(part.sample)
+    whole = answers.whole(part)
     for row in _perturb_rows(part.sample):
         try:
             moved = part.run(perturbed(part.sample, row))
@@ -159,7 +162,7 @@ PART_CHECKS = [check_repeat, make_check_chunks(1), make_check_chunks(2), make_ch
 CHAIN_CHECKS = [check_repeat, make_check_chunks(1), make_check_chunks(7)]
 
 
-def checks_for(part: Part) -> Iterator[Callable[[Part], CheckResult]]:
+def checks_for(part: Part) -> Iterator[Check]:
     """The in-process checks that apply to ``part`` (``fresh_module`` runs for all parts at once)."""
     yield from {"chain": CHAIN_CHECKS, "compiled": AGREEMENT_CHECKS}.get(part.kind, PART_CHECKS)
 
@@ -184,6 +187,10 @@ def problem_messages(parts: list[Part], results: dict[str, list[CheckResult]]) -
     return lines
 
 
-def probe_parts(parts: list[Part]) -> dict[str, list[CheckResult]]:
-    """Run every in-process check of every part: ``{part.key: [CheckResult, ...]}``."""
-    return {part.key: [check(part) for check in checks_for(part)] for part in parts}
+def probe_parts(parts: list[Part], *, answers: Answers | None = None) -> dict[str, list[CheckResult]]:
+    """Run every in-process check of every part: ``{part.key: [CheckResult, ...]}``.
+
+    ``answers`` (:class:`~lakescore.admission.answers.Answers`, one per admission; a new one by
+    default) keeps each part's answer on its sample, so its checks compute it once."""
+    answers = answers or Answers()
+    return {part.key: [check(part, answers=answers) for check in checks_for(part)] for part in parts}

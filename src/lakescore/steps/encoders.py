@@ -8,6 +8,7 @@ same way in any batch.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, Literal
 
@@ -46,6 +47,22 @@ class OneHotParams(StepParams):
         if value is not False:
             raise ValueError("must be false: a missing value gives all zeros, never its own column")
         return value
+
+
+@functools.lru_cache(maxsize=256)
+def _category_index(categories: tuple[str, ...]) -> pd.Index:
+    """The fixed category list as a pandas Index, built (and hashed) once per list."""
+    return pd.Index(categories, dtype=object)
+
+
+def category_codes(values: np.ndarray, categories: list[str]) -> np.ndarray:
+    """``pd.Categorical(values, categories=categories).codes`` (position in ``categories``; -1 for a
+    value not in it, or missing), as integers: the lookup against an Index kept per category list,
+    not a new categorical dtype validated on every call (which costs more than a one-row apply)."""
+    index = _category_index(tuple(categories))
+    if not index.is_unique:  # a list pd.Categorical refuses: let it say so
+        return pd.Categorical(values, categories=categories).codes
+    return index.get_indexer(values)
 
 
 def slug(value: str) -> str:
@@ -133,7 +150,7 @@ class OneHotEncoder(StepKind):
         # missing -> all zeros), then one 1.0 is set per row: O(rows) instead of O(rows x categories)
         blocks = []
         for column, cats in zip(state["columns"], state["categories"]):
-            codes = pd.Categorical(text_values(frame, column), categories=cats).codes
+            codes = category_codes(text_values(frame, column), cats)
             block = np.zeros((len(frame), len(cats)), dtype="float64")
             known = np.flatnonzero(codes >= 0)
             block[known, codes[known]] = 1.0

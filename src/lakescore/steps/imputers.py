@@ -17,6 +17,7 @@ from pydantic import Field, model_validator
 
 from lakescore.columns import Columns, Kernel, float_values
 from lakescore.errors import StepError
+from lakescore.frames import replace_columns
 from lakescore.steps.arrays import Positions, as_objects, object_values
 from lakescore.steps.base import StepKind, StepParams, is_numeric, register
 
@@ -113,9 +114,8 @@ class SimpleImputer(StepKind):
 
     @staticmethod
     def apply(frame: pd.DataFrame, state: dict[str, Any]) -> pd.DataFrame:
-        for column, value, numeric in zip(state["columns"], state["fill"], state["numeric"]):
-            frame[column] = fill_column(frame, column, value, numeric, step="SimpleImputer")
-        return frame
+        return replace_columns(frame, list(zip(state["columns"], state["fill"], state["numeric"])),
+                               lambda f, t: fill_column(f, *t, step="SimpleImputer"))
 
     @staticmethod
     def kernel(state: dict[str, Any]) -> Kernel:

@@ -16,6 +16,7 @@ from pydantic import Field, model_validator
 
 from lakescore.columns import Columns, Kernel, float_values
 from lakescore.errors import StepError
+from lakescore.frames import replace_columns
 from lakescore.steps.base import StepKind, StepParams, float_matrix, register
 
 
@@ -37,9 +38,8 @@ def _terms(state: dict[str, Any], keys: tuple[str, ...]) -> list[tuple[Any, ...]
 def _apply_each(frame: pd.DataFrame, state: dict[str, Any], kind: str, formula: Formula,
                 keys: tuple[str, ...]) -> pd.DataFrame:
     """The reference: each column of ``frame`` replaced by ``formula(float_values, *terms)``."""
-    for column, *terms in _terms(state, keys):
-        frame[column] = formula(float_values(frame, column, step=kind), *terms)
-    return frame
+    return replace_columns(frame, [tuple(t) for t in _terms(state, keys)],
+                           lambda f, t: formula(float_values(f, t[0], step=kind), *t[1:]))
 
 
 def _kernel_each(state: dict[str, Any], kind: str, formula: Formula, keys: tuple[str, ...]) -> Kernel:
