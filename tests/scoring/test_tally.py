@@ -41,3 +41,20 @@ def test_the_tally_of_a_spark_frame_is_the_same_aggregate(spark):
     run = dataclasses.replace(_run(frame), batch_compute="spark", frame="spark")
     assert run.on_spark and run.tally == WANT
     assert run.counts == {"rows_in": 6, "predicted": 3, "excluded": 3}
+
+
+def test_the_tally_observed_by_the_action_that_computes_the_rows_is_the_aggregate(spark):
+    from lakescore.scoring.spark import observe_tally
+
+    odd = "rule:it's a \\ path"  # a reason a rule may name: a quote and a backslash in SQL text
+    rows = ROWS.assign(exclusion_reason=ROWS["exclusion_reason"].replace("outlier:distance_outlier", odd))
+    frame = spark.createDataFrame(rows.astype(object).where(rows.notna(), None),
+                                  "flight_id long, scoring_status string, exclusion_reason string")
+    tables = {"scoring_status": ("predicted", "excluded"), "exclusion_reason": ("ineligible:cancelled", odd)}
+    observed, tally = observe_tally(frame, tables)
+    observed.write.format("noop").mode("overwrite").save()  # the one action: the tally is counted on its way
+    assert tally() == Tally((("excluded", "ineligible:cancelled", 2), ("excluded", odd, 1), ("predicted", None, 3)))
+    # a reason outside the code tables: the groups do not add up, so the caller counts them itself
+    observed, tally = observe_tally(frame, {**tables, "exclusion_reason": ("ineligible:cancelled",)})
+    observed.write.format("noop").mode("overwrite").save()
+    assert tally() is None

@@ -213,11 +213,13 @@ def observe_tally(predictions: Any, tables: dict[str, tuple[str, ...]]) -> tuple
 
     pairs = [(status, reason) for status in tables.get("scoring_status", STATUSES)
              for reason in (None, *tables.get("exclusion_reason", ()))]
-    status, reason = F.col("scoring_status"), F.col("exclusion_reason")
-    counts = [F.count(F.when(status.eqNullSafe(F.lit(s)) & (reason.isNull() if r is None else reason == F.lit(r)),
-                             F.lit(1))).alias(f"_g{i}") for i, (s, r) in enumerate(pairs)]
+    # one SQL text per group: a Column built call by call costs ~20 round trips to the JVM, and a
+    # chain with many reasons has hundreds of groups (1.4 s of driver time at 300 groups)
+    counts = [F.expr(f"count_if(`scoring_status` <=> {_sql_text(s)} AND "
+                     + ("`exclusion_reason` IS NULL" if r is None else f"`exclusion_reason` = {_sql_text(r)}")
+                     + f") AS `_g{i}`") for i, (s, r) in enumerate(pairs)]
     observation = Observation()
-    observed = predictions.observe(observation, F.count(F.lit(1)).alias("_rows"), *counts)
+    observed = predictions.observe(observation, F.expr("count(1) AS `_rows`"), *counts)
 
     def tally() -> Tally | None:
         found = observation.get
@@ -225,6 +227,11 @@ def observe_tally(predictions: Any, tables: dict[str, tuple[str, ...]]) -> tuple
         return Tally.of(groups) if sum(n for *_, n in groups) == int(found["_rows"]) else None
 
     return observed, tally
+
+
+def _sql_text(value: str) -> str:
+    """``value`` as a Spark SQL string literal (backslashes and single quotes escaped)."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def with_model_columns(scored: Any, source: Any | None, *, keys: list[str], period_column: str | None,
