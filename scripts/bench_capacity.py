@@ -159,7 +159,7 @@ def child_single(lake: str, config: str, out: str) -> dict[str, Any]:
 
 def one_pass_phases(clock: Any) -> None:
     """Time the phases of ``score --publish`` on Spark with ``clock`` (:class:`phase_clock.PhaseClock`):
-    the functions of each phase, as the issue of the run's cost names them."""
+    each phase is the functions that make it up (what a run pays before, in and after its commit)."""
     from lakescore.publish import spark_delta
     from lakescore.publish.spark_delta import SparkDeltaWriter
     from lakescore.workflows import publish as publish_workflow
