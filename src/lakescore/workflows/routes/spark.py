@@ -160,7 +160,9 @@ class SparkRoute:
         source = self.rows(plan, prepared)
         columns = list(dict.fromkeys([*keys, *([period_column] if period_column in source.columns else [])]))
         checked = check_keys_within(source.select(*columns), keys, period_column=period_column)
-        folder = next(model_dir.glob("*/MLmodel")).parent  # the one copy this run downloaded
+        # the one copy this run downloaded (local_model): its MLmodel at <model_dir>/<copy>/ or, for a
+        # Feature Engineering model, deeper (its pyfunc's own folder): the shallowest one
+        folder = min(model_dir.rglob("MLmodel"), key=lambda path: len(path.parts)).parent
         observed, tally = observe_tally(run.predictions, saved_code_tables(folder))
         return replace(run, predictions=observed, facts=checked_facts(observed, checked.totals, period_column),
                        one_pass=OnePass(checked, tally))
