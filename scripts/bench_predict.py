@@ -20,10 +20,11 @@ One process, in memory (no MLflow, no Spark, no tables), well under a minute:
                 matrix (best of 5): rows/s and the ratio.
 
 Usage: python scripts/bench_predict.py [--calls 2000] [--config-dir config] [--clock wall|cpu] [--profile N]
+[--profile-chain demo|capacity]
 ``--clock cpu``: this thread's CPU time (``time.thread_time``) instead of wall time
 (``time.perf_counter``, the default): on a shared, loaded machine it leaves out the time the
-process waits for a core, so two runs compare. ``--profile N``: also print cProfile's top N entries (by own time) of the ``demo`` chain's one-row
-calls. Prints the figures and one JSON line (``BENCH_PREDICT {...}``).
+process waits for a core, so two runs compare. ``--profile N``: also print cProfile's top N entries (by own time) of one chain's one-row
+calls (``--profile-chain``, default ``demo``). Prints the figures and one JSON line (``BENCH_PREDICT {...}``).
 """
 
 from __future__ import annotations
@@ -70,13 +71,14 @@ def _demo_name(table: str) -> str:
 
 
 def fit_chains(project: Any, rows: pd.DataFrame) -> dict[str, Any]:
-    from lakescore.training import fit_chain, fit_project_chain, prepare_rows
+    from lakescore.training import ChainRecipe, fit_chain, fit_project_chain, prepare_rows
 
     train, y, pre = prepare_rows(project, rows.iloc[:2000])
     demo = fit_project_chain(project, train, y, pre)
-    capacity = fit_chain(train, y, recipe=RECIPE_CAPACITY, model_class="LogisticRegression",
-                         model_params={"max_iter": 500},
-                         feature_columns=["hour", "dep_delay", "distance", "carrier", "origin", "dest"])
+    capacity = fit_chain(train, y, ChainRecipe(steps=RECIPE_CAPACITY, model_class="LogisticRegression",
+                                               model_params={"max_iter": 500},
+                                               feature_columns=["hour", "dep_delay", "distance", "carrier",
+                                                                "origin", "dest"]))
     return {"demo": demo, "capacity": capacity}
 
 
@@ -143,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--config-dir", default="config")
     parser.add_argument("--profile", type=int, default=0, metavar="N")
+    parser.add_argument("--profile-chain", choices=("demo", "capacity"), default="demo")
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall")
     args = parser.parse_args(argv)
     global clock
@@ -168,7 +171,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:9s} frame of {fig['frame_rows']:,} rows: predict {fig['frame_s'] * 1e3:.1f} ms, "
               f"sklearn {fig['native_frame_s'] * 1e3:.1f} ms, ratio (sklearn/predict) {fig['frame_ratio']:.2f}x")
     if args.profile:
-        print(profile(chains["demo"], score_rows, args.calls, args.profile))
+        print(f"cProfile of the {args.profile_chain} chain's one-row calls:")
+        print(profile(chains[args.profile_chain], score_rows, args.calls, args.profile))
     print("BENCH_PREDICT " + json.dumps(figures))
     return 0
 

@@ -36,7 +36,7 @@ from lakescore.compiled import CompiledPlan
 from lakescore.errors import InputError
 from lakescore.frames import frame_of, require_columns, to_pandas
 from lakescore.lookup import FeatureLookup
-from lakescore.models import Task
+from lakescore.models import Task, labels_follow_proba, proba_labels
 from lakescore.rules import EligibilityRule, OutputRule, add_outputs
 from lakescore.steps import FittedStep
 from lakescore.thresholds import Threshold, default_rule
@@ -207,6 +207,7 @@ class FittedChain:
         state = dict(self.__dict__)
         state.pop("plan", None)  # compiled again on first use after unpickling
         state.pop("model_takes_nan", None)  # read from the model again
+        state.pop("labels_follow_proba", None)
         return state
 
     def scoring_steps(self) -> list[tuple[FittedStep, str | None]]:
@@ -248,6 +249,13 @@ class FittedChain:
         tags = getattr(self.model, "__sklearn_tags__", None)
         return bool(tags().input_tags.allow_nan) if tags is not None else False
 
+    @cached_property
+    def labels_follow_proba(self) -> bool:
+        """True when the model's own ``predict`` labels can be read from its ``predict_proba``
+        (:func:`lakescore.models.labels_follow_proba`), so a classifier without a threshold is
+        called once per pass, not twice. Read once per loaded chain."""
+        return self.task == "classification" and labels_follow_proba(self.model)
+
     def model_matrix(self, data: pd.DataFrame) -> Any:
         """What the model receives for the preprocessed rows ``data`` (n_rows, >= n_features): the
         ``feature_columns`` in order, in the sealed ``model_input`` container (float64 array or
@@ -287,10 +295,12 @@ class FittedChain:
     def decide(self, matrix: np.ndarray, proba: np.ndarray) -> np.ndarray:
         """A classifier's labels for the rows of ``matrix`` (n_rows, n_features) whose
         ``predict_proba`` is ``proba`` (n_rows, n_classes): the threshold's rule when the chain
-        has one (:class:`lakescore.thresholds.Threshold`), else the model's own ``predict``. The
-        admission probe's model part labels rows through it too."""
+        has one (:class:`lakescore.thresholds.Threshold`), else the model's own ``predict``'s labels:
+        read from ``proba`` when they follow it (:func:`lakescore.models.proba_labels`: the model is
+        called again only on rows whose probabilities tie), else ``predict`` itself. The admission
+        probe's model part labels rows through it too."""
         if self.threshold is None:
-            return self.model.predict(matrix)
+            return proba_labels(self.model, matrix, proba) if self.labels_follow_proba else self.model.predict(matrix)
         return self.threshold.labels(proba, list(self.classes or []))
 
     def _assemble(self, frame: pd.DataFrame, rows: np.ndarray, labels: np.ndarray | None, kept_proba: np.ndarray,
