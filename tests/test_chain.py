@@ -307,3 +307,11 @@ def test_labels_are_the_models_own_predict_on_every_row(flights_sample, model_cl
     assert out["prediction"].iloc[kept].to_numpy(dtype="int64").tolist() == chain.model.predict(matrix).tolist()
     reference = chain.reference_predict(batch)
     assert out["prediction"].equals(reference["prediction"])
+
+
+def test_an_infinite_feature_reaches_the_model_with_its_own_check(flights_sample):
+    chain = _fit(flights_sample, ENCODE)
+    fine = chain.predict(_request(flights_sample))  # finite rows: scikit-learn's check skipped, same answers
+    assert fine["prediction"].equals(chain.reference_predict(_request(flights_sample))["prediction"])
+    with pytest.raises(ValueError, match="infinity"):
+        chain.predict(_request(flights_sample, dep_delay=[float("inf")]))

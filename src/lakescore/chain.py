@@ -22,6 +22,7 @@ a null in a feature the recipe does not impute.
 from __future__ import annotations
 
 import json
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -287,10 +288,11 @@ class FittedChain:
         if not containers.n_rows(matrix):
             return None, np.empty(0)
         containers.require(matrix, self.model_input, model=self.model_class or type(self.model).__name__)
-        if self.task != "classification":
-            return self.model.predict(matrix), np.full(len(matrix), np.nan)
-        p = self.model.predict_proba(matrix)
-        return self.decide(matrix, p), (p[:, 1] if p.shape[1] == 2 else p.max(axis=1)).astype("float64")
+        with _finite_checked(matrix):
+            if self.task != "classification":
+                return self.model.predict(matrix), np.full(len(matrix), np.nan)
+            p = self.model.predict_proba(matrix)
+            return self.decide(matrix, p), (p[:, 1] if p.shape[1] == 2 else p.max(axis=1)).astype("float64")
 
     def decide(self, matrix: np.ndarray, proba: np.ndarray) -> np.ndarray:
         """A classifier's labels for the rows of ``matrix`` (n_rows, n_features) whose
@@ -373,6 +375,19 @@ class FittedChain:
             lookup_versions=tuple(int(x["trained_version"]) for x in meta.get("feature_lookups", [])),
             model_input=sealed,
         )
+
+
+def _finite_checked(matrix: Any) -> AbstractContextManager[Any]:
+    """scikit-learn's ``assume_finite`` for a model call on ``matrix`` when every value of it is
+    finite (checked here, in one numpy call): scikit-learn's own check of each call would pass, so
+    it is skipped. A matrix with NaN or an infinity goes to the model with the check on, so the
+    model raises or takes NaN exactly as it would without lakescore."""
+    values = matrix if isinstance(matrix, np.ndarray) else matrix.data
+    if not np.isfinite(values).all():
+        return nullcontext()
+    import sklearn  # already imported by the model that is being called
+
+    return sklearn.config_context(assume_finite=True)
 
 
 @lru_cache(maxsize=1)
