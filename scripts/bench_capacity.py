@@ -414,8 +414,8 @@ def ratios(entries: list[dict[str, Any]]) -> dict[str, float]:
 def profile_single(home: Path, runtime: Any, project: Any, config_dir: Path, top: int) -> None:
     """In this process, no Spark: the single-node route (:func:`child_single`'s call) and native
     ``predict_proba`` on all flights (``main.flights.flights``), CPU seconds (``time.process_time``)
-    of each one's warm call and their ratio, then cProfile's top ``top`` entries (by own time) of a
-    third single-node call."""
+    of each one's warm call and their ratio, then cProfile's top ``top`` entries (by own time, then by
+    cumulative time) of a third single-node call."""
     import cProfile
     import io
     import pstats
@@ -452,7 +452,9 @@ def profile_single(home: Path, runtime: Any, project: Any, config_dir: Path, top
     score_single_node(rows, plan, batch_rows=batch_rows)
     profiler.disable()
     out = io.StringIO()
-    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(top)
+    stats = pstats.Stats(profiler, stream=out)
+    stats.sort_stats("tottime").print_stats(top)
+    stats.sort_stats("cumulative").print_stats(top)
     print(out.getvalue())
 
 

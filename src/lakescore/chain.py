@@ -379,11 +379,10 @@ class FittedChain:
 
 def _finite_checked(matrix: Any) -> AbstractContextManager[Any]:
     """scikit-learn's ``assume_finite`` for a model call on ``matrix`` when every value of it is
-    finite (checked here, in one numpy call): scikit-learn's own check of each call would pass, so
-    it is skipped. A matrix with NaN or an infinity goes to the model with the check on, so the
-    model raises or takes NaN exactly as it would without lakescore."""
-    values = matrix if isinstance(matrix, np.ndarray) else matrix.data
-    if not np.isfinite(values).all():
+    finite (:func:`lakescore.model_input.all_finite`: one sum): scikit-learn's own check of each
+    call would pass, so it is skipped. A matrix with NaN or an infinity goes to the model with the
+    check on, so the model raises or takes NaN exactly as it would without lakescore."""
+    if not containers.all_finite(matrix):
         return nullcontext()
     import sklearn  # already imported by the model that is being called
 
