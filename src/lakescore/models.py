@@ -154,7 +154,7 @@ def proba_labels(model: Any, matrix: Any, proba: np.ndarray) -> np.ndarray:
     if not single.all():
         ties = np.flatnonzero(~single)
         labels[ties] = model.predict(matrix[ties])
-    return labels  # type: ignore[no-any-return]  # classes_ is an ndarray: take gives one
+    return labels
 
 
 def native_library(model: Any) -> str | None:
