@@ -109,7 +109,7 @@ def native(chain: Any) -> Callable[[Any], Any]:
     each with scikit-learn's checks on."""
     def call(matrix: Any) -> Any:
         proba = chain.model.predict_proba(matrix)
-        return proba if chain.labels_follow_proba else chain.model.predict(matrix)
+        return proba if getattr(chain, "labels_follow_proba", False) else chain.model.predict(matrix)  # False: an older lakescore
     return call
 
 
