@@ -15,8 +15,6 @@ DBR_TESTS := tests/test_bundle_rehearsal.py tests/runtime tests/publish tests/sc
 # in one process; session fixtures (a Spark session, a fitted model) are built once per process.
 TEST_WORKERS ?= 2
 XDIST := -n $(TEST_WORKERS) --dist loadfile
-# Each run ends with its 25 longest tests: the suite's time budget is read from there.
-DURATIONS := --durations=25
 
 .PHONY: install install-dbr demo test test-dbr lint bench clean
 
@@ -34,7 +32,7 @@ demo: install
 	$(VENV)/bin/lakescore demo --config-dir config
 
 test: install
-	$(PY) -m pytest $(XDIST) $(DURATIONS)
+	$(PY) -m pytest $(XDIST)
 
 lint: install
 	$(VENV)/bin/ruff check src scripts tests
