@@ -58,3 +58,23 @@ def test_the_tally_observed_by_the_action_that_computes_the_rows_is_the_aggregat
     observed, tally = observe_tally(frame, {**tables, "exclusion_reason": ("ineligible:cancelled",)})
     observed.write.format("noop").mode("overwrite").save()
     assert tally() is None
+
+
+def test_the_observed_tally_of_many_groups_over_many_partitions_is_the_aggregate(spark):
+    """300 reasons (602 groups), 37 of them present, in 8 partitions: each partition's histogram has
+    its own bin per group, and merging them keeps one exact count per group."""
+    from pyspark.sql import functions as F
+
+    from lakescore.scoring.spark import observe_tally, spark_tally
+
+    reasons = tuple(f"invalid:column_{i}" for i in range(300))
+    frame = (spark.range(20_000).repartition(8)
+             .withColumn("exclusion_reason", F.when(F.col("id") % 3 == 0, F.concat(
+                 F.lit("invalid:column_"), ((F.col("id") * 7) % 37 * 8).cast("string"))))
+             .withColumn("scoring_status", F.when(F.col("exclusion_reason").isNull(), F.lit("predicted"))
+                         .otherwise(F.lit("excluded"))))
+    observed, tally = observe_tally(frame, {"scoring_status": ("predicted", "excluded"), "exclusion_reason": reasons})
+    observed.write.format("noop").mode("overwrite").save()
+    got = tally()
+    assert got is not None and got == spark_tally(frame)
+    assert len(got.groups) == 38 and got.rows() == 20_000

@@ -190,7 +190,13 @@ def observe_tally(predictions: Any, tables: dict[str, tuple[str, ...]]) -> tuple
 
     An observation holds aggregate expressions, not a ``groupBy``, so the groups are enumerated:
     every status of the code table of ``scoring_status`` with every reason the chain can give
-    (the code table of ``exclusion_reason``, :mod:`lakescore.transport_codes`) or none.
+    (the code table of ``exclusion_reason``, :mod:`lakescore.transport_codes`) or none. Each row's
+    group is one number, ``status position * (reasons + 1) + reason position`` (0: no reason), and
+    the rows are counted per number by one aggregate, Spark's ``histogram_numeric`` with as many
+    bins as there are groups. Its bins are merged only beyond that many distinct values (closest
+    centres first, so equal ones meet at distance 0): with at most one value per group, each bin
+    is one group and its height that group's rows. One aggregate per group instead (``count_if``)
+    costs each row every group: 2.1 s of a 336,776-row pass at 302 groups, against 0.3-0.7 s.
 
     Parameters
     ----------
@@ -204,26 +210,37 @@ def observe_tally(predictions: Any, tables: dict[str, tuple[str, ...]]) -> tuple
     (pyspark.sql.DataFrame, callable)
         The observed frame, and a function to call once an action on it has finished: the
         :class:`~lakescore.scoring.tally.Tally`, or None when the groups do not add up to the
-        rows counted (a reason outside the tables: count them with :func:`spark_tally`).
+        rows counted (a status or reason outside the tables has no group number: count them with
+        :func:`spark_tally`).
     """
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
     from lakescore.transport_codes import STATUSES
 
-    pairs = [(status, reason) for status in tables.get("scoring_status", STATUSES)
-             for reason in (None, *tables.get("exclusion_reason", ()))]
-    # one SQL text per group: a Column built call by call costs ~20 round trips to the JVM, and a
-    # chain with many reasons has hundreds of groups (1.4 s of driver time at 300 groups)
-    counts = [F.expr(f"count_if(`scoring_status` <=> {_sql_text(s)} AND "
-                     + ("`exclusion_reason` IS NULL" if r is None else f"`exclusion_reason` = {_sql_text(r)}")
-                     + f") AS `_g{i}`") for i, (s, r) in enumerate(pairs)]
+    statuses, reasons = tuple(tables.get("scoring_status", STATUSES)), tuple(tables.get("exclusion_reason", ()))
+    width = len(reasons) + 1
+    pairs = [(status, reason) for status in statuses for reason in (None, *reasons)]  # pairs[group number]
+    # positions from 1 (array_position's 0, not found, becomes null: no group); one SQL text, as a
+    # Column built call by call costs ~20 round trips to the JVM per literal
+    status = f"nullif(array_position(array({', '.join(map(_sql_text, statuses))}), `scoring_status`), 0)"
+    reason = ("CASE WHEN `exclusion_reason` IS NULL THEN 0 ELSE "
+              + (f"nullif(array_position(array({', '.join(map(_sql_text, reasons))}), `exclusion_reason`), 0)"
+                 if reasons else "NULL") + " END")
+    group = f"(({status}) - 1) * {width} + ({reason})"
     observation = Observation()
-    observed = predictions.observe(observation, F.expr("count(1) AS `_rows`"), *counts)
+    observed = predictions.observe(observation, F.expr("count(1) AS `_rows`"),
+                                   F.expr(f"histogram_numeric({group}, {max(len(pairs), 1)}) AS `_groups`"))
 
     def tally() -> Tally | None:
         found = observation.get
-        groups = [(s, r, int(found[f"_g{i}"])) for i, (s, r) in enumerate(pairs) if found[f"_g{i}"]]
+        counts: dict[int, int] = {}
+        for bin_ in found["_groups"] or ():  # a partition's bins: the same group may come once per partition
+            number, rows = float(bin_["x"]), float(bin_["y"])
+            if not number.is_integer() or not 0 <= number < len(pairs) or not rows.is_integer():
+                return None  # not one group per bin: never with one bin per group, but not trusted
+            counts[int(number)] = counts.get(int(number), 0) + int(rows)
+        groups = [(*pairs[number], n) for number, n in sorted(counts.items())]
         return Tally.of(groups) if sum(n for *_, n in groups) == int(found["_rows"]) else None
 
     return observed, tally
