@@ -190,8 +190,28 @@ def with_features(frame: pd.DataFrame, values: pd.DataFrame, positions: np.ndarr
     Returns
     -------
     DataFrame of shape (n_rows, n_columns + len(spec.feature_names))
-        ``frame``'s columns, same index and order, then the output columns (renamed per
-        ``rename_outputs``); integer feature columns as float64.
+        ``frame``'s columns, same index and order, then :func:`looked_up`'s.
+    """
+    return pd.concat([frame, looked_up(values, positions, spec, frame.index)], axis=1)
+
+
+def looked_up(values: pd.DataFrame, positions: np.ndarray, spec: FeatureLookup, index: pd.Index) -> pd.DataFrame:
+    """The lookup's output columns for rows whose feature rows are at ``positions`` in ``values``.
+
+    Parameters
+    ----------
+    values : DataFrame of shape (n_joinable, len(spec.feature_names))
+        As :func:`with_features`.
+    positions : ndarray of int64, shape (n_rows,)
+        Per row, the position of its feature row in ``values``; -1: none (nulls).
+    spec : FeatureLookup
+    index : Index of length n_rows
+        The rows' index, which the output takes.
+
+    Returns
+    -------
+    DataFrame of shape (n_rows, len(spec.feature_names))
+        The ``feature_names`` columns, renamed per ``rename_outputs``; integer columns as float64.
     """
     renames = dict(spec.rename_outputs)
     added = values.reindex(positions)
@@ -199,8 +219,8 @@ def with_features(frame: pd.DataFrame, values: pd.DataFrame, positions: np.ndarr
     if integers:
         added = added.astype(integers)
     added.columns = [renames.get(c, c) for c in added.columns]
-    added.index = frame.index
-    return pd.concat([frame, added], axis=1)
+    added.index = index
+    return added
 
 
 def check_columns(spec: FeatureLookup, row_columns: Iterable[str], table_columns: Iterable[str]) -> None:

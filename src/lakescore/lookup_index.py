@@ -39,6 +39,7 @@ from lakescore.lookup import (
     join_features,
     joinable_rows,
     keys_like,
+    looked_up,
     time_kind,
     time_plan,
     with_features,
@@ -126,6 +127,7 @@ class LookupIndex:
     table: pd.DataFrame | None = field(init=False, default=None)
     values: pd.DataFrame | None = field(init=False, default=None)
     right_kind: Any = field(init=False, default=None)
+    matrix: np.ndarray | None = field(init=False, default=None, repr=False)  # values when all are float64
     _keys: dict[tuple[str, ...], _Keys | None] = field(init=False, default_factory=dict, repr=False)
     _times: dict[tuple[tuple[str, ...], TimePlan], _Times | None] = field(init=False, default_factory=dict,
                                                                           repr=False)
@@ -145,6 +147,8 @@ class LookupIndex:
         # gives the same values (the cast of each value does not depend on which rows are taken)
         self.values = values.astype({c: "float64" for c in values.columns
                                      if pd.api.types.is_integer_dtype(values[c].dtype)})
+        if all(dtype == "float64" for dtype in self.values.dtypes):  # the usual case: one take of one array
+            self.matrix = self.values.to_numpy(dtype="float64")
         self.table, self.right_kind = table, right_kind
 
     def join(self, frame: pd.DataFrame) -> pd.DataFrame:
@@ -171,6 +175,28 @@ class LookupIndex:
         if positions is None or self.values is None:
             return join_features(frame, self.features, self.spec)
         return with_features(frame, self.values, positions, self.spec)
+
+    def outputs(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """Only the output columns of :meth:`join` (``join(frame)`` is ``frame`` then these):
+        DataFrame of shape (n_rows, len(spec.feature_names)), indexed like ``frame``.
+
+        Raises
+        ------
+        FeatureLookupError
+            As :func:`lakescore.lookup.join_features`.
+        """
+        check_columns(self.spec, frame.columns, self.features.columns)
+        positions = self._positions(frame)
+        if positions is None or self.values is None:
+            return join_features(frame, self.features, self.spec).iloc[:, frame.shape[1]:]
+        if self.matrix is None:
+            return looked_up(self.values, positions, self.spec, frame.index)
+        if len(self.matrix):
+            taken = self.matrix[positions]  # float64 rows: looked_up's reindex, NaN where no row was found
+            taken[positions < 0] = np.nan
+        else:
+            taken = np.full((len(positions), self.matrix.shape[1]), np.nan)
+        return pd.DataFrame(taken, index=frame.index, columns=list(self.spec.output_columns))
 
     def prepare(self, frame: pd.DataFrame) -> None:
         """Prepare the key cast (and time order) that rows of ``frame``'s dtypes use, so the first
@@ -230,9 +256,9 @@ class LookupIndex:
         or time find nothing; the latest feature row at or before the row's time)."""
         spec, keys = self.spec, list(self.spec.lookup_key)
         column = frame[str(spec.timestamp_lookup_key)]
-        valid = column.notna().to_numpy()
+        valid = ~pd.isna(column.array)  # Series.notna on the array: no Series built per column
         for key in keys:
-            valid &= frame[key].notna().to_numpy()
+            valid &= ~pd.isna(frame[key].array)
         left = column if valid.all() else column[valid]  # join_features reads the times of these rows only
         try:
             right_type = self.features[spec.feature_timestamp_key].dtype

@@ -145,8 +145,27 @@ class Features:
         -------
         DataFrame of shape (n_rows, n_columns + n_looked_up)
             As :func:`lakescore.lookup.join_features`, one lookup after the other, computed from each
-            lookup's index (:meth:`index`): a hash look-up per row, not a pass over the table.
+            lookup's index (:meth:`index`): a hash look-up per row, not a pass over the table. When
+            no lookup reads a column an earlier one adds, the output columns are computed lookup by
+            lookup against ``frame`` and added in one step (the same frame, one concatenation).
         """
+        import pandas as pd  # a replica only
+
+        from lakescore.lookup import check_columns
+
+        added = [c for spec in specs for c in spec.output_columns]
+        if any(c in added for spec in specs for c in spec.row_columns):
+            return self._join_in_turn(frame, specs)
+        parts, columns = [], list(frame.columns)
+        for spec in specs:
+            table = self.frames[spec.table_name]
+            check_columns(spec, columns, table.columns)  # a clash with an earlier lookup's output too
+            parts.append(self.index(spec).outputs(_utc_wall_clock(frame, table, spec)))
+            columns += spec.output_columns
+        return pd.concat([frame, *parts], axis=1) if parts else frame
+
+    def _join_in_turn(self, frame: pd.DataFrame, specs: Sequence[FeatureLookup]) -> pd.DataFrame:
+        """:meth:`join` one lookup after the other (a lookup reads a column an earlier one adds)."""
         for spec in specs:
             table = self.frames[spec.table_name]
             rows = _utc_wall_clock(frame, table, spec)
