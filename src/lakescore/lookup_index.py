@@ -198,6 +198,15 @@ class LookupIndex:
             taken = np.full((len(positions), self.matrix.shape[1]), np.nan)
         return pd.DataFrame(taken, index=frame.index, columns=list(self.spec.output_columns))
 
+    def covers(self, frame: pd.DataFrame) -> bool:
+        """Whether :meth:`join` answers ``frame``'s rows from the index (False: it hands them to
+        :func:`lakescore.lookup.join_features`, which answers or refuses them). Never raises."""
+        try:
+            check_columns(self.spec, frame.columns, self.features.columns)
+            return self.values is not None and self._positions(frame) is not None
+        except (FeatureLookupError, TypeError, ValueError):
+            return False
+
     def prepare(self, frame: pd.DataFrame) -> None:
         """Prepare the key cast (and time order) that rows of ``frame``'s dtypes use, so the first
         :meth:`join` of such rows finds them ready. ``frame`` may be empty; nothing is raised."""
