@@ -118,8 +118,9 @@ class LookupIndex:
     -----
     Building never raises: a table that :func:`lakescore.lookup.join_features` refuses (a missing
     column, duplicate keys) is kept as it is, and every :meth:`join` goes to ``join_features``,
-    which refuses it with the same error. The per-dtype key casts and per-:data:`TimePlan` time
-    orders are prepared on first use (:meth:`prepare` prepares them ahead for given rows) and kept.
+    which refuses it with the same error. The key cast and time order for rows typed like the
+    table's own keys and time are prepared when the index is built; those for rows of other dtypes
+    on first use (:meth:`prepare` prepares them ahead for given rows); all are kept.
     """
 
     features: pd.DataFrame
@@ -150,6 +151,12 @@ class LookupIndex:
         if all(dtype == "float64" for dtype in self.values.dtypes):  # the usual case: one take of one array
             self.matrix = self.values.to_numpy(dtype="float64")
         self.table, self.right_kind = table, right_kind
+        # rows typed like the table's own keys and time (the usual request): prepared here, where the
+        # index is built (a feature holder, before it forks the replicas that share it)
+        own = {k: table[k].iloc[:0] for k in spec.lookup_key}
+        if spec.point_in_time:
+            own[str(spec.timestamp_lookup_key)] = table[str(spec.feature_timestamp_key)].iloc[:0]
+        self.prepare(pd.DataFrame(own))
 
     def join(self, frame: pd.DataFrame) -> pd.DataFrame:
         """``frame`` with the lookup's feature columns joined: :func:`lakescore.lookup.join_features`
