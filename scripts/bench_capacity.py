@@ -47,6 +47,10 @@ staged files, score + publish on the published table, the peer on its Delta tabl
 only row shows the same UDF's written rows).
 
 Usage: python scripts/bench_capacity.py [--rows 336776[,1000000,...]] [--home DIR] [--config-dir config]
+[--profile-single N]
+``--profile-single N``: only the single-node route and native ``predict_proba`` on all flights, in
+one process without Spark, as CPU seconds of each warm call, then cProfile's top N entries of the
+single-node call (:func:`profile_single`).
 ``--rows 336776,1000000,5000000``: every size in one run and one table (a size above 336,776 is
 flights replicated with fresh keys). Prints the command line, the machine, the table, the one pass's
 phases, per size the ratios of the one pass to the peer's ``spark_udf`` + Delta write and of
@@ -407,11 +411,61 @@ def ratios(entries: list[dict[str, Any]]) -> dict[str, float]:
     return {"one_pass_vs_peer": two / peer, "local2_vs_local1": two / single}
 
 
+def profile_single(home: Path, runtime: Any, project: Any, config_dir: Path, top: int) -> None:
+    """In this process, no Spark: the single-node route (:func:`child_single`'s call) and native
+    ``predict_proba`` on all flights (``main.flights.flights``), CPU seconds (``time.process_time``)
+    of each one's warm call and their ratio, then cProfile's top ``top`` entries (by own time, then by
+    cumulative time) of a third single-node call."""
+    import cProfile
+    import io
+    import pstats
+
+    import mlflow.sklearn
+
+    from lakescore.config import load_project
+    from lakescore.demo_data import FLIGHTS
+    from lakescore.scoring.local import score_single_node
+    from lakescore.scoring.preflight import preflight
+
+    model_uri, model_dir = register(runtime, project, home)
+    single = load_project(bench_scale.project_config(home, config_dir, "profile-single", score_source_table=FLIGHTS,
+                                                     batch_compute="single_node"))
+    plan = preflight(single, runtime)
+    rows = runtime.read_table(plan.source_table, version=plan.source_version,
+                              columns=list(dict.fromkeys([*plan.record_keys, *plan.input_columns])))
+    batch_rows = single.inference.spark_udf_prediction_batch_rows
+    x = bench_scale.sklearn_inputs(rows)
+    pipeline = mlflow.sklearn.load_model(model_dir)
+
+    def cpu(call: Any) -> float:
+        call()
+        started = time.process_time()
+        call()
+        return time.process_time() - started
+
+    native_s = cpu(lambda: pipeline.predict_proba(x))
+    single_s = cpu(lambda: score_single_node(rows, plan, batch_rows=batch_rows))
+    print(f"model: {model_uri}; {len(rows):,} rows, {batch_rows:,} rows/call; warm call CPU s: native "
+          f"predict_proba {native_s:.3f}, single-node route {single_s:.3f}; x native {native_s / single_s:.3f}")
+    profiler = cProfile.Profile()
+    profiler.enable()
+    score_single_node(rows, plan, batch_rows=batch_rows)
+    profiler.disable()
+    out = io.StringIO()
+    stats = pstats.Stats(profiler, stream=out)
+    stats.sort_stats("tottime").print_stats(top)
+    stats.sort_stats("cumulative").print_stats(top)
+    print(out.getvalue())
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", default=str(ALL_FLIGHTS),
                         help="rows to score, comma-separated sizes: all flights (default), or more: flights "
                              "replicated with fresh keys")
+    parser.add_argument("--profile-single", type=int, default=0, metavar="N",
+                        help="only the single-node route against native predict_proba on all flights, in this "
+                             "process (no Spark): CPU seconds, then cProfile's top N entries")
     bench_scale.parent_arguments(parser)
     args = parser.parse_args(argv)
     if bench_scale.serve_child(args, CHILDREN):
@@ -428,6 +482,9 @@ def main(argv: list[str] | None = None) -> None:
     print(machine(), flush=True)
     runtime, project = LocalRuntime(home / ".lakescore"), load_project(args.config_dir)
     load_data(runtime)
+    if args.profile_single:
+        profile_single(home, runtime, project, Path(args.config_dir), args.profile_single)
+        return
     lake = str(runtime.home)
     prepared = bench_scale.run_child(home, "prepare", [lake, sizes, FLIGHTS, "capacity"], script=__file__)
     model_uri, model_dir = register(runtime, project, home)

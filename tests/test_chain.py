@@ -290,3 +290,28 @@ def test_a_multiclass_threshold_map_scores_through_the_chain(tmp_path):
     scored = FittedChain.load(mapped.save(tmp_path / "chain")).predict(rows)
     assert scored["prediction"].tolist() == ["A", "B", "C"]  # p/t: tie A/B -> A; B 1.2; C 1.6
     assert scored["probability"].tolist() == [0.6, 0.5, 0.4]  # the highest probability, unchanged
+
+
+@pytest.mark.parametrize("model_class", ["LogisticRegression", "RandomForestClassifier", "SVC"])
+def test_labels_are_the_models_own_predict_on_every_row(flights_sample, model_class):
+    rows = flights_sample[flights_sample["arr_delay"].notna()]
+    params = {"n_estimators": 5, "max_depth": 3} if model_class == "RandomForestClassifier" else \
+        {"probability": True} if model_class == "SVC" else {"max_iter": 500}
+    chain = fit_chain(rows, (rows["arr_delay"] > 15).astype("int64"),
+                      ChainRecipe(steps=ENCODE, model_class=model_class, model_params=params, feature_columns=FEATURES))
+    assert chain.labels_follow_proba is (model_class != "SVC")  # SVC: its predict_proba is Platt's, not predict's
+    batch = pd.concat([flights_sample, flights_sample.head(50)], ignore_index=True)  # repeated rows: tied leaves
+    kept, matrix, _ = chain.plan.run(batch)
+    out = chain.predict(batch)
+    assert str(out["prediction"].dtype) == "Int64"
+    assert out["prediction"].iloc[kept].to_numpy(dtype="int64").tolist() == chain.model.predict(matrix).tolist()
+    reference = chain.reference_predict(batch)
+    assert out["prediction"].equals(reference["prediction"])
+
+
+def test_an_infinite_feature_reaches_the_model_with_its_own_check(flights_sample):
+    chain = _fit(flights_sample, ENCODE)
+    fine = chain.predict(_request(flights_sample))  # finite rows: scikit-learn's check skipped, same answers
+    assert fine["prediction"].equals(chain.reference_predict(_request(flights_sample))["prediction"])
+    with pytest.raises(ValueError, match="infinity"):
+        chain.predict(_request(flights_sample, dep_delay=[float("inf")]))

@@ -101,3 +101,19 @@ def test_an_unknown_saved_container_is_refused_at_load(routes, tmp_path):
     (folder / "chain.json").write_text(json.dumps({**meta, "model_input": "csc"}))
     with pytest.raises(InputError, match=r"model_input must be one of \['dense', 'sparse'\]; got 'csc'"):
         FittedChain.load(folder)
+
+
+@pytest.mark.parametrize("container", ["dense", "sparse"])
+def test_all_finite_is_true_only_when_every_value_is_finite(container):
+    def matrix(*rows):
+        return model_input.build([np.array(column, dtype="float64") for column in zip(*rows)], len(rows), container)
+
+    assert model_input.all_finite(matrix([1.0, 0.0], [0.0, -2.5]))
+    for bad in (np.nan, np.inf, -np.inf):
+        assert not model_input.all_finite(matrix([1.0, 0.0], [0.0, bad]))
+    assert not model_input.all_finite(matrix([np.inf, 0.0], [-np.inf, 1.0]))  # inf - inf: NaN, still caught
+    # finite values whose sum overflows: False (the caller checks each value), and no row is bad
+    huge = matrix([1e308, 0.0], [1e308, 1.0])
+    assert not model_input.all_finite(huge)
+    bad, first = model_input.nan_features(huge)
+    assert bad.tolist() == [False, False] and first.tolist() == []

@@ -14,7 +14,16 @@ import pytest
 
 from lakescore.content_digest import content_digest
 from lakescore.errors import FingerprintError
-from lakescore.models import ENSEMBLES, MODEL_CLASSES, build_model, fingerprint, task_of
+from lakescore.models import (
+    ENSEMBLES,
+    MODEL_CLASSES,
+    PROBA_ARGMAX_CLASSES,
+    build_model,
+    fingerprint,
+    labels_follow_proba,
+    proba_labels,
+    task_of,
+)
 
 RNG = np.random.RandomState(0)
 X = RNG.rand(80, 3)
@@ -106,3 +115,65 @@ def test_a_value_that_cannot_be_saved_is_refused_with_its_path() -> None:
     with pytest.raises(FingerprintError, match=r"model\['cache'\] holds a _thread.lock") as err:
         content_digest({"cache": threading.Lock()})
     assert err.value.code == "fingerprint_unstable"
+
+
+# --- labels read from predict_proba ------------------------------------------------------------
+
+ROWS = np.random.RandomState(1).rand(3000, 3)
+# ties on purpose: rows repeated many times, and features on a coarse grid (trees' leaves split
+# 50/50, k equal scores)
+ROWS_TIED = np.round(np.vstack([ROWS[:1000], np.repeat(ROWS[:20], 50, axis=0)]) * 4) / 4
+
+
+MODEL_PARAMS = {name: build_model(name, {}, random_state=0).get_params() for name in PROBA_ARGMAX_CLASSES}
+
+
+def _labels(kind: str, n_rows: int) -> np.ndarray:
+    rng = np.random.RandomState(2)
+    score = ROWS[:n_rows, 0] + 0.5 * ROWS[:n_rows, 1] + 0.4 * rng.rand(n_rows)
+    if kind == "binary":
+        return (score > 0.9).astype(int)
+    if kind == "text":
+        return np.where(score > 0.9, "late", "on time").astype(object)
+    return np.digitize(score, [0.6, 0.9, 1.2])  # four classes
+
+
+@pytest.mark.parametrize(("name", "kind"), [(name, kind) for name in sorted(PROBA_ARGMAX_CLASSES)
+                                             for kind in ("binary", "text", "multiclass")
+                                             if (name, kind) != ("XGBClassifier", "text")])  # XGBoost: labels 0..n-1 only
+def test_labels_read_from_predict_proba_are_the_models_own_predict(name: str, kind: str) -> None:
+    x = np.round(ROWS[:400] * 4) / 4  # a coarse grid: tied probabilities at training too
+    small = {"HistGradientBoostingClassifier": {"max_iter": 5}, "CalibratedClassifierCV": {}}
+    params = small.get(name, {"n_estimators": 5} if "n_estimators" in MODEL_PARAMS[name] else {})
+    model = build_model(name, params, random_state=0).fit(x, _labels(kind, 400))
+    assert labels_follow_proba(model)
+    for rows in (ROWS, ROWS_TIED):
+        proba = model.predict_proba(rows)
+        native = model.predict(rows)
+        labels = proba_labels(model, rows, proba)
+        assert labels.tolist() == native.tolist()
+
+
+def test_probabilities_that_tie_take_the_models_own_rule_not_the_first_class() -> None:
+    from sklearn.linear_model import LogisticRegression
+
+    model = LogisticRegression().fit(ROWS[:400], _labels("binary", 400))
+    # scores of about 1e-17 (positive: predict says class 1) and 0 (predict says class 0): the
+    # probabilities are 0.5 and 0.5 either way, and argmax alone would give class 0 to both
+    model.coef_ = np.array([[1e-17, 0.0, 0.0]])
+    model.intercept_ = np.array([0.0])
+    rows = np.vstack([np.ones((5, 3)), np.zeros((5, 3))])
+    proba = model.predict_proba(rows)
+    assert (proba == 0.5).all()
+    assert model.predict(rows).tolist() == [1] * 5 + [0] * 5
+    assert proba_labels(model, rows, proba).tolist() == [1] * 5 + [0] * 5
+    sparse = pytest.importorskip("scipy.sparse")
+    assert proba_labels(model, sparse.csr_matrix(rows), proba).tolist() == [1] * 5 + [0] * 5
+
+
+def test_classes_whose_labels_do_not_follow_predict_proba_keep_their_predict() -> None:
+    assert not labels_follow_proba(build_model("SVC", {"probability": True}, random_state=0)
+                                   .fit(ROWS[:200], _labels("binary", 200)))
+    assert not labels_follow_proba(build_model("KNeighborsClassifier", {}, random_state=0)
+                                   .fit(ROWS[:200], _labels("binary", 200)))
+    assert not labels_follow_proba(build_model("LogisticRegression", {}, random_state=0))  # not fitted

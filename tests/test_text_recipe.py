@@ -47,8 +47,10 @@ def test_a_text_recipe_scores_the_same_labels_on_every_route(model_class, spark_
     assert chain.model_input == "sparse" and len(chain.feature_columns) > 100
     runtime.mlflow()
     with mlflow.start_run():
+        # admitted on 64 holdout rows: here admission only seals the certificate every route
+        # re-checks (its checks on text steps are tests/admission's); on 256 it is most of the test
         model = log_and_register(chain, example=train.head(5), name=MODEL, alias="champion",
-                                 evidence=admit(chain, holdout))
+                                 evidence=admit(chain, holdout.head(64)))
 
     source = holdout[["flight_id", "route"]].copy()
     source.loc[[3, 17], "route"] = None  # a missing text is an empty document on every route

@@ -22,6 +22,7 @@ a null in a feature the recipe does not impute.
 from __future__ import annotations
 
 import json
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -36,7 +37,7 @@ from lakescore.compiled import CompiledPlan
 from lakescore.errors import InputError
 from lakescore.frames import frame_of, require_columns, to_pandas
 from lakescore.lookup import FeatureLookup
-from lakescore.models import Task
+from lakescore.models import Task, labels_follow_proba, proba_labels
 from lakescore.rules import EligibilityRule, OutputRule, add_outputs
 from lakescore.steps import FittedStep
 from lakescore.thresholds import Threshold, default_rule
@@ -207,6 +208,7 @@ class FittedChain:
         state = dict(self.__dict__)
         state.pop("plan", None)  # compiled again on first use after unpickling
         state.pop("model_takes_nan", None)  # read from the model again
+        state.pop("labels_follow_proba", None)
         return state
 
     def scoring_steps(self) -> list[tuple[FittedStep, str | None]]:
@@ -248,6 +250,13 @@ class FittedChain:
         tags = getattr(self.model, "__sklearn_tags__", None)
         return bool(tags().input_tags.allow_nan) if tags is not None else False
 
+    @cached_property
+    def labels_follow_proba(self) -> bool:
+        """True when the model's own ``predict`` labels can be read from its ``predict_proba``
+        (:func:`lakescore.models.labels_follow_proba`), so a classifier without a threshold is
+        called once per pass, not twice. Read once per loaded chain."""
+        return self.task == "classification" and labels_follow_proba(self.model)
+
     def model_matrix(self, data: pd.DataFrame) -> Any:
         """What the model receives for the preprocessed rows ``data`` (n_rows, >= n_features): the
         ``feature_columns`` in order, in the sealed ``model_input`` container (float64 array or
@@ -279,18 +288,21 @@ class FittedChain:
         if not containers.n_rows(matrix):
             return None, np.empty(0)
         containers.require(matrix, self.model_input, model=self.model_class or type(self.model).__name__)
-        if self.task != "classification":
-            return self.model.predict(matrix), np.full(len(matrix), np.nan)
-        p = self.model.predict_proba(matrix)
-        return self.decide(matrix, p), (p[:, 1] if p.shape[1] == 2 else p.max(axis=1)).astype("float64")
+        with _finite_checked(matrix):
+            if self.task != "classification":
+                return self.model.predict(matrix), np.full(len(matrix), np.nan)
+            p = self.model.predict_proba(matrix)
+            return self.decide(matrix, p), (p[:, 1] if p.shape[1] == 2 else p.max(axis=1)).astype("float64")
 
     def decide(self, matrix: np.ndarray, proba: np.ndarray) -> np.ndarray:
         """A classifier's labels for the rows of ``matrix`` (n_rows, n_features) whose
         ``predict_proba`` is ``proba`` (n_rows, n_classes): the threshold's rule when the chain
-        has one (:class:`lakescore.thresholds.Threshold`), else the model's own ``predict``. The
-        admission probe's model part labels rows through it too."""
+        has one (:class:`lakescore.thresholds.Threshold`), else the model's own ``predict``'s labels:
+        read from ``proba`` when they follow it (:func:`lakescore.models.proba_labels`: the model is
+        called again only on rows whose probabilities tie), else ``predict`` itself. The admission
+        probe's model part labels rows through it too."""
         if self.threshold is None:
-            return self.model.predict(matrix)
+            return proba_labels(self.model, matrix, proba) if self.labels_follow_proba else self.model.predict(matrix)
         return self.threshold.labels(proba, list(self.classes or []))
 
     def _assemble(self, frame: pd.DataFrame, rows: np.ndarray, labels: np.ndarray | None, kept_proba: np.ndarray,
@@ -363,6 +375,18 @@ class FittedChain:
             lookup_versions=tuple(int(x["trained_version"]) for x in meta.get("feature_lookups", [])),
             model_input=sealed,
         )
+
+
+def _finite_checked(matrix: Any) -> AbstractContextManager[Any]:
+    """scikit-learn's ``assume_finite`` for a model call on ``matrix`` when every value of it is
+    finite (:func:`lakescore.model_input.all_finite`: one sum): scikit-learn's own check of each
+    call would pass, so it is skipped. A matrix with NaN or an infinity goes to the model with the
+    check on, so the model raises or takes NaN exactly as it would without lakescore."""
+    if not containers.all_finite(matrix):
+        return nullcontext()
+    import sklearn  # already imported by the model that is being called
+
+    return sklearn.config_context(assume_finite=True)
 
 
 @lru_cache(maxsize=1)

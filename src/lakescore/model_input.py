@@ -129,6 +129,15 @@ def n_rows(matrix: Any) -> int:
     return int(matrix.shape[0])
 
 
+def all_finite(matrix: Any) -> bool:
+    """True only when every value of the dense or sparse model matrix is finite: the sum of its
+    values is (NaN or an infinity anywhere makes the sum NaN or infinite). One pass without a
+    boolean matrix; a matrix of finite values whose sum overflows (beyond 1.8e308) gives False,
+    so a caller takes the path that checks each value."""
+    values = matrix if isinstance(matrix, np.ndarray) else matrix.data
+    return bool(np.isfinite(np.sum(values)))
+
+
 def nan_features(matrix: Any) -> tuple[np.ndarray, np.ndarray]:
     """Rows holding NaN and, for each such row, its first NaN feature.
 
@@ -138,6 +147,8 @@ def nan_features(matrix: Any) -> tuple[np.ndarray, np.ndarray]:
     first : int array of shape (bad.sum(),)
         Column position of the first NaN of each bad row, in row order.
     """
+    if all_finite(matrix):  # no NaN: no row is bad
+        return np.zeros(matrix.shape[0], dtype=bool), np.empty(0, dtype=np.intp)
     if isinstance(matrix, np.ndarray):
         nan = np.isnan(matrix)
         bad = nan.any(axis=1)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import importlib
 from typing import Any, Literal
 
+import numpy as np
+
 from lakescore.errors import ConfigError
 
 Task = Literal["classification", "regression"]
@@ -97,6 +99,62 @@ def build_model(class_name: str, params: dict[str, Any], *, random_state: int) -
         return cls(**params)
     except TypeError as err:
         raise ConfigError([f"config/training.yml: model.params rejected by {class_name}: {err}"]) from err
+
+
+# classifiers whose own ``predict`` is the argmax of scores that their ``predict_proba`` maps by one
+# non-decreasing function (softmax, the logistic function, dividing by the row's sum) or the argmax
+# of ``predict_proba`` itself; a binary one's ``score > 0`` (``>= 0``: GradientBoosting;
+# ``p > 0.5``: XGBoost) splits where the two probabilities tie. Read from each class's ``predict``
+# and ``predict_proba`` (scikit-learn 1.9, LightGBM 4.7, XGBoost 3.2). Left out: SVC (Platt
+# scaling is fitted apart from the decision function), SGDClassifier, k-NN, Voting and Stacking.
+PROBA_ARGMAX_CLASSES = frozenset({
+    "LogisticRegression", "DecisionTreeClassifier", "RandomForestClassifier", "ExtraTreesClassifier",
+    "HistGradientBoostingClassifier", "GradientBoostingClassifier", "AdaBoostClassifier", "GaussianNB",
+    "BernoulliNB", "MultinomialNB", "CalibratedClassifierCV", "LGBMClassifier", "XGBClassifier",
+})
+_XGB_PROBA_OBJECTIVES = ("binary:logistic", "multi:softprob")
+
+
+def labels_follow_proba(model: Any) -> bool:
+    """True when the fitted classifier's ``predict`` labels are those of :func:`proba_labels`: its
+    exact class is in :data:`PROBA_ARGMAX_CLASSES` and it has a ``classes_`` array, a LightGBM
+    model's objective is not a Python function (its ``predict`` then returns raw scores) and an
+    XGBoost model's is ``binary:logistic`` or ``multi:softprob``."""
+    if type(model).__name__ not in PROBA_ARGMAX_CLASSES or not isinstance(getattr(model, "classes_", None), np.ndarray):
+        return False
+    if native_library(model) == "lightgbm":
+        return not callable(getattr(model, "objective", None))
+    if native_library(model) == "xgboost":
+        return getattr(model, "objective", None) in _XGB_PROBA_OBJECTIVES
+    return True
+
+
+def proba_labels(model: Any, matrix: Any, proba: np.ndarray) -> np.ndarray:
+    """The labels ``model.predict(matrix)`` gives, from its ``predict_proba(matrix)`` ``proba``
+    (n_rows, n_classes), for a model that :func:`labels_follow_proba`: ``classes_`` at the row's
+    largest probability when exactly one class has it; the rows where two or more classes tie (or
+    a probability is NaN) are labelled by ``model.predict`` on those rows alone, since there the
+    probabilities no longer tell which side of the model's own rule the row fell (a score of 1e-17
+    gives probabilities 0.5 and 0.5).
+
+    Parameters
+    ----------
+    model : fitted classifier
+    matrix : float64 array or scipy CSR of shape (n_rows, n_features)
+        What ``proba`` was computed on.
+    proba : float array of shape (n_rows, n_classes)
+
+    Returns
+    -------
+    array of shape (n_rows,), of ``model.classes_``'s dtype.
+    """
+    top = proba.max(axis=1)
+    single = np.count_nonzero(proba == top[:, None], axis=1) == 1
+    labels = model.classes_.take(proba.argmax(axis=1))
+    if not single.all():
+        ties = np.flatnonzero(~single)
+        labels[ties] = model.predict(matrix[ties])
+    return labels
 
 
 def native_library(model: Any) -> str | None:

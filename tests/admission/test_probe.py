@@ -149,6 +149,18 @@ def test_compare_is_exact_on_labels_and_tolerant_on_floats():
     assert compare(a.iloc[::-1], a) == "index_mismatch"
 
 
+def test_compare_reads_the_text_steps_sparse_columns_like_their_dense_values():
+    sparse = pd.SparseDtype("float64", 0)
+    a = pd.DataFrame({"w": pd.arrays.SparseArray([0.0, 0.5, np.nan, 0.0], dtype=sparse), "n": [1, 2, 3, 4]})
+    assert compare(a.copy(), a) is None
+    close = a.assign(w=pd.arrays.SparseArray([0.0, 0.5 + 1e-13, np.nan, 0.0], dtype=sparse))
+    assert compare(close, a) is None and compare(close, a, exact=True) == "output_mismatch"
+    # a value where the other has none (its fill value), and a missing value where the other has 0
+    assert compare(a.assign(w=pd.arrays.SparseArray([0.0, 0.5, np.nan, 0.25], dtype=sparse)), a) == "output_mismatch"
+    assert compare(a.assign(w=pd.arrays.SparseArray([0.0, 0.5, 0.0, 0.0], dtype=sparse)), a) == "output_mismatch"
+    assert compare(a.assign(w=a["w"].sparse.to_dense()), a) == "dtype_mismatch"  # dense is another dtype
+
+
 @pytest.mark.parametrize("model_class", ["LGBMClassifier", "XGBClassifier"])
 def test_the_selectable_boosted_models_pass_every_check(model_class, flights_sample):
     from lakescore.admission.evidence import admit

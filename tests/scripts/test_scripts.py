@@ -28,6 +28,15 @@ def test_load_demo_data_writes_the_tables_once(scripts, tmp_path, capsys):
                   [f"main.flights.{t}: kept" for t in ("flights", "weather", "planes", "flights_incoming")]
 
 
+def test_bench_predict_times_and_profiles_both_chains(scripts, capsys):
+    bench = scripts("bench_predict")
+    bench.main(["--calls", "20", "--clock", "cpu", "--profile", "5", "--profile-chain", "capacity",
+                "--config-dir", str(SCRIPTS.parent / "config")])
+    out = capsys.readouterr().out
+    figures = json.loads(out.rsplit("BENCH_PREDICT ", 1)[1])
+    assert set(figures) == {"demo", "capacity"} and "cProfile of the capacity chain's one-row calls" in out
+
+
 @pytest.mark.spark
 def test_bench_publish_runs_on_the_demo_config_with_its_feature_lookups(scripts, spark, tmp_path, capsys):
     scripts("bench_publish").main(["--rows", "2000", "--repeats", "1", "--history", "3",

@@ -26,6 +26,21 @@ def test_one_hot_unseen_category_gives_all_zeros():
         [1.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
 
 
+@pytest.mark.parametrize("copies", [1, 100])  # 5 and 500 rows: both of Positions.of's paths
+def test_one_hot_kernel_reads_every_way_of_writing_missing_as_all_zeros(copies):
+    from lakescore.compiled import stage_of
+
+    train = pd.DataFrame({"carrier": ["UA", "AA", "UA", "B6"]})
+    fitted = learn_step({"step": "OneHotEncoder", "name": "oh", "columns": ["carrier"]}, train, None)
+    rows = pd.DataFrame({"carrier": np.array(["AA", None, np.nan, pd.NA, "DL"] * copies, dtype=object)})
+    want = fitted.apply(rows)
+    batch = Columns.from_frame(rows, rows.columns)
+    stage_of(fitted, None).kernel.apply(batch)
+    got = batch.frame(list(want.columns))
+    pd.testing.assert_frame_equal(got, want)
+    assert got.to_numpy().sum() == copies  # only the AA rows have a one
+
+
 def test_one_hot_infrequent_categories_encode_like_unseen_ones():
     train = pd.DataFrame({"dest": ["LAX"] * 3 + ["SFO"] * 3 + ["BOS"]})
     fitted = learn_step({"step": "OneHotEncoder", "name": "oh", "columns": ["dest"], "min_frequency": 2},

@@ -1,9 +1,10 @@
 """No source or prediction rows reach the driver on the Spark route: ``lakescore demo`` (score ->
 publish -> monitor on Spark) runs with ``spark.driver.maxResultSize`` at Spark's minimum, 1 MiB, so
-collecting the 84,292 predictions to the driver would fail; a second process proves that it does.
+collecting the 84,292 predictions to the driver would fail; the same process then proves that it does,
+on the same Spark session.
 
-Spark's own broadcast joins are turned off for the runs (see :func:`_small_results_env`). The limit
-is a JVM start-up setting, so both runs are their own processes
+Spark's own broadcast joins are turned off for the run (see :func:`_small_results_env`). The limit
+is a JVM start-up setting, so the run is its own process
 (``PYSPARK_SUBMIT_ARGS``); the demo tables are written beforehand, with an 8,000-flight training
 table so that training stays short (what is checked here is score, publish and monitor), and the
 whole incoming quarter to score.
@@ -40,12 +41,15 @@ def _small_results_env() -> dict[str, str]:
     return env
 
 
-COLLECT = """
+DEMO_THEN_COLLECT = """
 import sys
+from lakescore.cli import main
 from lakescore.runtime import LocalRuntime
-runtime = LocalRuntime(sys.argv[1])
-print(runtime.spark().conf.get("spark.driver.maxResultSize"))
-rows = runtime.spark_source(sys.argv[2], version=runtime.table_version(sys.argv[2])).collect()
+status = main(["demo", "--config-dir", sys.argv[1], "--home", sys.argv[2]])
+print("demo exit", status, flush=True)
+runtime = LocalRuntime(sys.argv[2])
+print("maxResultSize", runtime.spark().conf.get("spark.driver.maxResultSize"), flush=True)
+rows = runtime.spark_source(sys.argv[3], version=runtime.table_version(sys.argv[3])).collect()
 print("collected", len(rows))
 """
 
@@ -61,18 +65,18 @@ def test_score_publish_monitor_on_spark_bring_no_rows_to_the_driver(tmp_path: Pa
     load_data(runtime)  # the other demo tables; the two above are kept
     incoming = len(demo_tables[INCOMING])
 
-    demo = subprocess.run([str(Path(sys.executable).parent / "lakescore"), "demo", "--config-dir", str(project_dir),
-                           "--home", str(home)], env=_small_results_env(), capture_output=True, text=True,
-                          timeout=900)
-    assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
-    assert f"{incoming:,} in" in demo.stdout and "written by Spark Delta" in demo.stdout
+    # the demo, then a collect of its predictions in the same process (the same JVM and limit)
+    run = subprocess.run([sys.executable, "-c", DEMO_THEN_COLLECT, str(project_dir), str(home), PREDICTIONS],
+                         env=_small_results_env(), capture_output=True, text=True, timeout=900)
+    demo, _, after = run.stdout.partition("demo exit ")
+    assert after.startswith("0\n"), run.stdout[-3000:] + run.stderr[-3000:]
+    assert f"{incoming:,} in" in demo and "written by Spark Delta" in demo
     assert runtime.table_version(PREDICTIONS) == 1 and runtime.row_count(PREDICTIONS) == incoming
-    assert "late_arrival_quality" in demo.stdout and "appended 1 row(s)" in demo.stdout
+    assert "late_arrival_quality" in demo and "appended 1 row(s)" in demo
     # the demo's lookups, counted in Spark too: 12,656 incoming flights have no plane row (tests/test_demo_data.py)
-    assert "main.flights.planes by tailnum: 12,656 of 84,292 source rows; the recipe imputes" in demo.stdout
-    assert "feature_lookups=main.flights.weather v0, main.flights.planes v0" in demo.stdout
+    assert "main.flights.planes by tailnum: 12,656 of 84,292 source rows; the recipe imputes" in demo
+    assert "feature_lookups=main.flights.weather v0, main.flights.planes v0" in demo
 
-    collect = subprocess.run([sys.executable, "-c", COLLECT, str(home), PREDICTIONS], env=_small_results_env(),
-                             capture_output=True, text=True, timeout=600)
-    assert collect.stdout.splitlines()[0] == LIMIT  # the limit the demo ran under
-    assert collect.returncode != 0 and "maxResultSize" in collect.stderr, collect.stdout + collect.stderr[-2000:]
+    assert f"maxResultSize {LIMIT}\n" in after  # the limit the demo ran under
+    assert run.returncode != 0 and "collected" not in after and "maxResultSize" in run.stderr, \
+        run.stdout[-2000:] + run.stderr[-2000:]

@@ -40,12 +40,23 @@ def difference(got: pd.DataFrame, want: pd.DataFrame, *, exact: bool = False,
     want_arrays = dict(column_arrays(want, want.columns)) if want.columns.is_unique else None
     for name in want.columns:
         if got_arrays is not None and want_arrays is not None \
-                and isinstance(a := got_arrays[name], np.ndarray) and isinstance(b := want_arrays[name], np.ndarray):
+                and (a := _dense(got_arrays[name])) is not None and (b := _dense(want_arrays[name])) is not None:
             same = _same_arrays(a, b, exact=exact)
         else:
             same = _same_series(got[name], want[name], exact=exact)
         if not same:
             return Difference("output_mismatch", str(name))
+    return None
+
+
+def _dense(values: object) -> np.ndarray | None:
+    """A column's values as one numpy array where that is cheap and loses nothing: a numpy column
+    itself, a sparse float column (the text steps' ``Sparse[float64, 0]``) densified, with its
+    missing values where the Series has them; None for any other extension array."""
+    if isinstance(values, np.ndarray):
+        return values
+    if isinstance(values, pd.arrays.SparseArray) and values.dtype.subtype.kind == "f":
+        return values.to_dense()
     return None
 
 

@@ -169,7 +169,7 @@ class OneHotEncoder(StepKind):
 
         def apply(batch: Columns) -> None:
             for column, categories, names in groups:
-                codes = categories.of(batch.texts(column))
+                codes = categories.of(_texts(batch, column))  # missing, however written: a negative code
                 block = np.zeros((len(codes), len(names)), dtype="float64", order="F")
                 known = np.flatnonzero(codes >= 0)
                 block[known, codes[known]] = 1.0
