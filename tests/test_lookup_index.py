@@ -216,3 +216,24 @@ def test_the_times_of_rows_with_a_null_key_are_never_read() -> None:
                          "time_hour": ["2013-01-02T05:00:00Z", "2013-01-02T05:00:00", "2013-01-03T07:30:00Z"]})
     got = assert_same_join(rows, table, WEATHER)
     assert got is not None and got["origin_temp"].notna().tolist() == [True, False, True]
+
+
+def test_requests_of_a_few_rows_find_what_the_merge_join_finds() -> None:
+    # a few rows of text keys are coded from a dict; anything else (a number, a null, a text
+    # subclass, a key table that is not all text) from the Index
+    rng = np.random.default_rng(RNG_SEED)
+    table = planes()
+    keys = [*table["tailnum"].dropna()[::5], "NOPLANE", "n0001", None, np.nan, 7, np.str_("N0003")]
+    rows = flights(400, keys, rng)
+    for start, size in ((0, 1), (1, 2), (3, 17), (20, 64), (84, 65)):
+        assert_same_join(rows.iloc[start:start + size], table, PLANES)
+    texts_only = rows[[type(v) is str for v in rows["tailnum"]]]
+    assert_same_join(texts_only.iloc[:10], table, PLANES)
+    mixed = table.assign(tailnum=[i if i % 9 == 1 else v for i, v in enumerate(table["tailnum"])])  # ints among texts
+    assert mixed["tailnum"].dtype == object
+    few = rows.iloc[:30].assign(tailnum=[10 if i % 3 == 0 else v for i, v in enumerate(rows["tailnum"].iloc[:30])])
+    assert_same_join(few, mixed, PLANES)
+    one_origin = weather(rng)
+    timed = requests(one_origin, rng, 40)
+    for i in range(0, 40, 3):
+        assert_same_join(timed.iloc[i:i + 3], one_origin, WEATHER)

@@ -54,6 +54,7 @@ text, datetimes, timedeltas), pandas nullable and text dtypes by their ``kind`` 
 (categories, periods, intervals) is joined by :func:`lakescore.lookup.join_features`."""
 
 _MAX_CODE = 2**62  # combined key codes stay well inside int64
+_FEW_ROWS = 64  # up to this many rows, text keys are looked up in a dict (no Index built per request)
 
 
 @dataclass(frozen=True)
@@ -65,17 +66,30 @@ class _Keys:
     sizes: tuple[int, ...]
     codes: np.ndarray
     unique: pd.Index | None  # exact lookups: the codes as an Index (code -> table position)
+    texts: tuple[dict[str, int] | None, ...] = ()  # per object level of texts only: text -> code
 
     def encode(self, rows: pd.DataFrame, keys: list[str]) -> np.ndarray:
         """Per row, its combined key code, or -1 when a key value (a null included) is in no feature row."""
         combined = np.zeros(len(rows), dtype="int64")
         missing = np.zeros(len(rows), dtype=bool)
-        for level, size, key in zip(self.levels, self.sizes, keys):
-            code = level.get_indexer(rows[key])
+        for i, (level, size, key) in enumerate(zip(self.levels, self.sizes, keys)):
+            code = self._texts(i, rows[key]) if i < len(self.texts) and self.texts[i] is not None else None
+            if code is None:
+                code = level.get_indexer(rows[key])
             missing |= code < 0
             combined = combined * size + code
         combined[missing] = -1
         return combined
+
+    def _texts(self, i: int, column: pd.Series) -> np.ndarray | None:
+        """A few rows of text keys coded from a dict (what ``get_indexer`` on an object Index gives:
+        text equals text only); None for more rows, or a value that is not text."""
+        values = column.to_numpy()
+        if len(values) > _FEW_ROWS or values.dtype != object or any(type(v) is not str for v in values):
+            return None
+        texts = self.texts[i]
+        assert texts is not None  # noqa: S101 - checked by the caller
+        return np.array([texts.get(v, -1) for v in values], dtype="int64")
 
 
 @dataclass(frozen=True)
@@ -86,7 +100,7 @@ class _Times:
 
     order: np.ndarray
     times: np.ndarray
-    groups: pd.Index
+    groups: np.ndarray
     starts: np.ndarray
     ends: np.ndarray
 
@@ -94,7 +108,10 @@ class _Times:
         """Per row (key code, time as a number): the table position of the latest feature row with
         that code at or before that time, or -1."""
         out = np.full(len(codes), -1, dtype="int64")
-        group = self.groups.get_indexer(codes)  # -1: no feature row has the key
+        if not len(self.groups):
+            return out
+        group = np.minimum(np.searchsorted(self.groups, codes), len(self.groups) - 1)  # groups: sorted, unique
+        group[self.groups[group] != codes] = -1  # -1: no feature row has the key
         for g in np.unique(group[group >= 0]):
             rows = np.flatnonzero(group == g)
             lo, hi = self.starts[g], self.ends[g]
@@ -264,7 +281,9 @@ class LookupIndex:
             unique = pd.Index(codes)
             if not unique.is_unique:  # the cast made two keys equal: merge would repeat rows
                 return None
-        self._keys[dtypes] = prepared = _Keys(levels, sizes, codes, unique)
+        texts = tuple({v: i for i, v in enumerate(level)} if level.dtype == object and
+                      all(type(v) is str for v in level) else None for level in levels)
+        self._keys[dtypes] = prepared = _Keys(levels, sizes, codes, unique, texts)
         return prepared
 
     def _asof_positions(self, frame: pd.DataFrame, codes: np.ndarray, dtypes: tuple[str, ...]) -> np.ndarray | None:
@@ -309,7 +328,7 @@ class LookupIndex:
         if ((codes[1:] == codes[:-1]) & (times[1:] == times[:-1])).any():
             return None
         groups = np.unique(codes)
-        built = _Times(order, times, pd.Index(groups), np.searchsorted(codes, groups, side="left"),
+        built = _Times(order, times, groups, np.searchsorted(codes, groups, side="left"),
                        np.searchsorted(codes, groups, side="right"))
         self._times[(dtypes, plan)] = built
         return built
@@ -318,7 +337,7 @@ class LookupIndex:
 def _numbers(column: pd.Series) -> np.ndarray | None:
     """A converted time column as comparable numbers (float64, or int64 nanoseconds); None when a
     value is null (``merge_asof`` refuses a null time: join_features answers)."""
-    if column.isna().any():
+    if pd.isna(column.array).any():
         return None
     if column.dtype == "float64":
         return column.to_numpy(dtype="float64")
