@@ -12,6 +12,16 @@ stopped at the end.
     .venv/bin/python scripts/bench_serving.py --home .lakescore   # reuse a home that has the demo model
     .venv/bin/python scripts/bench_serving.py --requests 50 --seconds 20 --kill-requests 200   # a smoke run
 
+With ``--lookups`` it measures instead the demo model as config/training.yml has it (two feature
+lookups: weather point in time by origin and time_hour, planes by tailnum) against the same recipe
+without them, both on ``lakescore serve`` (the peer cannot join feature tables), one replica each:
+p50/p99 at c=1 and c=8 and the ratio lookups / without, the two endpoints loaded in alternating
+rounds so that a change in the machine's load falls on both; and whether 50 answers with lookups
+equal the batch route's (the single-node join, then the chain) for the same incoming flights.
+
+    .venv/bin/python scripts/bench_serving.py --lookups       # trains both models in temp homes
+    .venv/bin/python scripts/bench_serving.py --lookups --home H1 --lookup-home H2   # reuse them
+
 Not a test: figures vary with the machine and what else runs on it.
 """
 
@@ -31,7 +41,17 @@ from typing import Any
 import httpx
 import psutil
 import yaml
-from serving_bench import MODEL, bench_config, champion, request_bodies, run_load, start_endpoint, stop, wait_until
+from serving_bench import (
+    MODEL,
+    bench_config,
+    champion,
+    percentiles,
+    request_bodies,
+    run_load,
+    start_endpoint,
+    stop,
+    wait_until,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -129,7 +149,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=60.0, help="time cap per load level (default 60)")
     parser.add_argument("--kill-requests", type=int, default=1000,
                         help="requests sent while one replica is killed (default 1000)")
+    parser.add_argument("--lookups", action="store_true",
+                        help="measure the demo model with its feature lookups against the same recipe without")
+    parser.add_argument("--lookup-home", default=None,
+                        help="--lookups: runtime home with (or to get) the lookup model; default: temp")
+    parser.add_argument("--rounds", type=int, default=4,
+                        help="--lookups: alternating rounds per load level, each requests/rounds (default 4)")
     args = parser.parse_args(argv)
+    if args.lookups:
+        return bench_lookups(args)
 
     scratch = Path(tempfile.mkdtemp(prefix="bench-serving-"))
     home = Path(args.home).resolve() if args.home else scratch / ".lakescore"
@@ -172,6 +200,102 @@ def main(argv: list[str] | None = None) -> int:
     report(figures)
     shutil.rmtree(scratch, ignore_errors=True)
     return 0
+
+
+def bench_lookups(args: argparse.Namespace) -> int:
+    """``--lookups``: the demo model with and without its feature lookups, each on its own
+    ``lakescore serve`` (one replica, preloaded_fork), loaded in alternating rounds; prints the table."""
+    scratch = Path(tempfile.mkdtemp(prefix="bench-serving-lookups-"))
+    serving = {"endpoint_name": "bench", "port": 0, "replicas": {"min": 1, "max": 1}, "keep_warm": True,
+               "max_queue": 256, "record_flush_interval_s": 30, "scale_interval_s": 60,
+               "replica_start": "preloaded_fork"}
+    sides: dict[str, dict[str, Any]] = {}
+    for name, lookups, given in (("without lookups", False, args.home), ("with lookups", True, args.lookup_home)):
+        home = Path(given).resolve() if given else scratch / (".lakescore-lookups" if lookups else ".lakescore")
+        config = bench_config(REPO, scratch, serving, lookups=lookups)
+        started = time.perf_counter()
+        version = champion(home, config, lookups=lookups)
+        tracking = f"sqlite:///{home / 'mlflow.db'}"
+        env = {**os.environ, "MLFLOW_TRACKING_URI": tracking, "MLFLOW_REGISTRY_URI": tracking, "PYTHONUNBUFFERED": "1"}
+        sides[name] = {"home": home, "config": config, "version": version, "env": env,
+                       "setup_s": round(time.perf_counter() - started, 1), "bodies": request_bodies(home, version, 500)}
+    served: dict[str, Any] = {}
+    try:
+        for i, (name, side) in enumerate(sides.items()):
+            served[name] = start_endpoint(side["home"], side["config"], side["env"], scratch / f"serve-{i}.log")
+            side["ready_s"] = round(served[name].ready_s, 1)
+        for name, ep in served.items():  # warm-up
+            run_load(ep.url, ep.auth, sides[name]["bodies"][:50], concurrency=1, requests=50, max_s=60)
+        per_round = max(1, args.requests // args.rounds)
+        for c in (1, 8):
+            kept: dict[str, list[float]] = {name: [] for name in sides}
+            errors = dict.fromkeys(sides, 0)
+            for _ in range(args.rounds):
+                for name, ep in served.items():
+                    got = run_load(ep.url, ep.auth, sides[name]["bodies"], concurrency=c, requests=per_round,
+                                   max_s=args.seconds / args.rounds, keep=kept[name])
+                    errors[name] += int(got["errors"])
+            for name in sides:
+                sides[name][f"c{c}"] = {**percentiles(kept[name]), "requests": len(kept[name]), "errors": errors[name]}
+        lookup = sides["with lookups"]
+        ep = served["with lookups"]
+        lookup["answers"] = [httpx.post(ep.url, content=b, headers={**ep.auth, "Content-Type": "application/json"})
+                             .json()["predictions"][0] for b in lookup["bodies"][:50]]
+        lookup["replica_memory"] = memory(next(c for c in ep.status()["replicas"] if c["state"] == "ready")["pid"])
+    finally:
+        for ep in served.values():
+            stop(ep.proc)
+    same, total = same_as_batch(lookup["home"], lookup["version"], lookup["answers"])
+    report_lookups(sides, f"{same} of {total}")
+    shutil.rmtree(scratch, ignore_errors=True)
+    return 0
+
+
+def same_as_batch(home: Path, version: int, answers: list[dict[str, Any]]) -> tuple[int, int]:
+    """How many of ``answers`` (the endpoint's, for the first incoming flights in table order) carry
+    the prediction and probabilities the batch route gives the same flights: the feature tables read
+    at their current versions, :func:`lakescore.lookup.join_all`, then the version's pyfunc ``predict``
+    (values within 1e-9); and how many answers there are."""
+    import math
+
+    import mlflow
+
+    from lakescore.lookup import join_all
+    from lakescore.runtime import LocalRuntime
+
+    runtime = LocalRuntime(home)
+    runtime.mlflow()
+    model = mlflow.pyfunc.load_model(f"models:/{MODEL}/{version}").unwrap_python_model()
+    specs = model.chain.lookups
+    rows = runtime.read_table("main.flights.flights_incoming").head(len(answers))
+    tables = {s.table_name: runtime.read_table(s.table_name) for s in specs}
+    scored = model.predict(None, join_all(rows, tables, specs)).to_dict("records")
+
+    def same(a: Any, b: Any) -> bool:
+        if isinstance(a, float) or isinstance(b, float):
+            a, b = (math.nan if v is None else float(v) for v in (a, b))
+            return (math.isnan(a) and math.isnan(b)) or abs(a - b) <= 1e-9
+        return bool(a == b)
+
+    return sum(all(same(ans.get(k), v) for k, v in row.items()) for ans, row in zip(answers, scored)), len(answers)
+
+
+def report_lookups(sides: dict[str, dict[str, Any]], same: str) -> None:
+    print(f"\nthe demo model with and without its feature lookups, lakescore serve (preloaded_fork, one replica "
+          f"each), one-row requests on loopback, alternating rounds; {os.cpu_count()} cores")
+    print(f"{'':32}{'p50 ms':>9}{'p99 ms':>9}{'n':>6}{'errors':>8}")
+    for c in (1, 8):
+        for name, side in sides.items():
+            x, label = side[f"c{c}"], f"{name} (v{side['version']}), c={c}"
+            print(f"{label:32}{x['p50_ms']:9.1f}{x['p99_ms']:9.1f}{x['requests']:6d}{x['errors']:8d}")
+        with_, without = sides["with lookups"][f"c{c}"], sides["without lookups"][f"c{c}"]
+        print(f"{f'ratio with / without, c={c}':32}{with_['p50_ms'] / without['p50_ms']:9.2f}"
+              f"{with_['p99_ms'] / without['p99_ms']:9.2f}")
+    print("setup (tables, training when missing): " + ", ".join(f"{n} {s['setup_s']} s" for n, s in sides.items()))
+    print("ready after launch: " + ", ".join(f"{n} {s['ready_s']} s" for n, s in sides.items()))
+    m = sides["with lookups"]["replica_memory"]
+    print(f"memory of the lookup model's replica: proportional {m['pss_mb']:.0f} MB, unique {m['uss_mb']:.0f} MB")
+    print(f"answers with lookups equal to the batch route's (join_all, then predict): {same} rows")
 
 
 def report(f: dict[str, Any]) -> None:

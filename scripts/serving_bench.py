@@ -25,27 +25,29 @@ MODEL = "main.flights.late_arrival"
 READY_TIMEOUT_S = 300.0
 
 
-def bench_config(repo: Path, scratch: Path, serving: dict[str, Any]) -> Path:
+def bench_config(repo: Path, scratch: Path, serving: dict[str, Any], *, lookups: bool = False) -> Path:
     """``scratch/config``: the repo's config with ``serving`` merged into serving.yml and the demo
     recipe without its feature lookups (:func:`lakescore.demo_data.without_feature_lookups`): the
-    peer, ``mlflow models serve``, cannot join feature tables, so both serve the same plain chain."""
+    peer, ``mlflow models serve``, cannot join feature tables, so both serve the same plain chain.
+    With ``lookups``: ``scratch/config-lookups``, the demo recipe as it is (weather and planes joined)."""
     import shutil
 
     import yaml
 
     from lakescore.demo_data import without_feature_lookups
 
-    config = scratch / "config"
+    config = scratch / ("config-lookups" if lookups else "config")
     shutil.copytree(repo / "config", config)
-    for name, edit in (("serving.yml", lambda d: {**d, **serving}), ("training.yml", without_feature_lookups)):
+    recipe = (lambda d: d) if lookups else without_feature_lookups
+    for name, edit in (("serving.yml", lambda d: {**d, **serving}), ("training.yml", recipe)):
         path = config / name
         path.write_text(yaml.safe_dump(edit(yaml.safe_load(path.read_text())), sort_keys=False))
     return config
 
 
-def champion(home: Path, config: Path) -> int:
+def champion(home: Path, config: Path, *, lookups: bool = False) -> int:
     """The demo tables and the champion version of the demo model in ``home`` (trained from
-    ``config`` when missing)."""
+    ``config`` when missing); it joins feature lookups exactly when ``lookups`` says so (else exit)."""
     from lakescore.config import load_project
     from lakescore.runtime import LocalRuntime
     from lakescore.workflows.demo import load_data
@@ -58,15 +60,20 @@ def champion(home: Path, config: Path) -> int:
     except mlflow.exceptions.MlflowException:
         from lakescore.workflows.train import train
 
-        print("training the demo model (all 2013 flights of months 1-9) ...", flush=True)
+        print(f"training the demo model{' with its feature lookups' if lookups else ''} (all 2013 flights of "
+              "months 1-9) ...", flush=True)
         version = train(load_project(config), runtime).version
         mlflow.MlflowClient().set_registered_model_alias(MODEL, "champion", str(version))
         return version
     from lakescore.serving.plan import model_lookups
 
-    if model_lookups(f"models:/{MODEL}/{version}"):
+    joins = bool(model_lookups(f"models:/{MODEL}/{version}"))
+    if joins and not lookups:
         raise SystemExit(f"the champion in {home} (v{version}) joins feature lookups, which `mlflow models serve` "
                          "cannot; give a --home without the demo model (it is trained without them) or none")
+    if lookups and not joins:
+        raise SystemExit(f"the champion in {home} (v{version}) joins no feature lookups; give a --lookup-home "
+                         "without the demo model (it is trained with them) or none")
     return version
 
 
@@ -97,9 +104,10 @@ def _json_value(value: object) -> object:
 
 
 def run_load(url: str, headers: dict[str, str], bodies: list[bytes], *, concurrency: int, requests: int,
-             max_s: float) -> dict[str, float]:
+             max_s: float, keep: list[float] | None = None) -> dict[str, float]:
     """``requests`` POSTs from ``concurrency`` threads (each its own keep-alive client), stopped after
-    ``max_s`` seconds: requests done, errors (non-200), p50/p99 latency (ms) and requests/s."""
+    ``max_s`` seconds: requests done, errors (non-200), p50/p99 latency (ms) and requests/s. ``keep``:
+    a list that each request's latency (seconds) is appended to as well."""
     latencies: list[float] = []
     errors = [0]
     lock = threading.Lock()
@@ -125,10 +133,16 @@ def run_load(url: str, headers: dict[str, str], bodies: list[bytes], *, concurre
     for t in threads:
         t.join()
     wall = time.perf_counter() - started
+    if keep is not None:
+        keep.extend(latencies)
+    return {"requests": len(latencies), "errors": errors[0], **percentiles(latencies), "rps": len(latencies) / wall}
+
+
+def percentiles(latencies: list[float]) -> dict[str, float]:
+    """``p50_ms`` and ``p99_ms`` (nearest rank) of latencies in seconds; NaN for none."""
     ordered = sorted(latencies) or [float("nan")]
-    return {"requests": len(latencies), "errors": errors[0], "p50_ms": 1000 * statistics.median(ordered),
-            "p99_ms": 1000 * ordered[min(len(ordered) - 1, math.ceil(0.99 * len(ordered)) - 1)],
-            "rps": len(latencies) / wall}
+    return {"p50_ms": 1000 * statistics.median(ordered),
+            "p99_ms": 1000 * ordered[min(len(ordered) - 1, math.ceil(0.99 * len(ordered)) - 1)]}
 
 
 def wait_until(check: Any, what: str, proc: subprocess.Popen[bytes]) -> float:

@@ -143,16 +143,84 @@ def join_features(frame: pd.DataFrame, features: pd.DataFrame, spec: FeatureLook
         column carries a time zone and the other does not (:func:`same_time_type`).
     """
     check_columns(spec, frame.columns, features.columns)
+    table = joinable_rows(features, spec)
+    positions = _asof_positions(frame, table, spec) if spec.point_in_time else _exact_positions(frame, table, spec)
+    return with_features(frame, table[list(spec.feature_names)], positions, spec)
+
+
+def joinable_rows(features: pd.DataFrame, spec: FeatureLookup) -> pd.DataFrame:
+    """The feature rows a lookup can join: ``spec.table_columns`` of the rows whose key (and
+    timestamp, point in time) is not null, renumbered 0..n-1 in table order.
+
+    Parameters
+    ----------
+    features : DataFrame of shape (n_feature_rows, >= len(spec.table_columns))
+        The feature table (read at one version); it must carry ``spec.table_columns``.
+    spec : FeatureLookup
+
+    Returns
+    -------
+    DataFrame of shape (n_joinable, len(spec.table_columns))
+
+    Raises
+    ------
+    FeatureLookupError
+        Two rows share a key (and timestamp, point in time) (:func:`duplicate_key_error`).
+    """
     on = spec.table_key
     table = features[list(spec.table_columns)].dropna(subset=on).reset_index(drop=True)
     _refuse_duplicates(table, on, spec)
-    positions = _asof_positions(frame, table, spec) if spec.point_in_time else _exact_positions(frame, table, spec)
+    return table
+
+
+def with_features(frame: pd.DataFrame, values: pd.DataFrame, positions: np.ndarray, spec: FeatureLookup
+                  ) -> pd.DataFrame:
+    """``frame`` with the feature rows at ``positions`` added as the lookup's output columns.
+
+    Parameters
+    ----------
+    frame : DataFrame of shape (n_rows, n_columns)
+        The rows.
+    values : DataFrame of shape (n_joinable, len(spec.feature_names))
+        The ``feature_names`` columns of :func:`joinable_rows` (integer columns may already be float64).
+    positions : ndarray of int64, shape (n_rows,)
+        Per row, the position of its feature row in ``values``; -1: none (nulls).
+    spec : FeatureLookup
+
+    Returns
+    -------
+    DataFrame of shape (n_rows, n_columns + len(spec.feature_names))
+        ``frame``'s columns, same index and order, then :func:`looked_up`'s.
+    """
+    return pd.concat([frame, looked_up(values, positions, spec, frame.index)], axis=1)
+
+
+def looked_up(values: pd.DataFrame, positions: np.ndarray, spec: FeatureLookup, index: pd.Index) -> pd.DataFrame:
+    """The lookup's output columns for rows whose feature rows are at ``positions`` in ``values``.
+
+    Parameters
+    ----------
+    values : DataFrame of shape (n_joinable, len(spec.feature_names))
+        As :func:`with_features`.
+    positions : ndarray of int64, shape (n_rows,)
+        Per row, the position of its feature row in ``values``; -1: none (nulls).
+    spec : FeatureLookup
+    index : Index of length n_rows
+        The rows' index, which the output takes.
+
+    Returns
+    -------
+    DataFrame of shape (n_rows, len(spec.feature_names))
+        The ``feature_names`` columns, renamed per ``rename_outputs``; integer columns as float64.
+    """
     renames = dict(spec.rename_outputs)
-    added = table[list(spec.feature_names)].reindex(positions)
-    added = added.astype({c: "float64" for c in added.columns if pd.api.types.is_integer_dtype(added[c].dtype)})
+    added = values.reindex(positions)
+    integers = {c: "float64" for c, dtype in added.dtypes.items() if pd.api.types.is_integer_dtype(dtype)}
+    if integers:
+        added = added.astype(integers)
     added.columns = [renames.get(c, c) for c in added.columns]
-    added.index = frame.index
-    return pd.concat([frame, added], axis=1)
+    added.index = index
+    return added
 
 
 def check_columns(spec: FeatureLookup, row_columns: Iterable[str], table_columns: Iterable[str]) -> None:
@@ -216,8 +284,14 @@ def _refuse_duplicates(table: pd.DataFrame, on: list[str], spec: FeatureLookup) 
         raise duplicate_key_error(spec, int(dup.sum()), {c: table.loc[dup, c].iloc[0] for c in on})
 
 
-def _keys_like(rows: pd.DataFrame, table: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
-    """``table`` with ``columns`` cast to the dtypes of ``rows`` (a join needs equal key dtypes)."""
+def keys_like(rows: pd.DataFrame, table: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """``table`` with ``columns`` cast to the dtypes of ``rows`` (a join needs equal key dtypes).
+
+    Raises
+    ------
+    TypeError, ValueError
+        A table value has no value of the rows' dtype (pandas ``astype`` refuses it).
+    """
     return table.astype({c: rows[c].dtype for c in columns if table[c].dtype != rows[c].dtype})
 
 
@@ -225,7 +299,7 @@ def _exact_positions(frame: pd.DataFrame, table: pd.DataFrame, spec: FeatureLook
     """Per input row, the position of its feature row in ``table``, or -1."""
     keys = list(spec.lookup_key)
     rows = frame[keys].reset_index(drop=True)
-    right = _keys_like(rows, table[keys], keys).assign(**{_POS: np.arange(len(table))})
+    right = keys_like(rows, table[keys], keys).assign(**{_POS: np.arange(len(table))})
     merged = rows.merge(right, how="left", on=keys, sort=False)  # right keys are unique: one row per row
     return merged[_POS].fillna(-1).to_numpy(dtype="int64")
 
@@ -235,7 +309,7 @@ def _asof_positions(frame: pd.DataFrame, table: pd.DataFrame, spec: FeatureLooku
     keys, ts, fts = list(spec.lookup_key), str(spec.timestamp_lookup_key), str(spec.feature_timestamp_key)
     rows = frame[[*keys, ts]].reset_index(drop=True).assign(**{_ROW: np.arange(len(frame))})
     rows = rows.dropna(subset=[*keys, ts])
-    right = _keys_like(rows, table[[*keys, fts]], keys).assign(**{_POS: np.arange(len(table))})
+    right = keys_like(rows, table[[*keys, fts]], keys).assign(**{_POS: np.arange(len(table))})
     left_ts, right_ts = same_time_type(rows[ts], right[fts], spec)
     left = rows.assign(**{ts: left_ts}).sort_values(ts, kind="stable")
     right = right.assign(**{fts: right_ts}).sort_values(fts, kind="stable")
@@ -280,24 +354,73 @@ def same_time_type(left: pd.Series, right: pd.Series, spec: FeatureLookup) -> tu
         left_kind, right_kind = time_kind(left), time_kind(right)
     except (TypeError, ValueError) as err:
         raise time_type_error(spec, left.dtype, right.dtype) from err
-    if "mixed" in (left_kind, right_kind):
-        raise _mixed_zones_error(spec, rows=left_kind == "mixed")
-    kinds = {left_kind, right_kind} - {None}
-    if kinds == {"number"}:
-        return left.astype("float64"), right.astype("float64")
-    if "number" in kinds:
-        raise time_type_error(spec, left.dtype, right.dtype)
-    if kinds == {"aware", "naive"}:
-        raise time_zone_error(spec, left.dtype, right.dtype, rows_aware=left_kind == "aware")
-    aware = "aware" in kinds
-    unit = "datetime64[ns, UTC]" if aware else "datetime64[ns]"
+    plan = time_plan(left_kind, right_kind, spec, left.dtype, right.dtype)
+    if plan == "number":
+        return as_times(left, plan), as_times(right, plan)
     try:
-        return pd.to_datetime(left, utc=aware).astype(unit), pd.to_datetime(right, utc=aware).astype(unit)
+        return as_times(left, plan), as_times(right, plan)
     except (TypeError, ValueError) as err:
         raise time_type_error(spec, left.dtype, right.dtype) from err
 
 
 TimeKind = Literal["number", "aware", "naive", "date", "mixed"]
+TimePlan = Literal["number", "aware", "naive"]
+
+
+def time_plan(left_kind: TimeKind | None, right_kind: TimeKind | None, spec: FeatureLookup,
+              left_type: object, right_type: object) -> TimePlan:
+    """The one type both timestamp columns of a point-in-time lookup are compared as, from their
+    :func:`time_kind` (the rule of :func:`same_time_type`).
+
+    Parameters
+    ----------
+    left_kind, right_kind : str or None
+        :func:`time_kind` of the rows' and of the feature table's column.
+    spec : FeatureLookup
+        Named in the refusals.
+    left_type, right_type : object
+        The two columns' dtypes, named in the refusals.
+
+    Returns
+    -------
+    str
+        ``"number"`` (both float64), ``"aware"`` (both ``datetime64[ns, UTC]``) or ``"naive"``
+        (both ``datetime64[ns]``).
+
+    Raises
+    ------
+    FeatureLookupError
+        As :func:`same_time_type`: mixed zones in one column, a number against a time, an aware
+        time against a naive one.
+    """
+    if "mixed" in (left_kind, right_kind):
+        raise _mixed_zones_error(spec, rows=left_kind == "mixed")
+    kinds = {left_kind, right_kind} - {None}
+    if kinds == {"number"}:
+        return "number"
+    if "number" in kinds:
+        raise time_type_error(spec, left_type, right_type)
+    if kinds == {"aware", "naive"}:
+        raise time_zone_error(spec, left_type, right_type, rows_aware=left_kind == "aware")
+    return "aware" if "aware" in kinds else "naive"
+
+
+def as_times(column: pd.Series, plan: TimePlan) -> pd.Series:
+    """``column`` as the type :func:`time_plan` chose: float64, ``datetime64[ns, UTC]`` or
+    ``datetime64[ns]``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        A value is not readable as that type (pandas refuses it).
+    """
+    aware = plan == "aware"
+    unit = "float64" if plan == "number" else "datetime64[ns, UTC]" if aware else "datetime64[ns]"
+    if column.dtype == unit:
+        return column  # already that type: the conversion would give the same values
+    if plan == "number":
+        return column.astype("float64")
+    return pd.to_datetime(column, utc=aware).astype(unit)
 
 # the end of ISO 8601 text that carries a zone: Z, UTC/GMT, +hh:mm, +hhmm, or +hh after a time
 _ZONE_SUFFIX = r"(?:Z|UTC|GMT|[+-]\d\d:?\d\d|[T ]\d\d(?::?\d\d){0,2}(?:[.,]\d+)?[+-]\d\d)\s*$"

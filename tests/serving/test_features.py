@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -57,3 +58,43 @@ def test_a_request_time_is_compared_as_utc_wall_clock_against_a_feature_table_wi
     pd.testing.assert_series_equal(served["time_hour"], request["time_hour"])  # the rows keep their instants
     aware = Features({WEATHER.table_name: _weather(HOURS, utc=True)}, {WEATHER.table_name: 3})
     pd.testing.assert_frame_equal(aware.join(request, [WEATHER]), served)  # a UTC table: the same features
+
+
+def test_the_replicas_join_equals_join_all_lookup_after_lookup_on_many_requests() -> None:
+    from lakescore.lookup import join_all
+
+    rng = np.random.default_rng(3)
+    hours = pd.date_range("2013-01-01", periods=300, freq="h", tz="UTC")
+    weather = pd.DataFrame({"origin": np.repeat(["EWR", "JFK"], 300), "time_hour": np.tile(hours, 2),
+                            "temp": rng.normal(40, 9, 600), "wind_speed": rng.normal(9, 3, 600)})
+    planes = pd.DataFrame({"tailnum": [f"N{i}" for i in range(200)],
+                           "year": pd.array(rng.integers(1970, 2013, 200), dtype="Int64")})
+    tables = {WEATHER.table_name: weather.astype({"time_hour": "datetime64[us, UTC]"}), PLANES.table_name: planes}
+    features = Features.of(SimpleNamespace(frames=tables, versions=dict.fromkeys(tables, 0)), [WEATHER, PLANES])
+    assert set(features.indexes) == {WEATHER, PLANES}  # built once, before any request
+    n = 400
+    requests = pd.DataFrame({
+        "dep_delay": rng.normal(0, 9, n), "origin": np.array(["EWR", "JFK", "LGA", None], dtype=object)[rng.integers(0, 4, n)],
+        "time_hour": hours[0] + pd.to_timedelta(rng.integers(-90, 320 * 60, n), unit="min"),
+        "tailnum": np.array([f"N{i}" for i in range(0, 260, 3)] + [None], dtype=object)[rng.integers(0, 88, n)]})
+    want = join_all(requests, tables, [WEATHER, PLANES])
+    pd.testing.assert_frame_equal(features.join(requests, [WEATHER, PLANES]), want, check_exact=True)
+    for i in range(0, n, 37):  # one-row requests, as a replica gets them
+        pd.testing.assert_frame_equal(features.join(requests.iloc[[i]], [WEATHER, PLANES]), want.iloc[[i]],
+                                      check_exact=True)
+
+
+def test_a_lookup_keyed_on_an_earlier_lookups_output_is_joined_after_it() -> None:
+    from lakescore.lookup import join_all
+
+    makers = pd.DataFrame({"maker": ["BOEING", "AIRBUS"], "country": ["US", "FR"]})
+    planes = pd.DataFrame({"tailnum": ["N1", "N2", "N3"], "maker": ["BOEING", "AIRBUS", "EMBRAER"]})
+    by_maker = FeatureLookup("main.flights.makers", ("maker",), ("country",))
+    by_tail = FeatureLookup("main.flights.planes", ("tailnum",), ("maker",))
+    tables = {by_tail.table_name: planes, by_maker.table_name: makers}
+    features = Features(tables, {name: 0 for name in tables})
+    rows = pd.DataFrame({"tailnum": ["N3", "N1", None, "N2", "N9"]})
+    got = features.join(rows, [by_tail, by_maker])
+    pd.testing.assert_frame_equal(got, join_all(rows, tables, [by_tail, by_maker]), check_exact=True)
+    assert got["country"].isna().tolist() == [True, False, True, False, True]  # EMBRAER has no row, nor N9
+    assert got["country"].iloc[[1, 3]].tolist() == ["US", "FR"]

@@ -25,13 +25,14 @@ what a replica holds. Nothing here imports pandas at import time: the endpoint p
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from lakescore.lookup import FeatureLookup
+    from lakescore.lookup_index import LookupIndex
 
 KEY_KIND = "key"
 TIMESTAMP_KIND = "timestamp"
@@ -83,16 +84,42 @@ class Features:
         Table name -> its rows (only the columns the lookups read).
     versions : dict of str to int
         Table name -> the Delta version read.
+    indexes : dict of FeatureLookup to LookupIndex
+        Each lookup's table indexed for joins of a few rows (:class:`lakescore.lookup_index.LookupIndex`),
+        built by :meth:`of` for the specs it is given (in the holder, before the replicas are forked,
+        so they share it) and otherwise on a lookup's first join.
     """
 
     frames: dict[str, pd.DataFrame]
     versions: dict[str, int]
+    indexes: dict[FeatureLookup, LookupIndex] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
-    def of(cls, tables: Any) -> Features:
+    def of(cls, tables: Any, specs: Sequence[FeatureLookup] = ()) -> Features:
         """From a :class:`lakescore.workflows.lookups.FeatureTables` (anything with ``frames`` and
-        ``versions``)."""
-        return cls(dict(tables.frames), {name: int(v) for name, v in tables.versions.items()})
+        ``versions``), with the lookups ``specs`` indexed."""
+        features = cls(dict(tables.frames), {name: int(v) for name, v in tables.versions.items()})
+        for spec in specs:
+            features.index(spec)
+        return features
+
+    def index(self, spec: FeatureLookup) -> LookupIndex:
+        """``spec``'s table indexed for joins (built on first use, then kept)."""
+        if spec not in self.indexes:
+            from lakescore.lookup_index import LookupIndex  # pandas: only a holder, replica or cold child
+
+            self.indexes[spec] = LookupIndex(self.frames[spec.table_name], spec)
+        return self.indexes[spec]
+
+    def prepare(self, frame: pd.DataFrame, specs: Sequence[FeatureLookup]) -> None:
+        """Prepare what joining rows of ``frame``'s dtypes needs (key casts, time orders), so a
+        replica's first request finds it ready; ``frame`` may be empty. Never raises."""
+        from lakescore.errors import LakescoreError
+
+        try:
+            self.join(frame, specs)
+        except (LakescoreError, KeyError, TypeError, ValueError):
+            pass
 
     def record(self) -> list[dict[str, Any]]:
         """``[{"table": name, "version": n}, ...]`` in lookup order: what the status and records show."""
@@ -117,14 +144,32 @@ class Features:
         Returns
         -------
         DataFrame of shape (n_rows, n_columns + n_looked_up)
-            As :func:`lakescore.lookup.join_features`, one lookup after the other.
+            As :func:`lakescore.lookup.join_features`, one lookup after the other, computed from each
+            lookup's index (:meth:`index`): a hash look-up per row, not a pass over the table. When
+            no lookup reads a column an earlier one adds, the output columns are computed lookup by
+            lookup against ``frame`` and added in one step (the same frame, one concatenation).
         """
-        from lakescore.lookup import join_features  # pandas: only a replica or a cold-path child joins
+        import pandas as pd  # a replica only
 
+        from lakescore.lookup import check_columns
+
+        added = [c for spec in specs for c in spec.output_columns]
+        if any(c in added for spec in specs for c in spec.row_columns):
+            return self._join_in_turn(frame, specs)
+        parts, columns = [], list(frame.columns)
+        for spec in specs:
+            table = self.frames[spec.table_name]
+            check_columns(spec, columns, table.columns)  # a clash with an earlier lookup's output too
+            parts.append(self.index(spec).outputs(_utc_wall_clock(frame, table, spec)))
+            columns += spec.output_columns
+        return pd.concat([frame, *parts], axis=1) if parts else frame
+
+    def _join_in_turn(self, frame: pd.DataFrame, specs: Sequence[FeatureLookup]) -> pd.DataFrame:
+        """:meth:`join` one lookup after the other (a lookup reads a column an earlier one adds)."""
         for spec in specs:
             table = self.frames[spec.table_name]
             rows = _utc_wall_clock(frame, table, spec)
-            joined = join_features(rows, table, spec)
+            joined = self.index(spec).join(rows)
             frame = joined if rows is frame else joined.assign(**{str(spec.timestamp_lookup_key):
                                                                   frame[spec.timestamp_lookup_key]})
         return frame
@@ -145,5 +190,7 @@ def _utc_wall_clock(frame: pd.DataFrame, table: pd.DataFrame, spec: FeatureLooku
 
 def read_features(reader: FeatureReader, specs: Sequence[dict[str, Any]],
                   versions: dict[str, int] | None = None) -> Features:
-    """``reader(specs, versions)`` as :class:`Features`."""
-    return Features.of(reader(list(specs), versions))
+    """``reader(specs, versions)`` as :class:`Features`, each lookup in ``specs`` indexed."""
+    from lakescore.lookup import FeatureLookup  # pandas: only a holder or a cold-path child reads
+
+    return Features.of(reader(list(specs), versions), [FeatureLookup.from_json(x) for x in specs])

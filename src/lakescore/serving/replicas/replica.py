@@ -32,7 +32,7 @@ from typing import Any
 
 from lakescore.errors import ServingError
 from lakescore.serving.features import Features, request_columns
-from lakescore.serving.http.wire import dumps, error_payload, forwarded, scored_rows
+from lakescore.serving.http.wire import ScoreRequest, dumps, error_payload, forwarded, scored_rows
 from lakescore.serving.replicas.channel import HEALTH, SCORE, ChannelError, frame, read_frame
 
 
@@ -64,6 +64,9 @@ class LoadedVersion:
             model = mlflow.pyfunc.load_model(self.load_uri)
             self.model = model.unwrap_python_model()
             self.columns, self.lookups = serving_columns(model, self.features, self.model_uri)
+            if self.lookups and self.features is not None:  # the key casts for the request's dtypes, once
+                self.features.prepare(ScoreRequest({c: [] for c in self.columns}, dict(self.columns)).frame,
+                                      self.lookups)
             self.task = self.model.chain.task
             trim_memory()
             self.state = "ready"
