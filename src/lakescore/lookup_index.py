@@ -194,8 +194,7 @@ class LookupIndex:
         FeatureLookupError
             As :func:`lakescore.lookup.join_features`.
         """
-        check_columns(self.spec, frame.columns, self.features.columns)
-        positions = self._positions(frame)
+        positions = self._located(frame)
         if positions is None or self.values is None:
             return join_features(frame, self.features, self.spec)
         return with_features(frame, self.values, positions, self.spec)
@@ -209,8 +208,7 @@ class LookupIndex:
         FeatureLookupError
             As :func:`lakescore.lookup.join_features`.
         """
-        check_columns(self.spec, frame.columns, self.features.columns)
-        positions = self._positions(frame)
+        positions = self._located(frame)
         if positions is None or self.values is None:
             return join_features(frame, self.features, self.spec).iloc[:, frame.shape[1]:]
         if self.matrix is None:
@@ -226,8 +224,7 @@ class LookupIndex:
         """Whether :meth:`join` answers ``frame``'s rows from the index (False: it hands them to
         :func:`lakescore.lookup.join_features`, which answers or refuses them). Never raises."""
         try:
-            check_columns(self.spec, frame.columns, self.features.columns)
-            return self.values is not None and self._positions(frame) is not None
+            return self.values is not None and self._located(frame) is not None
         except (FeatureLookupError, TypeError, ValueError):
             return False
 
@@ -238,6 +235,17 @@ class LookupIndex:
             self.join(frame)
         except (FeatureLookupError, TypeError, ValueError):
             pass
+
+    def _located(self, frame: pd.DataFrame) -> np.ndarray | None:
+        """:meth:`_positions` of ``frame`` once its columns pass the lookup's check.
+
+        Raises
+        ------
+        FeatureLookupError
+            A missing row column or a clash with the table's (:func:`lakescore.lookup.check_columns`).
+        """
+        check_columns(self.spec, frame.columns, self.features.columns)
+        return self._positions(frame)
 
     def _positions(self, frame: pd.DataFrame) -> np.ndarray | None:
         """Per row, the table position of its feature row (-1: none); None: join_features answers."""
