@@ -25,6 +25,7 @@ def test_both_session_kinds_get_delta_arrow_and_a_parallelism_a_connect_session_
     assert confs["spark.jars"] == f"{tmp_path}/a.jar,{tmp_path}/b.jar"
     assert confs["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
     assert (confs["spark.default.parallelism"], confs["spark.sql.execution.arrow.pyspark.enabled"]) == ("2", "true")
+    assert confs["spark.sql.sources.parallelPartitionDiscovery.parallelism"] == "2"  # VACUUM's listing tasks
 
 
 @pytest.mark.spark
