@@ -1,5 +1,6 @@
 """The pyfunc wrapper: batch slicing, the registry round trip, and a worker refusing a tampered model."""
 
+from importlib.metadata import version
 from pathlib import Path
 
 import mlflow
@@ -10,6 +11,7 @@ import yaml
 
 from lakescore.admission.evidence import admit
 from lakescore.errors import CertificateError, ModelArtifactsMissingError, UncertifiedModelError
+from lakescore.model_requirements import pip_requirements
 from lakescore.packaging import batch_slices, log_and_register, predict_in_batches
 
 
@@ -105,6 +107,32 @@ def test_the_logged_model_is_code_not_a_pickle(registered):
     assert conf["model_code_path"].endswith("pyfunc_entry.py") and "python_model" not in conf
     assert not list(folder.rglob("*.pkl"))
     assert type(mlflow.pyfunc.load_model(registered.model_uri).unwrap_python_model()).__name__ == "LakescoreModel"
+
+
+def test_the_requirements_are_declared_not_inferred_by_loading_the_model_in_a_child_process(
+        runtime, small_chain, flights_sample, evidence, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("MLflow inferred the requirements: it loads the model in a child process (~5 s)")
+
+    monkeypatch.setattr(mlflow.models, "infer_pip_requirements", refuse)
+    runtime.mlflow()
+    with mlflow.start_run():
+        model = log_and_register(small_chain, example=flights_sample.head(5), name="main.t.req", alias=None,
+                                 evidence=evidence)
+    folder = Path(mlflow.artifacts.download_artifacts(model.model_uri))
+    lines = (folder / "requirements.txt").read_text().splitlines()
+    installed = {name: version(name) for name in ("mlflow", "numpy", "pandas", "pyarrow", "scipy", "scikit-learn")}
+    assert lines[0].startswith("mlflow") and lines[0].endswith(f"=={installed['mlflow']}")  # MLflow's own pin
+    assert lines[1:] == [f"lakescore=={version('lakescore')}", *(f"{n}=={v}" for n, v in installed.items() if n != "mlflow")]
+    assert f"scikit-learn=={model.certificate.libraries['scikit-learn']}" in lines  # the sealed version
+
+
+def test_a_boosted_polars_models_requirements_name_the_installed_distributions():
+    libraries = {"scikit-learn": version("scikit-learn"), "xgboost": version("xgboost-cpu")}
+    lines = pip_requirements(libraries, ["polars"])
+    assert lines[-3:] == [f"scikit-learn=={version('scikit-learn')}", f"xgboost-cpu=={version('xgboost-cpu')}",
+                          f"polars=={version('polars')}"]  # the module xgboost is installed as xgboost-cpu
+    assert pip_requirements({"scikit-learn": "x", "lightgbm": "y"}, ["pandas"])[-1] == f"lightgbm=={version('lightgbm')}"
 
 
 @pytest.mark.filterwarnings("ignore:``mlflow.models.utils.validate_serving_input`` is deprecated:FutureWarning")

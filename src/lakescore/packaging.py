@@ -31,6 +31,7 @@ from lakescore.chain import STATUS_EXCLUDED, FittedChain
 from lakescore.conform import conform_inputs
 from lakescore.errors import ModelNotFoundError, UncertifiedModelError
 from lakescore.frames import to_transport
+from lakescore.model_requirements import pip_requirements
 from lakescore.model_set import ModelSet
 from lakescore.pasting import PastingEnsemble
 from lakescore.saved_models import load_saved
@@ -286,7 +287,9 @@ def log_and_register(chain: FittedChain | ModelSet, *, example: pd.DataFrame, na
 
     The model config holds ``input_kinds`` (:func:`input_kinds`), ``null_outcomes``
     (:func:`null_outcomes` on ``example``) and, when given, ``training_nulls``: what preflight
-    reads to say what a null in a source column will do.
+    reads to say what a null in a source column will do. The model's ``requirements.txt`` is
+    :func:`lakescore.model_requirements.pip_requirements` (declared: MLflow does not load the model in
+    a child process to infer it).
 
     Raises
     ------
@@ -329,6 +332,7 @@ def log_and_register(chain: FittedChain | ModelSet, *, example: pd.DataFrame, na
             artifacts={"chain": str(chain_dir), "certificate": str(cert_path), "evidence": str(evidence_path)},
             signature=signature, registered_model_name=name,
             input_example=example[list(chain.input_columns)].head(3),
+            pip_requirements=pip_requirements(certificate.libraries, [chain.engine]),  # declared, not inferred
         )
     version = int(info.registered_model_version)
     description = "\n\n".join(filter(None, [version_description(chain, components), note]))

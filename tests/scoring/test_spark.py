@@ -3,6 +3,7 @@ integers above 2**53 in and out stay exact, a text equal to any null marker stay
 an integer feature is imputed by the recipe, and a value of the wrong kind excludes only its row.
 Also the route's own notice: MLflow's env_manager warning answered in one line of ours."""
 
+import copy
 import logging
 import textwrap
 
@@ -38,14 +39,14 @@ MODULE = "lakescore_transport_rules"
 SOURCE = "main.t.transport_source"
 
 
-@pytest.fixture
-def rules_file(tmp_path, monkeypatch):
-    """The output rule module, importable by name here (the workers get it from ``ship``)."""
-    folder = tmp_path / "rules"
-    folder.mkdir()
+@pytest.fixture(scope="module")
+def rules_file(tmp_path_factory):
+    """The output rule module, importable by name in this module's tests (the workers get it from ``ship``)."""
+    folder = tmp_path_factory.mktemp("rules")
     (folder / f"{MODULE}.py").write_text(textwrap.dedent(RULES))
-    monkeypatch.syspath_prepend(str(folder))
-    return folder / f"{MODULE}.py"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(folder))
+        yield folder / f"{MODULE}.py"
 
 
 def ship(session, path) -> None:
@@ -58,8 +59,11 @@ def ship(session, path) -> None:
         session.sparkContext.addPyFile(str(path))
 
 
-@pytest.fixture
-def registered(runtime, rules_file, flights_sample, demo_recipe):
+@pytest.fixture(scope="module")
+def admitted(rules_file, flights_sample, demo_recipe):
+    """The transport chain (the demo recipe, the ``cancelled`` rule, the ``carry`` output rule) fitted
+    on 1,500 flights with a big integer and a marker text, and its admission evidence on the other
+    500: made once per module (admission is the slow half of registering)."""
     frame = flights_sample.assign(big=BIG + np.arange(len(flights_sample)) * 2,
                                   tag=[MARKERS[i % len(MARKERS)] for i in range(len(flights_sample))])
     scoring = ScoringConfig.model_validate({
@@ -71,10 +75,17 @@ def registered(runtime, rules_file, flights_sample, demo_recipe):
                       ChainRecipe(steps=demo_recipe, model_class="LogisticRegression", model_params={"max_iter": 300},
                                   feature_columns=["dep_delay", "distance", "hour", "carrier", "origin"],
                                   rules=load_rules(scoring), output_rules=load_output_rules(scoring)))
+    return chain, frame, admit(chain, frame.iloc[1500:])
+
+
+@pytest.fixture
+def registered(runtime, admitted):
+    """:func:`admitted` registered in this test's own fresh runtime: ``(runtime, model, chain, frame)``."""
+    chain, frame, evidence = admitted
     runtime.mlflow()
     with mlflow.start_run():
-        model = log_and_register(chain, example=train.head(5), name="main.t.transport", alias="champion",
-                                 evidence=admit(chain, frame.iloc[1500:]))
+        model = log_and_register(chain, example=frame.head(5), name="main.t.transport", alias="champion",
+                                 evidence=copy.deepcopy(evidence))
     return runtime, model, chain, frame
 
 

@@ -5,7 +5,7 @@ on the same Spark session.
 
 Spark's own broadcast joins are turned off for the run (see :func:`_small_results_env`). The limit
 is a JVM start-up setting, so the run is its own process
-(``PYSPARK_SUBMIT_ARGS``); the demo tables are written beforehand, with an 8,000-flight training
+(``PYSPARK_SUBMIT_ARGS``); the demo tables are written beforehand, with a 4,000-flight training
 table so that training stays short (what is checked here is score, publish and monitor), and the
 whole incoming quarter to score.
 """
@@ -59,7 +59,7 @@ def test_score_publish_monitor_on_spark_bring_no_rows_to_the_driver(tmp_path: Pa
     home = tmp_path / "home"
     runtime = LocalRuntime(home)
     seed(home / "mlflow.db", migrated_mlflow())  # the demo process finds a migrated MLflow store
-    runtime.write_table(FLIGHTS, demo_tables[FLIGHTS].sample(8000, random_state=3).reset_index(drop=True))
+    runtime.write_table(FLIGHTS, demo_tables[FLIGHTS].sample(4000, random_state=3).reset_index(drop=True))
     runtime.write_table(INCOMING, demo_tables[INCOMING].reset_index(drop=True),
                         configuration={"delta.enableChangeDataFeed": "true"})
     load_data(runtime)  # the other demo tables; the two above are kept
