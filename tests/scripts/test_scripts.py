@@ -51,3 +51,12 @@ def test_bench_spark_publish_runs_with_few_rows(scripts, spark, tmp_path, capsys
     scripts("bench_spark_publish").main(["500", "--repeats", "1", "--home", str(tmp_path / "bench")])
     figures = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert figures["rows"] == 500 and set(figures["median_s"]) == {"plain", "guarded_first", "guarded_next", "replay"}
+
+
+def test_bench_register_times_declared_and_inferred_requirements(scripts, capsys):
+    scripts("bench_register").main(["--repeats", "1", "--fit-rows", "400", "--config-dir", str(SCRIPTS.parent / "config")])
+    figures = json.loads(capsys.readouterr().out.rsplit("BENCH_REGISTER ", 1)[1])
+    declared, inferred = figures["requirements"]["declared"], figures["requirements"]["inferred"]
+    assert any(r.startswith("pyarrow==") for r in declared) and not any(r.startswith("cloudpickle") for r in declared)
+    assert any(r.startswith("cloudpickle==") for r in inferred)  # what MLflow's child process saw imported
+    assert set(figures["median_s"]) == {"declared", "inferred"}
