@@ -28,7 +28,8 @@ def pip_requirements(libraries: Mapping[str, str], engines: Iterable[str]) -> li
     (:data:`ENGINE_MODULES`).
 
     A module's distribution is the one installed here (``importlib.metadata.packages_distributions``:
-    ``xgboost`` is installed as ``xgboost-cpu``); a module installed by no distribution (the source
+    ``xgboost`` is installed as ``xgboost-cpu``; where several install files of one module, the one
+    named as the module); a module installed by no distribution (the source
     tree on ``PYTHONPATH``) is left out, as MLflow's own inference leaves it out.
 
     Raises
@@ -44,7 +45,9 @@ def pip_requirements(libraries: Mapping[str, str], engines: Iterable[str]) -> li
     for module in dict.fromkeys(modules):
         distributions = installed.get(module)
         if distributions:
-            line = f"{distributions[0]}=={importlib.metadata.version(distributions[0])}"
+            named = [d for d in distributions if d.lower().replace("_", "-") == module.replace("_", "-")]
+            distribution = (named or distributions)[0]  # polars beside polars-runtime-32, say
+            line = f"{distribution}=={importlib.metadata.version(distribution)}"
             if line not in lines:
                 lines.append(line)
     return lines
