@@ -129,10 +129,10 @@ def test_the_requirements_are_declared_not_inferred_by_loading_the_model_in_a_ch
 
 def test_a_boosted_polars_models_requirements_name_the_installed_distributions():
     libraries = {"scikit-learn": version("scikit-learn"), "xgboost": version("xgboost-cpu")}
-    lines = pip_requirements(libraries, ["polars"])
+    lines = pip_requirements(libraries, "polars")
     assert lines[-3:] == [f"scikit-learn=={version('scikit-learn')}", f"xgboost-cpu=={version('xgboost-cpu')}",
                           f"polars=={version('polars')}"]  # the module xgboost is installed as xgboost-cpu
-    assert pip_requirements({"scikit-learn": "x", "lightgbm": "y"}, ["pandas"])[-1] == f"lightgbm=={version('lightgbm')}"
+    assert pip_requirements({"scikit-learn": "x", "lightgbm": "y"}, "pandas")[-1] == f"lightgbm=={version('lightgbm')}"
 
 
 @pytest.mark.filterwarnings("ignore:``mlflow.models.utils.validate_serving_input`` is deprecated:FutureWarning")

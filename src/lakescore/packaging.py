@@ -332,7 +332,7 @@ def log_and_register(chain: FittedChain | ModelSet, *, example: pd.DataFrame, na
             artifacts={"chain": str(chain_dir), "certificate": str(cert_path), "evidence": str(evidence_path)},
             signature=signature, registered_model_name=name,
             input_example=example[list(chain.input_columns)].head(3),
-            pip_requirements=pip_requirements(certificate.libraries, [chain.engine]),  # declared, not inferred
+            pip_requirements=pip_requirements(certificate.libraries, chain.engine),  # declared, not inferred
         )
     version = int(info.registered_model_version)
     description = "\n\n".join(filter(None, [version_description(chain, components), note]))
