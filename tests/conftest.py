@@ -311,23 +311,36 @@ def set_config(tmp_path: Path) -> Path:
     return set_project_dir(tmp_path / "config")
 
 
-@pytest.fixture(scope="session")
-def trained_set(tmp_path_factory: pytest.TempPathFactory, flights_sample: pd.DataFrame):
-    """The two-component model set trained once per session by ``lakescore train`` on the 2,000-flight
-    sample, and 60 incoming flights: ``(config dir, runtime, TrainResult)``. Tests that publish
-    write prediction tables of their own names."""
+def _train_set(folder: Path, flights_sample: pd.DataFrame) -> None:
+    """``lakescore train`` of the model set into ``folder/.lakescore`` (config in ``folder/config``),
+    its ``TrainResult`` pickled to ``folder/train_result.pickle``."""
+    import pickle
     import warnings
 
     from lakescore.config import load_project
     from lakescore.demo_data import INCOMING
     from lakescore.workflows.train import train
 
-    home = tmp_path_factory.mktemp("trained-set")
-    config = set_project_dir(home / "config")
-    runtime = LocalRuntime(home / ".lakescore")
+    config = set_project_dir(folder / "config")
+    runtime = LocalRuntime(folder / ".lakescore")
     runtime.write_table("main.flights.flights", flights_sample)
     runtime.write_table(INCOMING, flights_sample.iloc[1900:1960].reset_index(drop=True))
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=UserWarning, module="mlflow")  # the local store's notices
         result = train(load_project(config), runtime)
-    return config, runtime, result
+    (folder / "train_result.pickle").write_bytes(pickle.dumps(result))
+
+
+@pytest.fixture(scope="session")
+def trained_set(tmp_path_factory: pytest.TempPathFactory, flights_sample: pd.DataFrame):
+    """The two-component model set trained once per run by ``lakescore train`` on the 2,000-flight
+    sample (:func:`fixtures.once.built_once`: each xdist worker gets a copy), and 60 incoming
+    flights: ``(config dir, runtime, TrainResult)``. Tests that publish write prediction tables of
+    their own names."""
+    import pickle
+
+    from fixtures.once import built_once
+
+    home = built_once(tmp_path_factory, "trained-set", lambda folder: _train_set(folder, flights_sample))
+    result = pickle.loads((home / "train_result.pickle").read_bytes())
+    return home / "config", LocalRuntime(home / ".lakescore"), result

@@ -9,8 +9,11 @@ real Delta tables of the local session), MLflow is SQLite in a temporary folder,
 
 from __future__ import annotations
 
+import shutil
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import mlflow
 import pandas as pd
@@ -68,15 +71,7 @@ def _configure(project_dir: Path, prefix: str) -> None:
     path.write_text(yaml.safe_dump(training))
 
 
-@pytest.fixture
-def dbx(spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> DatabricksRuntime:
-    monkeypatch.chdir(tmp_path)  # MLflow's default artifact root is relative to the working folder
-    install(monkeypatch)
-    return _runtime(DatabricksRuntime, spark, tmp_path)
-
-
-@pytest.fixture
-def lookup_project(dbx, spark, project_dir: Path, flights_sample: pd.DataFrame, demo_tables):
+def _lookup_project(dbx, spark, project_dir: Path, flights_sample: pd.DataFrame, demo_tables):
     """Flights, weather (one row per origin and hour) and the planes of every other tailnum, in a
     fresh schema; the project trains on them with two lookups; 120 incoming flights to score."""
     schema = f"fe_{uuid.uuid4().hex[:8]}"
@@ -94,17 +89,53 @@ def lookup_project(dbx, spark, project_dir: Path, flights_sample: pd.DataFrame, 
     return project, prefix, incoming
 
 
-def _calls(name: str) -> list[dict]:
-    return [kwargs for called, kwargs in CALLS if called == name]
+@dataclass(frozen=True)
+class Trained:
+    """The lookup project trained once through Feature Engineering, for the module's tests."""
+
+    dbx: DatabricksRuntime
+    folder: Path
+    project: Any
+    prefix: str
+    incoming: pd.DataFrame
+    result: Any
+    training_calls: list[tuple[str, dict]]  # what training asked of Feature Engineering
 
 
-def test_train_joins_logs_and_registers_through_feature_engineering(dbx, lookup_project, tmp_path, spark) -> None:
-    project, prefix, _ = lookup_project
-    result = train(project, dbx)
+@pytest.fixture(scope="module")
+def trained(spark, tmp_path_factory: pytest.TempPathFactory, flights_sample: pd.DataFrame, demo_tables):
+    """The lookup project (:func:`_lookup_project`) trained once by ``train`` through the fake
+    Feature Engineering, which stays installed for the module's tests (each test sees only its
+    own calls: :func:`_calls`)."""
+    folder = tmp_path_factory.mktemp("feature-engineering")
+    project_dir = folder / "config"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "config", project_dir)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(folder)  # MLflow's default artifact root is relative to the working folder
+        install(patch)
+        dbx = _runtime(DatabricksRuntime, spark, folder)
+        project, prefix, incoming = _lookup_project(dbx, spark, project_dir, flights_sample, demo_tables)
+        result = train(project, dbx)
+        yield Trained(dbx, folder, project, prefix, incoming, result, list(CALLS))
+
+
+@pytest.fixture
+def calls(trained: Trained) -> list[tuple[str, dict]]:
+    """The Feature Engineering calls of this test only."""
+    CALLS.clear()
+    return CALLS
+
+
+def _calls(name: str, calls: list[tuple[str, dict]] = CALLS) -> list[dict]:
+    return [kwargs for called, kwargs in calls if called == name]
+
+
+def test_train_joins_logs_and_registers_through_feature_engineering(trained: Trained, spark) -> None:
+    project, prefix, result = trained.project, trained.prefix, trained.result
     assert result.feature_lookups == [{"table": f"{prefix}.weather", "version": 0},
                                       {"table": f"{prefix}.planes", "version": 0}]
 
-    fitting, logged = _calls("create_training_set")
+    fitting, logged = _calls("create_training_set", trained.training_calls)
     for call in (fitting, logged):  # the FeatureLookup fields, from training.yml's spec
         weather, planes = call["feature_lookups"]
         assert (weather.table_name, weather.lookup_key, weather.feature_names, weather.rename_outputs,
@@ -120,7 +151,7 @@ def test_train_joins_logs_and_registers_through_feature_engineering(dbx, lookup_
                                    "tailnum", "dep_time"])  # what the model reads at scoring: the features, the
     # lookups' keys and dep_time (scoring.yml's eligibility rule); not month, arr_delay, flight_id, ...
 
-    (log,) = _calls("log_model")
+    (log,) = _calls("log_model", trained.training_calls)
     assert log["flavor"] is mlflow.pyfunc and log["artifact_path"] == "model"
     assert log["training_set"] is not None and log["training_set"].exclude_columns == logged["exclude_columns"]
     assert log["registered_model_name"] == result.model_name
@@ -134,18 +165,16 @@ def test_train_joins_logs_and_registers_through_feature_engineering(dbx, lookup_
     assert [s.table_name for s in chain.lookups] == [f"{prefix}.weather", f"{prefix}.planes"]
 
     # the same project trained on the same tables with lakescore's own pandas join: the same rows, split and fit
-    local = _runtime(WithoutFeatureStore, spark, tmp_path / "expected")
+    local = _runtime(WithoutFeatureStore, spark, trained.folder / "expected")
     expected = train(project, local, retrain="always")
     assert result.rows == expected.rows
     assert result.metrics == pytest.approx(expected.metrics, abs=1e-12)
 
 
-def test_score_batch_scores_as_the_spark_route_and_records_the_versions(dbx, lookup_project, tmp_path,
-                                                                       spark) -> None:
+def test_score_batch_scores_as_the_spark_route_and_records_the_versions(trained: Trained, calls, spark) -> None:
     from fixtures.runs import as_pandas
 
-    project, prefix, incoming = lookup_project
-    train(project, dbx)
+    project, prefix, incoming, dbx = trained.project, trained.prefix, trained.incoming, trained.dbx
     run = score(project, dbx)
     (call,) = _calls("score_batch")
     assert call["model_uri"] == f"models:/{project.training.registry.model_name}/1"
@@ -158,7 +187,7 @@ def test_score_batch_scores_as_the_spark_route_and_records_the_versions(dbx, loo
                                                 {"table": f"{prefix}.planes", "version": 0}]
 
     got = as_pandas(run.predictions).set_index("flight_id").sort_index()
-    expected_run = score(project, _runtime(WithoutFeatureStore, spark, tmp_path))  # same registry, joins in Spark
+    expected_run = score(project, _runtime(WithoutFeatureStore, spark, trained.folder))  # same registry, joins in Spark
     expected = as_pandas(expected_run.predictions).set_index("flight_id").loc[got.index]
     assert len(got) == len(incoming) and got["scoring_status"].tolist() == expected["scoring_status"].tolist()
     assert got["exclusion_reason"].tolist() == expected["exclusion_reason"].tolist()
@@ -167,6 +196,19 @@ def test_score_batch_scores_as_the_spark_route_and_records_the_versions(dbx, loo
     assert got.loc[no_plane, "scoring_status"].eq("predicted").sum() > 10  # null plane_year: imputed, scored
     assert got["probability"].to_numpy(dtype="float64", na_value=float("nan")) == pytest.approx(
         expected["probability"].to_numpy(dtype="float64", na_value=float("nan")), abs=1e-12, nan_ok=True)
+
+
+@pytest.fixture
+def dbx(spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> DatabricksRuntime:
+    monkeypatch.chdir(tmp_path)  # MLflow's default artifact root is relative to the working folder
+    install(monkeypatch)
+    return _runtime(DatabricksRuntime, spark, tmp_path)
+
+
+@pytest.fixture
+def lookup_project(dbx, spark, project_dir: Path, flights_sample: pd.DataFrame, demo_tables):
+    """:func:`_lookup_project` of this test alone (its tables may be changed)."""
+    return _lookup_project(dbx, spark, project_dir, flights_sample, demo_tables)
 
 
 def test_a_feature_table_that_moves_while_feature_engineering_reads_it_is_refused(dbx, lookup_project) -> None:

@@ -1,4 +1,4 @@
-"""Fixtures of the serving tests: two real registered versions (trained once per session, since
+"""Fixtures of the serving tests: two real registered versions (trained once per run, since
 training with admission takes ~40 s here) and a fresh copy of their runtime home per module.
 Endpoints started with :func:`serving_helpers.launch` are stopped by the fixture that starts them."""
 
@@ -11,19 +11,20 @@ import pandas as pd
 import pytest
 import yaml
 from fixtures.configs import without_feature_lookups
+from fixtures.once import built_once
 from serving_helpers import MODEL, REPO, Trained, chain_of
 
 from lakescore.config import load_project
 from lakescore.runtime import LocalRuntime
 
 
-@pytest.fixture(scope="session")
-def trained(tmp_path_factory: pytest.TempPathFactory, demo_tables: dict[str, pd.DataFrame]) -> Trained:
+def _train_two_versions(root: Path, flights: pd.DataFrame) -> None:
+    """Train v1 (1,200 flights) and v2 (800 other flights, stronger regularisation) of MODEL into
+    ``root/.lakescore``, with their config folders ``root/config`` and ``root/config_v2``; v1 is the
+    champion."""
     from lakescore.workflows.train import train
 
-    root = tmp_path_factory.mktemp("serving-models")
     runtime = LocalRuntime(root / ".lakescore")
-    flights = demo_tables["main.flights.flights"]
     runtime.write_table("main.flights.flights", flights.iloc[::60].head(1200).reset_index(drop=True))
     runtime.write_table("main.flights.flights_v2", flights.iloc[31::97].head(800).reset_index(drop=True))
     config = root / "config"
@@ -38,11 +39,19 @@ def trained(tmp_path_factory: pytest.TempPathFactory, demo_tables: dict[str, pd.
     assert train(load_project(config), runtime).version == 1
     assert train(load_project(config_v2), runtime).version == 2
     runtime.mlflow().MlflowClient().set_registered_model_alias(MODEL, "champion", "1")
+
+
+@pytest.fixture(scope="session")
+def trained(tmp_path_factory: pytest.TempPathFactory, demo_tables: dict[str, pd.DataFrame]) -> Trained:
+    """The two versions, trained once per run (:func:`fixtures.once.built_once`: each xdist worker
+    gets a copy), and the requests to send."""
+    flights = demo_tables["main.flights.flights"]
+    root = built_once(tmp_path_factory, "serving-models", lambda folder: _train_two_versions(folder, flights))
     late = flights[flights["month"] >= 10]
     picked = pd.concat([late.iloc[::3000].head(24), late[late["dep_time"].isna()].head(3),
                         late[late["dest"] == "HNL"].head(2), late[late["carrier"] == "OO"].head(1)])
-    chain = chain_of(runtime, 1)
-    return Trained(root / ".lakescore", config, picked.reset_index(drop=True), chain.input_columns)
+    chain = chain_of(LocalRuntime(root / ".lakescore"), 1)
+    return Trained(root / ".lakescore", root / "config", picked.reset_index(drop=True), chain.input_columns)
 
 
 @pytest.fixture(scope="module")
