@@ -13,7 +13,6 @@ import shutil
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import mlflow
 import pandas as pd
@@ -22,7 +21,7 @@ import yaml
 from fixtures.configs import without_feature_lookups
 from fixtures.fake_feature_engineering import CALLS, install
 
-from lakescore.config import load_project
+from lakescore.config import ProjectConfig, load_project
 from lakescore.errors import FeatureLookupError, RuntimeUnsupportedError
 from lakescore.frames import null_mask_name
 from lakescore.model_uri import FE_RAW_MODEL, pyfunc_uri
@@ -30,6 +29,7 @@ from lakescore.packaging import read_certificate
 from lakescore.runtime import DatabricksRuntime, LocalRuntime
 from lakescore.runtime.databricks import MlflowUris
 from lakescore.runtime.feature_engineering import fe_module
+from lakescore.workflows.registration import TrainResult
 from lakescore.workflows.score import score
 from lakescore.workflows.train import train
 
@@ -95,10 +95,10 @@ class Trained:
 
     dbx: DatabricksRuntime
     folder: Path
-    project: Any
+    project: ProjectConfig
     prefix: str
     incoming: pd.DataFrame
-    result: Any
+    result: TrainResult
     training_calls: list[tuple[str, dict]]  # what training asked of Feature Engineering
 
 
