@@ -14,12 +14,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from fixtures.configs import CONFIG
 
 from lakescore.demo_data import PLANES, WEATHER, demo_frames
 from lakescore.runtime import LocalRuntime, Runtime
 from lakescore.runtime.local_spark import CONNECT_MODE_ENV, classic_session
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -137,7 +136,7 @@ def lookup_tables(demo_tables: dict[str, pd.DataFrame]) -> Callable[..., None]:
 def project_dir(tmp_path: Path) -> Path:
     """A copy of the repository's config/ folder that a test may edit."""
     target = tmp_path / "config"
-    shutil.copytree(REPO / "config", target)
+    shutil.copytree(CONFIG, target)
     return target
 
 
@@ -289,7 +288,7 @@ def set_project_dir(target: Path) -> Path:
     import yaml
     from fixtures.configs import without_feature_lookups
 
-    shutil.copytree(REPO / "config", target)
+    shutil.copytree(CONFIG, target)
     without_feature_lookups(target)  # the set reads the flights' own columns
     training = yaml.safe_load((target / "training.yml").read_text())
     training.pop("model"), training.pop("preprocessing")

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from fixtures.configs import without_feature_lookups
+from fixtures.configs import CONFIG, without_feature_lookups
 
 from lakescore.cli import main
 from lakescore.config import load_project
@@ -23,7 +23,7 @@ def _edit(folder: Path, name: str, **changes) -> None:
 
 
 def test_the_repository_config_is_valid():
-    project = load_project(Path(__file__).resolve().parents[1] / "config")
+    project = load_project(CONFIG)
     assert project.inference.spark_udf_prediction_batch_rows == 10000
     assert project.training.model.class_name == "LogisticRegression"
 

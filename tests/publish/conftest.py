@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 import pytest
 import yaml
+from fixtures.configs import CONFIG
 
 from lakescore.config import ProjectConfig, load_project
 from lakescore.publish.run import PublishResult
@@ -32,7 +33,7 @@ COLUMNS = ["flight_id", "month", "day", "hour", "dep_time", "dep_delay", "distan
 def chain(flights_sample: pd.DataFrame) -> Any:
     """A real FittedChain: IQR outliers, median impute, scale, logistic regression, the
     ``cancelled`` eligibility rule (so some rows are excluded)."""
-    config = load_project(Path(__file__).resolve().parents[2] / "config")
+    config = load_project(CONFIG)
     rows = flights_sample[flights_sample["arr_delay"].notna()]
     numeric = ["month", "day", "hour", "dep_delay", "distance"]
     recipe = [{"step": "IQR", "name": "distance_outlier", "columns": ["distance"], "factor": 1.5},

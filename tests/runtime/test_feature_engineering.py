@@ -18,7 +18,7 @@ import mlflow
 import pandas as pd
 import pytest
 import yaml
-from fixtures.configs import without_feature_lookups
+from fixtures.configs import CONFIG, without_feature_lookups
 from fixtures.fake_feature_engineering import CALLS, install
 
 from lakescore.config import ProjectConfig, load_project
@@ -109,7 +109,7 @@ def trained(spark, tmp_path_factory: pytest.TempPathFactory, flights_sample: pd.
     own calls: :func:`_calls`)."""
     folder = tmp_path_factory.mktemp("feature-engineering")
     project_dir = folder / "config"
-    shutil.copytree(Path(__file__).resolve().parents[2] / "config", project_dir)
+    shutil.copytree(CONFIG, project_dir)
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(folder)  # MLflow's default artifact root is relative to the working folder
         install(patch)

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 from fixtures.configs import without_feature_lookups
-from fixtures.once import built_once
+from fixtures.once import SKIPPED, built_once
 from serving_helpers import MODEL, REPO, Trained, chain_of
 
 from lakescore.config import load_project
@@ -58,8 +58,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory, demo_tables: dict[str, pd.
 def module_home(trained: Trained, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A fresh copy of the trained runtime home and config folder (the models are shared)."""
     root = tmp_path_factory.mktemp("serving-module")
-    shutil.copytree(trained.home, root / ".lakescore",
-                    ignore=shutil.ignore_patterns("serving", "mlflow.db-wal", "mlflow.db-shm"))
+    shutil.copytree(trained.home, root / ".lakescore", ignore=SKIPPED)
     shutil.copytree(trained.config_dir, root / "config")
     return root / ".lakescore", root / "config"
 

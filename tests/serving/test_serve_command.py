@@ -15,6 +15,7 @@ import httpx
 import psutil
 import pytest
 from dbx_serve_child import CLUSTER, ORG, WORKSPACE
+from fixtures.once import SKIPPED
 from serving_helpers import assert_same_answers, chain_of, expected_rows, launch, ready_replicas, records
 
 from lakescore.cli import build_parser, main
@@ -69,7 +70,7 @@ def test_on_the_databricks_placement_the_endpoint_binds_the_driver_and_requires_
     if driver is None:
         pytest.skip("this machine has no non-loopback IPv4 address to stand in for the driver's")
     home = tmp_path / "Volumes" / "main" / "flights" / "lakescore"  # the volume
-    shutil.copytree(trained.home, home, ignore=shutil.ignore_patterns("serving", "mlflow.db-wal", "mlflow.db-shm"))
+    shutil.copytree(trained.home, home, ignore=SKIPPED)
     shutil.copytree(trained.config_dir, tmp_path / "config")
     child = [sys.executable, str(Path(__file__).with_name("dbx_serve_child.py")), driver, str(tmp_path / "config"),
              str(home)]

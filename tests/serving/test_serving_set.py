@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 import pytest
 import yaml
+from fixtures.once import SKIPPED
 from serving_helpers import MODEL, expected_rows, launch, ready_replicas, records
 
 from lakescore.model_set import ModelSet
@@ -53,8 +54,7 @@ def set_versions(trained_set, tmp_path_factory: pytest.TempPathFactory) -> SetVe
     config, runtime, result = trained_set
     assert result.version == 1
     root = tmp_path_factory.mktemp("serving-set")
-    shutil.copytree(runtime.home, root / ".lakescore",
-                    ignore=shutil.ignore_patterns("serving", "mlflow.db-wal", "mlflow.db-shm"))
+    shutil.copytree(runtime.home, root / ".lakescore", ignore=SKIPPED)
     shutil.copytree(config, root / "config_v2")
     training = yaml.safe_load((root / "config_v2" / "training.yml").read_text())
     training["data"]["filter"] = "month <= 6 and arr_delay.notna()"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import REPO
+from fixtures.configs import CONFIG
 
 from lakescore.config import load_project
 from lakescore.demo_data import FLIGHTS, INCOMING, SCORE_MONTHS
@@ -27,7 +27,7 @@ def test_a_psi_alert_is_explained_as_season_drift() -> None:
 
 def test_the_shipped_config_trains_on_other_months_than_the_demo_scores(demo_tables) -> None:
     """What the note claims holds for the demo as shipped: no training row is in a score month."""
-    project = load_project(REPO / "config")
+    project = load_project(CONFIG)
     trained = demo_tables[FLIGHTS].query(project.training.data.filter)
     assert len(trained) > 200_000 and not set(trained["month"]) & set(SCORE_MONTHS)
     assert set(demo_tables[INCOMING]["month"]) == {10, 11, 12} == set(SCORE_MONTHS)

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 import yaml
 from deltalake import DeltaTable, write_deltalake
-from fixtures.configs import without_feature_lookups
+from fixtures.configs import CONFIG, without_feature_lookups
 from sklearn.metrics import accuracy_score, log_loss, roc_auc_score
 
 from lakescore import progress
@@ -43,7 +43,7 @@ def admitted(tmp_path_factory: pytest.TempPathFactory, flights_sample: pd.DataFr
     ``(chain, evidence, training rows)``: the demo recipe without its lookups on :data:`FEATURES`,
     LogisticRegression of ``arr_delay > 15`` on the sample's months 1-9, with config/scoring.yml's rules."""
     config = tmp_path_factory.mktemp("monitor-chain") / "config"
-    shutil.copytree(Path(__file__).resolve().parents[2] / "config", config)
+    shutil.copytree(CONFIG, config)
     without_feature_lookups(config)  # the chain is fitted here on FEATURES, with the demo recipe's other steps
     project = load_project(config)
     train = flights_sample[(flights_sample["month"] <= 9) & flights_sample["arr_delay"].notna()]

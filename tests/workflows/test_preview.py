@@ -6,6 +6,7 @@ import mlflow
 import pandas as pd
 import pytest
 import yaml
+from fixtures.configs import CONFIG
 
 from lakescore.admission.evidence import admit
 from lakescore.chain import FittedChain
@@ -17,7 +18,7 @@ from lakescore.workflows.preview import preview_score, preview_train, smoke_prob
 
 
 def test_preview_train_lints_rules_and_lists_the_checks():
-    lines = preview_train(load_project(Path(__file__).resolve().parents[2] / "config"))
+    lines = preview_train(load_project(CONFIG))
     assert "  eligibility rule cancelled v1: lint passed" in lines
     assert "  whole chain: would probe: repeat, chunks:1, chunks:7" in lines
     assert "  compiled plan: would compare with the step-by-step walk: agree:whole, agree:rows, agree:empty, " \
@@ -45,7 +46,7 @@ def _with_lookups(config, rows, demo_tables):
 
 def test_smoke_probe_runs_every_check_on_a_csv_sample(tmp_path, runtime, lookup_tables, flights_sample):
     sample = tmp_path / "sample.csv"
-    config = load_project(Path(__file__).resolve().parents[2] / "config")
+    config = load_project(CONFIG)
     flights_sample.head(300).to_csv(sample, index=False)  # as exported: the lookups are joined from the local tables
     lookup_tables(runtime)
     lines, admitted = smoke_probe(config, sample, runtime=runtime)
@@ -57,7 +58,7 @@ def test_smoke_probe_runs_every_check_on_a_csv_sample(tmp_path, runtime, lookup_
 
 
 def test_smoke_probe_names_the_problem_with_a_bad_sample(tmp_path, flights_sample, demo_tables):
-    config = load_project(Path(__file__).resolve().parents[2] / "config")
+    config = load_project(CONFIG)
     with pytest.raises(LakescoreError, match="does not exist"):
         smoke_probe(config, tmp_path / "nope.csv")
     (tmp_path / "empty.csv").write_text("")
@@ -74,7 +75,7 @@ def test_smoke_probe_refuses_a_sample_under_16_rows(tmp_path, flights_sample):
     sample = tmp_path / "sample.parquet"
     flights_sample.head(10).to_parquet(sample)
     with pytest.raises(LakescoreError, match="has 10 rows; the probe needs at least 16"):
-        smoke_probe(load_project(Path(__file__).resolve().parents[2] / "config"), sample)
+        smoke_probe(load_project(CONFIG), sample)
 
 
 def test_preview_score_admits_a_certified_version_and_reports_no_rules(runtime, project_dir, small_chain, flights_sample):
@@ -95,7 +96,7 @@ def test_sample_with_lookups_joins_as_training_does_unless_the_sample_carries_th
     from lakescore.workflows.preview import read_sample, sample_with_lookups
 
     lookup_tables(runtime)
-    config = load_project(Path(__file__).resolve().parents[2] / "config")
+    config = load_project(CONFIG)
     flights_sample.head(300).to_csv(tmp_path / "sample.csv", index=False)  # as exported: no lookup columns
     sample = read_sample(tmp_path / "sample.csv")
     joined, lines = sample_with_lookups(config, runtime, sample, source="sample.csv")
@@ -119,7 +120,7 @@ def test_smoke_probe_says_which_columns_a_sample_must_carry_without_the_feature_
 
     sample = tmp_path / "sample.csv"
     flights_sample.head(300).to_csv(sample, index=False)
-    config = load_project(Path(__file__).resolve().parents[2] / "config")
+    config = load_project(CONFIG)
     with pytest.raises(FeatureLookupError, match=r"main.flights.weather is not in the local runtime .*give a sample "
                                                  r"that already carries temp, wind_speed, precip, visib \(from "
                                                  r"main.flights.weather by origin, time_hour\); plane_year, seats, "
