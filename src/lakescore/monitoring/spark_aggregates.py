@@ -177,9 +177,6 @@ def spark_aggregates(frame: Any, *, inputs: dict[str, str] | None = None, label:
     for i, (_name, column) in enumerate(names.items()):
         exprs[f"null_{i}"] = F.count(F.when(_missing(frame, column), 1))
     binned = _profile_bins(frame, names, profile)
-    for i, (_, index, size, only) in enumerate(binned):
-        for b in range(size):
-            exprs[f"bin_{i}_{b}"] = F.count(F.when(only & (index == b), 1))
     measured = label is not None and "prediction" in frame.columns  # a model set's rows: see monitoring.outputs
     if measured:
         exprs.update(_performance_exprs(frame, label, classifier))  # type: ignore[arg-type]  # measured implies a label
@@ -192,7 +189,7 @@ def spark_aggregates(frame: Any, *, inputs: dict[str, str] | None = None, label:
     return RunAggregates(
         outcomes={(r["scoring_status"], r["exclusion_reason"]): int(r["count"]) for r in outcomes},
         null_counts={name: int(row[f"null_{i}"]) for i, name in enumerate(names)} if inputs is not None else None,
-        bins={name: [float(row[f"bin_{i}_{b}"]) for b in range(size)] for i, (name, _, size, _) in enumerate(binned)},
+        bins=_bin_counts(frame, binned),
         classes=main.classes, value_column=main.value_column, value_sum=main.value_sum,
         value_count=main.value_count, quantiles=main.quantiles,
         performance=_performance(frame, row, label if measured else None, classifier, exact_roc_limit),
@@ -246,6 +243,31 @@ def _profile_bins(frame: Any, inputs: dict[str, str], profile: dict[str, Any] | 
         out.append(("prediction", bin_index(frame, entry["column"], entry), _size(entry),
                     F.coalesce(F.col("scoring_status") == "predicted", F.lit(False))))
     return out
+
+
+def _bin_counts(frame: Any, binned: list[tuple[str, Any, int, Any]]) -> dict[str, list[float]]:
+    """Rows per bin of each profiled column (:func:`_profile_bins`), counted in one grouped
+    aggregate of (column, bin) pairs on the executors: at most the bins' number of rows reach the
+    driver.
+
+    Grouped rather than one ``count(CASE ...)`` per bin in the run's wide aggregate: a run with
+    a dozen profiled features has over a hundred bins, and Spark's code generation for that
+    aggregate cost more than the counting: the demo's 84,292-row run with its 128 bins took
+    53-59 s in the wide aggregate, 20-26 s in the aggregate and this one (local[2]).
+    """
+    from pyspark.sql import functions as F  # noqa: N812
+
+    if not binned:
+        return {}
+    pairs = F.explode(F.array(*[F.struct(F.lit(i).alias("column"), F.when(only, index).alias("bin"))
+                                for i, (_, index, _, only) in enumerate(binned)])).alias("pair")
+    counted = (frame.select(pairs).select("pair.column", "pair.bin").where(F.col("bin").isNotNull())
+               .groupBy("column", "bin").count().collect())
+    bins = {name: [0.0] * size for name, _, size, _ in binned}
+    names = [name for name, _, _, _ in binned]
+    for r in counted:
+        bins[names[int(r["column"])]][int(r["bin"])] = float(r["count"])
+    return bins
 
 
 def _size(entry: dict[str, Any]) -> int:
