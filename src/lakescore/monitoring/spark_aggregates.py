@@ -18,6 +18,7 @@ Every function here needs pyspark (imported inside, as the rest of lakescore doe
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -122,18 +123,31 @@ def _label_hash_exprs(frame: Any, keys: list[str], label: str) -> dict[str, Any]
     return {"hash_rows": F.count(F.lit(1)), "hash_total": F.sum(row.cast("decimal(38,0)"))}
 
 
-def roc_counts(frame: Any, label: str, *, exact: bool) -> tuple[tuple[float, int, int], ...]:
-    """(probability, positives, negatives) of the predicted rows labelled 0 or 1, per distinct
-    probability (``exact``) or per :data:`ROC_BUCKET` bucket (its lower edge), ascending."""
+@dataclass(frozen=True)
+class RocGrouping:
+    """How :func:`_tallies` counts the ROC pairs, as Columns: the rows (``use``: predicted,
+    labelled 0 or 1), their group (``key``: the probability, or its :data:`ROC_BUCKET` bucket's
+    lower edge) and whether each is a positive."""
+
+    use: Any
+    key: Any
+    positive: Any
+
+
+def _roc_grouping(frame: Any, row: dict[str, Any], label: str | None, exact_roc_limit: int) -> RocGrouping | None:
+    """The ROC grouping of a classifier's labelled run, from its wide aggregate ``row``: per
+    distinct probability while ``approx_count_distinct`` finds at most ``exact_roc_limit`` of
+    them, else per bucket; None when there is no ROC AUC to count (no label, a regressor, one
+    class only, or labels other than 0 and 1)."""
     from pyspark.sql import functions as F  # noqa: N812
 
+    if label is None or not (row["positives"] and row["negatives"]) or row["other_labels"]:
+        return None
     truth = F.col(label).cast("double")
     use = (F.col("scoring_status") == "predicted") & truth.isin(0.0, 1.0) & ~_missing(frame, label)
     score = F.col("probability").cast("double")
-    key = score if exact else F.floor(score / ROC_BUCKET) * ROC_BUCKET
-    grouped = frame.where(use).groupBy(key.alias("p")).agg(F.count(F.when(truth == 1.0, 1)).alias("pos"),
-                                                          F.count(F.when(truth == 0.0, 1)).alias("neg"))
-    return tuple(sorted((float(r["p"]), int(r["pos"]), int(r["neg"])) for r in grouped.collect()))
+    key = score if _roc_exact(row, exact_roc_limit) else F.floor(score / ROC_BUCKET) * ROC_BUCKET
+    return RocGrouping(use, key, truth == 1.0)
 
 
 def spark_aggregates(frame: Any, *, inputs: dict[str, str] | None = None, label: str | None = None,
@@ -183,16 +197,17 @@ def spark_aggregates(frame: Any, *, inputs: dict[str, str] | None = None, label:
     if label is not None and keys is not None:
         exprs.update(_label_hash_exprs(frame, keys, label))
     row = frame.agg(*[e.alias(n) for n, e in exprs.items()]).collect()[0].asDict()
-    outcomes = frame.groupBy("scoring_status", "exclusion_reason").count().collect()
-    found = {o.name: _distribution(frame, o, row, f"o{i}_") for i, o in enumerate(summarised)}
+    roc = _roc_grouping(frame, row, label if measured and classifier else None, exact_roc_limit)
+    tallies = _tallies(frame, [o for o in summarised if o.label], binned, roc)
+    found = {o.name: _distribution(o, row, f"o{i}_", tallies.classes.get(o.name)) for i, o in enumerate(summarised)}
     main = Distribution() if outputs else found[""]
     return RunAggregates(
-        outcomes={(r["scoring_status"], r["exclusion_reason"]): int(r["count"]) for r in outcomes},
+        outcomes=tallies.outcomes,
         null_counts={name: int(row[f"null_{i}"]) for i, name in enumerate(names)} if inputs is not None else None,
-        bins=_bin_counts(frame, binned),
+        bins=tallies.bins,
         classes=main.classes, value_column=main.value_column, value_sum=main.value_sum,
         value_count=main.value_count, quantiles=main.quantiles,
-        performance=_performance(frame, row, label if measured else None, classifier, exact_roc_limit),
+        performance=_performance(row, label if measured else None, classifier, tallies.roc, exact_roc_limit),
         label_hash=LabelHash(int(row["hash_rows"]), int(row["hash_total"] or 0))
         if label is not None and keys is not None else None,
         outputs={o.name: found[o.name] for o in outputs},
@@ -211,15 +226,9 @@ def _value_exprs(frame: Any, output: Output, prefix: str) -> dict[str, Any]:
             f"{prefix}quantiles": F.percentile_approx(value, [q / 100 for q in QUANTILES], PERCENTILE_ACCURACY)}
 
 
-def _distribution(frame: Any, output: Output, row: dict[str, Any], prefix: str) -> Distribution:
-    """:class:`Distribution` of ``output`` from the aggregate ``row`` (:func:`_value_exprs`), with
-    its class counts grouped on the executors when it is a label."""
-    from pyspark.sql import functions as F  # noqa: N812
-
-    classes = None
-    if output.label:
-        known = frame.where((F.col("scoring_status") == "predicted") & ~_missing(frame, output.prediction))
-        classes = {r[output.prediction]: int(r["count"]) for r in known.groupBy(output.prediction).count().collect()}
+def _distribution(output: Output, row: dict[str, Any], prefix: str, classes: dict[Any, int] | None) -> Distribution:
+    """:class:`Distribution` of ``output`` from the aggregate ``row`` (:func:`_value_exprs`) and,
+    when it is a label, its class counts (:func:`_tallies`)."""
     if output.value_column is None:
         return Distribution(classes=classes, value_column=output.value_role)
     count = int(row[f"{prefix}count"])
@@ -245,37 +254,85 @@ def _profile_bins(frame: Any, inputs: dict[str, str], profile: dict[str, Any] | 
     return out
 
 
-def _bin_counts(frame: Any, binned: list[tuple[str, Any, int, Any]]) -> dict[str, list[float]]:
-    """Rows per bin of each profiled column (:func:`_profile_bins`), counted in one grouped
-    aggregate of (column, bin) pairs on the executors: at most the bins' number of rows reach the
-    driver.
+@dataclass(frozen=True)
+class Tallies:
+    """The grouped counts of one run (:func:`_tallies`): rows per (``scoring_status``,
+    ``exclusion_reason``), per class of each label output (output name -> class -> rows), per bin
+    of each profiled column (column -> rows per bin), and the ROC counts ((probability,
+    positives, negatives), ascending; empty without a :class:`RocGrouping`)."""
 
-    Grouped rather than one ``count(CASE ...)`` per bin in the run's wide aggregate: a run with
-    a dozen profiled features has over a hundred bins, and Spark's code generation for that
-    aggregate cost more than the counting: the demo's 84,292-row run with its 128 bins took
-    53-59 s in the wide aggregate, 20-26 s in the aggregate and this one (local[2]).
+    outcomes: dict[tuple[Any, Any], int]
+    classes: dict[str, dict[Any, int]]
+    bins: dict[str, list[float]]
+    roc: tuple[tuple[float, int, int], ...]
+
+
+def _tallies(frame: Any, labels: list[Output], binned: list[tuple[str, Any, int, Any]],
+             roc: RocGrouping | None) -> Tallies:
+    """Rows per outcome, per class of each of the ``labels`` outputs (predicted rows whose class
+    is known), per bin of each profiled column (:func:`_profile_bins`) and per ROC group and
+    label, counted in one grouped aggregate on the executors: only those counts reach the driver.
+
+    Each row becomes one (facet, value) pair per tally (``explode``) and one ``groupBy`` counts
+    them all: one job over the run's joined rows instead of one per tally, since each job
+    recomputes the join of the run's rows with its inputs and labels (5-7 s each for the demo's
+    84,292-row run on local[2]). The bins are grouped rather than one ``count(CASE ...)`` per bin
+    in the run's wide aggregate: Spark's code generation for 128 such counts took 53-59 s there.
+    A pair's fields are typed as the frame's columns, so a class comes back as the value it is.
     """
     from pyspark.sql import functions as F  # noqa: N812
+    from pyspark.sql import types as T  # noqa: N812
 
-    if not binned:
-        return {}
-    pairs = F.explode(F.array(*[F.struct(F.lit(i).alias("column"), F.when(only, index).alias("bin"))
-                                for i, (_, index, _, only) in enumerate(binned)])).alias("pair")
-    counted = (frame.select(pairs).select("pair.column", "pair.bin").where(F.col("bin").isNotNull())
-               .groupBy("column", "bin").count().collect())
+    schema = frame.schema
+    fields = {"status": schema["scoring_status"].dataType, "reason": schema["exclusion_reason"].dataType,
+              **{f"class_{i}": schema[o.prediction].dataType for i, o in enumerate(labels)},
+              "bin": T.IntegerType(), "p": T.DoubleType(), "positive": T.BooleanType()}
+
+    def pair(facet: int, **values: Any) -> Any:
+        return F.struct(F.lit(facet).alias("facet"),
+                        *[(values[n] if n in values else F.lit(None)).cast(t).alias(n) for n, t in fields.items()])
+
+    predicted = F.coalesce(F.col("scoring_status") == "predicted", F.lit(False))
+    facets: list[tuple[str, str]] = [("outcome", ""), *[("class", o.name) for o in labels],
+                                     *[("bin", name) for name, _, _, _ in binned]]
+    pairs = [pair(0, status=F.col("scoring_status"), reason=F.col("exclusion_reason"))]
+    pairs += [F.when(predicted & ~_missing(frame, o.prediction), pair(1 + i, **{f"class_{i}": F.col(o.prediction)}))
+              for i, o in enumerate(labels)]
+    pairs += [F.when(only, pair(1 + len(labels) + j, bin=index)) for j, (_, index, _, only) in enumerate(binned)]
+    if roc is not None:
+        pairs.append(F.when(roc.use, pair(len(facets), p=roc.key, positive=roc.positive)))
+        facets.append(("roc", ""))
+    counted = (frame.select(F.explode(F.array(*pairs)).alias("pair")).where(F.col("pair").isNotNull())
+               .select("pair.*").groupBy("facet", *fields).count().collect())
+    outcomes: dict[tuple[Any, Any], int] = {}
+    classes: dict[str, dict[Any, int]] = {o.name: {} for o in labels}
     bins = {name: [0.0] * size for name, _, size, _ in binned}
-    names = [name for name, _, _, _ in binned]
+    curve: dict[float, list[int]] = {}
     for r in counted:
-        bins[names[int(r["column"])]][int(r["bin"])] = float(r["count"])
-    return bins
+        (kind, name), count = facets[int(r["facet"])], int(r["count"])
+        if kind == "outcome":
+            outcomes[(r["status"], r["reason"])] = count
+        elif kind == "class":
+            classes[name][r[f"class_{int(r['facet']) - 1}"]] = count
+        elif kind == "bin":
+            bins[name][int(r["bin"])] = float(count)
+        else:
+            curve.setdefault(float(r["p"]), [0, 0])[0 if r["positive"] else 1] += count
+    return Tallies(outcomes, classes, bins, tuple((p, pos, neg) for p, (pos, neg) in sorted(curve.items())))
 
 
 def _size(entry: dict[str, Any]) -> int:
     return len(entry["edges"]) + 2 if entry["kind"] == "numeric" else len(entry["categories"]) + 2
 
 
-def _performance(frame: Any, row: dict[str, Any], label: str | None, classifier: bool,
-                 exact_roc_limit: int) -> PerformanceCounts:
+def _roc_exact(row: dict[str, Any], exact_roc_limit: int) -> bool:
+    """Whether ROC AUC is counted per distinct probability: ``approx_count_distinct`` of the
+    labelled rows' probabilities (the wide aggregate ``row``) is at most ``exact_roc_limit``."""
+    return int(row["roc_distinct"]) <= exact_roc_limit
+
+
+def _performance(row: dict[str, Any], label: str | None, classifier: bool,
+                 roc: tuple[tuple[float, int, int], ...], exact_roc_limit: int) -> PerformanceCounts:
     if label is None:
         return PerformanceCounts(classifier=classifier)
     base: dict[str, Any] = {"classifier": classifier, "labelled": True, "labelled_rows": int(row["labelled_rows"]),
@@ -284,12 +341,8 @@ def _performance(frame: Any, row: dict[str, Any], label: str | None, classifier:
         return PerformanceCounts(**base, squared_error_sum=float(row["squared_error_sum"] or 0.0),
                                  absolute_error_sum=float(row["absolute_error_sum"] or 0.0))
     counts: dict[str, Any] = {k: int(row[k]) for k in ("correct", "positives", "negatives", "other_labels")}
-    roc: tuple[tuple[float, int, int], ...] = ()
-    exact = int(row["roc_distinct"]) <= exact_roc_limit
-    if counts["positives"] and counts["negatives"] and not counts["other_labels"]:
-        roc = roc_counts(frame, label, exact=exact)
     return PerformanceCounts(**base, **counts, log_loss_sum=float(row["log_loss_sum"] or 0.0), roc=roc,
-                             roc_exact=exact)
+                             roc_exact=_roc_exact(row, exact_roc_limit))
 
 
 def spark_labels(source: Any, *, keys: list[str], column: str, expression: str | None, empty: pd.DataFrame) -> Any:
