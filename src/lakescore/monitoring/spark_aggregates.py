@@ -276,9 +276,9 @@ def _tallies(frame: Any, labels: list[Output], binned: list[tuple[str, Any, int,
     Each row becomes one (facet, value) pair per tally (``explode``) and one ``groupBy`` counts
     them all: one job over the run's joined rows instead of one per tally, since each job
     recomputes the join of the run's rows with its inputs and labels (the demo's 84,292-row run on
-    local[2], in a fresh process: four jobs took 19-20 s, this one takes 9-12 s). The bins are grouped rather than one ``count(CASE ...)`` per bin
-    in the run's wide aggregate: Spark's code generation for 128 such counts took 53-59 s there.
-    A pair's fields are typed as the frame's columns, so a class comes back as the value it is.
+    local[2], in a fresh process: four jobs took 19-20 s, this one takes 9-12 s). The bins are
+    grouped rather than one ``count(CASE ...)`` per bin in the run's wide aggregate: Spark's code
+    generation for 128 such counts took 53-59 s there. A pair's fields are typed as the frame's columns, so a class comes back as the value it is.
     """
     from pyspark.sql import functions as F  # noqa: N812
     from pyspark.sql import types as T  # noqa: N812
