@@ -4,10 +4,12 @@ each writer (delta-rs and Spark Delta).
 The killed publishers are real processes: ``lakescore publish`` (delta-rs) and
 ``spark_route.py`` (Spark Delta, with a SparkSession of its own). The commit loop's fault hook
 (``LAKESCORE_FAULT_PAUSE=<point>:<marker>``) makes the kill point deterministic: the child writes
-the marker at the point and waits for ``<marker>.go``. To keep to one extra JVM, the Spark
-publisher that dies right after its commit is stopped at that point inside the test process
-(which leaves the same table and receipts table as a kill), and two racing Spark publishers are
-two threads on the test session's SparkSession.
+the marker at the point and waits for ``<marker>.go``. A Spark publisher is a real process killed
+where the kill can leave something a stop cannot: inside the one pass, with the commit's write job
+running. Before its commit (nothing written yet: Spark writes in the commit) and right after it, a
+Spark publisher is stopped at that point inside the test process, which leaves the same table and
+receipts table as a kill and costs no extra JVM; two racing Spark publishers are two threads on
+the test session's SparkSession.
 """
 
 from __future__ import annotations
@@ -57,23 +59,25 @@ def _publisher(lake, run: ScoredRun, *, pause: str | None = None, marker: Path |
     return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def _dies_after_commit(lake, run: ScoredRun, tmp_path: Path) -> None:
-    """Publish ``run`` and stop its publisher right after the commit, before the receipts table
-    row: SIGKILL of a ``lakescore publish`` process (delta-rs); the loop stopped at that point in
+def _dies_at(point: str, lake, run: ScoredRun, tmp_path: Path) -> None:
+    """Publish ``run`` and stop its publisher at the commit loop's ``point`` (``before_commit``:
+    its files written, nothing committed; ``after_commit``: committed, before the receipts table
+    row): SIGKILL of a ``lakescore publish`` process (delta-rs); the loop stopped at that point in
     this process (Spark)."""
     if lake.engine == "spark":
-        def stop(point: str) -> None:
-            if point == "after_commit":
-                raise _Stopped(point)
+        def stop(reached: str) -> None:
+            if reached == point:
+                raise _Stopped(reached)
 
         with pytest.raises(_Stopped):
             lake.publish(run, pause=stop)
         return
-    marker = tmp_path / "committed"
-    child = _publisher(lake, run, pause="after_commit", marker=marker)
+    marker = tmp_path / point
+    child = _publisher(lake, run, pause=point, marker=marker)
     _wait_for(marker)
     os.kill(child.pid, signal.SIGKILL)  # the caller never hears back
     child.wait(timeout=30)
+    assert child.returncode == -signal.SIGKILL
 
 
 def _wait_for(*paths: Path, timeout: float = 60) -> None:
@@ -95,17 +99,12 @@ def _parquet_files(path: str) -> set[str]:
     return {p.name for p in Path(path).glob("*.parquet")}
 
 
-def test_sigkill_between_files_and_commit_then_rerun_publishes_each_row_once(lake, tmp_path):
+def test_a_publisher_dead_between_files_and_commit_leaves_the_table_and_a_rerun_publishes_each_row_once(lake, tmp_path):
     run = _published_window(lake)
     earlier = _parquet_files(lake.path)
-    marker = tmp_path / "files-written"
-    child = _publisher(lake, run, pause="before_commit", marker=marker)
-    _wait_for(marker, timeout=180)
+    _dies_at("before_commit", lake, run, tmp_path)
     orphans = _parquet_files(lake.path) - earlier - {Path(u).name for u in DeltaTable(lake.path).file_uris()}
     assert len(orphans) == (1 if lake.engine == "delta-rs" else 0)  # delta-rs stages its file; Spark writes in the commit
-    os.kill(child.pid, signal.SIGKILL)
-    child.wait(timeout=30)
-    assert child.returncode == -signal.SIGKILL
     assert DeltaTable(lake.path).version() == 1 and len(lake.table()) == 500
     rerun = lake.publish(run)
     assert (rerun.action, rerun.table_version) == ("append", 2)
@@ -157,7 +156,7 @@ def test_two_publishers_of_one_window_commit_once(lake, tmp_path):
 
 def test_retry_after_a_commit_whose_caller_timed_out_is_a_noop(lake, tmp_path):
     run = _published_window(lake)
-    _dies_after_commit(lake, run, tmp_path)
+    _dies_at("after_commit", lake, run, tmp_path)
     retry = lake.publish(run)
     assert retry.action == "noop" and retry.message.startswith("replay: no-op")
     assert retry.table_version == 2 and retry.receipt["run_id"] == run.run_id
@@ -246,7 +245,7 @@ def test_cleaned_source_log_requires_recovery(lake):
 
 def test_receipt_lost_between_commit_and_receipts_table_then_log_cleaned_requires_recovery(lake, tmp_path):
     run = _published_window(lake)
-    _dies_after_commit(lake, run, tmp_path)  # committed v2, its receipt never reached the receipts table
+    _dies_at("after_commit", lake, run, tmp_path)  # committed v2, its receipt never reached the receipts table
     lake.maintain()  # ... and the log that held it is cleaned before anyone publishes again
     assert [r["table_version"] for r in receipts(lake.path)] == [1]
     lake.add_source(lake.flights.iloc[800:820])
