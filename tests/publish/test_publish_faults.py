@@ -61,9 +61,9 @@ def _publisher(lake, run: ScoredRun, *, pause: str | None = None, marker: Path |
 
 def _dies_at(point: str, lake, run: ScoredRun, tmp_path: Path) -> None:
     """Publish ``run`` and stop its publisher at the commit loop's ``point`` (``before_commit``:
-    its files written, nothing committed; ``after_commit``: committed, before the receipts table
-    row): SIGKILL of a ``lakescore publish`` process (delta-rs); the loop stopped at that point in
-    this process (Spark)."""
+    nothing committed, delta-rs's file staged, nothing written by Spark, which writes in the commit;
+    ``after_commit``: committed, before the receipts table row): SIGKILL of a ``lakescore publish``
+    process (delta-rs); the loop stopped at that point in this process (Spark)."""
     if lake.engine == "spark":
         def stop(reached: str) -> None:
             if reached == point:
