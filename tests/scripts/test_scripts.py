@@ -50,7 +50,13 @@ def test_bench_publish_runs_on_the_demo_config_with_its_feature_lookups(scripts,
 def test_bench_spark_publish_runs_with_few_rows(scripts, spark, tmp_path, capsys):
     scripts("bench_spark_publish").main(["500", "--repeats", "1", "--home", str(tmp_path / "bench")])
     figures = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert figures["rows"] == 500 and set(figures["median_s"]) == {"plain", "guarded_first", "guarded_next", "replay"}
+    assert figures["rows"] == 500 and set(figures["median_s"]) == {"plain", "plain_next", "plain_next_txn", "guarded_first",
+                                                                   "guarded_next", "replay"}
+    assert {"txn_vs_plain_next", "next_vs_txn"} <= set(figures)
+    from deltalake import DeltaTable
+
+    plain = DeltaTable(str(tmp_path / "bench" / "plain_0"))  # the plain appends, the last one with txnAppId
+    assert plain.version() == 2 and plain.history(1)[0]["operation"] == "WRITE"
 
 
 def test_bench_register_times_declared_and_inferred_requirements(scripts, capsys):
