@@ -10,9 +10,8 @@ Each repeat times, on ``local[2]`` after the SparkSession started:
 - ``plain``: a plain Delta append to a new table;
 - ``plain_next``: a second plain append (the second window's rows) to that table;
 - ``plain_next_txn``: the same append again with Delta's idempotent-write options, ``txnAppId`` /
-  ``txnVersion``, as every lakescore publication writes (Delta Lake on open-source Spark reads the
-  table's app transactions from a reconstruction of its log state, a few Spark jobs, on each such
-  write: what the exactly-once commit costs before lakescore adds anything);
+  ``txnVersion``, as every lakescore publication writes (what Delta Lake itself adds to an append for
+  the exactly-once commit, before lakescore adds anything);
 - ``guarded_first``: the writer's first publication to a new table (create + append);
 - ``guarded_next``: a second window appended to that table (key check against its rows);
 - ``replay``: the same request again (a no-op).
