@@ -27,8 +27,9 @@ import argparse
 import json
 import statistics
 import tempfile
-import time
+from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--home", default=None)
     args = parser.parse_args(argv)
 
+    from bench_publish import timed  # scripts/ is on the path as a script runs from it
+
     from lakescore.publish import spark_delta
     from lakescore.runtime import LocalRuntime
 
@@ -75,32 +78,28 @@ def main(argv: list[str] | None = None) -> None:
     spark = runtime.spark()
     first = staged_frame(spark, home / "staged-1", args.rows, 0)
     second = staged_frame(spark, home / "staged-2", args.rows, args.rows)
-    times: dict[str, list[float]] = {"plain": [], "plain_next": [], "plain_next_txn": [], "guarded_first": [],
-                                     "guarded_next": [], "replay": []}
+    times: dict[str, list[float]] = {}
+
+    def record(name: str, call: Callable[..., Any], *given: Any, **options: Any) -> Any:
+        """``call(*given, **options)``, its wall seconds appended to ``times[name]`` (:func:`bench_publish.timed`)."""
+        out, seconds = timed(partial(call, *given, **options))
+        times.setdefault(name, []).append(seconds)
+        return out
+
     for i in range(args.repeats):
         plain = str(home / f"plain_{i}")
-        started = time.perf_counter()
-        first.write.format("delta").mode("append").save(plain)
-        times["plain"].append(time.perf_counter() - started)
-        started = time.perf_counter()
-        second.write.format("delta").mode("append").save(plain)
-        times["plain_next"].append(time.perf_counter() - started)
-        started = time.perf_counter()
-        second.write.format("delta").mode("append").option("txnAppId", f"bench-{i}").option("txnVersion", 1).save(plain)
-        times["plain_next_txn"].append(time.perf_counter() - started)
+        record("plain", first.write.format("delta").mode("append").save, plain)
+        record("plain_next", second.write.format("delta").mode("append").save, plain)
+        idempotent = second.write.format("delta").mode("append").option("txnAppId", f"bench-{i}").option("txnVersion", 1)
+        record("plain_next_txn", idempotent.save, plain)
         path = str(home / f"guarded_{i}")
         table = f"main.bench.guarded_{i}"
         one = request_for(table, args.rows, None, 1, f"run-a{i}")
-        started = time.perf_counter()
-        decision, _, _ = spark_delta.publish(path, first, one, keys=["flight_id"])
-        times["guarded_first"].append(time.perf_counter() - started)
+        decision, _, _ = record("guarded_first", spark_delta.publish, path, first, one, keys=["flight_id"])
         two = request_for(table, args.rows, 2, 2, f"run-b{i}")
-        started = time.perf_counter()
-        appended, _, _ = spark_delta.publish(path, second, two, keys=["flight_id"])
-        times["guarded_next"].append(time.perf_counter() - started)
-        started = time.perf_counter()
-        noop, _, _ = spark_delta.publish(path, second, replace(two, run_id=f"run-c{i}"), keys=["flight_id"])
-        times["replay"].append(time.perf_counter() - started)
+        appended, _, _ = record("guarded_next", spark_delta.publish, path, second, two, keys=["flight_id"])
+        noop, _, _ = record("replay", spark_delta.publish, path, second, replace(two, run_id=f"run-c{i}"),
+                            keys=["flight_id"])
         if (decision.action, appended.action, noop.action) != ("append", "append", "noop"):
             raise RuntimeError(f"expected append, append, noop; got {decision.action}, {appended.action}, "
                                f"{noop.action}")
