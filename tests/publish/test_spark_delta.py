@@ -430,3 +430,26 @@ def test_two_publishers_keeping_the_same_receipt_by_name_keep_it_once(spark):
         assert sorted(added) == [0, 1]
     rows = spark.sql(f"SELECT table_version FROM {name}_lakescore_receipts").collect()
     assert sorted(r["table_version"] for r in rows) == [1, 2]
+
+
+@pytest.mark.spark
+def test_a_create_that_meets_another_creates_files_is_a_race_to_retry(spark, tmp_path):
+    """Two publishers creating one table: the slower finds the other's data files written and its
+    log not yet (Delta says the location is not empty, or the path exists). That is a race, tried
+    again until the other's table is there, not an error that fails the publication."""
+    import uuid
+
+    from lakescore.runtime.appends import spark_raced
+
+    schema = f"create_race_{uuid.uuid4().hex[:8]}"
+    spark.sql(f"CREATE SCHEMA spark_catalog.{schema} LOCATION '{tmp_path / schema}'")
+    (tmp_path / schema / "t").mkdir(parents=True)
+    (tmp_path / schema / "t" / "part-00000-theirs.parquet").write_bytes(b"written by the other publisher")
+    rows = spark.createDataFrame([(1, "a")], "k long, v string")
+    with pytest.raises(Exception, match="DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION") as by_name:
+        rows.write.format("delta").mode("error").saveAsTable(f"spark_catalog.{schema}.t")
+    path = str(tmp_path / "by_path")
+    rows.write.format("delta").save(path)
+    with pytest.raises(Exception, match="DELTA_PATH_EXISTS") as by_path:
+        rows.write.format("delta").mode("error").save(path)
+    assert spark_raced(by_name.value) and spark_raced(by_path.value)

@@ -215,11 +215,17 @@ def append_once(path: str, data: pa.Table, *, app_id: str, version: int,
     return retry_races(attempt, raced=_raced)
 
 
+_SPARK_RACES = ("Concurrent", "DELTA_CONCURRENT", "ALREADY_EXISTS", "already exists", "ProtocolChanged",
+                "MetadataChanged", "DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION", "DELTA_PATH_EXISTS")
+"""What Spark Delta's errors say when another writer committed or created first. The last two are
+a create that lost to one still under way: its data files were written, its log not yet
+(``saveAsTable`` / ``save(path)`` with mode ``error``; seen on Delta 4.x under load)."""
+
+
 def spark_raced(err: Exception) -> bool:
     """Whether ``err`` is a Spark Delta failure another writer caused (a concurrent commit, a concurrent create)."""
     text = f"{type(err).__name__} {err}"
-    return any(word in text for word in ("Concurrent", "DELTA_CONCURRENT", "ALREADY_EXISTS", "already exists",
-                                         "ProtocolChanged", "MetadataChanged"))
+    return any(word in text for word in _SPARK_RACES)
 
 
 def _spark_missing(err: Exception) -> bool:
