@@ -261,6 +261,46 @@ def test_receipt_lost_between_commit_and_receipts_table_then_log_cleaned_require
     assert len(lake.table()) == 820
 
 
+@pytest.mark.parametrize("engine", [pytest.param("spark", marks=pytest.mark.spark)])
+def test_two_first_publications_on_spark_create_the_table_once_and_commit_once(lake):
+    """Two Spark publishers of the first window of a table that does not exist yet (two threads,
+    released together just before each creates it): one create wins, the other's loses a race
+    (Delta: protocol changed, or files already there) and plans against the winner's table; one
+    commits, the other finds the replay."""
+    lake.add_source(lake.flights.iloc[:500])
+    run, twin = lake.score(), lake.score()
+    both = threading.Barrier(2)
+
+    def together(point: str) -> None:
+        if point == "before_create":
+            both.wait(timeout=120)
+
+    results = _in_threads(lambda r: lake.publish(r, pause=together), (run, twin))
+    actions = sorted(getattr(r, "action", repr(r)) for r in results.values())
+    assert actions == ["append", "noop"], results
+    lake.assert_whole()
+    assert [r["table_version"] for r in receipts(lake.path)] == [1]
+
+
+def _in_threads(publish, runs) -> dict[str, object]:
+    """``publish(run)`` of each of ``runs`` in a thread of its own, all at once: the result or the
+    exception, by run id."""
+    results: dict[str, object] = {}
+
+    def one(r: ScoredRun) -> None:
+        try:
+            results[r.run_id] = publish(r)
+        except Exception as err:  # reported by the caller's assertion
+            results[r.run_id] = err
+
+    threads = [threading.Thread(target=one, args=(r,)) for r in runs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    return results
+
+
 def _two_spark_publishers(lake) -> None:
     """Two Spark publishers of one window (two threads on one SparkSession), released together
     once both planned against v1: one commits, the other's write conflicts or is skipped by Delta
@@ -273,19 +313,7 @@ def _two_spark_publishers(lake) -> None:
         if point == "before_commit":
             both.wait(timeout=120)
 
-    results: dict[str, object] = {}
-
-    def publish(r: ScoredRun) -> None:
-        try:
-            results[r.run_id] = lake.publish(r, pause=together)
-        except Exception as err:  # reported by the assertion below
-            results[r.run_id] = err
-
-    threads = [threading.Thread(target=publish, args=(r,)) for r in (run, twin)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=300)
+    results = _in_threads(lambda r: lake.publish(r, pause=together), (run, twin))
     actions = sorted(getattr(r, "action", repr(r)) for r in results.values())
     assert actions == ["append", "noop"], results
     assert next(r for r in results.values() if r.action == "noop").message.startswith("replay: no-op")

@@ -244,8 +244,9 @@ def publish_once(writer: Writer, request: PublishRequest, *, allow_empty: bool =
         Record keys: refused when a key repeats within the rows, or (on append) when the
         snapshot already holds it (:func:`check_keys`).
     pause : callable, default :func:`fault_pause`
-        Called with ``"before_commit"`` (files written, nothing committed) and ``"after_commit"``
-        (committed, receipt not yet in the receipts table); for fault tests.
+        Called with ``"before_create"`` (the table is missing, about to be created),
+        ``"before_commit"`` (files written, nothing committed) and ``"after_commit"`` (committed,
+        receipt not yet in the receipts table); for fault and race tests.
     complete : callable, optional
         ``receipt -> receipt``: called once the commit landed, with its receipt as read back;
         what it returns is kept in the receipts table and returned (the one pass adds the
@@ -283,6 +284,7 @@ def publish_once(writer: Writer, request: PublishRequest, *, allow_empty: bool =
         if decision.action == "noop":
             return decision, state.version, decision.replayed
         if decision.action == "create":
+            pause("before_create")
             writer.create()
             continue
         if keys:

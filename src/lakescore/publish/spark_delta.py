@@ -72,7 +72,7 @@ from lakescore.publish.state import (
     newest_receipt_version,
     stored_receipts,
 )
-from lakescore.runtime.appends import spark_insert_new
+from lakescore.runtime.appends import retry_races, spark_insert_new, spark_raced
 
 AppTxnReader = Callable[[str, str, int], "int | None"]  # (table location, app id, version) -> txn version
 
@@ -421,12 +421,6 @@ def _examples(offending: Any, keys: list[str]) -> tuple[dict[str, Any], ...]:
     return tuple(row.asDict() for row in offending.select(*keys).orderBy(*keys).limit(3).collect())
 
 
-def _concurrent(err: Exception) -> bool:
-    """A Delta optimistic-concurrency failure (py4j and Spark Connect wrap io.delta.exceptions.*)."""
-    text = f"{type(err).__name__} {err}"
-    return "ConcurrentTransactionException" in text or "DELTA_CONCURRENT" in text or "Concurrent" in type(err).__name__
-
-
 class SparkDeltaTarget:
     """The publication state of the Delta table ``ref``: the reading half of
     :class:`SparkDeltaWriter`, usable without a frame (``lakescore score`` plans against it,
@@ -644,11 +638,9 @@ class SparkDeltaWriter:
         new frame of the rows' schema: no action runs on the rows (whose commit, on the one pass,
         observes their counts)."""
         empty = self.spark.createDataFrame([], self.frame.schema)
-        try:
-            self.ref.write(empty.write.format("delta").mode("ignore"))
-        except Exception as err:  # another publisher created it at the same time: plan against theirs
-            if not _concurrent(err):
-                raise
+        # another publisher creating it at the same time: tried again until theirs is there (then
+        # mode ignore leaves it as it is), and the next plan is made against it
+        retry_races(lambda: self.ref.write(empty.write.format("delta").mode("ignore")))
 
     def period_nulls(self, column: str) -> int:
         if column not in self.frame.columns:
@@ -677,7 +669,7 @@ class SparkDeltaWriter:
         try:
             self.ref.write(self.frame.write.format("delta").mode(mode).options(**options))
         except Exception as err:
-            if _concurrent(err):
+            if spark_raced(err):
                 raise CommitLost(str(err).splitlines()[0][:300]) from err
             raise
 
