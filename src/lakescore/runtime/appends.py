@@ -218,8 +218,9 @@ def append_once(path: str, data: pa.Table, *, app_id: str, version: int,
 _SPARK_RACES = ("Concurrent", "DELTA_CONCURRENT", "ALREADY_EXISTS", "already exists", "ProtocolChanged",
                 "MetadataChanged", "DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION", "DELTA_PATH_EXISTS")
 """What Spark Delta's errors say when another writer committed or created first. The last two are
-a create that lost to one still under way: its data files were written, its log not yet
-(``saveAsTable`` / ``save(path)`` with mode ``error``; seen on Delta 4.x under load)."""
+creates (``saveAsTable`` / ``save(path)`` with mode ``error``) that lost to another create: by name,
+its data files were written and its log not yet; by path, its log landed after this writer looked
+(both seen on Delta 4.x under load)."""
 
 
 def spark_raced(err: Exception) -> bool:
