@@ -268,28 +268,27 @@ def test_two_first_publications_on_spark_create_the_table_once_and_commit_once(l
     (Delta: protocol changed, or files already there) and plans against the winner's table; one
     commits, the other finds the replay."""
     lake.add_source(lake.flights.iloc[:500])
-    run, twin = lake.score(), lake.score()
-    both = threading.Barrier(2)
-
-    def together(point: str) -> None:
-        if point == "before_create":
-            both.wait(timeout=120)
-
-    results = _in_threads(lambda r: lake.publish(r, pause=together), (run, twin))
+    results = _published_together(lake, (lake.score(), lake.score()), at="before_create")
     actions = sorted(getattr(r, "action", repr(r)) for r in results.values())
     assert actions == ["append", "noop"], results
     lake.assert_whole()
     assert [r["table_version"] for r in receipts(lake.path)] == [1]
 
 
-def _in_threads(publish, runs) -> dict[str, object]:
-    """``publish(run)`` of each of ``runs`` in a thread of its own, all at once: the result or the
-    exception, by run id."""
+def _published_together(lake, runs, *, at: str) -> dict[str, object]:
+    """``lake.publish(run)`` of each of ``runs`` in a thread of its own, all released together at
+    the commit loop's pause point ``at``: the result or the exception, by run id."""
+    both = threading.Barrier(len(runs))
+
+    def together(point: str) -> None:
+        if point == at:
+            both.wait(timeout=120)
+
     results: dict[str, object] = {}
 
     def one(r: ScoredRun) -> None:
         try:
-            results[r.run_id] = publish(r)
+            results[r.run_id] = lake.publish(r, pause=together)
         except Exception as err:  # reported by the caller's assertion
             results[r.run_id] = err
 
@@ -306,14 +305,7 @@ def _two_spark_publishers(lake) -> None:
     once both planned against v1: one commits, the other's write conflicts or is skipped by Delta
     (same txnAppId and txnVersion) and its next plan finds the replay."""
     run = _published_window(lake)
-    twin = lake.score()
-    both = threading.Barrier(2)
-
-    def together(point: str) -> None:
-        if point == "before_commit":
-            both.wait(timeout=120)
-
-    results = _in_threads(lambda r: lake.publish(r, pause=together), (run, twin))
+    results = _published_together(lake, (run, lake.score()), at="before_commit")
     actions = sorted(getattr(r, "action", repr(r)) for r in results.values())
     assert actions == ["append", "noop"], results
     assert next(r for r in results.values() if r.action == "noop").message.startswith("replay: no-op")

@@ -435,8 +435,9 @@ def test_two_publishers_keeping_the_same_receipt_by_name_keep_it_once(spark):
 @pytest.mark.spark
 def test_a_create_that_meets_another_creates_files_is_a_race_to_retry(spark, tmp_path):
     """Two publishers creating one table: the slower finds the other's data files written and its
-    log not yet (Delta says the location is not empty, or the path exists). That is a race, tried
-    again until the other's table is there, not an error that fails the publication."""
+    log not yet (by name: Delta says the location is not empty), or its log landed after it looked
+    (by path: the path exists). That is a race, tried again until the other's table is there, not
+    an error that fails the publication."""
     import uuid
 
     from lakescore.runtime.appends import spark_raced
