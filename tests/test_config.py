@@ -8,6 +8,7 @@ from fixtures.configs import CONFIG, without_feature_lookups
 
 from lakescore.cli import main
 from lakescore.config import load_project
+from lakescore.config.base import SAFE_LOADER
 from lakescore.errors import ConfigError
 
 
@@ -48,6 +49,19 @@ def test_every_problem_of_every_file_is_listed_at_once(project_dir):
     assert "config/inference.yml: missing required key 'score_source_table'" in text
     assert "got 100001" in text
     assert "config/training.yml: registry.model_name must be a three-part table name" in text
+
+
+def test_a_file_that_is_not_yaml_names_the_file_and_the_line_beside_the_other_problems(project_dir):
+    text = (project_dir / "serving.yml").read_text()
+    (project_dir / "serving.yml").write_text(text + "replicas: [1, 2\n")
+    _edit(project_dir, "inference.yml", batch_compute="gpu")
+    with pytest.raises(ConfigError) as err:
+        load_project(project_dir)
+    problems = err.value.problems
+    assert len(problems) == 2, problems
+    broken = next(p for p in problems if p.startswith("config/serving.yml: not valid YAML"))
+    assert f"line {len(text.splitlines()) + 2}" in broken and broken.endswith("; fix the syntax")
+    assert yaml.__with_libyaml__ is False or SAFE_LOADER is yaml.CSafeLoader  # libyaml's parser where it is installed
 
 
 def test_a_bad_choice_lists_the_allowed_values(project_dir):

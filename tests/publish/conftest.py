@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 import pytest
 import yaml
+from engines import ENGINES  # tests/publish/engines.py
 from fixtures.configs import CONFIG
 
 from lakescore.config import ProjectConfig, load_project
@@ -151,8 +152,7 @@ def lake(runtime: LocalRuntime, project_dir: Path, chain: Any, flights_sample: p
     return Lake(runtime, project_dir, chain, flights_sample)
 
 
-@pytest.fixture(params=["delta-rs", pytest.param("spark", marks=pytest.mark.spark),
-                        pytest.param("spark-one-pass", marks=pytest.mark.spark)])
+@pytest.fixture(params=ENGINES)
 def engine(request: pytest.FixtureRequest) -> str:
     """Each writer in turn (and the Spark one on the one pass of ``score --publish``): a test
     module overrides ``lake`` with ``lake.on(engine, request)``."""

@@ -1,12 +1,14 @@
 """The one commit loop, on both writers (delta-rs and Spark Delta) and real Delta tables: modes,
 replay, conflicts, stale plans, model and schema changes, key checks. Every test that takes
-``lake`` runs once per writer."""
+``lake`` runs once per writer, and again on the one pass of ``score --publish`` unless it tests a
+decision the one pass does not change (``engines.WRITERS``)."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 from deltalake import DeltaTable, write_deltalake
+from engines import WRITERS  # tests/publish/engines.py
 
 from lakescore.errors import (
     ModelChangeError,
@@ -89,6 +91,7 @@ def test_incremental_appends_inserted_rows_once_and_replays_are_noops(lake):
     assert DeltaTable(lake.path).version() == 2
 
 
+@pytest.mark.parametrize("engine", WRITERS)
 def test_same_run_id_with_a_different_request_is_a_conflict(lake):
     lake.add_source(lake.flights.iloc[:100])
     run = lake.score()
@@ -124,6 +127,7 @@ def test_stale_window_fails_and_covered_window_is_a_noop(lake):
     lake.assert_whole()
 
 
+@pytest.mark.parametrize("engine", WRITERS)
 def test_model_change_incremental_append_keeps_old_versions(lake):
     lake.add_source(lake.flights.iloc[:100])
     lake.publish(lake.score(model_version=1))
@@ -135,6 +139,7 @@ def test_model_change_incremental_append_keeps_old_versions(lake):
     assert set(table.loc[table["flight_id"].isin(lake.flights["flight_id"].iloc[:100]), "model_version"]) == {1}
 
 
+@pytest.mark.parametrize("engine", WRITERS)
 def test_model_change_reject_and_full_rebuild(lake):
     lake.add_source(lake.flights.iloc[:100])
     lake.publish(lake.score(model_version=1))
@@ -150,6 +155,7 @@ def test_model_change_reject_and_full_rebuild(lake):
     assert DeltaTable(lake.path).version() == 2  # one commit replaced the table
 
 
+@pytest.mark.parametrize("engine", WRITERS)
 def test_schema_change_is_refused_until_migrate(lake):
     lake.add_source(lake.flights.iloc[:100])
     lake.publish(lake.score())
@@ -163,6 +169,7 @@ def test_schema_change_is_refused_until_migrate(lake):
     assert table["segment"].isna().sum() == 100 and (table["segment"] == "x").sum() == 30
 
 
+@pytest.mark.parametrize("engine", WRITERS)
 def test_update_in_window_is_rejected_naming_versions_or_rebuilt(lake):
     lake.add_source(lake.flights.iloc[:100])
     lake.publish(lake.score())
@@ -177,6 +184,7 @@ def test_update_in_window_is_rejected_naming_versions_or_rebuilt(lake):
     assert len(lake.table()) == 119
 
 
+@pytest.mark.parametrize("engine", WRITERS)
 def test_empty_window_publishes_nothing_unless_allowed(lake):
     lake.add_source(lake.flights.iloc[:50])
     lake.publish(lake.score())
@@ -215,6 +223,7 @@ def test_snapshot_replaces_the_period_in_one_commit(lake):
     assert lake.publish(run).action == "noop"
 
 
+@pytest.mark.parametrize("engine", WRITERS)
 def test_empty_snapshot_never_wipes_a_period(lake):
     lake.configure(mode="snapshot", period_column="time_hour")
     lake.add_source(lake.flights.iloc[:100])
