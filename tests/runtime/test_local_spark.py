@@ -85,3 +85,23 @@ def test_the_local_session_reads_times_in_utc_whatever_the_machines_zone(spark):
     assert naive.selectExpr("unix_timestamp(t) AS s").first()["s"] == 1357016400
     same = spark.sql("SELECT timestamp_ntz'2013-01-01 05:00:00' = timestamp'2013-01-01 05:00:00+00:00' AS same")
     assert same.first()["same"] is True
+
+
+@pytest.mark.spark
+def test_delta_replays_a_local_tables_log_in_one_task(spark, tmp_path):
+    """The state reconstruction an idempotent append needs (Delta Lake reads the app's last
+    ``txnVersion`` from it) runs its log replay in one task, not one per core: on a local table
+    each extra task costs more than it saves (``SPARK_DELTA_CONF``, ``snapshotPartitions``)."""
+    path = str(tmp_path / "t")
+    spark.range(5).write.format("delta").save(path)
+    tracker = spark.sparkContext.statusTracker()
+    spark.sparkContext.setJobGroup("txn-append", "an idempotent append")
+    try:
+        rows = spark.range(5, 10, numPartitions=1)  # the write itself: one task
+        rows.write.format("delta").mode("append").options(txnAppId="app", txnVersion="1").save(path)
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+    jobs = tracker.getJobIdsForGroup("txn-append")
+    tasks = [info.numTasks for j in jobs for s in tracker.getJobInfo(j).stageIds
+             if (info := tracker.getStageInfo(s)) is not None]
+    assert len(jobs) >= 4 and max(tasks) == 1, tasks  # the replay's jobs ("Compute snapshot ..."), the write

@@ -21,7 +21,10 @@ DELTA_SPARK_VERSIONS = ("4.0", "4.1", "4.2")
 SPARK_DELTA_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
-    "spark.databricks.delta.snapshotPartitions": "2",  # log replay on 2 cores, not Delta's 50 tasks
+    # a table's log replayed in one task, not Delta's 50 (nor one per core): on a local table's log a
+    # second task costs more than it saves; every idempotent append replays it (docs/figures.md,
+    # Publication (Spark))
+    "spark.databricks.delta.snapshotPartitions": "1",
 }
 
 
