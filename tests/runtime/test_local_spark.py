@@ -99,8 +99,9 @@ def test_delta_replays_a_local_tables_log_in_one_task(spark, tmp_path):
     try:
         rows = spark.range(5, 10, numPartitions=1)  # the write itself: one task
         rows.write.format("delta").mode("append").options(txnAppId="app", txnVersion="1").save(path)
-    finally:
-        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+    finally:  # what setJobGroup set, unset (this thread runs the other tests' jobs)
+        for key in ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel"):
+            spark.sparkContext.setLocalProperty(key, None)
     jobs = tracker.getJobIdsForGroup("txn-append")
     tasks = [info.numTasks for j in jobs for s in tracker.getJobInfo(j).stageIds
              if (info := tracker.getStageInfo(s)) is not None]
