@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable
+from engines import ENGINES  # tests/publish/engines.py
 
 from lakescore.cli import main
 from lakescore.errors import PredictionsRewrittenError
@@ -119,7 +120,20 @@ def _outside(engine: str, lake, operation: str, dropped: list[int]) -> None:
         kept.write.format("delta").mode("overwrite").save(lake.path)
 
 
-@pytest.mark.parametrize("operation", ["RESTORE", "DELETE", "WRITE"])  # WRITE: an outside overwrite
+def _removals() -> list:
+    """(engine, operation) pairs: each writer meets each outside operation made with its own API
+    (WRITE: an overwrite), since what tells a removal is the table's history as that API records
+    it; the one pass, whose own part is the recovery in one pass and the incremental append after
+    it, meets one of them."""
+    pairs = []
+    for engine in ENGINES:
+        name, marks = (engine, ()) if isinstance(engine, str) else (engine.values[0], engine.marks)
+        for operation in ("DELETE",) if name == "spark-one-pass" else ("RESTORE", "DELETE", "WRITE"):
+            pairs.append(pytest.param(name, operation, marks=marks, id=f"{name}-{operation}"))
+    return pairs
+
+
+@pytest.mark.parametrize(("engine", "operation"), _removals())
 def test_rows_removed_after_the_last_receipt_are_refused_then_recovered_exactly_once(lake, engine, request,
                                                                                       operation):
     lake.on(engine, request)

@@ -106,3 +106,25 @@ def test_delta_replays_a_local_tables_log_in_one_task(spark, tmp_path):
     tasks = [info.numTasks for j in jobs for s in tracker.getJobInfo(j).stageIds
              if (info := tracker.getStageInfo(s)) is not None]
     assert len(jobs) >= 4 and max(tasks) == 1, tasks  # the replay's jobs ("Compute snapshot ..."), the write
+
+
+def test_the_local_driver_jvm_options_come_before_the_log_configuration(tmp_path):
+    from lakescore.runtime.local_spark import DRIVER_JVM_OPTIONS
+
+    options = session_confs(tmp_path, [])["spark.driver.extraJavaOptions"].split(" ")
+    assert options[:-1] == list(DRIVER_JVM_OPTIONS) and options[-1].startswith("-Dlog4j2.configurationFile=file:")
+    assert "-XX:+UseParallelGC" in options
+
+
+@pytest.mark.spark
+def test_the_local_driver_jvm_runs_with_the_throughput_collector_and_less_inlining(spark):
+    """The session's JVM took :data:`DRIVER_JVM_OPTIONS` (a short local run's JVM spends less CPU
+    collecting and compiling): its garbage collectors are the parallel ones ("PS ..."), not G1's,
+    and HotSpot reports the inlining flags at their set values."""
+    jvm = spark.sparkContext._jvm
+    management = jvm.java.lang.management.ManagementFactory
+    collectors = {bean.getName() for bean in management.getGarbageCollectorMXBeans()}
+    assert collectors == {"PS Scavenge", "PS MarkSweep"}, collectors
+    hotspot = management.getPlatformMXBean(jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean"))
+    flags = {name: hotspot.getVMOption(name).getValue() for name in ("MaxInlineLevel", "InlineSmallCode", "FreqInlineSize")}
+    assert flags == {"MaxInlineLevel": "6", "InlineSmallCode": "1000", "FreqInlineSize": "100"}

@@ -45,6 +45,18 @@ Measured with ``scripts/bench_spark_batches.py`` (README, Figures): 10,000 (Spar
 ``spark_udf_prediction_batch_rows`` 10,000 was the fastest cell of 2k/10k/50k x 2k/10k/50k. The
 bundle's score job cluster sets the same value (``resources/score.job.yml``); serverless cannot."""
 
+DRIVER_JVM_OPTIONS = ("-XX:+IgnoreUnrecognizedVMOptions", "-XX:+UseParallelGC",
+                      "-XX:MaxInlineLevel=6", "-XX:InlineSmallCode=1000", "-XX:FreqInlineSize=100")
+"""Options of the local driver's JVM (in local mode, the executors' too): the throughput garbage
+collector in place of G1, and less inlining by the C2 compiler (HotSpot's defaults: 15 levels,
+2,500 and 325 bytes), so that the JIT spends less of the two cores compiling Spark's and Delta
+Lake's code; a JVM that lacks one of them starts anyway (``IgnoreUnrecognizedVMOptions``).
+
+A local run is short and the JVM new: on this project's 2-core machine the compiler took about
+40 % of the JVM's CPU in the test suite. Measured (docs/figures.md, "Local Spark"): ``lakescore
+demo`` in a fresh home, 56-59 s and 97-102 CPU-seconds with HotSpot's defaults, 49 s and 78-80
+with these; three Spark-heavy test files in one process, 216-226 CPU-seconds against 183."""
+
 _server: tuple[int, str] | None = None  # (port, token) of this process's Spark Connect server
 
 
@@ -79,10 +91,11 @@ def master_cores(master: str) -> int:
 def session_confs(home: Path, jars: list[Path], *, master: str = DEFAULT_MASTER) -> dict[str, str]:
     """The confs of the local session: Delta Lake's extension and catalog from the cached ``jars``,
     Arrow on in batches of :data:`ARROW_BATCH_ROWS` rows, integer inputs to pandas UDFs as nullable
-    Int64, two cores, no UI, Spark's own log lines in ``<home>/logs/spark.log`` (errors also on the
-    console; :mod:`lakescore.runtime.local_logs`), and the session time zone UTC (Databricks' default; otherwise Spark takes
-    the JVM's zone, and a naive time, or a ``timestamp_ntz`` compared with a ``timestamp``, would be
-    read in the machine's local time).
+    Int64, two cores, no UI, the driver JVM's :data:`DRIVER_JVM_OPTIONS`, Spark's own log lines in
+    ``<home>/logs/spark.log`` (errors also on the console; :mod:`lakescore.runtime.local_logs`), and
+    the session time zone UTC (Databricks' default; otherwise Spark takes the JVM's zone, and a
+    naive time, or a ``timestamp_ntz`` compared with a ``timestamp``, would be read in the
+    machine's local time).
 
     ``spark.default.parallelism`` is set to the worker threads of ``master`` (what classic Spark
     uses anyway; :func:`lakescore.scoring.splits.spread_reads` cuts the source per core by it).
@@ -90,6 +103,7 @@ def session_confs(home: Path, jars: list[Path], *, master: str = DEFAULT_MASTER)
     ``VACUUM`` lists a table's files in that many tasks (Spark's default is 10,000, which on two
     local cores turns a vacuum of a small table into half a minute of empty tasks).
     """
+    logs = spark_log_confs(home)  # read by the JVM from its first line: none of Spark's chatter on the console
     return {
         **SPARK_DELTA_CONF,
         "spark.jars": ",".join(str(j) for j in jars),
@@ -104,7 +118,8 @@ def session_confs(home: Path, jars: list[Path], *, master: str = DEFAULT_MASTER)
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.warehouse.dir": str(home / "spark-warehouse"),
         "spark.driver.memory": "4g",
-        **spark_log_confs(home),  # read by the JVM from its first line: none of Spark's chatter on the console
+        **logs,
+        "spark.driver.extraJavaOptions": " ".join([*DRIVER_JVM_OPTIONS, logs["spark.driver.extraJavaOptions"]]),
     }
 
 
