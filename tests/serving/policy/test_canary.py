@@ -111,6 +111,29 @@ def test_a_candidate_replica_that_died_is_rerouted_and_counts_for_neither_side(t
     asyncio.run(scenario())
 
 
+def test_a_request_waiting_for_the_busy_candidate_replica_is_answered_by_production_once_it_dies(tmp_path) -> None:
+    """A canary request queued behind another on the candidate's only replica: when that replica
+    dies, production answers it at once (a reroute), not after request_timeout_s of waiting for a
+    replacement that is still starting, or for a candidate a rollback has already stopped."""
+    async def scenario() -> None:
+        ep, backend, _ = canary_endpoint(tmp_path, 100)  # request_timeout_s 30
+        await ready_replica(ep, backend, "serve", 1)
+        candidate = await ready_replica(ep, backend, "candidate", 2)
+        candidate.busy = True  # another request holds it
+        request = one_row({"a": "long"}, {"a": 1})
+        waiting = asyncio.create_task(ep.answer(request, request.to_body(), hold_s=None))
+        await asyncio.sleep(0.2)
+        assert not waiting.done() and ep.pool.waiting == 1  # queued for the candidate's replica
+        backend.states[candidate.replica_id] = ReplicaStatus("failed", "killed")
+        await ep.health.check()  # the health pass drops it and starts a replacement
+        assert ep.pool.of("candidate", "starting") and not ep.pool.of("candidate", "ready")
+        reply = await asyncio.wait_for(waiting, timeout=5)
+        assert reply.status == 200 and reply.payload["model_version"] == 1
+        assert nonzero(ep.candidates.canary.counts()) == {"candidate_rerouted": 1, "candidate_replica_deaths": 1}
+
+    asyncio.run(scenario())
+
+
 def test_a_production_replica_that_died_is_rerouted_and_counts_for_neither_side(tmp_path) -> None:
     async def scenario() -> None:
         ep, backend, _ = canary_endpoint(tmp_path, 1)  # request 0 is not in a 1% share

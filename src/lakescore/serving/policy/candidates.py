@@ -186,12 +186,21 @@ class Candidates:
         """The candidate's rows and the version of the replica that gave them, or None (production then
         answers, and the request counts no further): after counting a failure (a model error, or its
         ready replica ran over ``request_timeout_s``), or a reroute (no ready replica, its queue is full, or
-        its replica died mid-request; counted for neither side)."""
+        its replica died mid-request or while the request waited for it; counted for neither side).
+
+        A request waits for a busy candidate replica only while one is ready and the canary it was
+        drawn for is live: once none is (it died, and its replacement is still starting; or a
+        rollback stopped the candidate), production answers at once rather than after
+        ``request_timeout_s``."""
         canary = self.canary
         if canary is None:
             return None
+
+        def gone() -> bool:
+            return self.canary is not canary or not self.pool.of("candidate", "ready")
+
         try:
-            replica = await self.pool.acquire("candidate", wait_s=self.s.request_timeout_s) \
+            replica = await self.pool.acquire("candidate", wait_s=self.s.request_timeout_s, give_up=gone) \
                 if self.pool.of("candidate", "ready") else None
         except EndpointUnavailableError:  # max_queue requests already wait: production answers
             replica = None
