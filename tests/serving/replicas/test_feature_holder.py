@@ -3,6 +3,7 @@ forks: their exit codes and liveness come from the holder, never from probing a 
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
@@ -90,3 +91,29 @@ def test_a_held_replica_of_a_stopped_holder_counts_as_exited(holder, tmp_path) -
         assert time.monotonic() < deadline, "the replica outlived its holder"
         time.sleep(0.2)
     replica.terminate()  # nothing to signal: no error
+
+
+def test_a_replica_that_starts_after_its_holder_died_exits_too(holder, tmp_path) -> None:
+    """The race of a holder that exits right after a fork: the replica has not run yet when its
+    parent dies, and it must still exit. Its log is a FIFO, so the replica waits in opening it
+    (the first thing it does) until the holder is gone; it then finds itself orphaned rather than
+    taking its new parent for the one to watch."""
+    log = tmp_path / "replica.fifo"
+    os.mkfifo(log)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(str(tmp_path / "c.sock"))
+    sock.listen(1)
+    options = ReplicaOptions("models:/nothing/1", 1, f"sqlite:///{tmp_path / 'none.db'}")
+    pid = holder.fork_replica(sock, options, str(log))
+    sock.close()
+    holder.stop()  # the holder has exited when this returns; the replica still waits for its log
+    reader = os.open(log, os.O_RDONLY | os.O_NONBLOCK)  # lets the replica open its log and go on
+    try:
+        deadline = time.monotonic() + 10
+        while psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+            assert time.monotonic() < deadline, "an orphaned replica kept running"
+            time.sleep(0.2)
+    finally:
+        os.close(reader)
+        if psutil.pid_exists(pid):
+            os.kill(pid, signal.SIGKILL)

@@ -279,6 +279,7 @@ def _serve(conn: Any, features: Any, replicas: _Replicas) -> None:
             continue
         options, log_path = args
         fd = recv_handle(conn)
+        holder = os.getpid()  # what the replica watches: taken here, in case this process exits first
         with replicas.lock:  # recorded as running before the reaper can see it exit
             pid = os.fork()
             if pid != 0:
@@ -287,7 +288,7 @@ def _serve(conn: Any, features: Any, replicas: _Replicas) -> None:
             code = 0
             try:
                 conn.close()
-                run_forked_replica(socket.socket(fileno=fd), options, log_path, features=features)
+                run_forked_replica(socket.socket(fileno=fd), options, log_path, parent_pid=holder, features=features)
             except BaseException:  # noqa: BLE001 - a replica never returns into the holder's loop
                 code = 1
             finally:

@@ -204,13 +204,18 @@ def serve_replica(sock: socket.socket, options: ReplicaOptions, *, parent_pid: i
 
 
 def run_forked_replica(sock: socket.socket, options: ReplicaOptions, log_path: str, *,
-                    features: Features | None = None) -> None:
+                       parent_pid: int | None = None, features: Features | None = None) -> None:
     """Entry point of a replica forked from the preloaded fork server (see ``backend``), or from a
-    lookup model's feature holder (:mod:`lakescore.serving.replicas.feature_holder`), with its ``features``."""
+    lookup model's feature holder (:mod:`lakescore.serving.replicas.feature_holder`), with its ``features``.
+
+    ``parent_pid`` is the process that forked it, taken before the fork: a parent that exits
+    before the child first runs would otherwise leave it watching the process it was handed to
+    instead, and running for ever. None: this process's parent when it starts (the fork server,
+    which outlives its replicas)."""
     log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(log, 1)
     os.dup2(log, 2)
-    serve_replica(sock, options, parent_pid=os.getppid(), features=features)
+    serve_replica(sock, options, parent_pid=os.getppid() if parent_pid is None else parent_pid, features=features)
 
 
 def main(argv: list[str] | None = None) -> int:
