@@ -13,8 +13,9 @@ DBR_TESTS := tests/test_bundle_rehearsal.py tests/runtime tests/publish tests/sc
              tests/workflows/test_score.py tests/test_wheel_install.py
 # Both test lanes run in TEST_WORKERS processes (pytest-xdist): each test file runs whole, in order,
 # in one process; session fixtures (a Spark session, a fitted model) are built once per process.
+# Files are handed out in the order tests/conftest.py gives them (long ones first), not re-sorted.
 TEST_WORKERS ?= 2
-XDIST := -n $(TEST_WORKERS) --dist loadfile
+XDIST := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 .PHONY: install install-dbr demo test test-dbr lint bench clean
 

@@ -21,6 +21,19 @@ from lakescore.runtime import LocalRuntime, Runtime
 from lakescore.runtime.local_spark import CONNECT_MODE_ENV, classic_session
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Order the test files as the test processes should take them (``make test``: pytest-xdist's
+    ``--dist loadfile --no-loadscope-reorder``): the files marked ``long`` first, then the others by
+    their number of tests, most first (pytest-xdist's own order). By number alone, a file of one
+    long test (the demo in a process of its own) came last, and one test process ran it for half
+    a minute while the other had nothing left. Within a file, the tests keep their order."""
+    files: dict[Path, list[pytest.Item]] = {}
+    for item in items:
+        files.setdefault(item.path, []).append(item)
+    order = sorted(files.values(), key=lambda tests: (tests[0].get_closest_marker("long") is None, -len(tests)))
+    items[:] = [item for tests in order for item in tests]
+
+
 @pytest.fixture(scope="session", autouse=True)
 def migrated_mlflow(tmp_path_factory: pytest.TempPathFactory):
     """Every in-process ``LocalRuntime`` gets a copy of one migrated, empty MLflow database on its

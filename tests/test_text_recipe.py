@@ -21,7 +21,7 @@ from lakescore.scoring.preflight import ScorePlan
 from lakescore.scoring.spark import score_spark
 from lakescore.training import ChainRecipe, fit_chain
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.long]
 
 SOURCE = "main.t.text_source"
 RECIPE = [{"step": "tfidf_vectorizer", "name": "route_words", "columns": ["route"], "ngram_range": [1, 2],

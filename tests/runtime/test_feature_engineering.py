@@ -33,7 +33,7 @@ from lakescore.workflows.registration import TrainResult
 from lakescore.workflows.score import score
 from lakescore.workflows.train import train
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.long]
 
 
 class WithoutFeatureStore(DatabricksRuntime):

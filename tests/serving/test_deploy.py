@@ -31,6 +31,8 @@ from lakescore.serving.policy.candidates import Candidate
 from lakescore.serving.policy.shadow import ShadowTally
 from lakescore.serving.replicas.backend import ReplicaStatus
 
+pytestmark = pytest.mark.long
+
 
 @pytest.fixture(scope="module")
 def runtime(module_home) -> LocalRuntime:

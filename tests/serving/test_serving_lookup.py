@@ -23,6 +23,8 @@ from serving_helpers import MODEL, REPO, assert_same_answers, expected_rows, lau
 from lakescore.chain import FittedChain
 from lakescore.runtime import LocalRuntime
 
+pytestmark = pytest.mark.long
+
 WEATHER = "main.flights.weather"
 PLANES = "main.flights.planes"
 REQUEST = ["dep_delay", "origin", "time_hour", "tailnum"]  # the chain's inputs minus temp/plane_year, plus keys

@@ -26,6 +26,8 @@ from lakescore.model_set import ModelSet
 from lakescore.runtime import LocalRuntime
 from lakescore.saved_models import load_saved
 
+pytestmark = pytest.mark.long
+
 RTOL, ATOL = 1e-9, 1e-12
 INFERENCE = "main.flights.late_arrival_inference"
 

@@ -18,7 +18,7 @@ from lakescore.workflows.publish import publish
 from lakescore.workflows.score import score
 from lakescore.workflows.train import train
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.long]
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from lakescore.demo_data import FLIGHTS, INCOMING
 from lakescore.runtime import LocalRuntime
 from lakescore.workflows.demo import load_data
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.long]
 
 LIMIT = "1m"  # Spark's smallest accepted spark.driver.maxResultSize
 PREDICTIONS = "main.flights.late_arrival_predictions"

@@ -28,7 +28,7 @@ from lakescore.workflows.publish import list_receipts, publish
 from lakescore.workflows.score import score
 from lakescore.workflows.train import train
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.long]
 
 
 class ByNameOnly(DatabricksRuntime):

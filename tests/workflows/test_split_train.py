@@ -24,6 +24,8 @@ from lakescore.workflows.score import score
 from lakescore.workflows.split_train import FAULT_ENV, coded_rows
 from lakescore.workflows.train import train
 
+pytestmark = pytest.mark.long
+
 REPO = Path(__file__).resolve().parents[2]
 TABLE = "main.flights.flights"
 ROWS = 24_000  # 19,200 training rows: 2 workers (local[2]) x 8,000 fitted, about 3,200 left out
