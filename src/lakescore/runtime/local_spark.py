@@ -103,7 +103,8 @@ def session_confs(home: Path, jars: list[Path], *, master: str = DEFAULT_MASTER)
     ``VACUUM`` lists a table's files in that many tasks (Spark's default is 10,000, which on two
     local cores turns a vacuum of a small table into half a minute of empty tasks).
     """
-    logs = spark_log_confs(home)  # read by the JVM from its first line: none of Spark's chatter on the console
+    # read by the JVM from its first line: none of Spark's chatter on the console
+    log_config = spark_log_confs(home)["spark.driver.extraJavaOptions"]
     return {
         **SPARK_DELTA_CONF,
         "spark.jars": ",".join(str(j) for j in jars),
@@ -118,8 +119,7 @@ def session_confs(home: Path, jars: list[Path], *, master: str = DEFAULT_MASTER)
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.warehouse.dir": str(home / "spark-warehouse"),
         "spark.driver.memory": "4g",
-        **logs,
-        "spark.driver.extraJavaOptions": " ".join([*DRIVER_JVM_OPTIONS, logs["spark.driver.extraJavaOptions"]]),
+        "spark.driver.extraJavaOptions": " ".join([*DRIVER_JVM_OPTIONS, log_config]),
     }
 
 
