@@ -119,6 +119,44 @@ def test_repeated_keys_are_counted_by_a_spark_aggregate(spark):
     assert repeated_keys(new, None, keys=["s"], table="t").examples == ({"s": "a"},)
 
 
+@pytest.mark.spark
+def test_an_integer_key_is_checked_in_words_of_64_keys_with_the_totals_of_a_group_by(spark):
+    from datetime import datetime
+
+    from pyspark.sql import functions as F
+
+    from lakescore.publish.spark_delta import _word_totals, check_keys_within
+
+    stamp = datetime(2013, 10, 1, 5, tzinfo=UTC)
+    once = [-65, -64, -1, 0, 1, 62, 63, 64, 127, 128, 2**62, -2**63, 2**63 - 1, None]  # word edges, both signs
+    cases = {
+        "each key once, one null": (once, "long", 0),
+        "63 and 64 set in one word and the next": ([63, 64, 64], "long", 1),
+        "two nulls repeat the null key": ([1, None, None], "long", 1),
+        "a key three times": ([5, 5, 5, 6], "int", 2),
+        "a negative key twice": ([-1, -1, -2], "int", 1),
+        "nothing": ([], "long", 0),
+    }
+    for name, (keys, kind, surplus) in cases.items():
+        rows = spark.createDataFrame([(k, None if k == 0 else stamp) for k in keys], f"k {kind}, t timestamp")
+        period = [F.min(F.unix_micros("t")).alias("_plo"), F.max(F.unix_micros("t")).alias("_phi"),
+                  F.sum(F.col("t").isNull().cast("long")).alias("_pnull")]
+        found = _word_totals(rows, "k", period, [F.sum("_pnull").alias("nulls"), F.min("_plo").alias("low"),
+                                                 F.max("_phi").alias("high")])
+        present = [k for k in keys if k is not None]
+        assert found["twice"] == surplus, name
+        assert (found["rows"] or 0, found["_null0"], found["_lo0"], found["_hi0"]) == (
+            len(keys), keys.count(None) if keys else None, min(present, default=None), max(present, default=None)), name
+        assert (found["nulls"] or 0) == keys.count(0), name
+        checked = check_keys_within(rows, ["k"], period_column="t")
+        assert (checked.repeated is not None) == bool(surplus), name
+        plain = check_keys_within(rows.withColumn("k", F.col("k").cast("string")), ["k"], period_column="t")
+        assert {k: checked.totals[k] for k in ("rows", "_null0", "nulls", "low", "high")} == \
+               {k: plain.totals[k] for k in ("rows", "_null0", "nulls", "low", "high")}, name
+    repeated = check_keys_within(spark.createDataFrame([(7,), (7,), (8,), (2,), (2,), (2,)], "k long"), ["k"]).repeated
+    assert (repeated.count, repeated.examples) == (2, ({"k": 2}, {"k": 7}))  # the keys named, as a group-by names them
+
+
 @pytest.fixture
 def spark_lake(lake, request):
     """The publication lake; its tests choose the writer per publication."""

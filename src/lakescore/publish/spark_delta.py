@@ -313,8 +313,11 @@ class KeyCheck:
 
 def check_keys_within(rows: Any, keys: list[str], *, period_column: str | None = None) -> KeyCheck:
     """The :class:`KeyCheck` of ``rows``: one aggregate of their key columns (and the period
-    column) grouped by key, on the executors; one row of totals, and up to three repeated keys,
-    reach the driver.
+    column) on the executors; one row of totals, and up to three repeated keys, reach the driver.
+
+    One integer key column (the usual record key) is checked by :func:`_word_totals`, which groups
+    64 keys per row of the shuffle; any other key (compound, text, dates), and a key that
+    repeats there (to name the keys), by a ``groupBy`` of the keys themselves.
 
     Parameters
     ----------
@@ -327,7 +330,7 @@ def check_keys_within(rows: Any, keys: list[str], *, period_column: str | None =
         (nothing when it is not a column of ``rows``).
     """
     from pyspark.sql import functions as F  # Spark only on this engine
-    from pyspark.sql.types import TimestampType
+    from pyspark.sql.types import IntegralType, TimestampType
 
     per_period: list[Any] = []
     period: list[Any] = []
@@ -338,6 +341,10 @@ def check_keys_within(rows: Any, keys: list[str], *, period_column: str | None =
         per_period = [F.min(col).alias("_plo"), F.max(col).alias("_phi"),
                       F.sum(F.col(period_column).isNull().cast("long")).alias("_pnull")]
         period = [F.sum("_pnull").alias("nulls"), F.min("_plo").alias("low"), F.max("_phi").alias("high")]
+    if len(keys) == 1 and isinstance(rows.schema[keys[0]].dataType, IntegralType):
+        totals = _word_totals(rows, keys[0], per_period, period)
+        if not totals["twice"]:
+            return KeyCheck(rows, totals, None)
     per_key = rows.groupBy(*keys).agg(F.count(F.lit(1)).alias("_rows"), *per_period)
     bounds = [agg for i, key in enumerate(keys)
               for agg in (F.min(key).alias(f"_lo{i}"), F.max(key).alias(f"_hi{i}"),
@@ -348,6 +355,34 @@ def check_keys_within(rows: Any, keys: list[str], *, period_column: str | None =
     repeated = (RepeatedKeys(twice, _examples(per_key.where(F.col("_rows") > 1), keys), "within this run")
                 if twice else None)
     return KeyCheck(rows, totals, repeated)
+
+
+def _word_totals(rows: Any, key: str, per_period: list[Any], period: list[Any]) -> dict[str, Any]:
+    """:func:`check_keys_within`'s totals for one integer ``key``, grouped 64 keys to a word.
+
+    Each row sets bit ``key & 63`` of the word of group ``key >> 6`` (``bit_or``); the distinct
+    keys are the bits set over all words (``bit_count``), one more for the null key when there
+    is one. A key repeats exactly when the rows outnumber the distinct keys: ``twice`` is that
+    surplus (rows, not keys; 0 when no key repeats). Dense keys (an identity column, a source's
+    row number) fill their words, so the shuffle carries one row per 64 keys rather than one
+    per key: on the project's 2-core machine, 0.34 s against 0.71 s for a million keys (a
+    ``groupBy`` of the key; the scan alone 0.22 s). Sparse keys cost what a ``groupBy`` costs.
+    ``bit_or`` and ``bit_count`` are plain aggregates, kept in Spark's hash aggregation
+    (``bitmap_construct_agg`` is not: it sorts every row).
+    """
+    from pyspark.sql import functions as F  # Spark only on this engine
+
+    name = "`" + key.replace("`", "``") + "`"
+    words = rows.groupBy(F.shiftright(F.col(key), 6).alias("_word")).agg(
+        F.expr(f"bit_or(shiftleft(1L, CAST({name} & 63 AS INT)))").alias("_bits"),
+        F.count(F.lit(1)).alias("_rows"), F.min(key).alias("_lo"), F.max(key).alias("_hi"),
+        F.sum(F.col(key).isNull().cast("long")).alias("_nulls"), *per_period)
+    totals = words.agg(F.sum(F.bit_count("_bits")).alias("_keys"), F.sum("_rows").alias("rows"),
+                       F.min("_lo").alias("_lo0"), F.max("_hi").alias("_hi0"), F.sum("_nulls").alias("_null0"),
+                       *period).first().asDict()
+    rows_in, nulls = int(totals["rows"] or 0), int(totals["_null0"] or 0)
+    distinct = int(totals.pop("_keys") or 0) + min(nulls, 1)
+    return {"twice": rows_in - distinct, **totals}
 
 
 def repeated_keys(frame: Any, existing: Any, *, keys: list[str], table: str,
