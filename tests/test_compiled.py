@@ -89,13 +89,20 @@ def test_a_missing_feature_after_the_steps_is_the_same_error_both_ways(small_cha
             predict(flights_sample.iloc[1000:1010])
 
 
-def test_a_frame_larger_than_one_pass_is_scored_pass_by_pass_with_the_same_answer(small_chain, flights_sample,
-                                                                                   monkeypatch):
-    import lakescore.chain
-
-    monkeypatch.setattr(lakescore.chain, "PASS_ROWS", 7)
+def test_a_frame_larger_than_one_pass_is_scored_pass_by_pass_with_the_same_answer(small_chain, flights_sample):
     cancelled = flights_sample[flights_sample["dep_time"].isna()].head(10)
     sample = pd.concat([flights_sample.iloc[:30], cancelled, flights_sample.iloc[30:50]])
-    scored = small_chain.predict(sample)
+    scored = small_chain.predict(sample, pass_rows=7)
     assert scored["scoring_status"].eq("excluded").any()  # excluded rows fall in several passes
     pd.testing.assert_frame_equal(scored, small_chain.reference_predict(sample))
+
+
+def test_one_sum_per_pass_answers_both_the_nan_rows_and_the_models_finiteness_check(small_chain, flights_sample,
+                                                                                   monkeypatch):
+    import lakescore.model_input as containers
+
+    sums, real = [], containers.all_finite
+    monkeypatch.setattr(containers, "all_finite", lambda matrix: sums.append(matrix.shape[0]) or real(matrix))
+    scored = small_chain.predict(flights_sample.iloc[:50], pass_rows=20)
+    assert len(sums) == 3  # one per pass of 20, 20 and 10 rows, not one for the NaN rows and one for the model
+    pd.testing.assert_frame_equal(scored, small_chain.reference_predict(flights_sample.iloc[:50]))

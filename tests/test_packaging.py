@@ -1,4 +1,4 @@
-"""The pyfunc wrapper: batch slicing, the registry round trip, and a worker refusing a tampered model."""
+"""The pyfunc wrapper: rows per model call, the registry round trip, and a worker refusing a tampered model."""
 
 from importlib.metadata import version
 from pathlib import Path
@@ -12,34 +12,23 @@ import yaml
 from lakescore.admission.evidence import admit
 from lakescore.errors import CertificateError, ModelArtifactsMissingError, UncertifiedModelError
 from lakescore.model_requirements import pip_requirements
-from lakescore.packaging import batch_slices, log_and_register, predict_in_batches
+from lakescore.packaging import log_and_register, predict_in_batches
 
 
-class CountingChain:
-    """Delegates to a real chain and counts model calls (the thing under test is the slicing)."""
+def test_a_worker_batch_of_25001_rows_makes_3_model_calls(small_chain, flights_sample, monkeypatch):
+    from lakescore.compiled import CompiledPlan
 
-    def __init__(self, chain):
-        self.chain, self.sizes = chain, []
-
-    def predict(self, frame):
-        self.sizes.append(len(frame))
-        return self.chain.predict(frame)
-
-
-def test_a_worker_batch_of_25001_rows_makes_3_model_calls(small_chain, flights_sample):
     batch = pd.concat([flights_sample] * 13, ignore_index=True).head(25001)
-    counting = CountingChain(small_chain)
-    scored = predict_in_batches(counting, batch, 10000)
-    assert counting.sizes == [10000, 10000, 5001]
-    assert len(scored) == 25001
+    passes, run = [], CompiledPlan.run
+    monkeypatch.setattr(CompiledPlan, "run", lambda plan, frame: passes.append(len(frame)) or run(plan, frame))
+    scored = predict_in_batches(small_chain, batch, 10000)
+    assert passes == [10000, 10000, 5001]  # one pass of the plan and one model call each
     assert scored.index.equals(batch.index)
-
-
-@pytest.mark.parametrize("n_rows,batch_rows,expected", [(0, 5, 0), (1, 1, 1), (10, 3, 4), (100000, 100000, 1)])
-def test_batch_slices_cover_every_row_once(n_rows, batch_rows, expected):
-    slices = batch_slices(n_rows, batch_rows)
-    assert len(slices) == expected
-    assert sum(s.stop - s.start for s in slices) == n_rows
+    passes.clear()
+    pd.testing.assert_frame_equal(predict_in_batches(small_chain, batch, 100000), scored)
+    assert passes == [16384, 8617]  # never more rows per model call than the chain's own pass
+    with pytest.raises(ValueError, match="batch_rows must be at least 1; got 0"):
+        predict_in_batches(small_chain, batch, 0)
 
 
 @pytest.fixture

@@ -162,13 +162,16 @@ class FittedChain:
             dtypes.update({name: OUTPUT_TYPES[kind] for name, kind in rule.outputs})
         return dtypes
 
-    def predict(self, frame: Any) -> pd.DataFrame:
+    def predict(self, frame: Any, *, pass_rows: int = PASS_ROWS) -> pd.DataFrame:
         """Score ``frame``: one output row per input row, same index and order.
 
         Parameters
         ----------
         frame : pandas or Polars DataFrame of shape (n_rows, >= len(input_columns))
             Raw request rows; extra columns are ignored.
+        pass_rows : int, default :data:`PASS_ROWS`
+            Most rows per pass of the compiled plan and the model (one model call each), at
+            least 1; consecutive rows, in order. The output frame is assembled once.
 
         Returns
         -------
@@ -182,16 +185,20 @@ class FittedChain:
         InputError
             When a required column is missing or a rule returns something other than one boolean
             per row.
+        ValueError
+            ``pass_rows`` below 1.
         """
+        if pass_rows < 1:
+            raise ValueError(f"pass_rows must be at least 1; got {pass_rows}")
         frame = to_pandas(frame)
         require_columns(frame, self.input_columns, what="the model")
         passes = []
-        for start in range(0, max(len(frame), 1), PASS_ROWS):
-            chunk = frame if len(frame) <= PASS_ROWS else frame.iloc[start:start + PASS_ROWS]
+        for start in range(0, max(len(frame), 1), pass_rows):
+            chunk = frame if len(frame) <= pass_rows else frame.iloc[start:start + pass_rows]
             rows, matrix, chunk_reasons = self.plan.run(chunk)
-            rows, matrix = self._exclude_unusable(rows, matrix, chunk_reasons)
-            passes.append((rows + start, *self._model_call(matrix), chunk_reasons))
-        if len(passes) == 1:  # a frame of up to PASS_ROWS rows: nothing to stitch
+            rows, matrix, finite = self._exclude_unusable(rows, matrix, chunk_reasons)
+            passes.append((rows + start, *self._model_call(matrix, finite=finite), chunk_reasons))
+        if len(passes) == 1:  # a frame of up to pass_rows rows: nothing to stitch
             return self._assemble(frame, *passes[0])
         labels = [p[1] for p in passes if p[1] is not None]
         return self._assemble(frame, np.concatenate([p[0] for p in passes]),
@@ -239,8 +246,8 @@ class FittedChain:
         for step, prefix in self.scoring_steps():
             rows, data = _run_step(step, data, rows, reasons, prefix)
         matrix = self.model_matrix(data)
-        rows, matrix = self._exclude_unusable(rows, matrix, reasons)
-        return self._assemble(frame, rows, *self._model_call(matrix), reasons)
+        rows, matrix, finite = self._exclude_unusable(rows, matrix, reasons)
+        return self._assemble(frame, rows, *self._model_call(matrix, finite=finite), reasons)
 
     @cached_property
     def model_takes_nan(self) -> bool:
@@ -270,25 +277,29 @@ class FittedChain:
         return containers.from_frame(data, self.feature_columns, self.model_input)
 
     def _exclude_unusable(self, rows: np.ndarray, matrix: np.ndarray,
-                          reasons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                          reasons: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool | None]:
         """Exclude the rows whose matrix holds NaN when the model cannot take it (``invalid:<feature>``,
-        the row's first NaN feature); return the remaining rows and their matrix."""
+        the row's first NaN feature); return the remaining rows, their matrix, and whether every
+        value of it is finite (:func:`lakescore.model_input.all_finite`, one sum that answers the
+        model call's check too; None: not looked at)."""
         if not len(rows) or self.model_takes_nan:
-            return rows, matrix
-        bad, first = containers.nan_features(matrix)
+            return rows, matrix, None
+        finite = containers.all_finite(matrix)
+        bad, first = containers.nan_features(matrix, finite=finite)
         if not bad.any():
-            return rows, matrix
+            return rows, matrix, finite
         reasons[rows[bad]] = [f"invalid:{self.feature_columns[i]}" for i in first]
-        return rows[~bad], matrix[~bad]
+        return rows[~bad], matrix[~bad], None
 
-    def _model_call(self, matrix: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
+    def _model_call(self, matrix: np.ndarray, *, finite: bool | None = None) -> tuple[np.ndarray | None, np.ndarray]:
         """The model on a float64 matrix (n_kept, n_features): labels (None when there are no rows)
         and, for a classifier, the probability of the positive class (binary) or of the class with
-        the highest probability, float64 of shape (n_kept,); NaN for a regressor."""
+        the highest probability, float64 of shape (n_kept,); NaN for a regressor. ``finite``: whether
+        every value of ``matrix`` is finite, when already known (None: not looked at yet)."""
         if not containers.n_rows(matrix):
             return None, np.empty(0)
         containers.require(matrix, self.model_input, model=self.model_class or type(self.model).__name__)
-        with _finite_checked(matrix):
+        with _finite_checked(matrix, finite):
             if self.task != "classification":
                 return self.model.predict(matrix), np.full(len(matrix), np.nan)
             p = self.model.predict_proba(matrix)
@@ -377,12 +388,13 @@ class FittedChain:
         )
 
 
-def _finite_checked(matrix: Any) -> AbstractContextManager[Any]:
+def _finite_checked(matrix: Any, finite: bool | None = None) -> AbstractContextManager[Any]:
     """scikit-learn's ``assume_finite`` for a model call on ``matrix`` when every value of it is
-    finite (:func:`lakescore.model_input.all_finite`: one sum): scikit-learn's own check of each
-    call would pass, so it is skipped. A matrix with NaN or an infinity goes to the model with the
-    check on, so the model raises or takes NaN exactly as it would without lakescore."""
-    if not containers.all_finite(matrix):
+    finite (``finite`` when known, else :func:`lakescore.model_input.all_finite`: one sum):
+    scikit-learn's own check of each call would pass, so it is skipped. A matrix with NaN or an
+    infinity goes to the model with the check on, so the model raises or takes NaN exactly as it
+    would without lakescore."""
+    if not (containers.all_finite(matrix) if finite is None else finite):
         return nullcontext()
     import sklearn  # already imported by the model that is being called
 

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from lakescore.chain import STATUS_EXCLUDED, STATUS_PREDICTED, FittedChain
+from lakescore.chain import PASS_ROWS, STATUS_EXCLUDED, STATUS_PREDICTED, FittedChain
 from lakescore.frames import require_columns, to_pandas
 from lakescore.members import FirstMemberDelegation
 from lakescore.rules import OUTPUT_TYPES, OutputRule, add_outputs
@@ -161,7 +161,7 @@ class ModelSet(FirstMemberDelegation):
     def output_columns(self) -> list[str]:
         return list(self.output_dtypes)
 
-    def predict(self, frame: Any) -> pd.DataFrame:
+    def predict(self, frame: Any, *, pass_rows: int = PASS_ROWS) -> pd.DataFrame:
         """Score ``frame`` with every component and combine: one output row per input row, same
         index and order.
 
@@ -170,6 +170,8 @@ class ModelSet(FirstMemberDelegation):
         frame : pandas or Polars DataFrame of shape (n_rows, >= len(input_columns))
             Raw rows carrying every component's inputs and the combined rules' input columns;
             extra columns are ignored.
+        pass_rows : int, default :data:`lakescore.chain.PASS_ROWS`
+            Each component's most rows per model call (:meth:`FittedChain.predict`).
 
         Returns
         -------
@@ -188,6 +190,8 @@ class ModelSet(FirstMemberDelegation):
         InputError
             A component's or a combined rule's input column is missing, or a combined rule returns
             something other than it declares.
+        ValueError
+            ``pass_rows`` below 1.
         """
         frame = to_pandas(frame)
         require_columns(frame, self.input_columns, what="the model set")
@@ -195,7 +199,7 @@ class ModelSet(FirstMemberDelegation):
         reasons = np.full(len(frame), None, dtype=object)
         scored = {}
         for name, chain in self.components:
-            out = scored[name] = chain.predict(frame)
+            out = scored[name] = chain.predict(frame, pass_rows=pass_rows)
             mine = (out["scoring_status"] == STATUS_EXCLUDED).to_numpy(dtype=bool)
             first = mine & ~excluded
             reasons[first] = [component_reason(name, r) for r in out["exclusion_reason"].to_numpy()[first]]

@@ -3,8 +3,8 @@
 The logged model holds the saved chain folder and its certificate as artifacts. ``load_context``
 re-verifies the certificate before anything is scored; ``predict`` conforms each input column to
 the signature's type (:mod:`lakescore.conform`; a row holding a value of another kind is excluded
-as ``invalid:<column>``), slices the rest into model calls of at most ``batch_rows`` rows and calls
-``FittedChain.predict`` on each.
+as ``invalid:<column>``) and scores the rest with ``FittedChain.predict``, whose model calls take at
+most ``batch_rows`` rows each.
 
 MLflow's own input-schema enforcement fails a whole batch on one null in a whole-number column (or
 one value of another kind) and puts the batch's rows into its error message, so every input is
@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from lakescore.admission.certificate import Certificate, evidence_text, require_admitted, seal, verify
-from lakescore.chain import STATUS_EXCLUDED, FittedChain
+from lakescore.chain import PASS_ROWS, STATUS_EXCLUDED, FittedChain
 from lakescore.conform import conform_inputs
 from lakescore.errors import ModelNotFoundError, UncertifiedModelError
 from lakescore.frames import to_transport
@@ -43,23 +43,24 @@ if TYPE_CHECKING:  # annotations only
     from lakescore.config import ModelSelection
 
 
-def batch_slices(n_rows: int, batch_rows: int) -> list[slice]:
-    """Positions of the model calls for a worker batch: ``ceil(n_rows / batch_rows)`` slices.
+def predict_in_batches(chain: FittedChain | ModelSet, frame: pd.DataFrame, batch_rows: int) -> pd.DataFrame:
+    """``chain.predict`` of ``frame`` with model calls of at most ``batch_rows`` rows
+    (``spark_udf_prediction_batch_rows``; never more than :data:`lakescore.chain.PASS_ROWS`, the
+    chain's own pass), consecutive and in order.
 
-    >>> batch_slices(25001, 10000)
-    [slice(0, 10000, None), slice(10000, 20000, None), slice(20000, 25001, None)]
+    The frame is not cut into frames: the chain passes over it in slices of that many rows and
+    assembles one output frame. Slicing the frame instead, and concatenating the outputs, cost a
+    third of the chain's time on a million flights in slices of 10,000 (1.10 s against 0.74 s,
+    2-core machine).
+
+    Raises
+    ------
+    ValueError
+        ``batch_rows`` below 1.
     """
     if batch_rows < 1:
         raise ValueError(f"batch_rows must be at least 1; got {batch_rows}")
-    return [slice(start, min(start + batch_rows, n_rows)) for start in range(0, n_rows, batch_rows)]
-
-
-def predict_in_batches(chain: FittedChain | ModelSet, frame: pd.DataFrame, batch_rows: int) -> pd.DataFrame:
-    """``chain.predict`` on consecutive slices of at most ``batch_rows`` rows, concatenated."""
-    if len(frame) <= batch_rows:  # one batch (every warm request): no slicing, no concatenation
-        return chain.predict(frame)
-    parts = [chain.predict(frame.iloc[s]) for s in batch_slices(len(frame), batch_rows)]
-    return pd.concat(parts) if parts else chain.predict(frame)
+    return chain.predict(frame, pass_rows=min(batch_rows, PASS_ROWS))
 
 
 class LakescoreModel(mlflow.pyfunc.PythonModel):  # type: ignore[name-defined, misc]  # import mlflow loads mlflow.pyfunc

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lakescore.chain import STATUS_EXCLUDED, STATUS_PREDICTED, FittedChain, _masked
+from lakescore.chain import PASS_ROWS, STATUS_EXCLUDED, STATUS_PREDICTED, FittedChain, _masked
 from lakescore.errors import SplitTrainingError
 from lakescore.frames import require_columns, to_pandas
 from lakescore.members import FromFirst
@@ -73,12 +73,14 @@ class PastingEnsemble(ModelSet):
         """The search's rule, on the mean probability, e.g. ``threshold 0.37 (...)``."""
         return self.threshold.describe() if self.threshold else default_rule(self.task, self.classes)
 
-    def predict(self, frame: Any) -> pd.DataFrame:
+    def predict(self, frame: Any, *, pass_rows: int = PASS_ROWS) -> pd.DataFrame:
         """Score ``frame`` with every member and average: one output row per input row, same index.
 
         Parameters
         ----------
         frame : pandas or Polars DataFrame of shape (n_rows, >= len(input_columns))
+        pass_rows : int, default :data:`lakescore.chain.PASS_ROWS`
+            Each member's most rows per model call (:meth:`FittedChain.predict`).
 
         Returns
         -------
@@ -88,6 +90,8 @@ class PastingEnsemble(ModelSet):
         ------
         InputError
             A required column is missing.
+        ValueError
+            ``pass_rows`` below 1.
         """
         frame = to_pandas(frame)
         require_columns(frame, self.input_columns, what="the pasting ensemble")
@@ -96,7 +100,7 @@ class PastingEnsemble(ModelSet):
         column = "probability" if self.task == "classification" else "prediction"
         total = np.zeros(len(frame))
         for _, member in self.components:
-            out = member.predict(frame)
+            out = member.predict(frame, pass_rows=pass_rows)
             mine = (out["scoring_status"] == STATUS_EXCLUDED).to_numpy(dtype=bool)
             first = mine & ~excluded
             reasons[first] = out["exclusion_reason"].to_numpy()[first]
