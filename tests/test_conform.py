@@ -78,3 +78,12 @@ def test_the_vectorised_paths_give_what_the_row_by_row_rules_give():
     mixed = pd.Series(["a", 5, None, np.float32("nan")], dtype=object)  # a number in a text column: its row only
     out, reasons = conform_inputs(pd.DataFrame({"t": mixed}), {"t": "string"})
     assert out["t"].tolist() == ["a", None, None, None] and reasons.tolist() == [None, "invalid:t", None, None]
+
+
+def test_a_text_column_without_a_missing_value_is_handed_on_as_it_is():
+    text = pd.Series(["JFK", "LGA", "EWR"], dtype=object)
+    frame = pd.DataFrame({"origin": text, "dest": pd.Series(["a", "b", "c"], dtype="string")})
+    out, reasons = conform_inputs(frame, {"origin": "string", "dest": "string"})
+    assert np.shares_memory(out["origin"].to_numpy(), frame["origin"].to_numpy())  # not copied
+    assert out["dest"].dtype == object and out["dest"].tolist() == ["a", "b", "c"]
+    assert reasons.tolist() == [None] * 3
