@@ -363,7 +363,7 @@ def results(home: Path, runtime: Any, runs: dict[str, dict[str, Any]], out: Path
         return {**entry(f"4 Spark route ({run['master']})", f"score --publish (one pass, {calls[1]['engine']})", run,
                         [c["score_s"] for c in calls], compare(native, runtime.read_table(calls[1]["table"],
                                                                                           columns=OUTPUT))),
-                "phases": calls[1]["phases"], "session_s": run["session_s"]}
+                "phases": calls[1]["phases"], "first_phases": calls[0]["phases"], "session_s": run["session_s"]}
 
     own = {m: compare(native, pd.read_parquet(out / f"{m}.parquet")) for m in ("native", "chain", "single")}
     batch = runs["single"]["batch_rows"]
@@ -386,17 +386,20 @@ def results(home: Path, runtime: Any, runs: dict[str, dict[str, Any]], out: Path
     ]
 
 
-def phases_table(entries: list[dict[str, Any]]) -> str:
-    """Seconds per phase of the warm one-pass calls (one column per entry with ``phases``)."""
+def phases_table(entries: list[dict[str, Any]], *, call: str = "warm") -> str:
+    """Seconds per phase of the one-pass calls (one column per entry with ``phases``): the warm
+    (second) call's, or with ``call="first"`` the first call's (what a job pays: one call per
+    session, its Python workers and the JVM's code paths new)."""
     passes = [e for e in entries if "phases" in e]
-    names = list(dict.fromkeys(name for e in passes for name in e["phases"]))
-    head = f"{'phase (warm call, s)':<34}" + "".join(f"{e['rows']:>12,} {e['name'][14:].strip('()'):<10}"
-                                                    for e in passes)
+    key, total = ("phases", "warm_s") if call == "warm" else ("first_phases", "first_s")
+    names = list(dict.fromkeys(name for e in passes for name in e[key]))
+    head = f"{f'phase ({call} call, s)':<34}" + "".join(f"{e['rows']:>12,} {e['name'][14:].strip('()'):<10}"
+                                                       for e in passes)
     lines = [head, f"{'session start (before the clock)':<34}"
              + "".join(f"{e['session_s']:>12.2f} {'':<10}" for e in passes)]
     for name in names:
-        lines.append(f"{name:<34}" + "".join(f"{e['phases'].get(name, 0.0):>12.2f} {'':<10}" for e in passes))
-    lines.append(f"{'all (the warm call)':<34}" + "".join(f"{e['warm_s']:>12.2f} {'':<10}" for e in passes))
+        lines.append(f"{name:<34}" + "".join(f"{e[key].get(name, 0.0):>12.2f} {'':<10}" for e in passes))
+    lines.append(f"{f'all (the {call} call)':<34}" + "".join(f"{e[total]:>12.2f} {'':<10}" for e in passes))
     return "\n".join(lines)
 
 
@@ -532,6 +535,8 @@ def main(argv: list[str] | None = None) -> None:
     print(table(entries))
     print()
     print(phases_table(entries))
+    print()
+    print(phases_table(entries, call="first"))
     print()
     for size in sizes:
         print(f"{size:,} rows: " + ", ".join(f"{k} {v:.2f}x" for k, v in

@@ -74,6 +74,16 @@ def test_table_divides_rows_by_the_warm_call_and_by_native_rows_per_second(bench
     assert spark[-10:] == ["9.00", "2.00", "500", "0.250", "300", "1000", "500", "1800", "1,234", "3.5e-11"]
 
 
+def test_the_phase_tables_show_the_warm_call_or_the_first(bench):
+    entries = [{"name": "4 Spark route (local[2])", "rows": 1000, "session_s": 4.0, "first_s": 12.0, "warm_s": 3.0,
+                "phases": {"key check": 0.5, "other": 2.5}, "first_phases": {"key check": 2.0, "other": 10.0}},
+               {"name": "1 native", "rows": 1000}]
+    warm, first = bench.phases_table(entries).splitlines(), bench.phases_table(entries, call="first").splitlines()
+    assert warm[0].split()[:3] == ["phase", "(warm", "call,"] and first[0].split()[:3] == ["phase", "(first", "call,"]
+    assert [line.split()[-1] for line in warm[1:]] == ["4.00", "0.50", "2.50", "3.00"]
+    assert [line.split()[-1] for line in first[1:]] == ["4.00", "2.00", "10.00", "12.00"]
+
+
 def test_phases_are_exclusive_and_with_other_add_up_to_the_wall_time(monkeypatch):
     monkeypatch.syspath_prepend(str(SCRIPTS))
     phase_clock = importlib.import_module("phase_clock")
