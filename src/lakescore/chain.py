@@ -284,10 +284,11 @@ class FittedChain:
         model call's check too; None: not looked at)."""
         if not len(rows) or self.model_takes_nan:
             return rows, matrix, None
-        finite = containers.all_finite(matrix)
-        bad, first = containers.nan_features(matrix, finite=finite)
+        if containers.all_finite(matrix):  # no NaN: no row is bad
+            return rows, matrix, True
+        bad, first = containers.nan_features(matrix)
         if not bad.any():
-            return rows, matrix, finite
+            return rows, matrix, False  # an infinity, no NaN
         reasons[rows[bad]] = [f"invalid:{self.feature_columns[i]}" for i in first]
         return rows[~bad], matrix[~bad], None
 

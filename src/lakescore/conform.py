@@ -110,8 +110,8 @@ def _to_strings(column: pd.Series) -> tuple[pd.Series, np.ndarray]:
         if pd.api.types.infer_dtype(values, skipna=False) == "string":  # text only, nothing missing: as it is
             # one C pass (5 ms per million values) instead of the pass that finds the missing
             # values to set to None (28 ms), which a column without one does not need
-            return column if column.dtype == object else pd.Series(values, index=column.index, name=column.name), \
-                np.zeros(len(column), dtype=bool)
+            texts = column if column.dtype == object else pd.Series(values, index=column.index, name=column.name)
+            return texts, np.zeros(len(column), dtype=bool)
         texts = text_or_missing(values)
         if texts is not None:
             missing = pd.isna(texts)

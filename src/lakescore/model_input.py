@@ -138,10 +138,8 @@ def all_finite(matrix: Any) -> bool:
     return bool(np.isfinite(np.sum(values)))
 
 
-def nan_features(matrix: Any, *, finite: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
+def nan_features(matrix: Any) -> tuple[np.ndarray, np.ndarray]:
     """Rows holding NaN and, for each such row, its first NaN feature.
-
-    ``finite``: :func:`all_finite` of ``matrix`` when the caller has it already (one sum fewer).
 
     Returns
     -------
@@ -149,7 +147,7 @@ def nan_features(matrix: Any, *, finite: bool | None = None) -> tuple[np.ndarray
     first : int array of shape (bad.sum(),)
         Column position of the first NaN of each bad row, in row order.
     """
-    if all_finite(matrix) if finite is None else finite:  # no NaN: no row is bad
+    if all_finite(matrix):  # no NaN: no row is bad
         return np.zeros(matrix.shape[0], dtype=bool), np.empty(0, dtype=np.intp)
     if isinstance(matrix, np.ndarray):
         nan = np.isnan(matrix)
