@@ -147,6 +147,9 @@ def decode_column(code: Any, table: tuple[str, ...]) -> Any:
     """The Spark column of the text that ``code`` (a bigint column of :func:`encode`'s codes) stands
     for: ``element_at(array(<table as literals>), code + 1)``.
 
+    The literal array is one SQL text (:func:`sql_text` per value), parsed once: a column built
+    literal by literal costs a round trip to the JVM per value (0.07 s for a table of 141 reasons).
+
     Parameters
     ----------
     code : pyspark.sql.Column
@@ -162,4 +165,16 @@ def decode_column(code: Any, table: tuple[str, ...]) -> Any:
 
     if not table:
         return F.lit(None).cast("string")
-    return F.element_at(F.array(*[F.lit(value) for value in table]), code.cast("int") + 1)
+    return F.element_at(F.expr(f"array({', '.join(map(sql_text, table))})"), code.cast("int") + 1)
+
+
+def sql_text(value: str) -> str:
+    """``value`` as a Spark SQL string literal: quoted, its backslashes and single quotes escaped,
+    and each ``$`` written as the escape ``\\u0024``, so that Spark's variable substitution
+    (``spark.sql.variable.substitute``, on by default, which replaces ``${name}`` in SQL text before
+    it is parsed) never reads a value's ``${...}`` as a variable.
+
+    >>> print(sql_text("it's ${x}"))
+    'it\\'s \\u0024{x}'
+    """
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'").replace("$", "\\u0024") + "'"

@@ -46,7 +46,7 @@ def test_the_tally_of_a_spark_frame_is_the_same_aggregate(spark):
 def test_the_tally_observed_by_the_action_that_computes_the_rows_is_the_aggregate(spark):
     from lakescore.scoring.spark import observe_tally
 
-    odd = "rule:it's a \\ path"  # a reason a rule may name: a quote and a backslash in SQL text
+    odd = "rule:it's a \\ path ${x}"  # a reason a rule may name: a quote, a backslash and a variable mark in SQL text
     rows = ROWS.assign(exclusion_reason=ROWS["exclusion_reason"].replace("outlier:distance_outlier", odd))
     frame = spark.createDataFrame(rows.astype(object).where(rows.notna(), None),
                                   "flight_id long, scoring_status string, exclusion_reason string")

@@ -35,7 +35,7 @@ from lakescore.scoring.preflight import ScorePlan
 from lakescore.scoring.splits import spread_reads
 from lakescore.scoring.tally import Tally
 from lakescore.scoring.udf_model import local_model
-from lakescore.transport_codes import decode_column, saved_code_tables
+from lakescore.transport_codes import decode_column, saved_code_tables, sql_text
 
 INT_EXTENSION_CONF = "spark.sql.execution.pythonUDF.pandas.preferIntExtensionDtype"
 
@@ -223,9 +223,9 @@ def observe_tally(predictions: Any, tables: dict[str, tuple[str, ...]]) -> tuple
     pairs = [(status, reason) for status in statuses for reason in (None, *reasons)]  # pairs[group number]
     # positions from 1 (array_position's 0, not found, becomes null: no group); one SQL text, as a
     # Column built call by call costs ~20 round trips to the JVM per literal
-    status = f"nullif(array_position(array({', '.join(map(_sql_text, statuses))}), `scoring_status`), 0)"
+    status = f"nullif(array_position(array({', '.join(map(sql_text, statuses))}), `scoring_status`), 0)"
     reason = ("CASE WHEN `exclusion_reason` IS NULL THEN 0 ELSE "
-              + (f"nullif(array_position(array({', '.join(map(_sql_text, reasons))}), `exclusion_reason`), 0)"
+              + (f"nullif(array_position(array({', '.join(map(sql_text, reasons))}), `exclusion_reason`), 0)"
                  if reasons else "NULL") + " END")
     group = f"(({status}) - 1) * {width} + ({reason})"
     observation = Observation()
@@ -244,11 +244,6 @@ def observe_tally(predictions: Any, tables: dict[str, tuple[str, ...]]) -> tuple
         return Tally.of(groups) if sum(n for *_, n in groups) == int(found["_rows"]) else None
 
     return observed, tally
-
-
-def _sql_text(value: str) -> str:
-    """``value`` as a Spark SQL string literal (backslashes and single quotes escaped)."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def with_model_columns(scored: Any, source: Any | None, *, keys: list[str], period_column: str | None,
