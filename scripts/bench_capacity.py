@@ -36,8 +36,10 @@ One run, in one home folder:
                  (``write.format("noop")``: every row computed, nothing written) and spark_udf +
                  a plain ``df.write.format("delta").save`` to a new path.
 
-rows/s: rows / the second (warm) call's seconds; the first call is shown too (for the Spark modes
-it includes the workers' first model load). "x native" is rows/s over the native rows/s.
+Calls: each mode's process makes ``--calls`` calls (default 4): the first (cold), then warm ones.
+rows/s: rows / the median warm call's seconds (:func:`warm_call`; one warm call moves by 10 % and
+more on a 2-core machine); the first call is shown too (for the Spark modes it includes the
+workers' first model load). "x native" is rows/s over the native rows/s.
 Peak RSS: sampled with psutil every 50 ms over the mode's whole process tree (``bench_scale.Peaks``):
 the Python process, its JVM (in local mode Spark's driver and executors at once) and the Python
 workers under it, summed per sample (pages that forked workers share count once per process).
@@ -46,8 +48,8 @@ and the largest |probability difference|; the Spark route's scoring-only row is 
 staged files, score + publish on the published table, the peer on its Delta table (its spark_udf
 only row shows the same UDF's written rows).
 
-Usage: python scripts/bench_capacity.py [--rows 336776[,1000000,...]] [--home DIR] [--config-dir config]
-[--profile-single N]
+Usage: python scripts/bench_capacity.py [--rows 336776[,1000000,...]] [--calls 4] [--home DIR]
+[--config-dir config] [--profile-single N]
 ``--profile-single N``: only the single-node route and native ``predict_proba`` on all flights, in
 one process without Spark, as CPU seconds of each warm call, then cProfile's top N entries of the
 single-node call (:func:`profile_single`).
@@ -88,10 +90,10 @@ OUTPUT = [KEY, "prediction", "probability"]
 
 # --- children: each mode in a fresh process -----------------------------------------------------
 
-def timed_twice(call: Any) -> tuple[Any, list[float]]:
-    """Run ``call()`` twice; the second result and both durations (seconds)."""
+def timed(call: Any, calls: int) -> tuple[Any, list[float]]:
+    """Run ``call()`` ``calls`` times; the last result and every duration (seconds)."""
     seconds = []
-    for _ in range(2):
+    for _ in range(calls):
         started = time.perf_counter()
         out = call()
         seconds.append(time.perf_counter() - started)
@@ -102,7 +104,7 @@ def save_output(path: str, keys: Any, labels: Any, probability: Any) -> None:
     pd.DataFrame({KEY: np.asarray(keys), "prediction": labels, "probability": probability}).to_parquet(path)
 
 
-def child_native(lake: str, source: str, model_dir: str, out: str) -> dict[str, Any]:
+def child_native(lake: str, source: str, model_dir: str, out: str, calls: int = 2) -> dict[str, Any]:
     import mlflow.sklearn
 
     from lakescore.runtime import LocalRuntime
@@ -110,12 +112,12 @@ def child_native(lake: str, source: str, model_dir: str, out: str) -> dict[str, 
     rows = LocalRuntime(lake).read_table(source, columns=[KEY, *FEATURES_NUMERIC, *FEATURES_TEXT])
     x = bench_scale.sklearn_inputs(rows)
     pipeline = mlflow.sklearn.load_model(model_dir)
-    proba, seconds = timed_twice(lambda: pipeline.predict_proba(x))
+    proba, seconds = timed(lambda: pipeline.predict_proba(x), calls)
     save_output(out, rows[KEY], pipeline.classes_[proba.argmax(axis=1)], proba[:, 1])
     return {"rows": len(rows), "seconds": seconds}
 
 
-def child_chain(lake: str, source: str, model_uri: str, out: str) -> dict[str, Any]:
+def child_chain(lake: str, source: str, model_uri: str, out: str, calls: int = 2) -> dict[str, Any]:
     import mlflow
 
     from lakescore.chain import FittedChain
@@ -125,7 +127,7 @@ def child_chain(lake: str, source: str, model_uri: str, out: str) -> dict[str, A
     runtime.mlflow()
     chain = FittedChain.load(mlflow.artifacts.download_artifacts(f"{model_uri}/artifacts/chain"))
     rows = runtime.read_table(source, columns=list(dict.fromkeys([KEY, *chain.input_columns])))
-    scored, seconds = timed_twice(lambda: chain.predict(rows))
+    scored, seconds = timed(lambda: chain.predict(rows), calls)
     save_output(out, rows[KEY], scored["prediction"], scored["probability"])
     return {"rows": len(rows), "seconds": seconds, "one_row_ms": one_row_ms(chain, rows)}
 
@@ -143,7 +145,7 @@ def one_row_ms(chain: Any, rows: pd.DataFrame, calls: int = 2000) -> dict[str, f
     return {"p50": float(np.percentile(times, 50)), "p90": float(np.percentile(times, 90))}
 
 
-def child_single(lake: str, config: str, out: str) -> dict[str, Any]:
+def child_single(lake: str, config: str, out: str, calls: int = 2) -> dict[str, Any]:
     from lakescore.config import load_project
     from lakescore.runtime import LocalRuntime
     from lakescore.scoring.local import score_single_node
@@ -156,7 +158,7 @@ def child_single(lake: str, config: str, out: str) -> dict[str, Any]:
     rows = runtime.read_table(plan.source_table, version=plan.source_version,
                               columns=list(dict.fromkeys([*plan.record_keys, *plan.input_columns])))
     batch_rows = project.inference.spark_udf_prediction_batch_rows
-    scored, seconds = timed_twice(lambda: score_single_node(rows, plan, batch_rows=batch_rows))
+    scored, seconds = timed(lambda: score_single_node(rows, plan, batch_rows=batch_rows), calls)
     save_output(out, scored[KEY], scored["prediction"], scored["probability"])
     return {"rows": len(rows), "seconds": seconds, "batch_rows": batch_rows}
 
@@ -290,22 +292,23 @@ def table(rows: list[dict[str, Any]]) -> str:
     """The printed table: one line per entry of ``rows``.
 
     Each entry: ``name``, ``scope`` (what the time counts), ``rows``, ``first_s`` and ``warm_s``
-    (seconds of the first and second call), ``rss_mib`` (peak RSS, MiB: ``python``, ``jvm``,
-    ``workers``, ``total``) and ``check`` (:func:`compare`'s dict). ``x native`` divides by the
-    native entry of the same size (the first of each size).
+    (seconds of the first call and of the median warm call, :func:`warm_call`), ``rss_mib`` (peak
+    RSS, MiB: ``python``, ``jvm``, ``workers``, ``total``) and ``check`` (:func:`compare`'s dict).
+    ``x native`` divides by the native entry of the same size (the first of each size). A column
+    ``warm s (all)`` lists every warm call's seconds when the entries carry them (``warm_all_s``).
     """
     native = {}
     for r in rows:
         native.setdefault(r["rows"], r["rows"] / r["warm_s"])
     head = (f"{'rows':>10} {'mode':<34}{'timed':<40}{'first s':>9}{'warm s':>9}{'rows/s':>11}{'x native':>9}"
-            f"{'py MiB':>8}{'jvm MiB':>8}{'wrk MiB':>8}{'all MiB':>8}{'labels!=':>9}{'max|dp|':>10}")
+            f"{'py MiB':>8}{'jvm MiB':>8}{'wrk MiB':>8}{'all MiB':>8}{'labels!=':>9}{'max|dp|':>10}  warm s (all)")
     lines = [head]
     for r in rows:
         rate, rss, check = r["rows"] / r["warm_s"], r["rss_mib"], r["check"]
         lines.append(f"{r['rows']:>10,} {r['name']:<34}{r['scope']:<40}{r['first_s']:>9.2f}{r['warm_s']:>9.2f}"
                      f"{rate:>11,.0f}{rate / native[r['rows']]:>9.3f}{rss['python']:>8.0f}{rss['jvm']:>8.0f}"
                      f"{rss['workers']:>8.0f}{rss['total']:>8.0f}{check['labels_differ']:>9,}"
-                     f"{check['max_abs_dp']:>10.1e}")
+                     f"{check['max_abs_dp']:>10.1e}  " + " ".join(f"{x:.2f}" for x in r.get("warm_all_s", ())))
     return "\n".join(lines)
 
 
@@ -346,6 +349,17 @@ def register(runtime: Any, project: Any, home: Path) -> tuple[str, str]:
     return registered.model_uri, model_dir
 
 
+def warm_call(seconds: list[float]) -> int:
+    """The index of the median warm call of ``seconds`` (the first call, index 0, is not warm): of
+    an even number of warm calls, the faster of the middle two.
+
+    >>> warm_call([9.0, 2.0]), warm_call([9.0, 3.0, 2.0, 2.5]), warm_call([9.0, 4.0, 2.0, 3.0, 5.0])
+    (1, 3, 3)
+    """
+    warm = sorted(range(1, len(seconds)), key=lambda i: (seconds[i], i))
+    return warm[(len(warm) - 1) // 2]
+
+
 def results(home: Path, runtime: Any, runs: dict[str, dict[str, Any]], out: Path) -> list[dict[str, Any]]:
     """The table's entries for one size from the children's results and outputs (in ``out``)."""
     from deltalake import DeltaTable
@@ -355,15 +369,17 @@ def results(home: Path, runtime: Any, runs: dict[str, dict[str, Any]], out: Path
     peer_written = compare(native, DeltaTable(str(out / "peer_delta_1")).to_pandas(columns=OUTPUT))
 
     def entry(name: str, scope: str, run: dict[str, Any], seconds: list[float], check: dict[str, Any]) -> dict[str, Any]:
-        return {"name": name, "scope": scope, "rows": run["rows"], "first_s": seconds[0], "warm_s": seconds[1],
-                "rss_mib": run["rss_mib"], "check": check}
+        return {"name": name, "scope": scope, "rows": run["rows"], "first_s": seconds[0],
+                "warm_s": seconds[warm_call(seconds)], "warm_all_s": seconds[1:], "rss_mib": run["rss_mib"],
+                "check": check}
 
     def one_pass(run: dict[str, Any]) -> dict[str, Any]:
         calls = run["calls"]
+        seconds = [c["score_s"] for c in calls]
         return {**entry(f"4 Spark route ({run['master']})", f"score --publish (one pass, {calls[1]['engine']})", run,
-                        [c["score_s"] for c in calls], compare(native, runtime.read_table(calls[1]["table"],
-                                                                                          columns=OUTPUT))),
-                "phases": calls[1]["phases"], "first_phases": calls[0]["phases"], "session_s": run["session_s"]}
+                        seconds, compare(native, runtime.read_table(calls[1]["table"], columns=OUTPUT))),
+                "phases": calls[warm_call(seconds)]["phases"], "first_phases": calls[0]["phases"],
+                "session_s": run["session_s"]}
 
     own = {m: compare(native, pd.read_parquet(out / f"{m}.parquet")) for m in ("native", "chain", "single")}
     batch = runs["single"]["batch_rows"]
@@ -388,7 +404,7 @@ def results(home: Path, runtime: Any, runs: dict[str, dict[str, Any]], out: Path
 
 def phases_table(entries: list[dict[str, Any]], *, call: str = "warm") -> str:
     """Seconds per phase of the one-pass calls (one column per entry with ``phases``): the warm
-    (second) call's, or with ``call="first"`` the first call's (what a job pays: one call per
+    (median) call's, or with ``call="first"`` the first call's (what a job pays: one call per
     session, its Python workers and the JVM's code paths new)."""
     passes = [e for e in entries if "phases" in e]
     key, total = ("phases", "warm_s") if call == "warm" else ("first_phases", "first_s")
@@ -469,8 +485,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--profile-single", type=int, default=0, metavar="N",
                         help="only the single-node route against native predict_proba on all flights, in this "
                              "process (no Spark): CPU seconds, then cProfile's top N entries")
+    parser.add_argument("--calls", type=int, default=4, metavar="N",
+                        help="calls per mode, each in the mode's one process: the first (cold) and N-1 warm "
+                             "ones, whose median is shown (default 4)")
     bench_scale.parent_arguments(parser)
     args = parser.parse_args(argv)
+    if args.calls < 2:
+        parser.error(f"--calls {args.calls}: at least 2 (the first call, then a warm one)")
     if bench_scale.serve_child(args, CHILDREN):
         return
 
@@ -506,21 +527,21 @@ def main(argv: list[str] | None = None) -> None:
         def spark(how: str, label: str, size: int = size) -> list[Any]:
             return [lake, [config(f"{label}{i}", batch_compute="spark",
                                   prediction_table=f"main.bench.capacity_{label}_{size}_{i}_{tag}")
-                           for i in range(2)], how]
+                           for i in range(args.calls)], how]
 
         out = home / f"out-{size}"
         out.mkdir(parents=True, exist_ok=True)
         children = {
-            "native": ("native", [lake, source, model_dir, str(out / "native.parquet")], "local[2]"),
-            "chain": ("chain", [lake, source, model_uri, str(out / "chain.parquet")], "local[2]"),
-            "single": ("single", [lake, config("single", batch_compute="single_node"), str(out / "single.parquet")],
-                       "local[2]"),
+            "native": ("native", [lake, source, model_dir, str(out / "native.parquet"), args.calls], "local[2]"),
+            "chain": ("chain", [lake, source, model_uri, str(out / "chain.parquet"), args.calls], "local[2]"),
+            "single": ("single", [lake, config("single", batch_compute="single_node"), str(out / "single.parquet"),
+                                  args.calls], "local[2]"),
             "spark": ("spark", spark("staged", "staged"), "local[2]"),
             "one_pass": ("spark", spark("one_pass", "onepass"), "local[2]"),
             "one_pass_1": ("spark", spark("one_pass", "onepass1x"), "local[1]"),
-            "peer_noop": ("peer", [lake, source, model_dir, "noop", ["", ""]], "local[2]"),
-            "peer_delta": ("peer", [lake, source, model_dir, "delta", [str(out / f"peer_delta_{i}") for i in range(2)]],
-                           "local[2]"),
+            "peer_noop": ("peer", [lake, source, model_dir, "noop", [""] * args.calls], "local[2]"),
+            "peer_delta": ("peer", [lake, source, model_dir, "delta",
+                                    [str(out / f"peer_delta_{i}") for i in range(args.calls)]], "local[2]"),
         }
         runs = {}
         for mode, (role, payload, master) in children.items():

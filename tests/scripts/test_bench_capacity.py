@@ -74,6 +74,17 @@ def test_table_divides_rows_by_the_warm_call_and_by_native_rows_per_second(bench
     assert spark[-10:] == ["9.00", "2.00", "500", "0.250", "300", "1000", "500", "1800", "1,234", "3.5e-11"]
 
 
+def test_the_warm_figure_is_the_median_warm_call_and_the_table_lists_them_all(bench):
+    assert bench.warm_call([9.0, 2.0]) == 1
+    assert bench.warm_call([9.0, 3.0, 2.0, 2.5]) == 3  # 2.0, 2.5, 3.0: the middle one
+    assert bench.warm_call([9.0, 4.0, 2.0, 3.0, 5.0]) == 3  # 2, 3, 4, 5: the faster of 3 and 4
+    assert bench.warm_call([1.0, 5.0, 5.0, 5.0]) == 2  # equal calls: the middle one in call order
+    rss = {"python": 300.0, "jvm": 0.0, "workers": 0.0, "total": 300.0}
+    entry = {"name": "1 native", "scope": "scoring only", "rows": 1000, "first_s": 0.75, "warm_s": 0.5,
+             "warm_all_s": [0.61, 0.5, 0.49], "rss_mib": rss, "check": {"labels_differ": 0, "max_abs_dp": 0.0}}
+    assert bench.table([entry]).splitlines()[1].split()[-3:] == ["0.61", "0.50", "0.49"]
+
+
 def test_the_phase_tables_show_the_warm_call_or_the_first(bench):
     entries = [{"name": "4 Spark route (local[2])", "rows": 1000, "session_s": 4.0, "first_s": 12.0, "warm_s": 3.0,
                 "phases": {"key check": 0.5, "other": 2.5}, "first_phases": {"key check": 2.0, "other": 10.0}},
