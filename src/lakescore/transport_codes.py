@@ -147,7 +147,8 @@ def decode_column(code: Any, table: tuple[str, ...]) -> Any:
     """The Spark column of the text that ``code`` (a bigint column of :func:`encode`'s codes) stands
     for: ``element_at(array(<table as literals>), code + 1)``.
 
-    The literal array is one SQL text (:func:`sql_text` per value), parsed once: a column built
+    The literal array is one SQL text
+    (:func:`lakescore.runtime.sql_text.sql_literal` per value), parsed once: a column built
     literal by literal costs a round trip to the JVM per value (0.07 s for a table of 141 reasons).
 
     Parameters
@@ -161,20 +162,11 @@ def decode_column(code: Any, table: tuple[str, ...]) -> Any:
     -------
     pyspark.sql.Column of strings (null for an empty table).
     """
-    from pyspark.sql import functions as F  # only where the Spark route decodes
+    from pyspark.sql import functions as F  # only where the Spark route decodes (not on its workers)
+
+    from lakescore.runtime.sql_text import sql_literal
 
     if not table:
         return F.lit(None).cast("string")
-    return F.element_at(F.expr(f"array({', '.join(map(sql_text, table))})"), code.cast("int") + 1)
+    return F.element_at(F.expr(f"array({', '.join(map(sql_literal, table))})"), code.cast("int") + 1)
 
-
-def sql_text(value: str) -> str:
-    """``value`` as a Spark SQL string literal: quoted, its backslashes and single quotes escaped,
-    and each ``$`` written as the escape ``\\u0024``, so that Spark's variable substitution
-    (``spark.sql.variable.substitute``, on by default, which replaces ``${name}`` in SQL text before
-    it is parsed) never reads a value's ``${...}`` as a variable.
-
-    >>> print(sql_text("it's ${x}"))
-    'it\\'s \\u0024{x}'
-    """
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'").replace("$", "\\u0024") + "'"

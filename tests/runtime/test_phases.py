@@ -58,10 +58,11 @@ def test_the_delta_store_hands_over_once_on_local_spark(spark, tmp_path):
     store = DeltaPhaseStore(spark, f"delta.`{tmp_path / 'phases'}`")
     assert store.claim("j", "search") and not store.claim("j", "search")
     assert not store.claim("j", "refit", after="search")
-    assert store.finish("j", "search", {"note": "it's done"}) and not store.finish("j", "search", {})
+    note = "it's done in C:\\runs\\${run}"  # a quote, backslashes and a Spark SQL variable mark, kept as written
+    assert store.finish("j", "search", {"note": note}) and not store.finish("j", "search", {})
     results = _race(store, "k", n=2)
     assert sum(claimed for _, claimed in results) == 1
-    assert store.phases("j")[0]["record"] == {"note": "it's done"}
+    assert store.phases("j")[0]["record"] == {"note": note}
 
 
 def test_the_delta_store_claims_two_jobs_at_once_on_local_spark(spark, tmp_path):

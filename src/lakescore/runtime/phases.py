@@ -25,6 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from lakescore.errors import ConfigError
 from lakescore.runtime.appends import retry_races
+from lakescore.runtime.sql_text import sql_literal
 
 _NAME = re.compile(r"^[A-Za-z0-9_.:@-]{1,200}$")
 
@@ -123,9 +124,9 @@ class DeltaPhaseStore:
 
     def finish(self, job: str, phase: str, record: dict[str, Any]) -> bool:
         _checked(job, phase)
-        text = json.dumps(record, sort_keys=True).replace("\\", "\\\\").replace("'", "\\'")
+        text = sql_literal(json.dumps(record, sort_keys=True))
         metrics = retry_races(lambda: self.spark.sql(  # a lost race is run again: it finds the phase finished, or finishes it
-            f"UPDATE {self.table} SET state = 'finished', record = '{text}', at = '{_now()}' "
+            f"UPDATE {self.table} SET state = 'finished', record = {text}, at = '{_now()}' "
             f"WHERE job = '{job}' AND phase = '{phase}' AND state = 'claimed'").collect())
         return bool(metrics) and int(metrics[0]["num_affected_rows"]) == 1
 

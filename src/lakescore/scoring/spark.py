@@ -31,11 +31,12 @@ from typing import Any
 from lakescore.config import EnvManager
 from lakescore.frames import TRANSPORT_TYPES, null_mask_name
 from lakescore.rules import OUTPUT_TYPES
+from lakescore.runtime.sql_text import sql_literal
 from lakescore.scoring.preflight import ScorePlan
 from lakescore.scoring.splits import spread_reads
 from lakescore.scoring.tally import Tally
 from lakescore.scoring.udf_model import local_model
-from lakescore.transport_codes import decode_column, saved_code_tables, sql_text
+from lakescore.transport_codes import decode_column, saved_code_tables
 
 INT_EXTENSION_CONF = "spark.sql.execution.pythonUDF.pandas.preferIntExtensionDtype"
 
@@ -223,9 +224,9 @@ def observe_tally(predictions: Any, tables: dict[str, tuple[str, ...]]) -> tuple
     pairs = [(status, reason) for status in statuses for reason in (None, *reasons)]  # pairs[group number]
     # positions from 1 (array_position's 0, not found, becomes null: no group); one SQL text, as a
     # Column built call by call costs ~20 round trips to the JVM per literal
-    status = f"nullif(array_position(array({', '.join(map(sql_text, statuses))}), `scoring_status`), 0)"
+    status = f"nullif(array_position(array({', '.join(map(sql_literal, statuses))}), `scoring_status`), 0)"
     reason = ("CASE WHEN `exclusion_reason` IS NULL THEN 0 ELSE "
-              + (f"nullif(array_position(array({', '.join(map(sql_text, reasons))}), `exclusion_reason`), 0)"
+              + (f"nullif(array_position(array({', '.join(map(sql_literal, reasons))}), `exclusion_reason`), 0)"
                  if reasons else "NULL") + " END")
     group = f"(({status}) - 1) * {width} + ({reason})"
     observation = Observation()
