@@ -266,12 +266,12 @@ def test_each_worker_refuses_a_tampered_model_before_it_scores_a_row(on_spark):
 
 def test_the_route_scores_the_sources_own_splits_with_no_exchange_and_every_core_gets_rows(on_classic_spark,
                                                                                         demo_tables):
-    """Issue 11: no shuffle of the source. 120,000 flights in row groups of 10,000 rows (~2.6 MB)
-    are one 4 MiB split by Spark's default; cut at total bytes / 2 cores, each core gets rows."""
+    """No shuffle of the source. 120,000 flights in row groups of 10,000 rows (~2.6 MB) are one
+    split by Spark's default 4 MiB open cost; at 1 MiB, each of the 2 cores gets rows."""
     from deltalake import WriterProperties
     from pyspark.sql import functions as F
 
-    from lakescore.scoring.splits import MAX_PARTITION_BYTES_CONF
+    from lakescore.scoring.splits import OPEN_COST_BYTES, OPEN_COST_CONF
 
     runtime, model, chain, _ = on_classic_spark
     spark = runtime.spark()
@@ -280,14 +280,14 @@ def test_the_route_scores_the_sources_own_splits_with_no_exchange_and_every_core
     runtime.write_table(SOURCE, source, writer_properties=WriterProperties(max_row_group_size=10_000))
     files = [f.stat().st_size for f in runtime.table_path(SOURCE).glob("*.parquet")]
     assert len(files) == 1 and 1 << 21 < sum(files) < 4 << 20  # one file, below Spark's 4 MiB open cost x 1
-    spark.conf.unset(MAX_PARTITION_BYTES_CONF)
+    spark.conf.unset(OPEN_COST_CONF)
     plan = plan_for(runtime, model, chain)
 
     scored = score_spark(runtime.spark_source(SOURCE, version=plan.source_version), plan, batch_rows=5000,
                          env_manager="local")
     physical = scored._jdf.queryExecution().executedPlan().toString()
     assert "ArrowEvalPython" in physical and "Exchange" not in physical
-    assert spark.conf.get(MAX_PARTITION_BYTES_CONF) == str(-(-sum(files) // 2))
+    assert spark.conf.get(OPEN_COST_CONF) == str(OPEN_COST_BYTES)
     rows = scored.select(F.spark_partition_id().alias("part")).groupBy("part").count().collect()
     assert sorted(r["part"] for r in rows) == [0, 1]  # both cores, each with rows
     assert sum(r["count"] for r in rows) == 120_000 and min(r["count"] for r in rows) >= 40_000

@@ -1,28 +1,43 @@
-"""Read splits of the Spark route's source: the split size per core, the scanned bytes read from a
-real Delta plan, and a session that refuses a conf."""
+"""Read splits of the Spark route's source: Spark's open cost lowered (never raised) so that the
+scan gives each core a split, put back after the run, and a session that refuses a conf."""
 
 import pytest
 
-from lakescore.scoring.splits import SPLIT_CEILING_BYTES, SPLIT_FLOOR_BYTES, scanned_bytes, set_conf, split_bytes
+from lakescore.scoring.splits import OPEN_COST_BYTES, OPEN_COST_CONF, byte_size, reads_restored, set_conf, spread_reads
 
 
-def test_the_split_is_the_total_over_the_cores_within_its_bounds():
-    assert split_bytes(7_259_684, 2) == 3_629_842
-    assert split_bytes(7_259_685, 2) == 3_629_843  # rounded up: never a third split of one byte
-    assert split_bytes(10_000, 2) == SPLIT_FLOOR_BYTES == 1_048_576
-    assert split_bytes(64 << 30, 16) == SPLIT_CEILING_BYTES == 134_217_728
-    assert split_bytes(0, 0) == SPLIT_FLOOR_BYTES
+def test_spark_size_settings_read_as_bytes():
+    assert [byte_size(t) for t in ("4194304b", "4194304", "4m", "4MB", "1k", "2g", " 8 m ")] == [
+        4 << 20, 4 << 20, 4 << 20, 4 << 20, 1024, 2 << 30, 8 << 20]
+    assert [byte_size(t) for t in (None, "", "lots", "4 mib", "-1m", "1.5m")] == [None] * 6
 
 
 @pytest.mark.spark
-def test_scanned_bytes_are_the_delta_snapshots_file_sizes(spark_runtime, flights_sample):
-    runtime = spark_runtime
-    runtime.write_table("main.t.splits", flights_sample.iloc[:1000])
-    runtime.write_table("main.t.splits", flights_sample.iloc[1000:], mode="append")
-    sizes = [f.stat().st_size for f in runtime.table_path("main.t.splits").glob("*.parquet")]
-    assert len(sizes) == 2
-    assert scanned_bytes(runtime.spark_source("main.t.splits", version=1)) == sum(sizes)
-    assert scanned_bytes(runtime.spark_source("main.t.splits", version=0)) in sizes  # the first file only
+def test_many_small_files_are_read_in_one_split_per_core_and_a_lower_open_cost_is_kept(spark_runtime,
+                                                                                     flights_sample):
+    """8 files of ~25 KB on local[2]: Spark's 4 MiB open cost per file made them 8 splits under a
+    split size of bytes / cores; at 1 MiB Spark packs them into 2."""
+    runtime, spark = spark_runtime, spark_runtime.spark()
+    for i in range(8):
+        runtime.write_table("main.t.small_files", flights_sample.iloc[i * 250:(i + 1) * 250],
+                            mode="overwrite" if i == 0 else "append")
+    assert len(list(runtime.table_path("main.t.small_files").glob("*.parquet"))) == 8
+    source = runtime.spark_source("main.t.small_files", version=7)
+    spark.conf.unset(OPEN_COST_CONF)
+    try:
+        with reads_restored(spark):
+            assert spread_reads(spark) == OPEN_COST_BYTES
+            assert source.rdd.getNumPartitions() == 2 == spark.sparkContext.defaultParallelism
+        assert spark.conf.get(OPEN_COST_CONF, None) is None  # put back: unset, Spark's own 4 MiB
+        spark.conf.set(OPEN_COST_CONF, "512k")  # a session set lower keeps its own
+        with reads_restored(spark):
+            assert spread_reads(spark) is None and spark.conf.get(OPEN_COST_CONF) == "512k"
+        spark.conf.set(OPEN_COST_CONF, "8m")  # higher: lowered for the run, then put back
+        with reads_restored(spark):
+            assert spread_reads(spark) == OPEN_COST_BYTES
+        assert spark.conf.get(OPEN_COST_CONF) == "8m"
+    finally:
+        spark.conf.unset(OPEN_COST_CONF)
 
 
 @pytest.mark.spark
@@ -31,25 +46,8 @@ def test_a_conf_the_session_refuses_is_skipped_and_other_errors_propagate(spark)
 
     assert set_conf(spark, "spark.sql.warehouse.dir", "/elsewhere") is False  # static: CANNOT_MODIFY_STATIC_CONFIG
     assert spark.conf.get("spark.sql.warehouse.dir") != "/elsewhere"
-    assert set_conf(spark, "spark.sql.files.maxPartitionBytes", "2097152") is True
-    assert spark.conf.get("spark.sql.files.maxPartitionBytes") == "2097152"
-    spark.conf.unset("spark.sql.files.maxPartitionBytes")
+    assert set_conf(spark, OPEN_COST_CONF, "2097152") is True
+    assert spark.conf.get(OPEN_COST_CONF) == "2097152"
+    spark.conf.unset(OPEN_COST_CONF)
     with pytest.raises(PySparkException):
-        set_conf(spark, "spark.sql.files.maxPartitionBytes", "not a size")
-
-
-def test_the_split_size_is_put_back_after_the_block_set_or_not(spark):
-    from lakescore.scoring.splits import MAX_PARTITION_BYTES_CONF, reads_restored
-
-    spark.conf.unset(MAX_PARTITION_BYTES_CONF)
-    default = spark.conf.get(MAX_PARTITION_BYTES_CONF)
-    with reads_restored(spark):
-        spark.conf.set(MAX_PARTITION_BYTES_CONF, "1048576")
-    assert spark.conf.get(MAX_PARTITION_BYTES_CONF) == default  # unset again: Spark's own value
-    spark.conf.set(MAX_PARTITION_BYTES_CONF, "64m")
-    try:
-        with reads_restored(spark):
-            spark.conf.set(MAX_PARTITION_BYTES_CONF, "1048576")
-        assert spark.conf.get(MAX_PARTITION_BYTES_CONF) == "64m"
-    finally:
-        spark.conf.unset(MAX_PARTITION_BYTES_CONF)
+        set_conf(spark, OPEN_COST_CONF, "not a size")

@@ -98,7 +98,7 @@ def session_confs(home: Path, jars: list[Path], *, master: str = DEFAULT_MASTER)
     machine's local time).
 
     ``spark.default.parallelism`` is set to the worker threads of ``master`` (what classic Spark
-    uses anyway; :func:`lakescore.scoring.splits.spread_reads` cuts the source per core by it).
+    uses anyway; Spark's file scan cuts the source per core by it, :mod:`lakescore.scoring.splits`).
     ``spark.sql.sources.parallelPartitionDiscovery.parallelism`` is set to the same: Delta Lake's
     ``VACUUM`` lists a table's files in that many tasks (Spark's default is 10,000, which on two
     local cores turns a vacuum of a small table into half a minute of empty tasks).

@@ -156,7 +156,7 @@ def score_spark(source: Any, plan: ScorePlan, *, batch_rows: int, env_manager: E
     spark = source.sparkSession
     if has_int_extension(spark):  # Spark 4.1 has no such conf (and serverless refuses unknown ones)
         spark.conf.set(INT_EXTENSION_CONF, "true")  # integer inputs reach the worker as Int64, not float64
-    spread_reads(source)
+    spread_reads(spark)
     model_path = local_model(plan.model_uri, model_dir)  # workers never open the registry (Spark Connect)
     fields = result_fields(Model.load(model_path).signature.outputs)  # the pyfunc's own (also inside an FE model)
     tables = saved_code_tables(model_path)
