@@ -169,4 +169,3 @@ def decode_column(code: Any, table: tuple[str, ...]) -> Any:
     if not table:
         return F.lit(None).cast("string")
     return F.element_at(F.expr(f"array({', '.join(map(sql_literal, table))})"), code.cast("int") + 1)
-

@@ -670,8 +670,8 @@ class SparkDeltaWriter:
     def create(self) -> None:
         """Create the empty table with the rows' schema: ``CREATE TABLE IF NOT EXISTS <table>
         (<columns>) USING DELTA`` (:func:`lakescore.runtime.sql_text.schema_ddl`), one commit of
-        the table's metadata and no data file, with no Spark job (a write of no rows ran one and
-        wrote an empty file: 0.6 s against 0.3 s). Kept on Spark even for a path table: Spark's
+        the table's metadata and no data file, with no Spark job (a write of no rows runs one and
+        writes an empty file, in about twice the time). Kept on Spark even for a path table: Spark's
         first append to a table delta-rs created, which has no ``.crc`` checksum file, replays the
         whole log. Only the rows' schema is read: no action runs on the rows (whose commit, on the
         one pass, observes their counts)."""
