@@ -104,7 +104,7 @@ def save_output(path: str, keys: Any, labels: Any, probability: Any) -> None:
     pd.DataFrame({KEY: np.asarray(keys), "prediction": labels, "probability": probability}).to_parquet(path)
 
 
-def child_native(lake: str, source: str, model_dir: str, out: str, calls: int = 2) -> dict[str, Any]:
+def child_native(lake: str, source: str, model_dir: str, out: str, calls: int) -> dict[str, Any]:
     import mlflow.sklearn
 
     from lakescore.runtime import LocalRuntime
@@ -117,7 +117,7 @@ def child_native(lake: str, source: str, model_dir: str, out: str, calls: int = 
     return {"rows": len(rows), "seconds": seconds}
 
 
-def child_chain(lake: str, source: str, model_uri: str, out: str, calls: int = 2) -> dict[str, Any]:
+def child_chain(lake: str, source: str, model_uri: str, out: str, calls: int) -> dict[str, Any]:
     import mlflow
 
     from lakescore.chain import FittedChain
@@ -145,7 +145,7 @@ def one_row_ms(chain: Any, rows: pd.DataFrame, calls: int = 2000) -> dict[str, f
     return {"p50": float(np.percentile(times, 50)), "p90": float(np.percentile(times, 90))}
 
 
-def child_single(lake: str, config: str, out: str, calls: int = 2) -> dict[str, Any]:
+def child_single(lake: str, config: str, out: str, calls: int) -> dict[str, Any]:
     from lakescore.config import load_project
     from lakescore.runtime import LocalRuntime
     from lakescore.scoring.local import score_single_node

@@ -73,7 +73,7 @@ from lakescore.publish.state import (
     stored_receipts,
 )
 from lakescore.runtime.appends import retry_races, spark_insert_new, spark_raced
-from lakescore.runtime.sql_text import schema_ddl
+from lakescore.runtime.sql_text import quoted_name, schema_ddl
 
 AppTxnReader = Callable[[str, str, int], "int | None"]  # (table location, app id, version) -> txn version
 
@@ -163,7 +163,7 @@ class TableRef:
     def sql(self) -> str:
         """The table in Spark SQL: ```c`.`s`.`t``` or ``delta.`<path>```."""
         if self.is_name:
-            return ".".join(f"`{part}`" for part in self.text.split("."))
+            return ".".join(map(quoted_name, self.text.split(".")))
         return f"delta.`{self.text}`"
 
     @property

@@ -35,6 +35,7 @@ from lakescore.config import TABLE_NAME
 from lakescore.errors import RuntimeUnsupportedError, TableExistsError, TableNotFoundError
 from lakescore.runtime.base import PLACEMENTS, Placement
 from lakescore.runtime.local import DELTA_RS_READER_FEATURES
+from lakescore.runtime.sql_text import quoted_name
 
 if TYPE_CHECKING:  # pandas and pyarrow load where tables are read (a serving endpoint process reads none)
     import pandas as pd
@@ -81,7 +82,7 @@ def _parts(name: str) -> tuple[str, str, str]:
 
 
 def _quoted(name: str) -> str:
-    return ".".join(f"`{part}`" for part in _parts(name))
+    return ".".join(map(quoted_name, _parts(name)))
 
 
 def _not_found(name: str, err: Exception | None = None) -> TableNotFoundError:

@@ -45,7 +45,8 @@ def schema_ddl(schema: Any) -> str:
     Returns
     -------
     str
-        e.g. ``\\`flight_id\\` bigint NOT NULL, \\`probability\\` double``.
+        For example ``flight_id`` (not nullable) and ``probability`` give the text
+        ``"`flight_id` bigint NOT NULL, `probability` double"``.
     """
     return ", ".join(f"{quoted_name(f.name)} {_ddl_type(f.dataType)}{'' if f.nullable else ' NOT NULL'}"
                      for f in schema.fields)
