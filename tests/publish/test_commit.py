@@ -234,6 +234,17 @@ def test_empty_snapshot_never_wipes_a_period(lake):
     assert len(lake.table()) == 100
 
 
+def test_a_first_publication_whose_rows_repeat_a_key_is_refused_before_the_table_is_created(lake):
+    """The rows' own keys are checked before a missing table is created: a refused first
+    publication leaves no table behind, and the next one creates it and commits once."""
+    from pathlib import Path
+
+    lake.add_source(pd.concat([lake.flights.iloc[:40], lake.flights.iloc[10:12]]))  # two keys twice
+    with pytest.raises(PublishError, match=r"^2 record key\(s\) within this run"):
+        lake.publish(lake.score())
+    assert not Path(lake.path).exists()
+
+
 def test_a_source_that_reinserts_published_rows_is_refused_and_the_table_is_unchanged(lake):
     from lakescore.errors import PublishError
 

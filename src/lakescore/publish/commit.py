@@ -1,7 +1,7 @@
 """The exactly-once commit loop, written once for every engine.
 
 One attempt: read the target from one snapshot -> decide (:func:`lakescore.publish.plan.decide`)
--> run the key checks -> create the files (or stage the write) -> commit pinned to the snapshot,
+-> run the key checks (a missing table is created only once the rows' own keys pass) -> create the files (or stage the write) -> commit pinned to the snapshot,
 with the receipt and the app transaction -> read back whether the commit landed -> keep its
 receipt in the receipts table. A commit that loses the race is cleaned up (its own files only)
 and the next attempt plans again, so a racing replay becomes a no-op and a stale plan an error,
@@ -242,7 +242,8 @@ def publish_once(writer: Writer, request: PublishRequest, *, allow_empty: bool =
         (:func:`~lakescore.publish.plan.check_period_nulls`).
     keys : list of str, optional
         Record keys: refused when a key repeats within the rows, or (on append) when the
-        snapshot already holds it (:func:`check_keys`).
+        snapshot already holds it (:func:`check_keys`). The rows' own keys are checked before
+        a missing table is created, so a refused first publication leaves no table.
     pause : callable, default :func:`fault_pause`
         Called with ``"before_create"`` (the table is missing, about to be created),
         ``"before_commit"`` (files written, nothing committed) and ``"after_commit"`` (committed,
@@ -284,6 +285,8 @@ def publish_once(writer: Writer, request: PublishRequest, *, allow_empty: bool =
         if decision.action == "noop":
             return decision, state.version, decision.replayed
         if decision.action == "create":
+            if keys:  # a run refused for its own keys leaves no table behind
+                check_keys(writer.repeated_keys(keys, against_table=False), table=request.prediction_table)
             pause("before_create")
             writer.create()
             continue
