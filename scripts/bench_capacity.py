@@ -168,6 +168,7 @@ def one_pass_phases(clock: Any) -> None:
     each phase is the functions that make it up (what a run pays before, in and after its commit)."""
     from lakescore.publish import spark_delta
     from lakescore.publish.spark_delta import SparkDeltaWriter
+    from lakescore.runtime.ahead import Ahead
     from lakescore.workflows import publish as publish_workflow
     from lakescore.workflows import score as score_workflow
     from lakescore.workflows.routes.spark import SparkRoute
@@ -182,6 +183,7 @@ def one_pass_phases(clock: Any) -> None:
     clock.wrap(SparkDeltaPublication, "rows", "publication rows (lazy)")
     clock.wrap(publish_workflow, "build_request", "publish request")
     clock.wrap(spark_delta, "check_keys_within", "key check (source read)")
+    clock.wrap(Ahead, "result", "key check (source read)")  # the one pass's: the wait for its thread
     clock.wrap(SparkDeltaWriter, "read", "table state (history, receipts)")
     clock.wrap(SparkDeltaWriter, "create", "create table")
     clock.wrap(SparkDeltaWriter, "repeated_keys", "key check (table)")

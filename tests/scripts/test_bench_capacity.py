@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -118,6 +119,10 @@ def test_phases_are_exclusive_and_with_other_add_up_to_the_wall_time(monkeypatch
     assert clock.seconds(5.0) == {"key check": 2.75, "publish": 1.5, "other": 0.75}
     clock.reset()
     assert clock.seconds(1.0) == {"other": 1.0}
+    beside = threading.Thread(target=Work().inner, args=(4.0,))  # work started on a thread of its own
+    beside.start()
+    beside.join()
+    assert clock.seconds(4.0) == {"other": 4.0}  # counted only where the run's thread waits for it
 
 
 def test_ratios_are_the_one_pass_over_the_peer_write_and_local2_over_local1(bench):

@@ -185,6 +185,25 @@ def test_a_snapshot_spark_run_publishes_with_the_facts_observed_when_it_was_stag
     assert sorted(runtime.read_table(lake.target)["flight_id"]) == sorted(lake.flights.iloc[:40]["flight_id"])
 
 
+def test_score_publish_on_spark_refuses_a_repeated_source_key_before_any_table_and_restores_the_session(spark_lake):
+    """The one pass checks the source's keys on a thread of its own while the driver sets up the
+    UDF: a repeated key is refused before the prediction table is created, nothing is staged, and
+    the session's split size is as it was."""
+    from lakescore.errors import PublishError
+    from lakescore.scoring.splits import OPEN_COST_CONF
+    from lakescore.workflows.publish import score_and_publish
+
+    lake, runtime = spark_lake, spark_lake.runtime
+    lake.add(pd.concat([lake.flights.iloc[:30], lake.flights.iloc[5:6]]))  # one flight twice
+    spark = runtime.spark()
+    before = spark.conf.get(OPEN_COST_CONF, None)
+    with pytest.raises(PublishError, match=r"^1 record key\(s\) within this run \(e.g. \[\{'flight_id': "):
+        score_and_publish(lake.project, runtime)
+    assert not runtime.table_exists(lake.target)
+    assert not list(runtime.runs_dir().glob("*/run.json"))
+    assert spark.conf.get(OPEN_COST_CONF, None) == before
+
+
 def test_score_publish_on_spark_is_one_pass_with_the_counts_and_facts_of_a_staged_run(spark_lake, small_chain):
     """``score --publish`` on Spark stages nothing: the UDF's output goes into the commit, the keys
     and facts come from the source read, the tally from the commit's own pass; and all of them

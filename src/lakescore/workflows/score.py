@@ -22,6 +22,7 @@ import json
 import shutil
 import uuid
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import asdict
 from typing import Any, TypeVar
 
@@ -84,8 +85,9 @@ def score_then(project: ProjectConfig, runtime: Runtime, *, recover: bool = Fals
     :func:`~lakescore.publish.plan.publication_pass` says so, else the staged run.
 
     One pass (a Spark run published with Spark Delta): the run is not staged; the route checks
-    its keys and counts its facts on the source read
-    (:meth:`~lakescore.workflows.routes.base.Route.one_pass`), and ``publish`` runs while the
+    its keys and counts its facts on the source read, on a thread of its own while the driver
+    copies the model and sets up the UDF (:meth:`~lakescore.workflows.routes.base.Route.check_ahead`,
+    :meth:`~lakescore.workflows.routes.base.Route.one_pass`), and ``publish`` runs while the
     model the workers read and the session's read settings are still in place: the UDF runs in
     its commit, once.
 
@@ -123,12 +125,14 @@ def score_then(project: ProjectConfig, runtime: Runtime, *, recover: bool = Fals
     published: T | None = None
     try:
         with progress.step(f"score ({route.name}) {plan.source_table}@v{plan.source_version}") as shown, \
-                route.session_kept():
+                route.session_kept(), \
+                (route.check_ahead(plan, prepared, period_column=column) if one else nullcontext()) as checking:
+            # one pass: the executors check the source's keys while the driver sets up the UDF
             scored = route.score(plan, prepared, batch_rows=inf.spark_udf_prediction_batch_rows,
                                  env_manager=inf.spark_udf_env_manager, model_dir=model_dir, period_column=column)
             run = finish_run(project, runtime, plan, prepared, scored, route=route)
-            if one and publish is not None:
-                run = route.one_pass(run, prepared, model_dir=model_dir, period_column=column)
+            if checking is not None and publish is not None:
+                run = route.one_pass(run, checking.result(), model_dir=model_dir, period_column=column)
                 published = publish(run)  # the UDF runs here, in the commit
                 # the tally its commit observed; a replay found at the commit counts it now, while the model is here
                 shown.total_rows(run.counts["rows_in"])

@@ -26,7 +26,9 @@ from lakescore.monitoring.report import ReportBins
 from lakescore.publish.commit import PublicationTarget
 from lakescore.publish.run import FrameFacts
 from lakescore.publish.scope import PreparedScope, attach_period
+from lakescore.publish.spark_delta import KeyCheck
 from lakescore.runtime import Runtime
+from lakescore.runtime.ahead import Ahead
 from lakescore.runtime.base import DeltaEngine
 from lakescore.scoring.preflight import ScorePlan
 from lakescore.scoring.run import FrameKind, ScoredRun
@@ -84,7 +86,8 @@ class Route(Protocol):
     engine: DeltaEngine
 
     def session_kept(self) -> AbstractContextManager[None]:
-        """Around a run: the engine's session settings as they were once the run is staged."""
+        """Around a run: the engine's session settings for the run, put back as they were once
+        the run is staged or published."""
         ...
 
     def target(self, table: str, *, app_id: str | None = None) -> PublicationTarget:
@@ -119,11 +122,17 @@ class Route(Protocol):
         """A staged run's predictions from ``folder``, and their form."""
         ...
 
-    def one_pass(self, run: ScoredRun, prepared: PreparedScope, *, model_dir: Path,
-                 period_column: str | None) -> ScoredRun:
+    def check_ahead(self, plan: ScorePlan, prepared: PreparedScope, *, period_column: str | None) -> Ahead[KeyCheck]:
+        """The one pass's key check of the rows a run scores, started now and computed while the
+        driver sets up the scoring; leave it (``with``) inside :meth:`session_kept`. Only the
+        Spark route publishes in one pass (the single-node route raises)."""
+        ...
+
+    def one_pass(self, run: ScoredRun, checked: KeyCheck, *, model_dir: Path, period_column: str | None) -> ScoredRun:
         """``run`` ready to be published in one pass (:func:`lakescore.publish.plan.publication_pass`):
-        not staged; its keys checked and its facts counted on the source read; its tally observed
-        by the commit. Only the Spark route publishes so (the single-node route raises)."""
+        not staged; its keys checked and its facts counted on the source read (``checked``, from
+        :meth:`check_ahead`); its tally observed by the commit. Only the Spark route publishes so
+        (the single-node route raises)."""
         ...
 
     def writer(self, *, period_column: str | None = None) -> Writer:

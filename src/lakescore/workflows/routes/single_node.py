@@ -28,8 +28,10 @@ from lakescore.monitoring.quality import model_rows, model_versions
 from lakescore.monitoring.report import ReportBins, pandas_report_bins
 from lakescore.publish.commit import PublicationTarget
 from lakescore.publish.scope import PreparedScope
+from lakescore.publish.spark_delta import KeyCheck
 from lakescore.publish.state import split_changes
 from lakescore.runtime import Runtime
+from lakescore.runtime.ahead import Ahead
 from lakescore.runtime.base import publication_engine
 from lakescore.scoring.preflight import ScorePlan
 from lakescore.scoring.run import FrameKind, ScoredRun
@@ -99,8 +101,11 @@ class SingleNodeRoute:
         """The staged ``predictions.parquet``."""
         return load_frame(folder), "pandas"
 
-    def one_pass(self, run: ScoredRun, prepared: PreparedScope, *, model_dir: Path,
-                 period_column: str | None) -> ScoredRun:
+    def check_ahead(self, plan: ScorePlan, prepared: PreparedScope, *, period_column: str | None) -> Ahead[KeyCheck]:
+        """Never: a single-node run is staged (:func:`lakescore.publish.plan.publication_pass`)."""
+        raise ValueError("the single-node route stages its runs; it has no one pass")
+
+    def one_pass(self, run: ScoredRun, checked: KeyCheck, *, model_dir: Path, period_column: str | None) -> ScoredRun:
         """Never: a single-node run is staged (:func:`lakescore.publish.plan.publication_pass`)."""
         raise ValueError("the single-node route stages its runs; it has no one pass")
 

@@ -23,7 +23,8 @@ lazy Spark DataFrames on the executors; no source or prediction row reaches the 
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,9 @@ from lakescore.monitoring.spark_aggregates import (
 )
 from lakescore.publish.commit import PublicationTarget
 from lakescore.publish.scope import PreparedScope
+from lakescore.publish.spark_delta import KeyCheck
 from lakescore.runtime import Runtime
+from lakescore.runtime.ahead import Ahead
 from lakescore.runtime.base import DeltaEngine, publication_engine
 from lakescore.scoring.preflight import ScorePlan
 from lakescore.scoring.run import FrameKind, OnePass, ScoredRun
@@ -71,12 +74,17 @@ class SparkRoute:
         self.runtime = runtime
         self.engine = publication_engine(runtime, self.name)
 
-    def session_kept(self) -> AbstractContextManager[None]:
-        """The session's split size as it was once the run is staged
-        (:func:`lakescore.scoring.splits.reads_restored`)."""
-        from lakescore.scoring.splits import reads_restored  # pyspark: only on the Spark route
+    @contextmanager
+    def session_kept(self) -> Iterator[None]:
+        """The source read in one split per core for the run (:func:`lakescore.scoring.splits.spread_reads`,
+        set before anything plans a read of it), and the split size put back as it was once the
+        run is staged or published (:func:`~lakescore.scoring.splits.reads_restored`)."""
+        from lakescore.scoring.splits import reads_restored, spread_reads  # pyspark: only on the Spark route
 
-        return reads_restored(self.runtime.spark())
+        spark = self.runtime.spark()
+        with reads_restored(spark):
+            spread_reads(spark)
+            yield
 
     def target(self, table: str, *, app_id: str | None = None) -> PublicationTarget:
         """See :meth:`lakescore.workflows.routes.base.Route.target` (Spark Delta)."""
@@ -137,14 +145,27 @@ class SparkRoute:
         observed.write.mode("error").parquet(str(folder / SPARK_STAGED))
         return replace(run, predictions=self.runtime.spark().read.parquet(str(folder / SPARK_STAGED)), facts=facts())
 
-    def one_pass(self, run: ScoredRun, prepared: PreparedScope, *, model_dir: Path,
-                 period_column: str | None) -> ScoredRun:
+    def check_ahead(self, plan: ScorePlan, prepared: PreparedScope, *, period_column: str | None) -> Ahead[KeyCheck]:
+        """The one pass's key check, started now on a thread of its own (:class:`lakescore.runtime.ahead.Ahead`):
+        one aggregate over the key columns (and the period column) of the rows this run scores
+        (:func:`lakescore.publish.spark_delta.check_keys_within`), which the executors compute
+        while the driver copies the model and sets up the UDF. The keys of the output are the
+        keys of the input rows, so no repeated key can reach the commit; the check gives the
+        run's rows and period facts too (:func:`lakescore.publish.run.checked_facts`). Start it
+        inside :meth:`session_kept` (the read's splits), and leave it (``with``) before that ends."""
+        from lakescore.publish.spark_delta import check_keys_within  # pyspark: only on the Spark route
+
+        keys = list(plan.record_keys)
+        source = self.rows(plan, prepared)
+        columns = list(dict.fromkeys([*keys, *([period_column] if period_column in source.columns else [])]))
+        return Ahead(source.sparkSession,
+                     lambda: check_keys_within(source.select(*columns), keys, period_column=period_column))
+
+    def one_pass(self, run: ScoredRun, checked: KeyCheck, *, model_dir: Path, period_column: str | None) -> ScoredRun:
         """``run`` as the one pass publishes it: nothing staged, nothing computed yet.
 
-        - The key check: one aggregate over the key columns (and the period column) of the
-          source read, before the UDF runs (:func:`lakescore.publish.spark_delta.check_keys_within`):
-          the keys of the output are the keys of the input rows. It gives the run's rows and
-          period facts too (:func:`lakescore.publish.run.checked_facts`).
+        - The key check: ``checked``, of the source read (:meth:`check_ahead`); its totals give the
+          run's rows and period facts.
         - The tally: observed on the UDF's output (:func:`lakescore.scoring.spark.observe_tally`),
           counted by the commit's own write.
 
@@ -152,14 +173,9 @@ class SparkRoute:
         tables enumerate the tally's groups. It must outlive the commit.
         """
         from lakescore.publish.run import checked_facts  # pyspark: only on the Spark route
-        from lakescore.publish.spark_delta import check_keys_within
         from lakescore.scoring.spark import observe_tally
         from lakescore.transport_codes import saved_code_tables
 
-        plan, keys = run.plan, list(run.plan.record_keys)
-        source = self.rows(plan, prepared)
-        columns = list(dict.fromkeys([*keys, *([period_column] if period_column in source.columns else [])]))
-        checked = check_keys_within(source.select(*columns), keys, period_column=period_column)
         # the one copy this run downloaded (local_model): its MLmodel at <model_dir>/<copy>/ or, for a
         # Feature Engineering model, deeper (its pyfunc's own folder): the shallowest one
         folder = min(model_dir.rglob("MLmodel"), key=lambda path: len(path.parts)).parent
