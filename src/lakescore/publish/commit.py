@@ -1,11 +1,11 @@
 """The exactly-once commit loop, written once for every engine.
 
 One attempt: read the target from one snapshot -> decide (:func:`lakescore.publish.plan.decide`)
--> run the key checks (a missing table is created only once the rows' own keys pass) -> create the files (or stage the write) -> commit pinned to the snapshot,
-with the receipt and the app transaction -> read back whether the commit landed -> keep its
-receipt in the receipts table. A commit that loses the race is cleaned up (its own files only)
-and the next attempt plans again, so a racing replay becomes a no-op and a stale plan an error,
-never a duplicate.
+-> run the key checks (a missing table is created only once the rows' own keys pass them) ->
+create the files (or stage the write) -> commit pinned to the snapshot, with the receipt and the
+app transaction -> read back whether the commit landed -> keep its receipt in the receipts table.
+A commit that loses the race is cleaned up (its own files only) and the next attempt plans again,
+so a racing replay becomes a no-op and a stale plan an error, never a duplicate.
 
 Each engine is a :class:`Writer`: :class:`lakescore.publish.delta_rs.DeltaRsWriter` (the
 single-node route, the serving inference table) and
