@@ -183,7 +183,8 @@ def one_pass_phases(clock: Any) -> None:
     clock.wrap(SparkDeltaPublication, "rows", "publication rows (lazy)")
     clock.wrap(publish_workflow, "build_request", "publish request")
     clock.wrap(spark_delta, "check_keys_within", "key check (source read)")
-    clock.wrap(Ahead, "result", "key check (source read)")  # the one pass's: the wait for its thread
+    clock.wrap(SparkRoute, "check_ahead", "key check (source read)")  # the one pass's: its start,
+    clock.wrap(Ahead, "result", "key check (source read)")  # and the wait for its thread
     clock.wrap(SparkDeltaWriter, "read", "table state (history, receipts)")
     clock.wrap(SparkDeltaWriter, "create", "create table")
     clock.wrap(SparkDeltaWriter, "repeated_keys", "key check (table)")

@@ -236,7 +236,7 @@ def test_empty_snapshot_never_wipes_a_period(lake):
 
 def test_a_first_publication_whose_rows_repeat_a_key_is_refused_before_the_table_is_created(lake):
     """The rows' own keys are checked before a missing table is created: a refused first
-    publication leaves no table behind, and the next one creates it and commits once."""
+    publication leaves no table behind."""
     from pathlib import Path
 
     lake.add_source(pd.concat([lake.flights.iloc[:40], lake.flights.iloc[10:12]]))  # two keys twice

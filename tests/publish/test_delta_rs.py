@@ -59,6 +59,8 @@ def test_repeated_keys_on_arrow_within_the_run_first_then_against_the_table():
     twice = repeated_keys(pa.table({"k": [7, 7, 8, 2, 2, 2], "s": ["x", "y", "z", "x", "x", "y"]}),
                           pa.table({"k": [8]}), keys=["k"], table="t")
     assert (twice.count, twice.examples, twice.where) == (2, ({"k": 2}, {"k": 7}), "within this run")
+    held_only = repeated_keys(pa.table({"k": [7, 7, 8]}), pa.table({"k": [8]}), keys=["k"], table="t", within=False)
+    assert (held_only.count, held_only.where) == (1, "already in t")  # the rows' own repeats not counted again
     pairs = repeated_keys(new, None, keys=["s", "k"], table="t")  # a compound key: every pair is distinct
     assert pairs is None
     assert repeated_keys(new, None, keys=["s"], table="t").examples == ({"s": "a"},)

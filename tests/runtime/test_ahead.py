@@ -56,6 +56,35 @@ def test_the_works_error_is_raised_by_result_and_leaving_the_block_waits_for_the
 
 
 @pytest.mark.spark
+def test_a_block_left_by_an_error_cancels_the_works_jobs_instead_of_waiting_for_them(route_spark, spark, tmp_path):
+    """A scan of Parquet files (as the key check's) whose job takes about half a minute on its
+    own: the block is left within seconds of its error, and the cores are free again at once, on
+    classic Spark and on Spark Connect."""
+    spark.range(0, 2_000_000, 1, 2).write.parquet(str(tmp_path / "rows"))
+    chains = []
+    for start in range(4):  # 4 chains of 30 hashes a row (deeper nesting is more than Spark's analyzer takes)
+        chain = f"CAST(id + {start} AS string)"
+        for _ in range(30):
+            chain = f"sha2({chain}, 256)"
+        chains.append(chain)
+    hashed = f"concat({', '.join(chains)})"
+
+    def slow():
+        return route_spark.read.parquet(str(tmp_path / "rows")).selectExpr(f"max({hashed})").first()
+
+    started = time.perf_counter()
+    with pytest.raises(RuntimeError, match="the UDF set-up failed"), Ahead(route_spark, slow) as ahead:
+        time.sleep(1.0)  # the job is running
+        raise RuntimeError("the UDF set-up failed")
+    assert time.perf_counter() - started < 10
+    with pytest.raises(Exception, match="(?i)cancel|interrupt"):  # what the work itself met
+        ahead.result()
+    started = time.perf_counter()
+    assert route_spark.range(3).count() == 3
+    assert time.perf_counter() - started < 5  # no task of the cancelled job holds a core
+
+
+@pytest.mark.spark
 def test_a_classic_session_in_a_process_switched_to_spark_connect_still_runs_its_work(spark, monkeypatch):
     """pyspark's thread reads the session kind from the process (``SPARK_CONNECT_MODE_ENABLED``);
     a process holding both kinds gets a plain thread for the other kind."""

@@ -63,10 +63,13 @@ class Period:
         return f"{quote}{self.column}{quote} >= '{start}' AND {quote}{self.column}{quote} < '{end}'"
 
 
+WITHIN_RUN = "within this run"  # RepeatedKeys.where of keys repeated among the rows themselves
+
+
 @dataclass(frozen=True)
 class RepeatedKeys:
     """Record keys an engine found stored twice: how many, up to three of them (smallest first),
-    and where (``within this run`` or ``already in <table>``)."""
+    and where (:data:`WITHIN_RUN` or ``already in <table>``)."""
 
     count: int
     examples: tuple[dict[str, Any], ...]

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakescore.publish.commit import CommitLost, Period, RepeatedKeys, publish_once
+from lakescore.publish.commit import WITHIN_RUN, CommitLost, Period, RepeatedKeys, publish_once
 from lakescore.publish.plan import Decision, PublishRequest, TargetState
 from lakescore.publish.state import DeltaRsTarget
 
@@ -117,7 +117,8 @@ def write_files(path: str, data: pa.Table, *, rows_per_file: int = ROWS_PER_FILE
 
 
 
-def repeated_keys(new: pa.Table, existing: pa.Table | None, *, keys: list[str], table: str) -> RepeatedKeys | None:
+def repeated_keys(new: pa.Table, existing: pa.Table | None, *, keys: list[str], table: str,
+                  within: bool = True) -> RepeatedKeys | None:
     """Record keys of ``new`` that repeat within it, else (when ``existing`` is given) that
     ``existing`` already holds, counted with Arrow.
 
@@ -129,6 +130,8 @@ def repeated_keys(new: pa.Table, existing: pa.Table | None, *, keys: list[str], 
         The key columns already in the table (None when the commit replaces them).
     table : str
         The prediction table, for ``where``.
+    within : bool, default True
+        Count the keys repeated within ``new`` first; False when the caller already did.
 
     Returns
     -------
@@ -137,9 +140,10 @@ def repeated_keys(new: pa.Table, existing: pa.Table | None, *, keys: list[str], 
     """
     order = [(k, "ascending") for k in keys]
     new = new.select(keys)
-    counts = new.group_by(keys).aggregate([([], "count_all")])
-    repeated = counts.filter(pc.greater(counts["count_all"], 1)).select(keys)
-    where = "within this run"
+    repeated, where = new.slice(0, 0), WITHIN_RUN
+    if within:
+        counts = new.group_by(keys).aggregate([([], "count_all")])
+        repeated = counts.filter(pc.greater(counts["count_all"], 1)).select(keys)
     if repeated.num_rows == 0 and existing is not None and existing.num_rows and new.num_rows:
         repeated = new.join(existing.select(keys).cast(new.schema), keys=keys, join_type="left semi")
         where = f"already in {table}"
@@ -166,6 +170,7 @@ class DeltaRsWriter:
     def __init__(self, path: str, data: pa.Table, *, table: str, app_id: str) -> None:
         self.path, self.data, self.table, self.app_id = str(path), data, table, app_id
         self.target = DeltaRsTarget(self.path, table=table, app_id=app_id)
+        self._own_keys_unique = False  # set once a key check found no key repeated within the rows
 
     @property
     def _snapshot(self) -> Any:
@@ -197,8 +202,12 @@ class DeltaRsWriter:
         return self.data[column].null_count if column in self.data.column_names else 0
 
     def repeated_keys(self, keys: list[str], *, against_table: bool) -> RepeatedKeys | None:
+        """As :func:`repeated_keys`; the rows' own keys are counted once for every attempt (a
+        first publication checks them before it creates the table, then plans again)."""
         existing = self._snapshot.to_pyarrow_table(columns=keys) if against_table else None
-        return repeated_keys(self.data, existing, keys=keys, table=self.table)
+        found = repeated_keys(self.data, existing, keys=keys, table=self.table, within=not self._own_keys_unique)
+        self._own_keys_unique = found is None or found.where != WITHIN_RUN
+        return found
 
     def stage(self, decision: Decision) -> list[Any] | None:
         """Write the Parquet files of an append or a full replacement (not committed); None for a

@@ -60,7 +60,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from lakescore.config import TABLE_NAME, ModelChangeMode
-from lakescore.publish.commit import CommitLost, Period, RepeatedKeys, publish_once
+from lakescore.publish.commit import WITHIN_RUN, CommitLost, Period, RepeatedKeys, publish_once
 from lakescore.publish.plan import Decision, LaterCommit, PublishRequest, TargetState
 from lakescore.publish.receipts import RECEIPTS_SUFFIX, merge_receipts, receipt_rows
 from lakescore.publish.run import FrameFacts
@@ -353,7 +353,7 @@ def check_keys_within(rows: Any, keys: list[str], *, period_column: str | None =
     totals = per_key.agg(F.sum((F.col("_rows") > 1).cast("long")).alias("twice"), F.sum("_rows").alias("rows"),
                          *bounds, *period).first().asDict()
     twice = int(totals["twice"] or 0)
-    repeated = (RepeatedKeys(twice, _examples(per_key.where(F.col("_rows") > 1), keys), "within this run")
+    repeated = (RepeatedKeys(twice, _examples(per_key.where(F.col("_rows") > 1), keys), WITHIN_RUN)
                 if twice else None)
     return KeyCheck(rows, totals, repeated)
 

@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 from lakescore import progress
 from lakescore.config import ProjectConfig
 from lakescore.errors import ChangeFeedReadError, ConfigError, LakescoreError
+from lakescore.publish.commit import check_keys
 from lakescore.publish.plan import (
     Scope,
     TargetState,
@@ -105,7 +106,8 @@ def score_then(project: ProjectConfig, runtime: Runtime, *, recover: bool = Fals
     Raises
     ------
     ConfigError, PublishError
-        As :func:`score`, and whatever ``publish`` raises (the table is left as it was).
+        As :func:`score`, and whatever ``publish`` raises (the table is left as it was); on the
+        one pass, a record key repeated in the rows scored, before the table is read.
     """
     inf = project.inference
     route = choose_route(runtime, inf.batch_compute)  # once for the run: every step below asks it
@@ -132,7 +134,10 @@ def score_then(project: ProjectConfig, runtime: Runtime, *, recover: bool = Fals
                                  env_manager=inf.spark_udf_env_manager, model_dir=model_dir, period_column=column)
             run = finish_run(project, runtime, plan, prepared, scored, route=route)
             if checking is not None and publish is not None:
-                run = route.one_pass(run, checking.result(), model_dir=model_dir, period_column=column)
+                checked = checking.result()
+                # a repeated key refuses the run here: before the prediction table is read or written
+                check_keys(checked.repeated, table=inf.prediction_table)
+                run = route.one_pass(run, checked, model_dir=model_dir, period_column=column)
                 published = publish(run)  # the UDF runs here, in the commit
                 # the tally its commit observed; a replay found at the commit counts it now, while the model is here
                 shown.total_rows(run.counts["rows_in"])
