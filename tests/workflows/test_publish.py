@@ -52,17 +52,29 @@ class SparkLake:
         return self.project.inference.prediction_table
 
 
-@pytest.fixture
-def spark_lake(spark_runtime, project_dir, flights_sample, small_chain, small_evidence):
-    spark_runtime.mlflow()
+def registered_lake(runtime, project_dir, flights_sample, small_chain, small_evidence) -> SparkLake:
+    """The model registered in ``runtime``'s registry, and the lake of four cancelled flights
+    (excluded by the `cancelled` eligibility rule) then 86 others."""
+    runtime.mlflow()
     with mlflow.start_run():
         log_and_register(small_chain, example=flights_sample.head(5), name=NAME, alias="champion",
                          evidence=small_evidence)
-    cancelled = flights_sample["dep_time"].isna()  # excluded by the `cancelled` eligibility rule
+    cancelled = flights_sample["dep_time"].isna()
     flights = pd.concat([flights_sample[cancelled].head(4), flights_sample[~cancelled].head(86)])
-    lake = SparkLake(spark_runtime, project_dir, flights)  # four cancelled flights first
+    lake = SparkLake(runtime, project_dir, flights)
     assert lake.project.inference.batch_compute == "spark"
     return lake
+
+
+@pytest.fixture
+def spark_lake(spark_runtime, project_dir, flights_sample, small_chain, small_evidence):
+    return registered_lake(spark_runtime, project_dir, flights_sample, small_chain, small_evidence)
+
+
+@pytest.fixture
+def route_lake(route_runtime, project_dir, flights_sample, small_chain, small_evidence):
+    """The lake on classic Spark and again on Spark Connect (see ``route_spark``)."""
+    return registered_lake(route_runtime, project_dir, flights_sample, small_chain, small_evidence)
 
 
 def spark_refused(*args, **kwargs):
@@ -185,7 +197,7 @@ def test_a_snapshot_spark_run_publishes_with_the_facts_observed_when_it_was_stag
     assert sorted(runtime.read_table(lake.target)["flight_id"]) == sorted(lake.flights.iloc[:40]["flight_id"])
 
 
-def test_score_publish_on_spark_refuses_a_repeated_source_key_before_any_table_and_restores_the_session(spark_lake):
+def test_score_publish_on_spark_refuses_a_repeated_source_key_before_any_table_and_restores_the_session(route_lake):
     """The one pass checks the source's keys on a thread of its own while the driver sets up the
     UDF: a repeated key is refused before the prediction table is created, nothing is staged, and
     the session's split size is as it was."""
@@ -193,7 +205,7 @@ def test_score_publish_on_spark_refuses_a_repeated_source_key_before_any_table_a
     from lakescore.scoring.splits import OPEN_COST_CONF
     from lakescore.workflows.publish import score_and_publish
 
-    lake, runtime = spark_lake, spark_lake.runtime
+    lake, runtime = route_lake, route_lake.runtime
     lake.add(pd.concat([lake.flights.iloc[:30], lake.flights.iloc[5:6]]))  # one flight twice
     spark = runtime.spark()
     before = spark.conf.get(OPEN_COST_CONF, None)
@@ -204,13 +216,13 @@ def test_score_publish_on_spark_refuses_a_repeated_source_key_before_any_table_a
     assert spark.conf.get(OPEN_COST_CONF, None) == before
 
 
-def test_score_publish_on_spark_is_one_pass_with_the_counts_and_facts_of_a_staged_run(spark_lake, small_chain):
+def test_score_publish_on_spark_is_one_pass_with_the_counts_and_facts_of_a_staged_run(route_lake, small_chain):
     """``score --publish`` on Spark stages nothing: the UDF's output goes into the commit, the keys
     and facts come from the source read, the tally from the commit's own pass; and all of them
-    equal those of a staged run of the same source version."""
+    equal those of a staged run of the same source version. On classic Spark and Spark Connect."""
     from lakescore.workflows.publish import list_receipts, score_and_publish
 
-    lake, runtime = spark_lake, spark_lake.runtime
+    lake, runtime = route_lake, route_lake.runtime
     lake.configure(mode="snapshot", period_column="time_hour")
     lake.add(lake.flights.iloc[:40])
     staged = score(lake.project, runtime)  # v0, staged (lakescore score)
