@@ -166,7 +166,6 @@ def child_single(lake: str, config: str, out: str, calls: int) -> dict[str, Any]
 def one_pass_phases(clock: Any) -> None:
     """Time the phases of ``score --publish`` on Spark with ``clock`` (:class:`phase_clock.PhaseClock`):
     each phase is the functions that make it up (what a run pays before, in and after its commit)."""
-    from lakescore.publish import spark_delta
     from lakescore.publish.spark_delta import SparkDeltaWriter
     from lakescore.runtime.ahead import Ahead
     from lakescore.workflows import publish as publish_workflow
@@ -182,9 +181,8 @@ def one_pass_phases(clock: Any) -> None:
     clock.wrap(SparkRoute, "one_pass", "observation set-up")
     clock.wrap(SparkDeltaPublication, "rows", "publication rows (lazy)")
     clock.wrap(publish_workflow, "build_request", "publish request")
-    clock.wrap(spark_delta, "check_keys_within", "key check (source read)")
-    clock.wrap(SparkRoute, "check_ahead", "key check (source read)")  # the one pass's: its start,
-    clock.wrap(Ahead, "result", "key check (source read)")  # and the wait for its thread
+    clock.wrap(SparkRoute, "check_ahead", "key check (source read)")  # its start (it runs on a thread of its own),
+    clock.wrap(Ahead, "result", "key check (source read)")  # and the wait for it
     clock.wrap(SparkDeltaWriter, "read", "table state (history, receipts)")
     clock.wrap(SparkDeltaWriter, "create", "create table")
     clock.wrap(SparkDeltaWriter, "repeated_keys", "key check (table)")
