@@ -71,6 +71,12 @@ class Lake:
     def path(self) -> str:
         return str(self.runtime.table_path(TARGET))
 
+    def v(self, commit: int) -> int:
+        """The table version of the ``commit``-th commit of rows (1, 2, ...) into a table the lake's
+        writer created: delta-rs creates it empty first (v0: its first rows are v1), a Spark Delta
+        commit creates a table addressed by path (the lake's) with its rows (v0)."""
+        return commit - 1 if self.engine == "spark" else commit
+
     def add_source(self, frame: pd.DataFrame) -> int:
         """Append rows to the source (created with change data feed on); returns its new version."""
         from deltalake import write_deltalake

@@ -74,21 +74,21 @@ def test_landed_tells_our_commit_from_anothers_and_refuses_a_missing_receipt():
 def test_incremental_appends_inserted_rows_once_and_replays_are_noops(lake):
     lake.add_source(lake.flights.iloc[:300])
     first = lake.score()
-    assert lake.publish(first).table_version == 1
+    assert lake.publish(first).table_version == lake.v(1)
     lake.add_source(lake.flights.iloc[300:400])
     lake.add_source(lake.flights.iloc[400:450])
     window = lake.score()
     assert len(window.predictions) == 150  # v1 and v2 inserted rows only
     done = lake.publish(window)
-    assert (done.action, done.table_version) == ("append", 2)
+    assert (done.action, done.table_version) == ("append", lake.v(2))
     assert (done.receipt["source_version_from"], done.receipt["source_version_to"]) == (1, 2)
     again = lake.publish(window)
     assert again.action == "noop" and again.message.startswith("replay: no-op (run ")
-    assert again.table_version == 2 and again.receipt["run_id"] == window.run_id
+    assert again.table_version == lake.v(2) and again.receipt["run_id"] == window.run_id
     idle = lake.score()
     assert idle.scope["action"] == "noop" and "no new versions" in lake.publish(idle).message
     lake.assert_whole()
-    assert DeltaTable(lake.path).version() == 2
+    assert DeltaTable(lake.path).version() == lake.v(2)
 
 
 @pytest.mark.parametrize("engine", WRITERS)
@@ -152,7 +152,7 @@ def test_model_change_reject_and_full_rebuild(lake):
     assert rebuilt.action == "replace_table"
     table = lake.assert_whole()
     assert set(table["model_version"]) == {2}
-    assert DeltaTable(lake.path).version() == 2  # one commit replaced the table
+    assert DeltaTable(lake.path).version() == lake.v(2)  # one commit replaced the table
 
 
 @pytest.mark.parametrize("engine", WRITERS)
@@ -192,10 +192,10 @@ def test_empty_window_publishes_nothing_unless_allowed(lake):
     source.alter.set_table_properties({"delta.logRetentionDuration": "interval 60 days"})  # no inserted rows
     run = lake.score()
     assert run.scope["reason"].startswith("no-op: no inserted rows in")
-    assert lake.publish(run).action == "noop" and DeltaTable(lake.path).version() == 1
+    assert lake.publish(run).action == "noop" and DeltaTable(lake.path).version() == lake.v(1)
     lake.configure(allow_empty=True)
     empty = lake.publish(lake.score())
-    assert (empty.action, empty.table_version, empty.receipt["watermark_after"]) == ("append", 2, 1)
+    assert (empty.action, empty.table_version, empty.receipt["watermark_after"]) == ("append", lake.v(2), 1)
     lake.assert_whole()
 
 
@@ -212,7 +212,7 @@ def test_snapshot_replaces_the_period_in_one_commit(lake):
     write_deltalake(str(lake.runtime.table_path(SOURCE)), half, mode="overwrite")
     run = lake.score(model_version=2)
     done = lake.publish(run)
-    assert (done.action, done.table_version) == ("replace_period", 2)
+    assert (done.action, done.table_version) == ("replace_period", lake.v(2))
     end = half["time_hour"].max().floor("D") + pd.Timedelta(days=1)
     assert (done.receipt["period_start"], done.receipt["period_end"]) == (
         "2013-10-01T00:00:00Z", end.strftime("%Y-%m-%dT%H:%M:%SZ"))
@@ -249,10 +249,10 @@ def test_a_source_that_reinserts_published_rows_is_refused_and_the_table_is_unch
     from lakescore.errors import PublishError
 
     lake.add_source(lake.flights.iloc[:200])
-    assert lake.publish(lake.score()).table_version == 1
+    assert lake.publish(lake.score()).table_version == lake.v(1)
     lake.add_source(lake.flights.iloc[150:210])  # 50 keys published already, 10 new
     with pytest.raises(PublishError, match=r"50 record key\(s\) already in main.flights.late_arrival_predictions"):
         lake.publish(lake.score())
-    assert DeltaTable(lake.path).version() == 1
+    assert DeltaTable(lake.path).version() == lake.v(1)
     stored = lake.table()
     assert len(stored) == 200 and stored["flight_id"].is_unique

@@ -105,11 +105,11 @@ def test_a_publisher_dead_between_files_and_commit_leaves_the_table_and_a_rerun_
     _dies_at("before_commit", lake, run, tmp_path)
     orphans = _parquet_files(lake.path) - earlier - {Path(u).name for u in DeltaTable(lake.path).file_uris()}
     assert len(orphans) == (1 if lake.engine == "delta-rs" else 0)  # delta-rs stages its file; Spark writes in the commit
-    assert DeltaTable(lake.path).version() == 1 and len(lake.table()) == 500
+    assert DeltaTable(lake.path).version() == lake.v(1) and len(lake.table()) == 500
     rerun = lake.publish(run)
-    assert (rerun.action, rerun.table_version) == ("append", 2)
+    assert (rerun.action, rerun.table_version) == ("append", lake.v(2))
     lake.assert_whole()
-    assert len(lake.table()) == 800 and DeltaTable(lake.path).version() == 2
+    assert len(lake.table()) == 800 and DeltaTable(lake.path).version() == lake.v(2)
 
 
 # only score --publish on Spark publishes in one pass; the other writers commit staged rows
@@ -123,12 +123,12 @@ def test_sigkill_during_the_one_pass_leaves_the_table_and_a_rerun_publishes_each
     child.wait(timeout=30)
     marker.with_name(marker.name + ".go").touch()  # lets a worker the kill left behind finish at once
     assert child.returncode == -signal.SIGKILL
-    assert DeltaTable(lake.path).version() == 1 and len(lake.table()) == 500  # as it was
-    assert [r["table_version"] for r in receipts(lake.path)] == [1]
+    assert DeltaTable(lake.path).version() == lake.v(1) and len(lake.table()) == 500  # as it was
+    assert [r["table_version"] for r in receipts(lake.path)] == [lake.v(1)]
     rerun = lake.publish(run)
-    assert (rerun.action, rerun.table_version) == ("append", 2)
+    assert (rerun.action, rerun.table_version) == ("append", lake.v(2))
     lake.assert_whole()
-    assert len(lake.table()) == 800 and DeltaTable(lake.path).version() == 2
+    assert len(lake.table()) == 800 and DeltaTable(lake.path).version() == lake.v(2)
 
 
 def test_two_publishers_of_one_window_commit_once(lake, tmp_path):
@@ -139,7 +139,7 @@ def test_two_publishers_of_one_window_commit_once(lake, tmp_path):
     assert twin.run_id != run.run_id
     markers = [tmp_path / "a", tmp_path / "b"]
     children = [_publisher(lake, r, pause="before_commit", marker=m) for r, m in zip((run, twin), markers)]
-    _wait_for(*markers)  # both planned against v1 and wrote their files
+    _wait_for(*markers)  # both planned against the first commit and wrote their files
     for m in markers:
         m.with_name(m.name + ".go").touch()
     results = []
@@ -150,7 +150,7 @@ def test_two_publishers_of_one_window_commit_once(lake, tmp_path):
     assert actions == ["append", "noop"], results
     assert next(r for r in results if r["action"] == "noop")["message"].startswith("replay: no-op")
     lake.assert_whole()
-    assert DeltaTable(lake.path).version() == 2
+    assert DeltaTable(lake.path).version() == lake.v(2)
     assert _parquet_files(lake.path) == {Path(u).name for u in DeltaTable(lake.path).file_uris()}  # loser cleaned up
 
 
@@ -159,11 +159,11 @@ def test_retry_after_a_commit_whose_caller_timed_out_is_a_noop(lake, tmp_path):
     _dies_at("after_commit", lake, run, tmp_path)
     retry = lake.publish(run)
     assert retry.action == "noop" and retry.message.startswith("replay: no-op")
-    assert retry.table_version == 2 and retry.receipt["run_id"] == run.run_id
+    assert retry.table_version == lake.v(2) and retry.receipt["run_id"] == run.run_id
     rescored = lake.score()  # a retried job that scores again finds nothing new
     assert rescored.scope["action"] == "noop"
     lake.assert_whole()
-    assert DeltaTable(lake.path).version() == 2
+    assert DeltaTable(lake.path).version() == lake.v(2)
 
 
 def test_vacuumed_source_history_requires_recovery_which_makes_the_table_whole(lake):
@@ -212,7 +212,7 @@ def test_an_incremental_source_without_change_data_feed_names_the_alter_table_fi
     lake.publish(lake.score())  # the first publication reads the snapshot: no feed needed
     write_deltalake(str(source), lake.flights.iloc[80:100], mode="append")
     before = _versions(lake)
-    assert before == {"source": 1, "predictions": 1, "receipts": 0}
+    assert before == {"source": 1, "predictions": lake.v(1), "receipts": 0}
     with pytest.raises(ChangeFeedDisabledError) as err:
         lake.score()
     assert err.value.code == "cdf_not_enabled"
@@ -245,12 +245,12 @@ def test_cleaned_source_log_requires_recovery(lake):
 
 def test_receipt_lost_between_commit_and_receipts_table_then_log_cleaned_requires_recovery(lake, tmp_path):
     run = _published_window(lake)
-    _dies_at("after_commit", lake, run, tmp_path)  # committed v2, its receipt never reached the receipts table
+    _dies_at("after_commit", lake, run, tmp_path)  # committed its second version, its receipt never reached the receipts table
     lake.maintain()  # ... and the log that held it is cleaned before anyone publishes again
-    assert [r["table_version"] for r in receipts(lake.path)] == [1]
+    assert [r["table_version"] for r in receipts(lake.path)] == [lake.v(1)]
     lake.add_source(lake.flights.iloc[800:820])
     with pytest.raises(CdfRecoveryRequiredError, match=(
-            r"records a lakescore commit at v2, but the receipt of that commit is neither in the table's log nor "
+            rf"records a lakescore commit at v{lake.v(2)}, but the receipt of that commit is neither in the table's log nor "
             r"in main.flights.late_arrival_predictions_lakescore_receipts")) as err:
         lake.score()
     assert "lakescore publish --recover-predictions" in str(err.value)
@@ -264,15 +264,15 @@ def test_receipt_lost_between_commit_and_receipts_table_then_log_cleaned_require
 @pytest.mark.parametrize("engine", [pytest.param("spark", marks=pytest.mark.spark)])
 def test_two_first_publications_on_spark_create_the_table_once_and_commit_once(lake):
     """Two Spark publishers of the first window of a table that does not exist yet (two threads,
-    released together just before each creates it): one create wins, the other's loses a race
-    (Delta: protocol changed, or files already there) and plans against the winner's table; one
-    commits, the other finds the replay."""
+    released together just before each commit creates it with the rows): one commit wins, the
+    other's loses a race (Delta: protocol changed, files already there, or the app transaction
+    already recorded) and its next plan finds the replay."""
     lake.add_source(lake.flights.iloc[:500])
-    results = _published_together(lake, (lake.score(), lake.score()), at="before_create")
+    results = _published_together(lake, (lake.score(), lake.score()), at="before_commit")
     actions = sorted(getattr(r, "action", repr(r)) for r in results.values())
     assert actions == ["append", "noop"], results
     lake.assert_whole()
-    assert [r["table_version"] for r in receipts(lake.path)] == [1]
+    assert [r["table_version"] for r in receipts(lake.path)] == [0]
 
 
 def _published_together(lake, runs, *, at: str) -> dict[str, object]:
@@ -302,7 +302,7 @@ def _published_together(lake, runs, *, at: str) -> dict[str, object]:
 
 def _two_spark_publishers(lake) -> None:
     """Two Spark publishers of one window (two threads on one SparkSession), released together
-    once both planned against v1: one commits, the other's write conflicts or is skipped by Delta
+    once both planned against the first commit: one commits, the other's write conflicts or is skipped by Delta
     (same txnAppId and txnVersion) and its next plan finds the replay."""
     run = _published_window(lake)
     results = _published_together(lake, (run, lake.score()), at="before_commit")
@@ -310,5 +310,5 @@ def _two_spark_publishers(lake) -> None:
     assert actions == ["append", "noop"], results
     assert next(r for r in results.values() if r.action == "noop").message.startswith("replay: no-op")
     lake.assert_whole()
-    assert DeltaTable(lake.path).version() == 2
-    assert [r["table_version"] for r in receipts(lake.path)] == [2, 1]
+    assert DeltaTable(lake.path).version() == lake.v(2)
+    assert [r["table_version"] for r in receipts(lake.path)] == [lake.v(2), lake.v(1)]

@@ -193,14 +193,14 @@ def test_a_write_whose_receipt_cannot_be_read_back_is_never_written_again(spark_
     lake.add_source(lake.flights.iloc[200:260])
     run = lake.score()
     with pytest.raises(ReceiptUnreadableError, match=(
-            r"the write of run \w+ \(app transaction lakescore/\S+ v2\) returned, the table records app transaction "
-            r"v2, and no receipt of v2 can be read back")):
+            r"the write of run \w+ \(app transaction lakescore/\S+ v1\) returned, the table records app transaction "
+            r"v1, and no receipt of v1 can be read back")):
         lake.publish(run, writer=DropsUserMetadata, one_pass=one_pass)
-    assert DeltaTable(lake.path).version() == 2 and len(lake.table()) == 260  # written once
+    assert DeltaTable(lake.path).version() == 1 and len(lake.table()) == 260  # written once
     for engine in ("spark", "delta-rs"):  # neither writer writes it again
-        with pytest.raises(CdfRecoveryRequiredError, match="records a lakescore commit at v2, but the receipt"):
+        with pytest.raises(CdfRecoveryRequiredError, match="records a lakescore commit at v1, but the receipt"):
             lake.publish(run, engine=engine)
-    assert DeltaTable(lake.path).version() == 2 and len(lake.table()) == 260
+    assert DeltaTable(lake.path).version() == 1 and len(lake.table()) == 260
 
 
 @pytest.mark.spark
@@ -267,7 +267,7 @@ def test_delta_rs_reads_what_spark_wrote_and_spark_reads_what_delta_rs_wrote(rou
     lake = route_lake
     lake.add_source(lake.flights.iloc[:120])
     run = lake.score()
-    assert lake.publish(run, engine="spark").table_version == 1
+    assert lake.publish(run, engine="spark").table_version == 0  # created by its commit
     table = DeltaTable(lake.path)
     assert (table.protocol().min_reader_version, table.protocol().min_writer_version) == (1, 2)
     stored = lake.table().set_index("flight_id").sort_index()  # read by delta-rs
@@ -276,9 +276,9 @@ def test_delta_rs_reads_what_spark_wrote_and_spark_reads_what_delta_rs_wrote(rou
     assert stored["prediction"].astype("float64").tolist() == scored["prediction"].astype("float64").tolist()
     assert (stored["scoring_status"] == scored["scoring_status"]).all()
     assert set(stored["run_id"]) == {run.run_id}
-    assert table.transaction_version(app_id_of(lake)) == 1  # Spark's app transaction, read by delta-rs
+    assert table.transaction_version(app_id_of(lake)) == 0  # Spark's app transaction, read by delta-rs
     lake.add_source(lake.flights.iloc[120:150])
-    assert lake.publish(lake.score(), engine="delta-rs").table_version == 2  # delta-rs appends to Spark's table
+    assert lake.publish(lake.score(), engine="delta-rs").table_version == 1  # delta-rs appends to Spark's table
     both = lake.runtime.spark().read.format("delta").load(lake.path)
     assert both.count() == 150 and both.select("flight_id").distinct().count() == 150
 
@@ -303,11 +303,11 @@ def test_a_repeated_key_is_refused_within_the_rows_and_against_a_path_table_whos
 
     with pytest.raises(PublishError, match=r"1 record key\(s\) within this run \(e.g. \[\{'flight_id': 4\}\]\)"):
         publish(path, rows(2, 4, 4, 6), request, keys=["flight_id"])
-    assert publish(path, rows(2, 4, 6, 8), request, keys=["flight_id"])[0].action == "append"  # v1 (v0: created)
+    assert publish(path, rows(2, 4, 6, 8), request, keys=["flight_id"])[0].action == "append"  # v0, created by the commit
     with pytest.raises(PublishError, match=(r"2 record key\(s\) already in main.f.preds "
                                             r"\(e.g. \[\{'flight_id': 4\}, \{'flight_id': 8\}\]\)")):
         publish(path, rows(3, 4, 8, 9), window("run-2", 2, 4), keys=["flight_id"])
-    assert DeltaTable(path).version() == 1  # refused: nothing written
+    assert DeltaTable(path).version() == 0  # refused: nothing written
     writer = SparkDeltaWriter(path, rows(5, 7), table="main.f.preds", app_id=request.app_id)
     writer.read()
     assert writer.target.may_hold([("flight_id", ">=", 9), ("flight_id", "<=", 12)]) is False  # stats: 2..8
@@ -345,12 +345,12 @@ def test_the_key_check_reads_the_source_keys_before_the_rows_are_computed_once_f
         publish(path, scored(new), request, keys=["flight_id"], key_source=new)
     first = source(2, 4, 6, 8)
     assert publish(path, first.withColumn("prediction", F.col("flight_id") % 2), request, keys=["flight_id"],
-                   key_source=first)[0].action == "append"  # v1 (v0: created)
+                   key_source=first)[0].action == "append"  # v0, created by the commit
     again = source(3, 4, 8, 9)
     with pytest.raises(PublishError, match=r"2 record key\(s\) already in main.f.preds"):
         publish(path, scored(again), replace(request, run_id="run-2", source_version_from=2, source_version_to=2),
                 keys=["flight_id"], key_source=again)
-    assert DeltaTable(path).version() == 1  # refused: nothing written
+    assert DeltaTable(path).version() == 0  # refused: nothing written
     checked = check_keys_within(source(5, 7, 7), ["flight_id"])
     assert (checked.totals["rows"], checked.repeated.count) == (3, 1)
     writer = SparkDeltaWriter(path, scored(source(1)), table="main.f.preds", app_id=request.app_id, checked=checked)
@@ -391,13 +391,13 @@ def test_a_path_tables_state_read_with_delta_rs_is_the_state_spark_sql_reads(spa
         return [{k: v for k, v in r.items() if k != "committed_at"} for r in receipts]
 
     assert replace(fast, receipts=()) == replace(slow, receipts=()) and timeless(fast.receipts) == timeless(slow.receipts)
-    assert (fast.version, fast.app_txn, fast.has_rows, [r["table_version"] for r in fast.receipts]) == (2, 2, True, [2, 1])
-    assert (by_rs.version, by_rs.has_rows) == (by_sql.version, by_sql.has_rows) == (2, True)
+    assert (fast.version, fast.app_txn, fast.has_rows, [r["table_version"] for r in fast.receipts]) == (1, 1, True, [1, 0])
+    assert (by_rs.version, by_rs.has_rows) == (by_sql.version, by_sql.has_rows) == (1, True)
     assert timeless(by_rs.receipts()) == timeless(by_sql.receipts()) == timeless(fast.receipts)
     assert by_sql.may_hold is None and by_rs.may_hold is not None
     rebuilt = [{**r, "table_version": 7} for r in fast.receipts[:1]]  # a receipt the table lacks
     assert by_sql.keep_receipts(rebuilt) == 1  # appended by Spark, read back by delta-rs
-    assert sorted(r["table_version"] for r in stored_receipts(lake.path)) == [1, 2, 7]
+    assert sorted(r["table_version"] for r in stored_receipts(lake.path)) == [0, 1, 7]
     assert by_rs.keep_receipts(rebuilt) == 0
     writers = {str(h.get("engineInfo")).replace(":", "/").split("/")[0]
                for h in DeltaTable(receipts_path(lake.path)).history() if h.get("operation") in ("WRITE", "MERGE")}

@@ -112,7 +112,7 @@ def _outside(engine: str, lake, operation: str, dropped: list[int]) -> None:
         return
     spark = lake.runtime.spark()
     if operation == "RESTORE":
-        spark.sql(f"RESTORE TABLE delta.`{lake.path}` TO VERSION AS OF 1")
+        spark.sql(f"RESTORE TABLE delta.`{lake.path}` TO VERSION AS OF {lake.v(1)}")
     elif operation == "DELETE":
         spark.sql(f"DELETE FROM delta.`{lake.path}` WHERE {where}")
     else:
@@ -138,31 +138,31 @@ def test_rows_removed_after_the_last_receipt_are_refused_then_recovered_exactly_
                                                                                       operation):
     lake.on(engine, request)
     lake.add_source(lake.flights.iloc[:30])
-    lake.publish(lake.score())  # table v1: 30 rows
+    lake.publish(lake.score())  # table v1 (Spark: v0): 30 rows
     lake.add_source(lake.flights.iloc[30:50])
     second = lake.score()
-    assert lake.publish(second).table_version == 2  # v2: +20 rows, app transaction 2
+    assert lake.publish(second).table_version == lake.v(2)  # +20 rows, app transaction as the version
     _outside(engine, lake, operation, dropped=lake.flights["flight_id"].iloc[30:50].tolist())  # v3
     assert len(lake.table()) == 30
-    assert DeltaTable(lake.path).transaction_version(receipts(lake.path)[0]["app_id"]) == 2  # kept by all three
-    assert [r["table_version"] for r in receipts(lake.path)] == [2, 1]  # v2's receipt in log and receipts table
+    assert DeltaTable(lake.path).transaction_version(receipts(lake.path)[0]["app_id"]) == lake.v(2)  # kept by all three
+    assert [r["table_version"] for r in receipts(lake.path)] == [lake.v(2), lake.v(1)]  # the second's receipt in log and receipts table
 
     fix = "Rebuild the table from a pinned snapshot in one commit: lakescore publish --recover-predictions"
     with pytest.raises(PredictionsRewrittenError) as err:
         lake.score()  # was: "replay: no-op (... watermark in ... v2)"
     assert err.value.code == "predictions_rewritten" and fix in str(err.value)
-    assert str(err.value).startswith(f"{TARGET}: commit v3 ({operation}) removed ")
-    assert "after lakescore's last receipt (v2, run " in str(err.value)
-    with pytest.raises(PredictionsRewrittenError, match=r"commit v3"):
+    assert str(err.value).startswith(f"{TARGET}: commit v{lake.v(3)} ({operation}) removed ")
+    assert f"after lakescore's last receipt (v{lake.v(2)}, run " in str(err.value)
+    with pytest.raises(PredictionsRewrittenError, match=rf"commit v{lake.v(3)}"):
         lake.publish(second)  # a retried publish of v2's request is no replay either
     lake.add_source(lake.flights.iloc[50:60])  # the source grows: still refused, never a partial append
-    with pytest.raises(PredictionsRewrittenError, match=r"commit v3"):
+    with pytest.raises(PredictionsRewrittenError, match=rf"commit v{lake.v(3)}"):
         lake.score()
-    assert DeltaTable(lake.path).version() == 3 and len(lake.table()) == 30  # nothing written
+    assert DeltaTable(lake.path).version() == lake.v(3) and len(lake.table()) == 30  # nothing written
 
     recovery = lake.score(recover=True)
     recovered = lake.publish(recovery)  # the fix the error names
-    assert (recovered.action, recovered.table_version) == ("replace_table", 4)
+    assert (recovered.action, recovered.table_version) == ("replace_table", lake.v(4))
     assert len(lake.assert_whole()) == 60  # every source row once: the 20 removed and the 10 new included
     assert lake.publish(recovery).action == "noop"  # the recovery itself replays as a no-op
     assert lake.score().scope["action"] == "noop"
@@ -187,7 +187,7 @@ def test_optimize_and_vacuum_after_the_last_receipt_keep_it_a_watermark(lake, en
         spark.sql(f"ALTER TABLE delta.`{lake.path}` SET TBLPROPERTIES "
                   "('delta.deletedFileRetentionDuration' = 'interval 0 seconds')")
         spark.sql(f"VACUUM delta.`{lake.path}` RETAIN 0 HOURS")
-    operations = [h["operation"] for h in sorted(DeltaTable(lake.path).history(), key=lambda h: h["version"])][3:]
+    operations = [h["operation"] for h in sorted(DeltaTable(lake.path).history(), key=lambda h: h["version"])][lake.v(2) + 1:]
     assert "OPTIMIZE" in operations and "VACUUM END" in operations
     assert len(DeltaTable(lake.path).file_uris()) == 1  # the two files rewritten as one (dataChange=false)
 

@@ -68,7 +68,7 @@ def test_train_score_publish_replay_monitor(slice_project):
 
     first = publish(project, runtime, on_spark)
     table = project.inference.prediction_table
-    assert first.action == "append" and runtime.table_version(table) == 1  # v0 creates the empty table
+    assert first.action == "append" and runtime.table_version(table) == 0  # Spark's commit creates the table
     stored = runtime.read_table(table)
     assert len(stored) == len(incoming) and stored["flight_id"].is_unique
     assert stored["exclusion_reason"].isna().sum() == len(predicted)
@@ -77,7 +77,7 @@ def test_train_score_publish_replay_monitor(slice_project):
 
     again = publish(project, runtime, on_one_node)
     assert again.action == "noop" and again.message.startswith("replay: no-op")
-    assert runtime.table_version(table) == 1 and len(runtime.read_table(table)) == len(incoming)
+    assert runtime.table_version(table) == 0 and len(runtime.read_table(table)) == len(incoming)
 
     quality = monitor(project, runtime).row
     assert quality["rows"] == len(incoming) and quality["excluded"] == len(excluded)

@@ -71,7 +71,7 @@ def test_score_publish_monitor_on_spark_bring_no_rows_to_the_driver(tmp_path: Pa
     demo, _, after = run.stdout.partition("demo exit ")
     assert after.startswith("0\n"), run.stdout[-3000:] + run.stderr[-3000:]
     assert f"{incoming:,} in" in demo and "written by Spark Delta" in demo
-    assert runtime.table_version(PREDICTIONS) == 1 and runtime.row_count(PREDICTIONS) == incoming
+    assert runtime.table_version(PREDICTIONS) == 0 and runtime.row_count(PREDICTIONS) == incoming
     assert "late_arrival_quality" in demo and "appended 1 row(s)" in demo
     # the demo's lookups, counted in Spark too: 12,656 incoming flights have no plane row (tests/test_demo_data.py)
     assert "main.flights.planes by tailnum: 12,656 of 84,292 source rows; the recipe imputes" in demo

@@ -105,32 +105,32 @@ def test_a_spark_run_is_staged_by_the_executors_committed_by_spark_delta_and_rep
     assert rows["prediction"].tolist() == as_pandas(expected)["prediction"].tolist()
 
     first = publish(lake.project, runtime, staged)
-    assert (first.action, first.engine, first.table_version) == ("append", "spark-delta", 1)
+    assert (first.action, first.engine, first.table_version) == ("append", "spark-delta", 0)  # the commit creates the table
     assert first.receipt["batch_compute"] == "spark" and first.receipt["rows_in"] == 60
     path = runtime.table_location(lake.target)
     app_id = app_id_for(lake.project.inference.job_name, runtime.target, lake.target)
-    history = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").where("version = 1").first()
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").where("version = 0").first()
     assert history["operation"] == "WRITE"  # the Spark Delta writer's commit, not delta-rs's
     assert "Apache-Spark" in history["engineInfo"] and json.loads(history["userMetadata"])["run_id"] == run.run_id
-    assert DeltaTable(path).transaction_version(app_id) == 1  # txnAppId / txnVersion
+    assert DeltaTable(path).transaction_version(app_id) == 0  # txnAppId / txnVersion
     stored = runtime.read_table(lake.target).sort_values("flight_id", ignore_index=True)
     assert stored["flight_id"].tolist() == sorted(lake.flights.iloc[:60]["flight_id"]) and set(stored["run_id"]) == {run.run_id}
 
     again = publish(lake.project, runtime, staged)  # the same run published twice
-    assert (again.action, again.table_version) == ("noop", 1) and again.message.startswith("replay: no-op")
+    assert (again.action, again.table_version) == ("noop", 0) and again.message.startswith("replay: no-op")
     with monkeypatch.context() as patch:  # no new source version: a no-op, decided before any Spark session
         patch.setattr(runtime, "spark", spark_refused)
         rescored = score(lake.project, runtime)
         assert rescored.scope["action"] == "noop" and rescored.scope["reason"].startswith("replay: no-op")
         assert rescored.counts["rows_in"] == 0 and publish(lake.project, runtime, rescored).action == "noop"
-    assert runtime.table_version(lake.target) == 1
+    assert runtime.table_version(lake.target) == 0
 
     lake.add(lake.flights.iloc[60:75])  # v1: a window of 15 inserted rows, read from the change feed on Spark
     assert noop_before_spark(lake.project, runtime, preflight(lake.project, runtime)) is None  # Spark plans it
     window = score(lake.project, runtime)
     assert window.scope["read"] == "cdf" and window.counts["rows_in"] == 15
     appended = publish(lake.project, runtime, window)
-    assert (appended.action, appended.table_version, appended.engine) == ("append", 2, "spark-delta")
+    assert (appended.action, appended.table_version, appended.engine) == ("append", 1, "spark-delta")
     assert len(runtime.read_table(lake.target)) == 75 and runtime.read_table(lake.target)["flight_id"].is_unique
 
 
@@ -144,7 +144,7 @@ def test_an_update_in_a_spark_window_is_rejected_or_rebuilt_as_configured(spark_
                                                          updates={"distance": "distance + 1"})  # v2
     with pytest.raises(SourceChangedError, match=r"window v1..v2 \(v2: update_postimage/update_preimage\)"):
         score(lake.project, runtime)
-    assert runtime.table_version(lake.target) == 1
+    assert runtime.table_version(lake.target) == 0
     lake.configure(source_change_policy="rebuild_on_change")
     rebuilt = publish(lake.project, runtime, score(lake.project, runtime))
     assert (rebuilt.action, rebuilt.engine, rebuilt.receipt["batch_compute"]) == ("replace_table", "spark-delta", "spark")
@@ -166,7 +166,7 @@ def test_a_vacuumed_spark_window_requires_recovery_and_leaves_the_table(spark_la
         score(lake.project, runtime)
     assert err.value.code == "cdf_recovery_required" and err.value.fields["first_version"] == 1
     assert "reading it failed" in str(err.value) and "lakescore publish --recover-predictions" in str(err.value)
-    assert runtime.table_version(lake.target) == 1 and len(runtime.read_table(lake.target)) == 30
+    assert runtime.table_version(lake.target) == 0 and len(runtime.read_table(lake.target)) == 30
 
 
 def test_a_snapshot_spark_run_publishes_with_the_facts_observed_when_it_was_staged(spark_lake):

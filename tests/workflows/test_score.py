@@ -65,7 +65,7 @@ def test_the_spark_route_scores_stages_and_publishes_on_spark_connect(dv_project
     assert run.counts["rows_in"] == 8 and sorted(as_pandas(run.predictions)["flight_id"]) == kept
     assert not list((runtime.runs_dir() / "models").glob("*/*"))  # the run's model copy is gone once staged
     result = publish(project, runtime, run)
-    assert (result.action, result.engine, result.table_version) == ("append", "spark-delta", 1)
+    assert (result.action, result.engine, result.table_version) == ("append", "spark-delta", 0)
     assert sorted(runtime.read_table(project.inference.prediction_table)["flight_id"]) == kept
 
 

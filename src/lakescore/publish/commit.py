@@ -1,9 +1,10 @@
 """The exactly-once commit loop, written once for every engine.
 
 One attempt: read the target from one snapshot -> decide (:func:`lakescore.publish.plan.decide`)
--> run the key checks (a missing table is created only once the rows' own keys pass them) ->
-create the files (or stage the write) -> commit pinned to the snapshot, with the receipt and the
-app transaction -> read back whether the commit landed -> keep its receipt in the receipts table.
+-> run the key checks (a missing table is created only once the rows' own keys pass them: by the
+commit of the rows where the engine can, Spark Delta, else by an empty create first) -> create
+the files (or stage the write) -> commit pinned to the snapshot, with the receipt and the app
+transaction -> read back whether the commit landed -> keep its receipt in the receipts table.
 A commit that loses the race is cleaned up (its own files only) and the next attempt plans again,
 so a racing replay becomes a no-op and a stale plan an error, never a duplicate.
 
@@ -30,7 +31,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from lakescore.errors import PublishConflictError, PublishError, ReceiptUnreadableError
-from lakescore.publish.plan import Decision, PublishRequest, TargetState, build_receipt, check_period_nulls, decide
+from lakescore.publish.plan import (
+    Decision,
+    PublishRequest,
+    TargetState,
+    build_receipt,
+    check_period_nulls,
+    decide,
+    first_commit,
+)
 
 if TYPE_CHECKING:  # annotations only
     from lakescore.config import ModelChangeMode
@@ -118,8 +127,10 @@ class Writer(Protocol):
         """Append to the receipts table the receipts of ``found`` it lacks; returns how many."""
         ...
 
-    def create(self) -> None:
-        """Create the empty table with the rows' schema (no-op when another publisher did)."""
+    def create(self) -> bool:
+        """Create the empty table with the rows' schema (nothing when another publisher did) and
+        say so (True); or create nothing and say False where the writer's commit creates a missing
+        table with the rows (Spark Delta), so that the commit is made against no version."""
         ...
 
     def period_nulls(self, column: str) -> int:
@@ -190,10 +201,12 @@ def fault_pause(point: str) -> None:
 
 
 def period_of(request: PublishRequest, target: TargetState, column: str | None) -> Period | None:
-    """The :class:`Period` a request replaces (None when it has no bounds or no column)."""
+    """The :class:`Period` a request replaces (None when it has no bounds or no column), typed as
+    the target holds the column (as the rows do, for a table their commit creates)."""
     if request.period_start is None or request.period_end is None or column is None:
         return None
-    return Period(column, request.period_start, request.period_end, dict(target.schema).get(column, "timestamp"))
+    held = dict(target.schema if target.exists else request.schema)
+    return Period(column, request.period_start, request.period_end, held.get(column, "timestamp"))
 
 
 def landed(after: TargetState, request: PublishRequest, decision: Decision) -> dict[str, Any] | None:
@@ -248,7 +261,8 @@ def publish_once(writer: Writer, request: PublishRequest, *, allow_empty: bool =
         snapshot already holds it (:func:`check_keys`). The rows' own keys are checked before
         a missing table is created, so a refused first publication leaves no table.
     pause : callable, default :func:`fault_pause`
-        Called with ``"before_create"`` (the table is missing, about to be created),
+        Called with ``"before_create"`` (the table is missing, about to be created, empty or by
+        the commit of the rows),
         ``"before_commit"`` (files written, nothing committed) and ``"after_commit"`` (committed,
         receipt not yet in the receipts table); for fault and race tests.
     complete : callable, optional
@@ -291,9 +305,10 @@ def publish_once(writer: Writer, request: PublishRequest, *, allow_empty: bool =
             if keys:  # a run refused for its own keys leaves no table behind
                 check_keys(writer.repeated_keys(keys, against_table=False), table=request.prediction_table)
             pause("before_create")
-            writer.create()
-            continue
-        if keys:
+            if writer.create():
+                continue  # plan again, against the empty table
+            decision = first_commit(request)  # the commit below creates the table with the rows
+        elif keys:
             check_keys(writer.repeated_keys(keys, against_table=decision.action == "append"),
                        table=request.prediction_table)
         receipt = build_receipt(request, decision, state, **facts)

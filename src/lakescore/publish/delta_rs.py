@@ -187,7 +187,8 @@ class DeltaRsWriter:
     def keep_receipts(self, found: list[dict[str, Any]]) -> int:
         return self.target.keep_receipts(found)
 
-    def create(self) -> None:
+    def create(self) -> bool:
+        """Create the empty table (one metadata commit, milliseconds); True."""
         from deltalake import DeltaTable
         from deltalake.exceptions import DeltaError
 
@@ -197,6 +198,7 @@ class DeltaRsWriter:
         except DeltaError as err:  # another publisher created it first: plan against theirs
             if "already exists" not in str(err):
                 raise
+        return True
 
     def period_nulls(self, column: str) -> int:
         return self.data[column].null_count if column in self.data.column_names else 0

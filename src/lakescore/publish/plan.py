@@ -713,11 +713,30 @@ def decide(request: PublishRequest, target: TargetState, *, allow_empty: bool = 
                                  "publish (publication.allow_empty is false)"), target.version,
                         watermark_before=before)
     schema_mode = _schema_problem(request, target, migrate) if request.rows else None
-    action: Action = "append" if request.action == "replace_period" and request.rows == 0 else request.action
-    where = {"append": "append to", "replace_period": "replace a period of", "replace_table": "replace all of"}[action]
-    return Decision(action, f"{where} {target.table} v{target.version} -> v{target.version + 1}"  # type: ignore[operator]
+    action = _committed_action(request)
+    return Decision(action, f"{_WHERE[action]} {target.table} v{target.version} -> v{target.version + 1}"  # type: ignore[operator]
                     + (f" (schema {schema_mode}d)" if schema_mode else ""), target.version,
                     schema_mode=schema_mode, watermark_before=before, watermark_after=request.source_version_to)  # type: ignore[arg-type]  # _schema_problem returns 'merge', 'overwrite' or None
+
+
+def first_commit(request: PublishRequest) -> Decision:
+    """The decision for a table that does not exist yet, where the writer's commit creates it
+    with the rows (Spark Delta): the request's own action, as :func:`decide` decides it against
+    the empty table a separate create leaves, but against no version: the commit is the table's
+    version 0 and carries app transaction version 0. Its receipt names no table id (the table has
+    none before this commit); :func:`merge_receipts` gives it the id of the table whose log holds it.
+    Call it where :func:`decide` said ``create``."""
+    action = _committed_action(request)
+    return Decision(action, f"{_WHERE[action]} {request.prediction_table}: created by this commit (v0)", None,
+                    watermark_after=request.source_version_to)
+
+
+_WHERE = {"append": "append to", "replace_period": "replace a period of", "replace_table": "replace all of"}
+
+
+def _committed_action(request: PublishRequest) -> Action:
+    """What a commit of ``request`` does: its action, but an append for a period with no rows."""
+    return "append" if request.action == "replace_period" and request.rows == 0 else request.action
 
 
 def build_receipt(request: PublishRequest, decision: Decision, target: TargetState,

@@ -35,7 +35,9 @@ def merge_receipts(logged: list[dict[str, Any]], stored: list[dict[str, Any]],
     Parameters
     ----------
     logged : list of dict
-        Receipts still in the commit history (each with ``table_version``).
+        Receipts still in the commit history (each with ``table_version``). One with no
+        ``target_table_id`` (the receipt of a commit that created the table, which has no id before
+        it) gets ``table_id``.
     stored : list of dict
         Rows of the receipts table, as receipts (may repeat one another or ``logged``).
     table_id : str or None
@@ -50,6 +52,10 @@ def merge_receipts(logged: list[dict[str, Any]], stored: list[dict[str, Any]],
         the table as it is now come first, by ``table_version`` descending; then receipts of
         earlier tables of that name (dropped and recreated), by ``committed_at`` descending.
     """
+    # a logged receipt with no table id was written by the commit that created the table, before
+    # Delta gave it its id: it names the table whose log holds it (Delta keeps a table's id for as
+    # long as its log, through REPLACE and overwrite alike)
+    logged = [r if r.get("target_table_id") is not None else {**r, "target_table_id": table_id} for r in logged]
     merged: dict[tuple[Any, int], dict[str, Any]] = {}
     for receipt in [*stored, *logged]:
         key = (receipt.get("target_table_id"), int(receipt["table_version"]))
