@@ -25,6 +25,7 @@ from lakescore.publish.plan import (
     build_receipt,
     check_period_nulls,
     decide,
+    first_commit,
     parse_receipt,
     period_bounds,
     plan_scope,
@@ -324,3 +325,22 @@ def test_only_a_spark_run_published_as_it_is_scored_goes_in_one_pass(batch_compu
     scope = Scope(action, "cdf", "sid", 3, 4, 2, "r")
     assert publication_pass(batch_compute=batch_compute, engine=DeltaEngine(engine), publishing=publishing,
                             scope=scope) == expected
+
+
+def test_a_commit_that_creates_the_table_is_the_requests_own_action_against_no_version():
+    missing = TargetState(TGT, False, app_id="app")
+    assert decide(request(), missing).action == "create"
+    first = first_commit(request())
+    assert (first.action, first.read_version, first.txn_version, first.watermark_after) == ("append", None, 0, 6)
+    assert first.message == f"append to {TGT}: created by this commit (v0)"
+    receipt_of_it = build_receipt(request(), first, missing)
+    assert (receipt_of_it["target_table_id"], receipt_of_it["target_read_version"], receipt_of_it["txn_version"]) == \
+        (None, None, 0)
+    # what decide gives against the empty table a separate create leaves, but that table's version
+    empty = TargetState(TGT, True, 0, "tid", SCHEMA, False, (), "app")
+    for changes in ({}, {"action": "replace_table", "source_version_from": None}, {"action": "replace_period"},
+                    {"action": "replace_period", "rows": 0}):
+        against_empty = decide(request(**changes), empty, allow_empty=True)
+        created = first_commit(request(**changes))
+        assert (created.action, created.watermark_after) == (against_empty.action, against_empty.watermark_after)
+        assert (against_empty.read_version, created.read_version) == (0, None)
