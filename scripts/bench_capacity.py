@@ -530,7 +530,7 @@ def main(argv: list[str] | None = None) -> None:
                                   prediction_table=f"main.bench.capacity_{label}_{size}_{i}_{tag}")
                            for i in range(args.calls)], how]
 
-        out = home / f"out-{size}"
+        out = home / f"out-{size}-{tag}"  # new output folders when --home is reused
         out.mkdir(parents=True, exist_ok=True)
         children = {
             "native": ("native", [lake, source, model_dir, str(out / "native.parquet"), args.calls], "local[2]"),

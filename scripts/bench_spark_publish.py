@@ -12,7 +12,7 @@ Each repeat times, on ``local[2]`` after the SparkSession started:
 - ``plain_next_txn``: the same append again with Delta's idempotent-write options, ``txnAppId`` /
   ``txnVersion``, as every lakescore publication writes (what Delta Lake itself adds to an append for
   the exactly-once commit, before lakescore adds anything);
-- ``guarded_first``: the writer's first publication to a new table (create + append);
+- ``guarded_first``: the writer's first publication to a new table (one commit creates it with the rows);
 - ``guarded_next``: a second window appended to that table (key check against its rows);
 - ``replay``: the same request again (a no-op).
 
