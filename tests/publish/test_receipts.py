@@ -43,10 +43,12 @@ def test_the_logged_receipt_wins_and_keeps_the_counts_only_the_stored_copy_has()
 def test_a_logged_receipt_without_a_table_id_names_the_table_whose_log_holds_it():
     """The receipt of a commit that created the table (Spark Delta by path) was written before
     the table had an id; the stored copy, kept after the commit, has it: one receipt, of this table."""
-    created = {**receipt("r0", version=0), "target_table_id": None}
+    created = {**receipt("r0", version=0), "target_table_id": None, "target_read_version": None}
     merged = merge_receipts([receipt("r1", version=1), created], [receipt("r0", version=0)], "tid")
     assert [(r["run_id"], r["table_version"], r["target_table_id"]) for r in merged] == [("r1", 1, "tid"),
                                                                                        ("r0", 0, "tid")]
     earlier = {**receipt("gone", version=4, target_id="old"), "committed_at": "2020-01-01T00:00:00+00:00"}
     merged = merge_receipts([created], [earlier], "tid")  # a stored receipt of an earlier table keeps its id
     assert [(r["run_id"], r["target_table_id"]) for r in merged] == [("r0", "tid"), ("gone", "old")]
+    later = {**receipt("r5", version=5), "target_table_id": None, "target_read_version": 4}  # no creating commit
+    assert [r["target_table_id"] for r in merge_receipts([later], [], "tid")] == [None]

@@ -565,7 +565,8 @@ class PublishRequest:
 
 @dataclass(frozen=True)
 class Decision:
-    """What the writer does against ``read_version`` (the target version it planned against).
+    """What the writer does against ``read_version`` (the target version it planned against;
+    None: no table, the commit creates it as version 0, :func:`first_commit`).
 
     ``txn_version`` is the app transaction version of the commit: the target version it creates.
     """

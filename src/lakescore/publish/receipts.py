@@ -28,6 +28,14 @@ def parse_receipt(user_metadata: Any) -> dict[str, Any] | None:
     return body if isinstance(body, dict) and body.get(RECEIPT_MARKER) == RECEIPT_FORMAT else None
 
 
+def _created_the_table(receipt: dict[str, Any]) -> bool:
+    """Whether a receipt read from a table's log is that of the commit that created the table with
+    its rows: version 0, planned against no version, naming no table id (the table had none yet).
+    It names the table whose log holds it."""
+    return (receipt.get("target_table_id") is None and int(receipt["table_version"]) == 0
+            and receipt.get("target_read_version") is None)
+
+
 def merge_receipts(logged: list[dict[str, Any]], stored: list[dict[str, Any]],
                    table_id: str | None) -> list[dict[str, Any]]:
     """One list of receipts from the table's log and its receipts table, newest first.
@@ -35,9 +43,9 @@ def merge_receipts(logged: list[dict[str, Any]], stored: list[dict[str, Any]],
     Parameters
     ----------
     logged : list of dict
-        Receipts still in the commit history (each with ``table_version``). One with no
-        ``target_table_id`` (the receipt of a commit that created the table, which has no id before
-        it) gets ``table_id``.
+        Receipts still in the commit history (each with ``table_version``). The receipt of the
+        commit that created the table (version 0, read against no version, with no
+        ``target_table_id``: the table had no id before that commit) gets ``table_id``.
     stored : list of dict
         Rows of the receipts table, as receipts (may repeat one another or ``logged``).
     table_id : str or None
@@ -52,10 +60,7 @@ def merge_receipts(logged: list[dict[str, Any]], stored: list[dict[str, Any]],
         the table as it is now come first, by ``table_version`` descending; then receipts of
         earlier tables of that name (dropped and recreated), by ``committed_at`` descending.
     """
-    # a logged receipt with no table id was written by the commit that created the table, before
-    # Delta gave it its id: it names the table whose log holds it (Delta keeps a table's id for as
-    # long as its log, through REPLACE and overwrite alike)
-    logged = [r if r.get("target_table_id") is not None else {**r, "target_table_id": table_id} for r in logged]
+    logged = [{**r, "target_table_id": table_id} if _created_the_table(r) else r for r in logged]
     merged: dict[tuple[Any, int], dict[str, Any]] = {}
     for receipt in [*stored, *logged]:
         key = (receipt.get("target_table_id"), int(receipt["table_version"]))
