@@ -48,30 +48,28 @@ import bench_scale
 KEY = "flight_id"
 
 
-def grown_source(runtime: Any, name: str) -> tuple[Any, Any, int]:
+def new_source(runtime: Any, name: str) -> tuple[Any, int, int]:
     """Write the flights to the new table ``name`` (change data feed on, one file per core);
-    returns the session, the flights as a Spark DataFrame and the key stride (one more than the
+    returns the flights as a Spark DataFrame, their count and the key stride (one more than the
     largest key)."""
     from pyspark.sql import functions as F
 
     from lakescore.demo_data import FLIGHTS
 
-    spark = runtime.spark()
-    flights = spark.read.format("delta").load(runtime.table_location(FLIGHTS))
-    stride = int(flights.agg(F.max(KEY)).first()[0]) + 1
+    flights = runtime.spark().read.format("delta").load(runtime.table_location(FLIGHTS))
+    count, largest = flights.agg(F.count("*"), F.max(KEY)).first()
     path = runtime.table_path(name)
     path.parent.mkdir(parents=True, exist_ok=True)
     flights.repartition(2).write.format("delta").option("delta.enableChangeDataFeed", "true").save(str(path))
-    return spark, flights, stride
+    return flights, int(count), int(largest) + 1
 
 
-def add_window(runtime: Any, name: str, flights: Any, stride: int, window: int, rows: int) -> None:
-    """Append window ``window`` (1, 2, ...) to ``name``: a sample of about ``rows`` flights (seed
-    ``window``: the same rows in both processes), keys moved by ``window * stride``. One commit:
-    the source's version ``window``."""
+def add_window(runtime: Any, name: str, flights: Any, total: int, stride: int, window: int, rows: int) -> None:
+    """Append window ``window`` (1, 2, ...) to ``name``: a sample of about ``rows`` of the ``total``
+    flights (seed ``window``: the same rows in both processes), keys moved by ``window * stride``.
+    One commit: the source's version ``window``."""
     from pyspark.sql import functions as F
 
-    total = flights.count()
     (flights.sample(fraction=min(1.0, rows / total), seed=window)
      .withColumn(KEY, F.col(KEY) + F.lit(window * stride)).repartition(1)
      .write.format("delta").mode("append").save(runtime.table_location(name)))
@@ -87,14 +85,14 @@ def child_lakescore(lake: str, config: str, source: str, windows: int, rows: int
     from lakescore.workflows.publish import score_and_publish
 
     runtime = LocalRuntime(lake)
-    _, flights, stride = grown_source(runtime, source)
+    flights, total, stride = new_source(runtime, source)
     clock = PhaseClock()
     bench_capacity.one_pass_phases(clock)
     project = load_project(config)
     first = score_and_publish(project, runtime)
     rounds = []
     for window in range(1, windows + 1):
-        add_window(runtime, source, flights, stride, window, rows)
+        add_window(runtime, source, flights, total, stride, window, rows)
         clock.reset()
         started = time.perf_counter()
         summary = score_and_publish(project, runtime)
@@ -110,17 +108,18 @@ def child_peer(lake: str, model_dir: str, source: str, out: str, windows: int, r
     from lakescore.runtime import LocalRuntime
 
     runtime = LocalRuntime(lake)
-    spark, flights, stride = grown_source(runtime, source)
+    spark = runtime.spark()
+    flights, total, stride = new_source(runtime, source)
     location = runtime.table_location(source)
     bench_scale.peer_scored(spark, location, model_dir).write.format("delta").save(out)
     rounds = []
     for window in range(1, windows + 1):
-        add_window(runtime, source, flights, stride, window, rows)
+        add_window(runtime, source, flights, total, stride, window, rows)
         started = time.perf_counter()
         inserted = (spark.read.format("delta").option("readChangeFeed", "true")
                     .option("startingVersion", window).option("endingVersion", window).load(location)
                     .where("_change_type = 'insert'"))
-        bench_scale.peer_scored(spark, location, model_dir, source=inserted).write.format("delta").mode("append").save(out)
+        bench_scale.peer_predict(inserted, model_dir).write.format("delta").mode("append").save(out)
         rounds.append({"seconds": time.perf_counter() - started})
     return {"rounds": rounds}
 

@@ -127,16 +127,20 @@ def child_peer(home: str, size: int, model_dir: str) -> dict[str, Any]:
     return {"seconds": seconds, "rows": rows, "master": spark.sparkContext.master}
 
 
-def peer_scored(spark: Any, location: str, model_dir: str, source: Any = None) -> Any:
-    """The peer's lazy scored frame of the Delta table at ``location`` (or of the Spark DataFrame
-    ``source``, rows of such a table): ``flight_id``, ``prediction`` (the class with the larger
-    probability, ties to 0, as scikit-learn's argmax) and ``probability`` (of class 1), from a plain
-    ``mlflow.pyfunc.spark_udf`` over the model :func:`peer_model` saved."""
+def peer_scored(spark: Any, location: str, model_dir: str) -> Any:
+    """:func:`peer_predict` of the Delta table at ``location``."""
+    return peer_predict(spark.read.format("delta").load(location), model_dir)
+
+
+def peer_predict(source: Any, model_dir: str) -> Any:
+    """The peer's lazy scored frame of the Spark DataFrame ``source`` (flights): ``flight_id``,
+    ``prediction`` (the class with the larger probability, ties to 0, as scikit-learn's argmax) and
+    ``probability`` (of class 1), from a plain ``mlflow.pyfunc.spark_udf`` over the model
+    :func:`peer_model` saved."""
     import mlflow.pyfunc
     from pyspark.sql import functions as F
 
-    source = spark.read.format("delta").load(location) if source is None else source
-    predict = mlflow.pyfunc.spark_udf(spark, model_dir, result_type="array<double>", env_manager="local")
+    predict = mlflow.pyfunc.spark_udf(source.sparkSession, model_dir, result_type="array<double>", env_manager="local")
     inputs = [F.col(c).cast("double").alias(c) for c in FEATURES_NUMERIC] + [F.col(c) for c in FEATURES_TEXT]
     proba = source.select("flight_id", predict(F.struct(*inputs)).alias("_p"))  # the model's signature: doubles
     return proba.select("flight_id", (F.col("_p")[1] > F.col("_p")[0]).cast("long").alias("prediction"),
