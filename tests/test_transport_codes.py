@@ -77,13 +77,11 @@ def test_a_reason_missing_from_the_table_is_refused_with_its_name(small_chain):
 def test_codes_decode_on_spark_to_the_tables_texts_however_they_are_written(route_spark):
     """The decode's literal array is SQL text: quotes, backslashes, SQL comment and variable marks
     and non-ASCII text come back as written, on classic Spark and Spark Connect."""
-    from pyspark.sql import functions as F
-
-    from lakescore.transport_codes import decode_column
+    from lakescore.transport_codes import decode_sql
 
     table = ("rule:it's", "rule:a \\ path", "rule:-- not a comment", "rule:${var}", "rule:déjà vu", 'rule:"x"')
     frame = route_spark.createDataFrame([(i, i) for i in range(len(table))], "row long, code long")
-    decoded = frame.select("row", decode_column(F.col("code"), table).alias("text")).orderBy("row").collect()
+    decoded = frame.selectExpr("row", f"{decode_sql('code', table)} AS text").orderBy("row").collect()
     assert tuple(r["text"] for r in decoded) == table
-    empty = frame.select(decode_column(F.col("code"), ()).alias("text")).collect()
+    empty = frame.selectExpr(f"{decode_sql('`code`', ())} AS text").collect()
     assert {r["text"] for r in empty} == {None}

@@ -6,7 +6,7 @@ sends ``scoring_status``, ``exclusion_reason`` and, for a classifier of text cla
 (``chain.label_dtype == "string"``), ``prediction`` as the position of the value in a table that
 the chain itself determines (:func:`code_tables`), with the null mask of
 :func:`lakescore.frames.to_transport`; the driver builds the same tables from the same saved chain
-and decodes each code with a literal array (:func:`decode_column`). The single-node route and
+and decodes each code with a literal array (:func:`decode_sql`). The single-node route and
 serving keep strings.
 
 Every reason a chain can give is enumerable from it (:func:`reason_table`); a value missing from a
@@ -19,7 +19,6 @@ Spark route (:mod:`lakescore.scoring.spark`, which decodes) share, so it sits be
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -143,29 +142,29 @@ def encode(scored: pd.DataFrame, tables: dict[str, tuple[str, ...]]) -> pd.DataF
     return out
 
 
-def decode_column(code: Any, table: tuple[str, ...]) -> Any:
-    """The Spark column of the text that ``code`` (a bigint column of :func:`encode`'s codes) stands
-    for: ``element_at(array(<table as literals>), code + 1)``.
+def decode_sql(code: str, table: tuple[str, ...]) -> str:
+    """The Spark SQL text of the text that ``code`` (SQL text of a bigint column of :func:`encode`'s
+    codes) stands for: ``element_at(array(<table as literals>), CAST(code AS INT) + 1)``.
 
-    The literal array is one SQL text
-    (:func:`lakescore.runtime.sql_text.sql_literal` per value), parsed once: a column built
-    literal by literal costs a round trip to the JVM per value (0.07 s for a table of 141 reasons).
+    The literal array is one SQL text (:func:`lakescore.runtime.sql_text.sql_literal` per value),
+    parsed once: a column built literal by literal costs a round trip to the JVM per value
+    (0.07 s for a table of 141 reasons).
 
     Parameters
     ----------
-    code : pyspark.sql.Column
-        Codes; a row whose value is null (by its mask) is not read.
+    code : str
+        SQL text of the codes (a quoted column name, a struct field); a row whose value is null
+        (by its mask) is not read.
     table : tuple of str
         The column's code table (:func:`code_tables`).
 
     Returns
     -------
-    pyspark.sql.Column of strings (null for an empty table).
+    str
+        SQL text of a string column (``CAST(NULL AS STRING)`` for an empty table).
     """
-    from pyspark.sql import functions as F  # only where the Spark route decodes (not on its workers)
-
     from lakescore.runtime.sql_text import sql_literal
 
     if not table:
-        return F.lit(None).cast("string")
-    return F.element_at(F.expr(f"array({', '.join(map(sql_literal, table))})"), code.cast("int") + 1)
+        return "CAST(NULL AS STRING)"
+    return f"element_at(array({', '.join(map(sql_literal, table))}), CAST({code} AS INT) + 1)"

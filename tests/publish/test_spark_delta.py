@@ -125,7 +125,7 @@ def test_an_integer_key_is_checked_in_words_of_64_keys_with_the_totals_of_a_grou
 
     from pyspark.sql import functions as F
 
-    from lakescore.publish.spark_delta import _word_totals, check_keys_within
+    from lakescore.publish.spark_delta import _word_query, _word_totals, check_keys_within
 
     stamp = datetime(2013, 10, 1, 5, tzinfo=UTC)
     once = [-65, -64, -1, 0, 1, 62, 63, 64, 127, 128, 2**62, -2**63, 2**63 - 1, None]  # word edges, both signs
@@ -139,10 +139,9 @@ def test_an_integer_key_is_checked_in_words_of_64_keys_with_the_totals_of_a_grou
     }
     for name, (keys, kind, surplus) in cases.items():
         rows = spark.createDataFrame([(k, None if k == 0 else stamp) for k in keys], f"k {kind}, t timestamp")
-        period = [F.min(F.unix_micros("t")).alias("_plo"), F.max(F.unix_micros("t")).alias("_phi"),
-                  F.sum(F.col("t").isNull().cast("long")).alias("_pnull")]
-        found = _word_totals(rows, "k", period, [F.sum("_pnull").alias("nulls"), F.min("_plo").alias("low"),
-                                                 F.max("_phi").alias("high")])
+        period = ["min(unix_micros(t)) AS _plo", "max(unix_micros(t)) AS _phi", "sum(CAST(t IS NULL AS BIGINT)) AS _pnull"]
+        query = _word_query(rows, "k", period, ["sum(_pnull) AS nulls", "min(_plo) AS low", "max(_phi) AS high"])
+        found = _word_totals(query.first().asDict())
         present = [k for k in keys if k is not None]
         assert found["twice"] == surplus, name
         assert (found["rows"] or 0, found["_null0"], found["_lo0"], found["_hi0"]) == (

@@ -313,10 +313,21 @@ class KeyCheck:
 
 
 def check_keys_within(rows: Any, keys: list[str], *, period_column: str | None = None) -> KeyCheck:
-    """The :class:`KeyCheck` of ``rows``: one aggregate of their key columns (and the period
-    column) on the executors; one row of totals, and up to three repeated keys, reach the driver.
+    """The :class:`KeyCheck` of ``rows``: :func:`key_check` built and run at once."""
+    return key_check(rows, keys, period_column=period_column)()
 
-    One integer key column (the usual record key) is checked by :func:`_word_totals`, which groups
+
+def key_check(rows: Any, keys: list[str], *, period_column: str | None = None) -> Callable[[], KeyCheck]:
+    """The :class:`KeyCheck` of ``rows``, its query built now and run when the returned function
+    is called: one aggregate of their key columns (and the period column) on the executors; one
+    row of totals, and up to three repeated keys, reach the driver.
+
+    The query is built on the calling thread as Spark SQL text (a handful of round trips to the
+    JVM where a column built call by call takes one per function and name), so that a thread that
+    only runs it (:meth:`lakescore.workflows.routes.spark.SparkRoute.check_ahead`) holds Python's
+    lock for one call while the JVM plans and runs it.
+
+    One integer key column (the usual record key) is checked by :func:`_word_query`, which groups
     64 keys per row of the shuffle; any other key (compound, text, dates), and a key that
     repeats there (to name the keys), by a ``groupBy`` of the keys themselves.
 
@@ -329,58 +340,93 @@ def check_keys_within(rows: Any, keys: list[str], *, period_column: str | None =
     period_column : str, optional
         ``publication.period_column``: its nulls and bounds are counted in the same aggregate
         (nothing when it is not a column of ``rows``).
+
+    Returns
+    -------
+    callable
+        ``() -> KeyCheck``; it runs the query (and, when a key repeats, the group-by that names
+        the keys) each time it is called.
     """
-    from pyspark.sql import functions as F  # Spark only on this engine
     from pyspark.sql.types import IntegralType, TimestampType
 
-    per_period: list[Any] = []
-    period: list[Any] = []
+    per_period: list[str] = []
+    period: list[str] = []
     if period_column and period_column in rows.columns:
-        col = F.col(period_column)
-        if isinstance(rows.schema[period_column].dataType, TimestampType):
-            col = F.unix_micros(col)  # crosses as a number, whatever the time zones
-        per_period = [F.min(col).alias("_plo"), F.max(col).alias("_phi"),
-                      F.sum(F.col(period_column).isNull().cast("long")).alias("_pnull")]
-        period = [F.sum("_pnull").alias("nulls"), F.min("_plo").alias("low"), F.max("_phi").alias("high")]
+        name = quoted_name(period_column)
+        value = f"unix_micros({name})" if isinstance(rows.schema[period_column].dataType, TimestampType) else name
+        per_period = [f"min({value}) AS _plo", f"max({value}) AS _phi", f"sum(CAST({name} IS NULL AS BIGINT)) AS _pnull"]
+        period = ["sum(_pnull) AS nulls", "min(_plo) AS low", "max(_phi) AS high"]
+    words = None
     if len(keys) == 1 and isinstance(rows.schema[keys[0]].dataType, IntegralType):
-        totals = _word_totals(rows, keys[0], per_period, period)
-        if not totals["twice"]:
-            return KeyCheck(rows, totals, None)
-    per_key = rows.groupBy(*keys).agg(F.count(F.lit(1)).alias("_rows"), *per_period)
-    bounds = [agg for i, key in enumerate(keys)
-              for agg in (F.min(key).alias(f"_lo{i}"), F.max(key).alias(f"_hi{i}"),
-                          F.sum(F.col(key).isNull().cast("long")).alias(f"_null{i}"))]
-    totals = per_key.agg(F.sum((F.col("_rows") > 1).cast("long")).alias("twice"), F.sum("_rows").alias("rows"),
-                         *bounds, *period).first().asDict()
-    twice = int(totals["twice"] or 0)
-    repeated = (RepeatedKeys(twice, _examples(per_key.where(F.col("_rows") > 1), keys), WITHIN_RUN)
-                if twice else None)
-    return KeyCheck(rows, totals, repeated)
+        words = _word_query(rows, keys[0], per_period, period)
+    grouped = None if words is not None else _group_query(rows, keys, per_period, period)
+
+    def run() -> KeyCheck:
+        if words is not None:
+            totals = _word_totals(words.first().asDict())
+            if not totals["twice"]:
+                return KeyCheck(rows, totals, None)
+        per_key, query = grouped or _group_query(rows, keys, per_period, period)  # a repeated word key: named
+        totals = query.first().asDict()
+        twice = int(totals["twice"] or 0)
+        repeated = RepeatedKeys(twice, _examples(per_key.where("_rows > 1"), keys), WITHIN_RUN) if twice else None
+        return KeyCheck(rows, totals, repeated)
+
+    return run
 
 
-def _word_totals(rows: Any, key: str, per_period: list[Any], period: list[Any]) -> dict[str, Any]:
-    """:func:`check_keys_within`'s totals for one integer ``key``, grouped 64 keys to a word.
+def _group_query(rows: Any, keys: list[str], per_period: list[str], period: list[str]) -> tuple[Any, Any]:
+    """:func:`key_check`'s ``groupBy`` of the keys themselves (any key columns), and its one-row
+    query of the totals: ``twice`` (keys seen more than once), ``rows``, and per key column ``i``
+    ``_lo<i>``, ``_hi<i>``, ``_null<i>``, then ``period``'s texts."""
+    per_key = rows.groupBy(*_exprs(list(map(quoted_name, keys)))).agg(*_exprs(["count(1) AS _rows", *per_period]))
+    bounds = [text for i, key in enumerate(map(quoted_name, keys))
+              for text in (f"min({key}) AS _lo{i}", f"max({key}) AS _hi{i}", f"sum(CAST({key} IS NULL AS BIGINT)) AS _null{i}")]
+    return per_key, per_key.selectExpr("sum(CAST(_rows > 1 AS BIGINT)) AS twice", "sum(_rows) AS rows", *bounds, *period)
+
+
+def _exprs(texts: list[str]) -> list[Any]:
+    """Spark SQL texts as columns (``F.expr``), one round trip to the JVM each."""
+    from pyspark.sql import functions as F  # Spark only on this engine
+
+    return [F.expr(text) for text in texts]
+
+
+def _word_query(rows: Any, key: str, per_period: list[str], period: list[str]) -> Any:
+    """:func:`key_check`'s one-row query of the totals of one integer ``key``, grouped 64 keys to a
+    word; :func:`_word_totals` reads its row.
 
     Each row sets bit ``key & 63`` of the word of group ``key >> 6`` (``bit_or``); the distinct
     keys are the bits set over all words (``bit_count``), one more for the null key when there
-    is one. A key repeats exactly when the rows outnumber the distinct keys: ``twice`` is that
-    surplus (rows, not keys; 0 when no key repeats). Dense keys (an identity column, a source's
-    row number) fill their words, so the shuffle carries one row per 64 keys rather than one
-    per key: on the project's 2-core machine, 0.40 s against 0.71 s for a million keys (a
-    ``groupBy`` of the key; the scan alone about 0.22 s). Sparse keys cost what a ``groupBy`` costs.
-    ``bit_or`` and ``bit_count`` are plain aggregates, kept in Spark's hash aggregation
-    (``bitmap_construct_agg`` is not: it sorts every row).
-    """
-    from pyspark.sql import functions as F  # Spark only on this engine
+    is one. Dense keys (an identity column, a source's row number) fill their words, so the
+    shuffle carries one row per 64 keys rather than one per key: on the project's 2-core machine,
+    0.40 s against 0.71 s for a million keys (a ``groupBy`` of the key; the scan alone about
+    0.22 s). Sparse keys cost what a ``groupBy`` costs. ``bit_or`` and ``bit_count`` are plain
+    aggregates, kept in Spark's hash aggregation (``bitmap_construct_agg`` is not: it sorts every
+    row).
 
-    name = "`" + key.replace("`", "``") + "`"
-    words = rows.groupBy(F.shiftright(F.col(key), 6).alias("_word")).agg(
-        F.expr(f"bit_or(shiftleft(1L, CAST({name} & 63 AS INT)))").alias("_bits"),
-        F.count(F.lit(1)).alias("_rows"), F.min(key).alias("_lo"), F.max(key).alias("_hi"),
-        F.sum(F.col(key).isNull().cast("long")).alias("_nulls"), *per_period)
-    totals = words.agg(F.sum(F.bit_count("_bits")).alias("_keys"), F.sum("_rows").alias("rows"),
-                       F.min("_lo").alias("_lo0"), F.max("_hi").alias("_hi0"), F.sum("_nulls").alias("_null0"),
-                       *period).first().asDict()
+    Parameters
+    ----------
+    rows : pyspark.sql.DataFrame
+    key : str
+        The integer key column.
+    per_period, period : list of str
+        SQL texts of the period column's aggregates per word (``_plo``, ``_phi``, ``_pnull``)
+        and over the words (``low``, ``high``, ``nulls``); empty without a period column.
+    """
+    name = quoted_name(key)
+    words = rows.groupBy(*_exprs([f"shiftright({name}, 6) AS _word"])).agg(*_exprs([
+        f"bit_or(shiftleft(1L, CAST({name} & 63 AS INT))) AS _bits", "count(1) AS _rows", f"min({name}) AS _lo",
+        f"max({name}) AS _hi", f"sum(CAST({name} IS NULL AS BIGINT)) AS _nulls", *per_period]))
+    return words.selectExpr("sum(bit_count(_bits)) AS _keys", "sum(_rows) AS rows", "min(_lo) AS _lo0",
+                            "max(_hi) AS _hi0", "sum(_nulls) AS _null0", *period)
+
+
+def _word_totals(found: dict[str, Any]) -> dict[str, Any]:
+    """The totals of :func:`_word_query`'s row ``found``: a key repeats exactly when the rows
+    outnumber the distinct keys, so ``twice`` is that surplus (rows, not keys; 0 when no key
+    repeats), beside the row's own totals (``_keys`` left out)."""
+    totals = dict(found)
     rows_in, nulls = int(totals["rows"] or 0), int(totals["_null0"] or 0)
     distinct = int(totals.pop("_keys") or 0) + min(nulls, 1)
     return {"twice": rows_in - distinct, **totals}

@@ -31,12 +31,12 @@ from typing import Any
 from lakescore.config import EnvManager
 from lakescore.frames import TRANSPORT_TYPES, null_mask_name
 from lakescore.rules import OUTPUT_TYPES
-from lakescore.runtime.sql_text import sql_literal
+from lakescore.runtime.sql_text import quoted_name, sql_literal
 from lakescore.scoring.preflight import ScorePlan
 from lakescore.scoring.splits import spread_reads
 from lakescore.scoring.tally import Tally
 from lakescore.scoring.udf_model import local_model
-from lakescore.transport_codes import decode_column, saved_code_tables
+from lakescore.transport_codes import decode_sql, saved_code_tables
 
 INT_EXTENSION_CONF = "spark.sql.execution.pythonUDF.pandas.preferIntExtensionDtype"
 
@@ -59,8 +59,8 @@ def has_int_extension(spark: Any) -> bool:
     return (major, minor) >= (4, 2)
 
 
-def exact_inputs(source: Any, columns: tuple[str, ...] | list[str]) -> list[Any]:
-    """The UDF's input columns, each one crossing to the worker exactly.
+def exact_inputs(source: Any, columns: tuple[str, ...] | list[str]) -> list[str]:
+    """The UDF's input columns as Spark SQL texts, each one crossing to the worker exactly.
 
     Parameters
     ----------
@@ -71,19 +71,20 @@ def exact_inputs(source: Any, columns: tuple[str, ...] | list[str]) -> list[Any]
 
     Returns
     -------
-    list of pyspark.sql.Column
-        The columns as they are on Spark 4.2 and later; on earlier Spark (4.1, Databricks Runtime
-        18 LTS) each bigint column cast to ``decimal(19,0)`` (every int64 fits in 19 digits) under
-        its own name, since a pandas UDF there gets a bigint column with a null as float64,
-        which rounds integers beyond 2**53.
+    list of str
+        Each column's quoted name (:func:`lakescore.runtime.sql_text.quoted_name`) on Spark 4.2 and
+        later; on earlier Spark (4.1, Databricks Runtime 18 LTS) each bigint column cast to
+        ``decimal(19,0)`` (every int64 fits in 19 digits) under its own name, since a pandas UDF
+        there gets a bigint column with a null as float64, which rounds integers beyond 2**53.
+        For ``selectExpr``, or inside ``struct(...)`` (one round trip to the JVM for them all).
     """
-    from pyspark.sql import functions as F
     from pyspark.sql.types import LongType
 
     if has_int_extension(source.sparkSession):
-        return [F.col(name) for name in columns]
+        return [quoted_name(name) for name in columns]
     longs = {field.name for field in source.schema.fields if isinstance(field.dataType, LongType)}
-    return [F.col(name).cast("decimal(19,0)").alias(name) if name in longs else F.col(name) for name in columns]
+    return [f"CAST({quoted_name(name)} AS decimal(19,0)) AS {quoted_name(name)}" if name in longs else quoted_name(name)
+            for name in columns]
 
 
 ENV_NOTE = ("lakescore: env_manager=local: the workers score in this Python environment; each one "
@@ -168,12 +169,16 @@ def score_spark(source: Any, plan: ScorePlan, *, batch_rows: int, env_manager: E
         with _env_notice_answered(env_manager):
             udf = mlflow.pyfunc.spark_udf(spark, model_path, result_type=transport_ddl(wire), env_manager=env_manager,
                                           params=params)
-        inputs = F.struct(*exact_inputs(source, plan.input_columns))
+        inputs = F.expr(f"struct({', '.join(exact_inputs(source, plan.input_columns))})")
         scored = source.select(*plan.record_keys, udf(inputs).alias("_r"), *carry)
-    columns = [F.when(F.col(f"_r.{null_mask_name(name)}"), F.lit(None).cast(kind))
-               .otherwise(decode_column(F.col(f"_r.{name}"), tables[name]) if name in tables else F.col(f"_r.{name}"))
-               .alias(name) for name, kind in fields.items()]
-    return scored.select(*plan.record_keys, *columns, *carry)
+    # one SQL text for every output (a column built call by call takes a round trip to the JVM per
+    # function and name: some 130 for the demo's outputs)
+    columns = []
+    for name in fields:
+        value = f"`_r`.{quoted_name(name)}"
+        columns.append(f"CASE WHEN `_r`.{quoted_name(null_mask_name(name))} THEN NULL ELSE "
+                       f"{decode_sql(value, tables[name]) if name in tables else value} END AS {quoted_name(name)}")
+    return scored.selectExpr(*map(quoted_name, plan.record_keys), *columns, *map(quoted_name, carry))
 
 
 def spark_tally(predictions: Any) -> Tally:

@@ -148,18 +148,19 @@ class SparkRoute:
     def check_ahead(self, plan: ScorePlan, prepared: PreparedScope, *, period_column: str | None) -> Ahead[KeyCheck]:
         """The one pass's key check, started now on a thread of its own (:class:`lakescore.runtime.ahead.Ahead`):
         one aggregate over the key columns (and the period column) of the rows this run scores
-        (:func:`lakescore.publish.spark_delta.check_keys_within`), which the executors compute
-        while the driver copies the model and sets up the UDF. The keys of the output are the
-        keys of the input rows, so no repeated key can reach the commit; the check gives the
-        run's rows and period facts too (:func:`lakescore.publish.run.checked_facts`). Start it
-        inside :meth:`session_kept` (the read's splits), and leave it (``with``) before that ends."""
-        from lakescore.publish.spark_delta import check_keys_within  # pyspark: only on the Spark route
+        (:func:`lakescore.publish.spark_delta.key_check`), which the executors compute while the
+        driver copies the model and sets up the UDF. Its query is built here, on the calling
+        thread; the thread only runs it, so the two threads do not take turns at Python's lock
+        for each round trip to the JVM. The keys of the output are the keys of the input rows,
+        so no repeated key can reach the commit; the check gives the run's rows and period facts
+        too (:func:`lakescore.publish.run.checked_facts`). Start it inside :meth:`session_kept`
+        (the read's splits), and leave it (``with``) before that ends."""
+        from lakescore.publish.spark_delta import key_check  # pyspark: only on the Spark route
 
         keys = list(plan.record_keys)
         source = self.rows(plan, prepared)
         columns = list(dict.fromkeys([*keys, *([period_column] if period_column in source.columns else [])]))
-        return Ahead(source.sparkSession,
-                     lambda: check_keys_within(source.select(*columns), keys, period_column=period_column))
+        return Ahead(source.sparkSession, key_check(source.select(*columns), keys, period_column=period_column))
 
     def one_pass(self, run: ScoredRun, checked: KeyCheck, *, model_dir: Path, period_column: str | None) -> ScoredRun:
         """``run`` as the one pass publishes it: nothing staged, nothing computed yet.
@@ -361,6 +362,7 @@ def score_spark_route(runtime: Runtime, rows: Any, plan: ScorePlan, *, batch_row
     FeatureLookupError
         A duplicate feature key (local join), or a feature table that moved from its pinned version.
     """
+    from lakescore.runtime.sql_text import quoted_name
     from lakescore.scoring.spark import exact_inputs, score_spark  # pyspark: only on the Spark route
 
     store = runtime.feature_engineering() if plan.feature_lookups else None
@@ -375,8 +377,8 @@ def score_spark_route(runtime: Runtime, rows: Any, plan: ScorePlan, *, batch_row
 
         keys = list(dict.fromkeys([*plan.record_keys, *(c for spec in plan.lookups for c in spec.row_columns)]))
         inputs = [c for c in plan.source_columns if c not in keys]
-        wanted = [*(F.col(c) for c in keys), *exact_inputs(source, inputs), *(F.col(c) for c in carry if c not in keys)]
-        scored = store.score_batch(plan.model_uri, source.select(*wanted), result_type=result_type, params=params,
+        wanted = [*map(quoted_name, keys), *exact_inputs(source, inputs), *(quoted_name(c) for c in carry if c not in keys)]
+        scored = store.score_batch(plan.model_uri, source.selectExpr(*wanted), result_type=result_type, params=params,
                                    env_manager=env_manager)
         store.check_versions(plan.feature_tables, what="scoring")
         return scored.select(*plan.record_keys, F.col("prediction").alias("_r"), *carry)
