@@ -490,3 +490,31 @@ def test_a_create_that_meets_another_creates_files_is_a_race_to_retry(spark, tmp
     with pytest.raises(Exception, match="DELTA_PATH_EXISTS") as by_path:
         rows.write.format("delta").mode("error").save(path)
     assert spark_raced(by_name.value) and spark_raced(by_path.value)
+
+
+@pytest.mark.spark
+def test_the_key_check_is_built_on_the_calling_thread_and_runs_in_a_few_round_trips(spark, monkeypatch):
+    """The one pass runs the key check on a thread beside the driver's model set-up: each round trip
+    to the JVM there waits for Python's lock, so the query is built by the caller, as SQL text, and
+    the returned function only runs it."""
+    from datetime import datetime
+
+    import py4j.clientserver
+
+    from lakescore.publish.spark_delta import key_check
+
+    stamp = datetime(2013, 10, 1, 5, tzinfo=UTC)
+    rows = spark.createDataFrame([(k, stamp) for k in range(200)], "k long, t timestamp")
+    sent = []
+    send = py4j.clientserver.ClientServerConnection.send_command
+
+    def counted(connection, command):
+        sent.append(command)
+        return send(connection, command)
+
+    check = key_check(rows, ["k"], period_column="t")
+    monkeypatch.setattr(py4j.clientserver.ClientServerConnection, "send_command", counted)
+    found = check()
+    monkeypatch.undo()
+    assert found.repeated is None and found.totals["rows"] == 200 and found.totals["twice"] == 0
+    assert len(sent) <= 15, f"{len(sent)} round trips to the JVM to run a built key check"

@@ -66,3 +66,14 @@ def test_bench_register_times_declared_and_inferred_requirements(scripts, capsys
     assert any(r.startswith("pyarrow==") for r in declared) and not any(r.startswith("cloudpickle") for r in declared)
     assert any(r.startswith("cloudpickle==") for r in inferred)  # what MLflow's child process saw imported
     assert set(figures["median_s"]) == {"declared", "inferred"}
+
+
+@pytest.mark.spark
+def test_bench_key_check_times_the_check_alone_and_beside_a_busy_thread(scripts, spark, tmp_path, capsys):
+    bench = scripts("bench_key_check")
+    bench.main(["--rows", "300", "--repeats", "1", "--home", str(tmp_path / "bench")])
+    figures = json.loads(capsys.readouterr().out.rsplit("BENCH_KEY_CHECK ", 1)[1])
+    assert figures["rows"] == 300 and set(figures["median_s"]) == {"alone", "beside_busy", "built_there_beside_busy"}
+    assert figures["vs_alone"]["alone"] == 1.0
+    assert bench.summary({"alone": [9.0, 2.0, 4.0], "x": [1.0, 3.0, 3.0]}) == {
+        "median_s": {"alone": 3.0, "x": 3.0}, "vs_alone": {"alone": 1.0, "x": 1.0}}  # the first repeat left out
