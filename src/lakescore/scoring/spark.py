@@ -172,7 +172,7 @@ def score_spark(source: Any, plan: ScorePlan, *, batch_rows: int, env_manager: E
         inputs = F.expr(f"struct({', '.join(exact_inputs(source, plan.input_columns))})")
         scored = source.select(*plan.record_keys, udf(inputs).alias("_r"), *carry)
     # one SQL text for every output (a column built call by call takes a round trip to the JVM per
-    # function and name: some 130 for the demo's outputs)
+    # function and name: some 130 for the bench model's inputs and outputs)
     columns = []
     for name in fields:
         value = f"`_r`.{quoted_name(name)}"
