@@ -497,6 +497,7 @@ def test_the_key_check_is_built_on_the_calling_thread_and_runs_in_a_few_round_tr
     """The one pass runs the key check on a thread beside the driver's model set-up: each round trip
     to the JVM there waits for Python's lock, so the query is built by the caller, as SQL text, and
     the returned function only runs it."""
+    import threading
     from datetime import datetime
 
     import py4j.clientserver
@@ -507,9 +508,11 @@ def test_the_key_check_is_built_on_the_calling_thread_and_runs_in_a_few_round_tr
     rows = spark.createDataFrame([(k, stamp) for k in range(200)], "k long, t timestamp")
     sent = []
     send = py4j.clientserver.ClientServerConnection.send_command
+    this_thread = threading.get_ident()
 
     def counted(connection, command):
-        sent.append(command)
+        if threading.get_ident() == this_thread:  # not py4j's own thread, which frees JVM objects
+            sent.append(command)
         return send(connection, command)
 
     check = key_check(rows, ["k"], period_column="t")
