@@ -48,8 +48,10 @@ and the largest |probability difference|; the Spark route's scoring-only row is 
 staged files, score + publish on the published table, the peer on its Delta table (its spark_udf
 only row shows the same UDF's written rows).
 
-Usage: python scripts/bench_capacity.py [--rows 336776[,1000000,...]] [--calls 4] [--home DIR]
-[--config-dir config] [--profile-single N]
+Usage: python scripts/bench_capacity.py [--rows 336776[,1000000,...]] [--calls 4] [--modes a,b,...]
+[--home DIR] [--config-dir config] [--profile-single N]
+``--modes one_pass,one_pass_1,peer_delta``: only those modes (and native, the reference), e.g. the
+issue's two ratios at five million rows without the modes that do not enter them.
 ``--profile-single N``: only the single-node route and native ``predict_proba`` on all flights, in
 one process without Spark, as CPU seconds of each warm call, then cProfile's top N entries of the
 single-node call (:func:`profile_single`).
@@ -86,6 +88,7 @@ RECIPE = [  # the lakescore twin of bench_scale.peer_model's pipeline
      "include_missing": False, "column_names": "slug"},
 ]
 OUTPUT = [KEY, "prediction", "probability"]
+MODES = ("native", "chain", "single", "spark", "one_pass", "one_pass_1", "peer_noop", "peer_delta")  # table order
 
 
 # --- children: each mode in a fresh process -----------------------------------------------------
@@ -362,45 +365,74 @@ def warm_call(seconds: list[float]) -> int:
 
 
 def results(home: Path, runtime: Any, runs: dict[str, dict[str, Any]], out: Path) -> list[dict[str, Any]]:
-    """The table's entries for one size from the children's results and outputs (in ``out``)."""
+    """The table's entries for one size from the children's results and outputs (in ``out``), in
+    :data:`MODES` order, for the modes that ran (``native`` always: the reference)."""
     from deltalake import DeltaTable
 
     native = pd.read_parquet(out / "native.parquet")
-    spark, last = runs["spark"], runs["spark"]["calls"]
-    peer_written = compare(native, DeltaTable(str(out / "peer_delta_1")).to_pandas(columns=OUTPUT))
 
     def entry(name: str, scope: str, run: dict[str, Any], seconds: list[float], check: dict[str, Any]) -> dict[str, Any]:
         return {"name": name, "scope": scope, "rows": run["rows"], "first_s": seconds[0],
                 "warm_s": seconds[warm_call(seconds)], "warm_all_s": seconds[1:], "rss_mib": run["rss_mib"],
                 "check": check}
 
-    def one_pass(run: dict[str, Any]) -> dict[str, Any]:
+    def own(mode: str, name: str) -> list[dict[str, Any]]:
+        run = runs[mode]
+        return [entry(name, "scoring only", run, run["seconds"], compare(native, pd.read_parquet(out / f"{mode}.parquet")))]
+
+    def staged(run: dict[str, Any]) -> list[dict[str, Any]]:
+        last, name = run["calls"], f"4 Spark route ({run['master']})"
+        return [entry(name, "score (staged)", run, [c["score_s"] for c in last],
+                      compare(native, pd.read_parquet(last[1]["staged"], columns=OUTPUT))),
+                entry(name, f"score, then publish ({last[1]['engine']})", run,
+                      [c["score_s"] + c["publish_s"] for c in last],
+                      compare(native, runtime.read_table(last[1]["table"], columns=OUTPUT)))]
+
+    def one_pass(run: dict[str, Any]) -> list[dict[str, Any]]:
         calls = run["calls"]
         seconds = [c["score_s"] for c in calls]
-        return {**entry(f"4 Spark route ({run['master']})", f"score --publish (one pass, {calls[1]['engine']})", run,
-                        seconds, compare(native, runtime.read_table(calls[1]["table"], columns=OUTPUT))),
-                "phases": calls[warm_call(seconds)]["phases"], "first_phases": calls[0]["phases"],
-                "session_s": run["session_s"]}
+        return [{**entry(f"4 Spark route ({run['master']})", f"score --publish (one pass, {calls[1]['engine']})", run,
+                         seconds, compare(native, runtime.read_table(calls[1]["table"], columns=OUTPUT))),
+                 "phases": calls[warm_call(seconds)]["phases"], "first_phases": calls[0]["phases"],
+                 "session_s": run["session_s"]}]
 
-    own = {m: compare(native, pd.read_parquet(out / f"{m}.parquet")) for m in ("native", "chain", "single")}
-    batch = runs["single"]["batch_rows"]
-    return [
-        entry("1 native predict_proba", "scoring only", runs["native"], runs["native"]["seconds"], own["native"]),
-        entry("2 FittedChain.predict", "scoring only", runs["chain"], runs["chain"]["seconds"], own["chain"]),
-        entry(f"3 single-node route ({batch:,}/call)", "scoring only", runs["single"], runs["single"]["seconds"],
-              own["single"]),
-        entry(f"4 Spark route ({spark['master']})", "score (staged)", spark, [c["score_s"] for c in last],
-              compare(native, pd.read_parquet(last[1]["staged"], columns=OUTPUT))),
-        entry(f"4 Spark route ({spark['master']})", f"score, then publish ({last[1]['engine']})", spark,
-              [c["score_s"] + c["publish_s"] for c in last],
-              compare(native, runtime.read_table(last[1]["table"], columns=OUTPUT))),
-        one_pass(runs["one_pass"]),
-        one_pass(runs["one_pass_1"]),
-        entry(f"5 peer spark_udf ({runs['peer_noop']['master']})", "spark_udf only (noop)", runs["peer_noop"],
-              runs["peer_noop"]["seconds"], peer_written),
-        entry(f"5 peer spark_udf ({runs['peer_delta']['master']})", "spark_udf+Delta write", runs["peer_delta"],
-              runs["peer_delta"]["seconds"], peer_written),
-    ]
+    def peer(mode: str, scope: str) -> list[dict[str, Any]]:
+        run = runs[mode]  # both peer rows check the Delta table the peer wrote (noop writes nothing)
+        written = compare(native, DeltaTable(str(out / "peer_delta_1")).to_pandas(columns=OUTPUT))
+        return [entry(f"5 peer spark_udf ({run['master']})", scope, run, run["seconds"], written)]
+
+    made = {
+        "native": lambda: own("native", "1 native predict_proba"),
+        "chain": lambda: own("chain", "2 FittedChain.predict"),
+        "single": lambda: own("single", f"3 single-node route ({runs['single']['batch_rows']:,}/call)"),
+        "spark": lambda: staged(runs["spark"]),
+        "one_pass": lambda: one_pass(runs["one_pass"]),
+        "one_pass_1": lambda: one_pass(runs["one_pass_1"]),
+        "peer_noop": lambda: peer("peer_noop", "spark_udf only (noop)"),
+        "peer_delta": lambda: peer("peer_delta", "spark_udf+Delta write"),
+    }
+    return [e for mode in MODES if mode in runs for e in made[mode]()]
+
+
+def chosen_modes(text: str) -> list[str]:
+    """The modes ``--modes`` names (comma-separated), in :data:`MODES` order, with what they need:
+    ``native`` (every mode's correctness reference) and, for ``peer_noop``, ``peer_delta`` (whose
+    table checks the peer's rows).
+
+    >>> chosen_modes("peer_delta,one_pass")
+    ['native', 'one_pass', 'peer_delta']
+
+    Raises
+    ------
+    ValueError
+        A name that is not a mode (the message lists them).
+    """
+    names = {name.strip() for name in text.split(",") if name.strip()}
+    unknown = sorted(names - set(MODES))
+    if unknown:
+        raise ValueError(f"--modes: unknown {', '.join(unknown)}; choose from {', '.join(MODES)}")
+    names |= {"native"} | ({"peer_delta"} if "peer_noop" in names else set())
+    return [mode for mode in MODES if mode in names]
 
 
 def phases_table(entries: list[dict[str, Any]], *, call: str = "warm") -> str:
@@ -421,14 +453,15 @@ def phases_table(entries: list[dict[str, Any]], *, call: str = "warm") -> str:
 
 
 def ratios(entries: list[dict[str, Any]]) -> dict[str, float]:
-    """The issue's ratios of one size: the one pass (local[2]) over the peer's spark_udf + Delta
-    write, and local[2] over local[1] rows/s of the one pass."""
+    """The issue's ratios of one size, those its entries allow: the one pass (local[2]) over the
+    peer's spark_udf + Delta write, and local[2] over local[1] rows/s of the one pass."""
     rate = {(e["name"], e["scope"]): e["rows"] / e["warm_s"] for e in entries}
     one = {name: r for (name, scope), r in rate.items() if scope.startswith("score --publish")}
-    peer = next(r for (name, scope), r in rate.items() if scope == "spark_udf+Delta write")
-    two = next(r for name, r in one.items() if "local[2]" in name)
-    single = next(r for name, r in one.items() if "local[1]" in name)
-    return {"one_pass_vs_peer": two / peer, "local2_vs_local1": two / single}
+    peer = next((r for (name, scope), r in rate.items() if scope == "spark_udf+Delta write"), None)
+    two = next((r for name, r in one.items() if "local[2]" in name), None)
+    single = next((r for name, r in one.items() if "local[1]" in name), None)
+    found = {"one_pass_vs_peer": (two, peer), "local2_vs_local1": (two, single)}
+    return {name: top / bottom for name, (top, bottom) in found.items() if top is not None and bottom is not None}
 
 
 def profile_single(home: Path, runtime: Any, project: Any, config_dir: Path, top: int) -> None:
@@ -489,10 +522,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--calls", type=int, default=4, metavar="N",
                         help="calls per mode, each in the mode's one process: the first (cold) and N-1 warm "
                              "ones, whose median is shown (default 4)")
+    parser.add_argument("--modes", default=",".join(MODES),
+                        help="the modes to run, comma-separated (default all: " + ", ".join(MODES) + "); native "
+                             "always runs (every mode's correctness reference)")
     bench_scale.parent_arguments(parser)
     args = parser.parse_args(argv)
     if args.calls < 2:
         parser.error(f"--calls {args.calls}: at least 2 (the first call, then a warm one)")
+    try:
+        modes = chosen_modes(args.modes)
+    except ValueError as err:
+        parser.error(str(err))
     if bench_scale.serve_child(args, CHILDREN):
         return
 
@@ -545,12 +585,13 @@ def main(argv: list[str] | None = None) -> None:
                                     [str(out / f"peer_delta_{i}") for i in range(args.calls)]], "local[2]"),
         }
         runs = {}
-        for mode, (role, payload, master) in children.items():
+        for mode in modes:
+            role, payload, master = children[mode]
             runs[mode] = bench_scale.run_child(home, role, payload, master=master, script=__file__)
             print(f"{size:,} rows, {mode}: done in {runs[mode]['wall_s']:.0f} s", flush=True)
         found = results(home, runtime, runs, out)
         entries += found
-        one_row = runs["chain"]["one_row_ms"]
+        one_row = runs["chain"]["one_row_ms"] if "chain" in runs else one_row
         print(f"{size:,} rows: " + ", ".join(f"{k} {v:.2f}x" for k, v in ratios(found).items()), flush=True)
     print()
     print(f"one model version ({model_uri}); load average now " + ", ".join(f"{x:.2f}" for x in os.getloadavg()))
@@ -563,8 +604,9 @@ def main(argv: list[str] | None = None) -> None:
     for size in sizes:
         print(f"{size:,} rows: " + ", ".join(f"{k} {v:.2f}x" for k, v in
                                             ratios([e for e in entries if e["rows"] == size]).items()))
-    print(f"FittedChain.predict on one row (2,000 different rows, one frame each): p50 {one_row['p50']:.3f} ms, "
-          f"p90 {one_row['p90']:.3f} ms")
+    if one_row:
+        print(f"FittedChain.predict on one row (2,000 different rows, one frame each): p50 {one_row['p50']:.3f} ms, "
+              f"p90 {one_row['p90']:.3f} ms")
     print("timed: rows 1-3 and the 'score (staged)' / 'spark_udf only' rows leave publication out; "
           "peak RSS per process tree (psutil, 50 ms): python, its JVM, Spark's Python workers, and all")
     print("BENCH_CAPACITY " + json.dumps({"rows": sizes, "model_uri": model_uri, "entries": entries,

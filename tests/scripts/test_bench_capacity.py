@@ -133,3 +133,19 @@ def test_ratios_are_the_one_pass_over_the_peer_write_and_local2_over_local1(benc
                entry("4 Spark route (local[1])", "score --publish (one pass, spark-delta)", 3.0),
                entry("5 peer spark_udf (local[2])", "spark_udf+Delta write", 2.5)]
     assert bench.ratios(entries) == pytest.approx({"one_pass_vs_peer": 1.25, "local2_vs_local1": 1.5})
+
+
+def test_modes_keep_the_table_order_add_what_they_need_and_name_an_unknown_one(bench):
+    assert bench.chosen_modes("peer_delta, one_pass") == ["native", "one_pass", "peer_delta"]
+    assert bench.chosen_modes("peer_noop") == ["native", "peer_noop", "peer_delta"]  # its rows checked on peer_delta's
+    assert bench.chosen_modes(",".join(bench.MODES)) == list(bench.MODES)
+    with pytest.raises(ValueError, match="unknown one_pas; choose from native"):
+        bench.chosen_modes("one_pas,peer_delta")
+
+
+def test_ratios_are_only_those_the_modes_that_ran_allow(bench):
+    entries = [{"name": "4 Spark route (local[2])", "scope": "score --publish (one pass, spark-delta)", "rows": 1000,
+                "warm_s": 2.0},
+               {"name": "5 peer spark_udf (local[2])", "scope": "spark_udf+Delta write", "rows": 1000, "warm_s": 2.5}]
+    assert bench.ratios(entries) == pytest.approx({"one_pass_vs_peer": 1.25})
+    assert bench.ratios(entries[:1]) == {}
