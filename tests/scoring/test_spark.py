@@ -113,10 +113,11 @@ def spark_route(runtime, plan: ScorePlan, **options):
 
 
 def single_node_route(runtime, plan: ScorePlan, **options):
-    """The single-node route on the pinned snapshot, as the score workflow hands it over."""
+    """The single-node route on the pinned snapshot, as the score workflow hands it over, sorted by
+    key (the route keeps the source's order)."""
     columns = list(dict.fromkeys([*plan.record_keys, *plan.input_columns]))
-    return score_single_node(runtime.read_table(plan.source_table, version=plan.source_version, columns=columns),
-                             plan, **options)
+    return as_pandas(score_single_node(runtime.read_table(plan.source_table, version=plan.source_version,
+                                                          columns=columns), plan, **options), plan.record_keys)
 
 
 def plan_for(runtime, model, chain) -> ScorePlan:
@@ -172,6 +173,24 @@ def test_a_value_of_the_wrong_kind_excludes_only_its_row(registered):
     want = chain.predict(clean)
     assert got.loc[[0, 5], "prediction"].tolist() == want["prediction"].tolist()
     assert np.allclose(got.loc[[0, 5], "probability"].astype(float), want["probability"].astype(float), rtol=1e-9)
+
+
+def test_the_single_node_route_keeps_the_sources_row_order(registered):
+    runtime, model, chain, frame = registered
+    source = frame.iloc[1500:1800].sample(frac=1.0, random_state=7).reset_index(drop=True)  # keys in no order
+    runtime.write_table(SOURCE, source)
+    plan = plan_for(runtime, model, chain)
+    read = runtime.read_table(SOURCE, version=plan.source_version)
+    assert not read["flight_id"].is_monotonic_increasing  # what is read is not sorted either
+
+    scored = score_single_node(read, plan, batch_rows=64)
+
+    assert scored["flight_id"].tolist() == read["flight_id"].tolist()  # row for row: nothing sorted them
+    want = chain.predict(read)
+    assert scored["scoring_status"].tolist() == want["scoring_status"].tolist()
+    np.testing.assert_allclose(scored["probability"].to_numpy(dtype="float64", na_value=np.nan),
+                               want["probability"].to_numpy(dtype="float64", na_value=np.nan), rtol=1e-9)
+
 
 MLFLOW_WARNING = ('Calling `spark_udf()` with `env_manager="local"` does not recreate the same environment '
                   "that was used during training, which may lead to errors or inaccurate predictions.")
