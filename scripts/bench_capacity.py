@@ -592,18 +592,21 @@ def main(argv: list[str] | None = None) -> None:
         found = results(home, runtime, runs, out)
         entries += found
         one_row = runs["chain"]["one_row_ms"] if "chain" in runs else one_row
-        print(f"{size:,} rows: " + ", ".join(f"{k} {v:.2f}x" for k, v in ratios(found).items()), flush=True)
+        if ratios(found):
+            print(f"{size:,} rows: " + ", ".join(f"{k} {v:.2f}x" for k, v in ratios(found).items()), flush=True)
     print()
     print(f"one model version ({model_uri}); load average now " + ", ".join(f"{x:.2f}" for x in os.getloadavg()))
     print(table(entries))
     print()
-    print(phases_table(entries))
-    print()
-    print(phases_table(entries, call="first"))
-    print()
+    if any("phases" in e for e in entries):  # a one-pass mode ran
+        print(phases_table(entries))
+        print()
+        print(phases_table(entries, call="first"))
+        print()
     for size in sizes:
-        print(f"{size:,} rows: " + ", ".join(f"{k} {v:.2f}x" for k, v in
-                                            ratios([e for e in entries if e["rows"] == size]).items()))
+        found = ratios([e for e in entries if e["rows"] == size])
+        if found:
+            print(f"{size:,} rows: " + ", ".join(f"{k} {v:.2f}x" for k, v in found.items()))
     if one_row:
         print(f"FittedChain.predict on one row (2,000 different rows, one frame each): p50 {one_row['p50']:.3f} ms, "
               f"p90 {one_row['p90']:.3f} ms")
