@@ -79,8 +79,9 @@ def main(argv: list[str] | None = None) -> None:
         (spark.range(args.rows).withColumnRenamed("id", "flight_id")
          .withColumn("time_hour", F.timestamp_seconds(F.col("flight_id") * 60)).write.format("delta").save(table))
 
-    def rows() -> Any:
-        return spark.read.format("delta").load(table)
+    def build() -> Callable[[], Any]:
+        """The key check of the table read anew, its query built on the calling thread."""
+        return key_check(spark.read.format("delta").load(table), ["flight_id"], period_column="time_hour")
 
     def check(built: Callable[[], Any]) -> Any:
         found = built()
@@ -89,10 +90,9 @@ def main(argv: list[str] | None = None) -> None:
         return found
 
     cases: dict[str, Callable[[], float]] = {
-        "alone": lambda: _timed(lambda: check(key_check(rows(), ["flight_id"], period_column="time_hour"))),
-        "beside_busy": lambda: _built_here(spark, rows, check),
-        "built_there_beside_busy": lambda: beside_busy(
-            spark, lambda: check(key_check(rows(), ["flight_id"], period_column="time_hour"))),
+        "alone": lambda: _timed(lambda: check(build())),
+        "beside_busy": lambda: _built_here(spark, build, check),
+        "built_there_beside_busy": lambda: beside_busy(spark, lambda: check(build())),
     }
     seconds: dict[str, list[float]] = {case: [] for case in cases}
     for _ in range(args.repeats + 1):
@@ -111,12 +111,10 @@ def _timed(work: Callable[[], Any]) -> float:
     return time.perf_counter() - started
 
 
-def _built_here(spark: Any, rows: Callable[[], Any], check: Callable[[Callable[[], Any]], Any]) -> float:
+def _built_here(spark: Any, build: Callable[[], Callable[[], Any]], check: Callable[[Callable[[], Any]], Any]) -> float:
     """:func:`beside_busy` of a check whose query is built on this thread first (counted in)."""
-    from lakescore.publish.spark_delta import key_check
-
     started = time.perf_counter()
-    built = key_check(rows(), ["flight_id"], period_column="time_hour")
+    built = build()
     return time.perf_counter() - started + beside_busy(spark, lambda: check(built))
 
 
