@@ -370,6 +370,9 @@ def results(home: Path, runtime: Any, runs: dict[str, dict[str, Any]], out: Path
     from deltalake import DeltaTable
 
     native = pd.read_parquet(out / "native.parquet")
+    # both peer rows check the Delta table the peer wrote (noop writes nothing), read once
+    peer_written = (compare(native, DeltaTable(str(out / "peer_delta_1")).to_pandas(columns=OUTPUT))
+                    if "peer_delta" in runs else None)
 
     def entry(name: str, scope: str, run: dict[str, Any], seconds: list[float], check: dict[str, Any]) -> dict[str, Any]:
         return {"name": name, "scope": scope, "rows": run["rows"], "first_s": seconds[0],
@@ -397,9 +400,8 @@ def results(home: Path, runtime: Any, runs: dict[str, dict[str, Any]], out: Path
                  "session_s": run["session_s"]}]
 
     def peer(mode: str, scope: str) -> list[dict[str, Any]]:
-        run = runs[mode]  # both peer rows check the Delta table the peer wrote (noop writes nothing)
-        written = compare(native, DeltaTable(str(out / "peer_delta_1")).to_pandas(columns=OUTPUT))
-        return [entry(f"5 peer spark_udf ({run['master']})", scope, run, run["seconds"], written)]
+        run = runs[mode]  # peer_noop runs with peer_delta (chosen_modes): peer_written is there
+        return [entry(f"5 peer spark_udf ({run['master']})", scope, run, run["seconds"], peer_written)]
 
     made = {
         "native": lambda: own("native", "1 native predict_proba"),
@@ -592,8 +594,9 @@ def main(argv: list[str] | None = None) -> None:
         found = results(home, runtime, runs, out)
         entries += found
         one_row = runs["chain"]["one_row_ms"] if "chain" in runs else one_row
-        if ratios(found):
-            print(f"{size:,} rows: " + ", ".join(f"{k} {v:.2f}x" for k, v in ratios(found).items()), flush=True)
+        found_ratios = ratios(found)
+        if found_ratios:
+            print(f"{size:,} rows: " + ", ".join(f"{k} {v:.2f}x" for k, v in found_ratios.items()), flush=True)
     print()
     print(f"one model version ({model_uri}); load average now " + ", ".join(f"{x:.2f}" for x in os.getloadavg()))
     print(table(entries))
