@@ -57,8 +57,8 @@ one process without Spark, as CPU seconds of each warm call, then cProfile's top
 single-node call (:func:`profile_single`).
 ``--rows 336776,1000000,5000000``: every size in one run and one table (a size above 336,776 is
 flights replicated with fresh keys). Prints the command line, the machine, the table, the one pass's
-phases, per size the ratios of the one pass to the peer's ``spark_udf`` + Delta write and of
-local[2] to local[1], and one JSON line (``BENCH_CAPACITY {...}``).
+phases, per size the ratios of the one pass to the peer's ``spark_udf`` + Delta write (warm, and
+of the first calls) and of local[2] to local[1], and one JSON line (``BENCH_CAPACITY {...}``).
 """
 
 from __future__ import annotations
@@ -456,13 +456,21 @@ def phases_table(entries: list[dict[str, Any]], *, call: str = "warm") -> str:
 
 def ratios(entries: list[dict[str, Any]]) -> dict[str, float]:
     """The issue's ratios of one size, those its entries allow: the one pass (local[2]) over the
-    peer's spark_udf + Delta write, and local[2] over local[1] rows/s of the one pass."""
-    rate = {(e["name"], e["scope"]): e["rows"] / e["warm_s"] for e in entries}
-    one = {name: r for (name, scope), r in rate.items() if scope.startswith("score --publish")}
-    peer = next((r for (name, scope), r in rate.items() if scope == "spark_udf+Delta write"), None)
-    two = next((r for name, r in one.items() if "local[2]" in name), None)
-    single = next((r for name, r in one.items() if "local[1]" in name), None)
-    found = {"one_pass_vs_peer": (two, peer), "local2_vs_local1": (two, single)}
+    peer's spark_udf + Delta write, and local[2] over local[1] rows/s of the one pass, from the
+    warm calls; and the one pass over the peer from the first calls (``first_call_one_pass_vs_peer``:
+    what a scheduled job pays, one call per session)."""
+    def rates(seconds: str) -> tuple[float | None, float | None, float | None]:
+        """rows/s of the one pass on local[2], on local[1] and of the peer's Delta write, from ``seconds``."""
+        rate = {(e["name"], e["scope"]): e["rows"] / e[seconds] for e in entries if e.get(seconds)}
+        one = {name: r for (name, scope), r in rate.items() if scope.startswith("score --publish")}
+        peer = next((r for (name, scope), r in rate.items() if scope == "spark_udf+Delta write"), None)
+        return (next((r for name, r in one.items() if "local[2]" in name), None),
+                next((r for name, r in one.items() if "local[1]" in name), None), peer)
+
+    two, single, peer = rates("warm_s")
+    first_two, _, first_peer = rates("first_s")
+    found = {"one_pass_vs_peer": (two, peer), "local2_vs_local1": (two, single),
+             "first_call_one_pass_vs_peer": (first_two, first_peer)}
     return {name: top / bottom for name, (top, bottom) in found.items() if top is not None and bottom is not None}
 
 

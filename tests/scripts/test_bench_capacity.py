@@ -126,13 +126,14 @@ def test_phases_are_exclusive_and_with_other_add_up_to_the_wall_time(monkeypatch
 
 
 def test_ratios_are_the_one_pass_over_the_peer_write_and_local2_over_local1(bench):
-    def entry(name, scope, warm_s):
-        return {"name": name, "scope": scope, "rows": 1000, "warm_s": warm_s}
+    def entry(name, scope, warm_s, first_s):
+        return {"name": name, "scope": scope, "rows": 1000, "warm_s": warm_s, "first_s": first_s}
 
-    entries = [entry("4 Spark route (local[2])", "score --publish (one pass, spark-delta)", 2.0),
-               entry("4 Spark route (local[1])", "score --publish (one pass, spark-delta)", 3.0),
-               entry("5 peer spark_udf (local[2])", "spark_udf+Delta write", 2.5)]
-    assert bench.ratios(entries) == pytest.approx({"one_pass_vs_peer": 1.25, "local2_vs_local1": 1.5})
+    entries = [entry("4 Spark route (local[2])", "score --publish (one pass, spark-delta)", 2.0, 20.0),
+               entry("4 Spark route (local[1])", "score --publish (one pass, spark-delta)", 3.0, 40.0),
+               entry("5 peer spark_udf (local[2])", "spark_udf+Delta write", 2.5, 16.0)]
+    assert bench.ratios(entries) == pytest.approx({"one_pass_vs_peer": 1.25, "local2_vs_local1": 1.5,
+                                                   "first_call_one_pass_vs_peer": 0.8})
 
 
 def test_modes_keep_the_table_order_add_what_they_need_and_name_an_unknown_one(bench):
