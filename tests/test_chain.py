@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 
 from lakescore.chain import FittedChain
+from lakescore.errors import InputError
 from lakescore.frames import floats_close, to_pandas
 from lakescore.rules import EligibilityRule, OutputRule
 from lakescore.steps.recipe import learn_pre_split
@@ -176,6 +177,44 @@ def test_polars_training_frame_keeps_Int64_and_scores_like_pandas(flights_sample
     plain = rows[[*FEATURES, "dep_time"]].head(20).reset_index(drop=True)
     assert from_polars.predict(plain)["probability"].equals(from_polars.predict(request)["probability"])
 
+
+
+def returns_given(frame, params):
+    """Output rule: returns ``params["given"]`` (a Series or a frame) as it is."""
+    return params["given"]
+
+
+def _rule_of(given, outputs):
+    return OutputRule("given", 1, FunctionRef.of(returns_given, what="rule"), (), outputs, {"given": given})
+
+
+@pytest.mark.parametrize(("returned", "kind", "expected"), [
+    (pd.Series([0.5, 0.0, None], dtype="Float64") / pd.Series([1.0, 0.0, 1.0], dtype="Float64"),  # 0/0: a NaN value
+     "double", pd.array([0.5, None, None], dtype="Float64")),
+    (pd.Series([0.5, np.nan, 1.0]), "double", pd.array([0.5, None, 1.0], dtype="Float64")),
+    (pd.Series(["a", None, "c"], dtype="string"), "string", pd.array(["a", None, "c"], dtype="string")),
+    (pd.Series(["a", None, "c"], dtype=object), "string", pd.array(["a", None, "c"], dtype="string")),
+    (pd.Series(["a", None, "c"], dtype="string[pyarrow]"), "string", pd.array(["a", None, "c"], dtype="string")),
+    (pd.Series([1, None, 3], dtype="Int64"), "long", pd.array([1, None, 3], dtype="Int64")),
+    (pd.Series([1.0, 2.0, 3.0]), "long", pd.array([1, 2, 3], dtype="Int64")),
+    (pd.Series([True, None, False], dtype="boolean"), "boolean", pd.array([True, None, False], dtype="boolean")),
+], ids=["Float64_with_NaN", "float64", "string", "object_text", "pyarrow_string", "Int64", "whole_floats", "boolean"])
+def test_an_output_rule_s_column_comes_out_in_its_declared_dtype_with_nan_as_missing(returned, kind, expected):
+    raw = pd.DataFrame({"x": [1.0, 2.0, 3.0]}, index=[7, 8, 9])
+    scored = pd.DataFrame({"probability": pd.array([0.1, 0.2, 0.3], dtype="Float64")}, index=raw.index)
+    for shape in (returned, returned.to_frame("out")):  # a Series for one output, or a frame
+        got = _rule_of(shape, (("out", kind),)).compute(raw, scored)
+        assert list(got.index) == [7, 8, 9]
+        pd.testing.assert_extension_array_equal(got["out"].array, expected)
+
+
+def test_an_output_rule_that_returns_the_wrong_rows_or_type_is_refused_naming_what_it_returned():
+    raw = pd.DataFrame({"x": [1.0, 2.0]})
+    scored = pd.DataFrame({"probability": pd.array([0.1, 0.2], dtype="Float64")})
+    with pytest.raises(InputError, match="returned Series .* for 2 rows"):
+        _rule_of(pd.Series(["a"], dtype="string"), (("out", "string"),)).compute(raw, scored)
+    with pytest.raises(InputError, match="declared long but holds 'a'"):
+        _rule_of(pd.Series(["a", "b"]), (("out", "long"),)).compute(raw, scored)
 
 def test_output_rules_load_from_scoring_config():
     from lakescore.config import ScoringConfig

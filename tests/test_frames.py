@@ -72,6 +72,22 @@ def test_frame_of_takes_a_shared_index_of_names():
     assert one["a"].tolist() == [1] and two["b"].isna().all()
 
 
+
+def test_frames_of_the_same_names_share_labels_yet_each_keeps_its_own_columns_name():
+    arrays = {"a": np.array([1.0]), "b": pd.array(["x"], dtype="string")}
+    one, two = frame_of(arrays, pd.RangeIndex(1)), frame_of(arrays, pd.RangeIndex(1))
+    one.columns.name = "renamed"  # set on one frame's labels: the other frames' stay as made
+    assert two.columns.name is None and frame_of(arrays, pd.RangeIndex(1)).columns.name is None
+    assert list(two.columns) == ["a", "b"]
+
+
+def test_frame_of_names_that_are_equal_keys_keep_their_own_types():
+    for names in ([1, 2], [1.0, 2.0], [True, False], ["1", "2"]):
+        got = frame_of({name: np.array([0.5]) for name in names}, pd.RangeIndex(1))
+        expected = pd.DataFrame({name: [0.5] for name in names})
+        pd.testing.assert_index_equal(got.columns, expected.columns, exact=True)
+        assert [type(c) for c in got.columns] == [type(c) for c in expected.columns]
+
 def _set_in_turn(frame, new):
     out = frame.copy()
     for name, values in new.items():

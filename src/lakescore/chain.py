@@ -332,7 +332,7 @@ class FittedChain:
         columns["scoring_status"] = _statuses().take(predicted)
         columns["exclusion_reason"] = (pd.array(reasons, dtype="string") if len(rows) < n_rows
                                        else _statuses().take(np.full(n_rows, -1), allow_fill=True))  # all null
-        out = frame_of(columns, frame.index, names=_names(tuple(columns)))
+        out = frame_of(columns, frame.index)
         return add_outputs(self.output_rules, frame, out, rows) if self.output_rules else out
 
     # --- save / load ------------------------------------------------------------------------
@@ -407,13 +407,6 @@ def _statuses() -> Any:
     """``[excluded, predicted]`` as a pandas ``string`` array: a row's status is ``take`` of 0 or 1
     (the same array ``pd.array(texts, dtype="string")`` gives, without checking each text)."""
     return pd.array([STATUS_EXCLUDED, STATUS_PREDICTED], dtype="string")
-
-
-@lru_cache(maxsize=8)
-def _names(columns: tuple[str, ...]) -> pd.Index:
-    """The output frame's column labels as one Index (as the frame constructor makes it from the
-    names), made once per set of labels."""
-    return pd.Index(list(columns))
 
 
 def _masked(values: np.ndarray | None, rows: np.ndarray, n_rows: int, dtype: str) -> Any:

@@ -12,6 +12,7 @@ columns (e.g. a risk band); see :class:`OutputRule`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -93,6 +94,13 @@ def load_rules(scoring: Any) -> list[EligibilityRule]:
 
 OUTPUT_TYPES: dict[str, str] = {"string": "string", "double": "Float64", "long": "Int64", "boolean": "boolean"}
 """Declared output type (the model signature's name) -> pandas dtype of the column."""
+_KEPT_AS_RETURNED = frozenset({"string", "long", "boolean"})
+
+
+@lru_cache(maxsize=None)
+def _output_dtype(kind: str) -> Any:
+    """The pandas dtype object of a declared output type (``pandas_dtype`` of its name, made once)."""
+    return pd.api.types.pandas_dtype(OUTPUT_TYPES[kind])
 
 
 @dataclass(frozen=True)
@@ -126,29 +134,49 @@ class OutputRule:
             When the function does not return the declared columns, one value per row, or a
             value that its declared type cannot hold.
         """
+        return frame_of(self.arrays(raw, scored), raw.index)  # as pd.DataFrame(out, index=raw.index)
+
+    def arrays(self, raw: pd.DataFrame, scored: pd.DataFrame) -> dict[str, Any]:
+        """:meth:`compute`'s columns as ``name -> array`` (each of length ``len(raw)``, in its
+        declared pandas dtype, in the declared order), without the frame around them; same
+        parameters and errors."""
         names = [n for n, _ in self.outputs]
         if len(raw) == 0:
-            return pd.DataFrame({n: pd.array([], dtype=OUTPUT_TYPES[t]) for n, t in self.outputs}, index=raw.index)
+            return {n: pd.array([], dtype=OUTPUT_TYPES[t]) for n, t in self.outputs}
         given = [c for c in ("prediction", "probability") if c in scored.columns and c not in self.columns]
         frame = _rule_frame(raw, scored, self.columns, given)
         result = self.function.load()(frame, dict(self.params))
-        if isinstance(result, pd.Series) and len(names) == 1:
-            result = result.to_frame(names[0])
-        if not isinstance(result, pd.DataFrame) or len(result) != len(raw) or list(result.columns) != names:
+        if isinstance(result, pd.Series) and len(names) == 1 and len(result) == len(raw):
+            columns = {names[0]: result}  # a single output's Series, taken as its column
+        elif isinstance(result, pd.DataFrame) and len(result) == len(raw) and list(result.columns) == names:
+            columns = {name: result[name] for name in names}
+        else:
             raise InputError(
                 f"output rule '{self.name}' returned {type(result).__name__} with columns "
                 f"{list(getattr(result, 'columns', []))} for {len(raw)} rows; it must return a DataFrame "
                 f"with columns {names}, one row per input row (a Series for a single output)."
             )
-        out = {}
-        for name, kind in self.outputs:
-            try:
-                out[name] = pd.array(result[name].to_numpy(dtype=object), dtype=OUTPUT_TYPES[kind])
-            except (TypeError, ValueError) as err:
-                raise InputError(f"output rule '{self.name}': column '{name}' is declared {kind} but holds "
-                                 f"{result[name].iloc[0]!r}; return {kind} values or fix outputs in "
-                                 "config/scoring.yml") from err
-        return frame_of(out, raw.index)  # as pd.DataFrame(out, index=raw.index): each array as it is
+        return {name: self._typed(name, kind, columns[name]) for name, kind in self.outputs}
+
+    def _typed(self, name: str, kind: str, column: pd.Series) -> Any:
+        """The values of one returned column as an array of the declared ``kind``'s pandas dtype: the
+        column's own array when it already has that dtype (a string, Int64 or boolean array holds
+        only values of its type and NA), else each value converted (a Float64 column too: the
+        conversion reads NaN as missing, as from any other dtype).
+
+        Raises
+        ------
+        InputError
+            A value the declared type cannot hold (naming the rule, the column and the value).
+        """
+        if kind in _KEPT_AS_RETURNED and column.dtype == _output_dtype(kind):
+            return column.array
+        try:
+            return pd.array(column.to_numpy(dtype=object), dtype=OUTPUT_TYPES[kind])
+        except (TypeError, ValueError) as err:
+            raise InputError(f"output rule '{self.name}': column '{name}' is declared {kind} but holds "
+                             f"{column.iloc[0]!r}; return {kind} values or fix outputs in "
+                             "config/scoring.yml") from err
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "version": self.version, "function": self.function.to_json(),
@@ -206,14 +234,14 @@ def add_outputs(rules: tuple[OutputRule, ...] | list[OutputRule], raw: pd.DataFr
     every = len(rows) == len(scored)  # rows are ascending positions: all of them, in order
     added: dict[str, Any] = {}
     for rule in rules:
-        values = rule.compute(raw, scored) if every else rule.compute(raw.iloc[rows], scored.iloc[rows])
+        values = rule.arrays(raw, scored) if every else rule.arrays(raw.iloc[rows], scored.iloc[rows])
         for name, kind in rule.outputs:
             if every:
-                added[name] = values[name].array
+                added[name] = values[name]
                 continue
             column = pd.array([pd.NA] * len(scored), dtype=OUTPUT_TYPES[kind])
             if len(rows):
-                column[rows] = values[name].array
+                column[rows] = values[name]
             added[name] = column
     if not added:
         return scored
