@@ -12,7 +12,7 @@ columns (e.g. a risk band); see :class:`OutputRule`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -97,7 +97,7 @@ OUTPUT_TYPES: dict[str, str] = {"string": "string", "double": "Float64", "long":
 _KEPT_AS_RETURNED = frozenset({"string", "long", "boolean"})
 
 
-@lru_cache(maxsize=None)
+@cache
 def _output_dtype(kind: str) -> Any:
     """The pandas dtype object of a declared output type (``pandas_dtype`` of its name, made once)."""
     return pd.api.types.pandas_dtype(OUTPUT_TYPES[kind])
