@@ -47,6 +47,25 @@ def test_a_null_whole_number_is_a_null_like_in_a_delta_table() -> None:
     assert json.loads(request.to_body())["dataframe_split"]["data"][0][0] is None
 
 
+
+@pytest.mark.parametrize(("values", "kind"), [
+    ([10, None, 2**63 - 1, -(2**63)], "long"), ([None, None], "long"), ([], "long"),
+    ([True, None, False], "boolean"), ([None], "boolean"),
+    ([10.0, None], "long"),  # not what a checked request holds: pd.array reads it
+], ids=["whole_numbers", "all_null", "no_rows", "flags", "null_flag", "unchecked_float"])
+def test_a_requests_whole_number_and_flag_columns_are_what_pd_array_makes_of_them(values, kind) -> None:
+    from lakescore.serving.http.wire import ScoreRequest
+
+    got = ScoreRequest({"c": values}, {"c": kind}).frame["c"].array
+    pd.testing.assert_extension_array_equal(got, pd.array(values, dtype="Int64" if kind == "long" else "boolean"))
+
+
+def test_a_whole_number_beyond_64_bits_in_an_unchecked_request_fails_as_pd_array_fails() -> None:
+    from lakescore.serving.http.wire import ScoreRequest
+
+    with pytest.raises(TypeError):
+        _ = ScoreRequest({"c": [2**63]}, {"c": "long"}).frame
+
 @pytest.mark.parametrize(("body", "status", "names"), [
     (b"{not json", 400, "not valid JSON"),
     ([1, 2], 400, "must be a JSON object"),

@@ -113,15 +113,34 @@ def _array(values: list[Any], kind: str) -> Any:
     if kind in FLOAT_TYPES:
         return np.array([math.nan if v is None else v for v in values], dtype="float64")
     if kind in INTEGER_TYPES:
-        return pd.array(values, dtype="Int64")
+        return _masked(values, int, "Int64")
     if kind == "boolean":
-        return pd.array(values, dtype="boolean")
+        return _masked(values, bool, "boolean")
     if kind == TIMESTAMP_KIND:  # checked ISO 8601 text in UTC: the dtype a point-in-time join compares
         return pd.DatetimeIndex(pd.to_datetime(values, utc=True, format="ISO8601"))
     out = np.empty(len(values), dtype=object)
     for i, value in enumerate(values):  # element by element: a list value stays one value
         out[i] = value
     return out
+
+
+def _masked(values: list[Any], kind: type, dtype: str) -> Any:
+    """An Int64 or boolean array (``dtype``) of ``values``, missing as ``pd.NA``: what
+    ``pd.array(values, dtype=dtype)`` gives. Values that are all of type ``kind`` or None (what the
+    request's check leaves) are set into the array's data and mask directly: ``pd.array`` looks at
+    each value's type first, 28 us for a one-row column, where the frame of a one-row request of
+    17 columns costs about 0.5 ms. Anything else goes through ``pd.array``, which checks it."""
+    import numpy as np
+    import pandas as pd
+
+    if all(type(v) is kind or v is None for v in values):
+        mask = np.array([v is None for v in values], dtype=bool)
+        try:
+            data = np.array([False if v is None else v for v in values], dtype="int64" if kind is int else "bool")
+        except OverflowError:  # a whole number beyond int64, not from a checked request: pd.array says so
+            return pd.array(values, dtype=dtype)
+        return pd.arrays.IntegerArray(data, mask) if kind is int else pd.arrays.BooleanArray(data, mask)
+    return pd.array(values, dtype=dtype)
 
 
 def _kind(value: Any) -> str:
