@@ -66,6 +66,7 @@ def test_a_whole_number_beyond_64_bits_in_an_unchecked_request_fails_as_pd_array
     with pytest.raises(TypeError):
         _ = ScoreRequest({"c": [2**63]}, {"c": "long"}).frame
 
+
 @pytest.mark.parametrize(("body", "status", "names"), [
     (b"{not json", 400, "not valid JSON"),
     ([1, 2], 400, "must be a JSON object"),
