@@ -87,3 +87,30 @@ def test_a_text_column_without_a_missing_value_is_handed_on_as_it_is():
     assert np.shares_memory(out["origin"].to_numpy(), frame["origin"].to_numpy())  # not copied
     assert out["dest"].dtype == object and out["dest"].tolist() == ["a", "b", "c"]
     assert reasons.tolist() == [None] * 3
+
+
+CHAIN_TYPES = pd.DataFrame({  # each column already what the chain takes for its kind
+    "n": pd.array([BIG, None], dtype="Int64"), "x": [1.5, np.nan], "s": np.array(["a", "b"], dtype=object),
+    "b": pd.array([True, None], dtype="boolean"), "t": pd.to_datetime(["2013-01-01", None]),
+    "tz": pd.to_datetime(["2013-01-01", None]).tz_localize("UTC"),
+})
+KINDS = {"n": "long", "x": "double", "s": "string", "b": "boolean", "t": "datetime", "tz": "datetime"}
+
+
+def test_a_frame_already_of_the_chains_types_is_handed_on_as_it_is():
+    out, reasons = conform_inputs(CHAIN_TYPES, KINDS)
+    assert out is CHAIN_TYPES and reasons.tolist() == [None, None]
+
+
+def test_a_column_that_is_not_yet_the_chains_type_is_converted_and_the_rest_kept_as_they_are():
+    for name, other in {"n": np.array([1, 2]), "x": pd.array([1.5, None], dtype="Float64"),
+                        "s": np.array(["a", None], dtype=object), "b": np.array([True, None], dtype=object),
+                        "t": np.array(["2013-01-01", None], dtype=object)}.items():
+        frame = CHAIN_TYPES.assign(**{name: other})
+        out, reasons = conform_inputs(frame, KINDS)
+        assert out is not frame and reasons.tolist() == [None, None]
+        assert out[name].dtype == CHAIN_TYPES[name].dtype, name
+        assert out[name].isna().tolist() == pd.Series(other).isna().tolist(), name
+        for kept in set(KINDS) - {name}:
+            assert out[kept].equals(frame[kept]) and out[kept].dtype == frame[kept].dtype, kept
+    assert frame["t"].dtype == object  # the caller's frame is not changed

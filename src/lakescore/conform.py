@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from lakescore.columns import text_or_missing
+from lakescore.frames import column_arrays
 
 INT64_MAX = 2**63 - 1
 
@@ -51,16 +52,22 @@ def conform_inputs(frame: pd.DataFrame, kinds: dict[str, str]) -> tuple[pd.DataF
 
     Returns
     -------
-    frame : DataFrame of shape (n_rows, n_columns), same index, declared columns converted.
+    frame : DataFrame of shape (n_rows, n_columns), same index, declared columns converted; the
+        given frame itself when each declared column already holds its type as the chain takes it
+        (:func:`conformed`: what a checked HTTP request and most batches are), else a new frame.
     reasons : ndarray of object, shape (n_rows,)
         ``"invalid:<column>"`` for a row holding a value of the wrong kind (first such column in
         ``kinds`` order), None for a row the model can take.
     """
-    out = frame.copy(deep=False)
     reasons = np.full(len(frame), None, dtype=object)
-    for name, kind in kinds.items():
-        if name not in out.columns or kind not in _CONVERTERS:
-            continue
+    declared = [(name, kind) for name, kind in kinds.items() if kind in _CONVERTERS and name in frame.columns]
+    if frame.columns.is_unique:  # each column's array read once, without a Series (a one-row request pays for each)
+        arrays = dict(column_arrays(frame, [name for name, _ in declared]))
+        declared = [(name, kind) for name, kind in declared if not conformed(arrays[name], kind)]
+    if not declared:
+        return frame, reasons
+    out = frame.copy(deep=False)
+    for name, kind in declared:
         given = out[name]
         column, bad = _CONVERTERS[kind](given)
         if column is not given:
@@ -68,6 +75,24 @@ def conform_inputs(frame: pd.DataFrame, kinds: dict[str, str]) -> tuple[pd.DataF
         if bad.any():
             reasons[bad & pd.isna(reasons)] = f"invalid:{name}"
     return out, reasons
+
+
+def conformed(values: Any, kind: str) -> bool:
+    """True when a column's array (numpy or pandas extension, shape (n_rows,)) already holds signature
+    type ``kind`` as the chain takes it, so its converter would hand it on as it is and flag no row:
+    Int64 for ``long``/``integer``, float64 for ``double``/``float``, an object array of text with
+    nothing missing for ``string``, a nullable boolean array for ``boolean``, any datetime64 for
+    ``datetime``. False for anything the converter must look at row by row."""
+    dtype = values.dtype
+    if kind in ("long", "integer"):
+        return isinstance(dtype, pd.Int64Dtype)
+    if kind in ("double", "float"):
+        return dtype == np.float64
+    if kind == "string":
+        return isinstance(dtype, np.dtype) and dtype.kind == "O" and pd.api.types.infer_dtype(values, skipna=False) == "string"
+    if kind == "boolean":
+        return isinstance(dtype, pd.BooleanDtype)
+    return kind == "datetime" and pd.api.types.is_datetime64_any_dtype(dtype)
 
 
 def _to_integers(column: pd.Series) -> tuple[pd.Series, np.ndarray]:

@@ -41,9 +41,10 @@ _LOCAL_MASTER = re.compile(r"local\[([1-9][0-9]*|\*)\]")
 
 ARROW_BATCH_ROWS = 10000
 """``spark.sql.execution.arrow.maxRecordsPerBatch``: rows per Arrow batch a Python worker receives.
-Measured with ``scripts/bench_spark_batches.py`` (README, Figures): 10,000 (Spark's default) with
-``spark_udf_prediction_batch_rows`` 10,000 was the fastest cell of 2k/10k/50k x 2k/10k/50k. The
-bundle's score job cluster sets the same value (``resources/score.job.yml``); serverless cannot."""
+Measured with ``scripts/bench_spark_batches.py`` (docs, Figures): 10,000 (Spark's default) with
+``spark_udf_prediction_batch_rows`` 10,000 is within the spread of one cell of the fastest of
+10k/50k x 10k/50k, and holds the fewest rows of a wide table in a worker at once. The bundle's
+score job cluster sets the same value (``resources/score.job.yml``); serverless cannot."""
 
 DRIVER_JVM_OPTIONS = ("-XX:+IgnoreUnrecognizedVMOptions", "-XX:+UseParallelGC",
                       "-XX:MaxInlineLevel=6", "-XX:InlineSmallCode=1000", "-XX:FreqInlineSize=100")
