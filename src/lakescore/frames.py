@@ -165,7 +165,7 @@ def frame_of(columns: dict[str, Any], index: pd.Index, *, names: pd.Index | None
     if names is None:
         keys = tuple(columns)
         names = labels_of(keys) if all(type(key) is str for key in keys) else pd.Index(list(keys))
-    return build(list(columns.values()), columns=names._view(), index=index, verify_integrity=False)
+    return build(list(columns.values()), columns=names.view(), index=index, verify_integrity=False)
 
 
 @lru_cache(maxsize=64)
@@ -173,7 +173,7 @@ def labels_of(names: tuple[str, ...]) -> pd.Index:
     """The column labels ``names`` as one Index (what the frame constructor makes of the list), made
     once per set of names: building an Index from a list costs more than the rest of a one-row
     frame (about 47 of a frame's 67 us). :func:`frame_of` gives each frame its own view of it
-    (``Index._view``: a frame's ``columns.name`` set later changes that frame's labels only).
+    (``Index.view``: a frame's ``columns.name`` set later changes that frame's labels only).
     Text names only: ``1``, ``1.0`` and ``True`` are equal keys of the cache."""
     return pd.Index(list(names))
 
