@@ -128,8 +128,8 @@ def _masked(values: list[Any], kind: type, dtype: str) -> Any:
     """An Int64 or boolean array (``dtype``) of ``values``, missing as ``pd.NA``: what
     ``pd.array(values, dtype=dtype)`` gives. Values that are all of type ``kind`` or None (what the
     request's check leaves) are set into the array's data and mask directly: ``pd.array`` looks at
-    each value's type first, 28 us for a one-row column, where the frame of a one-row request of
-    17 columns costs about 0.5 ms. Anything else goes through ``pd.array``, which checks it."""
+    each value's type first (0.028 ms for a one-row column: with 8 such columns, half of a one-row
+    request's frame of 17 columns). Anything else goes through ``pd.array``, which checks it."""
     import numpy as np
     import pandas as pd
 
