@@ -11,7 +11,7 @@ whole answer (``replica.answer``: status and JSON bytes) and its three parts:
   ``score``    the pyfunc's ``predict`` on it (conformance, then ``FittedChain.predict``)
   ``reply``    the scored frame as JSON rows (``scored_rows``, then ``dumps``)
 
-p50 and p90 in ms, after 200 untimed answers; CPU time of this thread (``time.thread_time``) unless
+p50 and p90 in ms, after 200 untimed answers (``bench_predict.percentiles``); CPU time of this thread (``time.thread_time``) unless
 ``--clock wall``, so that a run on a shared machine compares with another.
 
 Usage: python scripts/bench_replica.py [--home H] [--requests 2000] [--clock cpu|wall]
@@ -22,29 +22,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-import numpy as np
-from serving_bench import MODEL, bench_config, champion, request_bodies  # scripts/ is on sys.path
+from bench_predict import WARM, percentiles  # scripts/ is on sys.path
+from serving_bench import MODEL, bench_config, champion, request_bodies
 
 REPO = Path(__file__).resolve().parents[1]
-WARM = 200
-
-
-def timed(calls: list[Callable[[], Any]], clock: Callable[[], float]) -> dict[str, float]:
-    """p50/p90 ms of each call after the first WARM."""
-    times = []
-    for i, call in enumerate(calls):
-        start = clock()
-        call()
-        if i >= WARM:
-            times.append((clock() - start) * 1e3)
-    return {"p50": float(np.percentile(times, 50)), "p90": float(np.percentile(times, 90))}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,7 +40,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     clock = time.thread_time if args.clock == "cpu" else time.perf_counter
 
-    from lakescore.runtime import LocalRuntime
     from lakescore.serving.http.wire import dumps, forwarded, parse_request, scored_rows
     from lakescore.serving.replicas.channel import SCORE
     from lakescore.serving.replicas.replica import LoadedVersion, answer
@@ -63,7 +47,6 @@ def main(argv: list[str] | None = None) -> int:
     scratch = Path(tempfile.mkdtemp(prefix="bench-replica-"))
     home = Path(args.home).resolve() if args.home else scratch / ".lakescore"
     version = champion(home, bench_config(REPO, scratch, {}))
-    LocalRuntime(home).mlflow()  # the home's tracking and registry
     loaded = LoadedVersion(f"models:/{MODEL}/{version}", version)
     loaded.load()
     if loaded.state != "ready":
@@ -79,11 +62,11 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"the replica answered {status}: {body[:300]!r}")
 
     figures = {
-        "answer": timed([lambda p=p: answer(loaded, SCORE, p) for p in payloads], clock),
-        "frame": timed([lambda p=p: forwarded(p, loaded.columns).frame for p in payloads], clock),
-        "score": timed([lambda f=f: loaded.score(f) for f in frames], clock),
-        "reply": timed([lambda s=s: dumps(scored_rows(s, model_version=version, served="warm")) for s in scored],
-                       clock),
+        "answer": percentiles(lambda p: answer(loaded, SCORE, p), payloads, timer=clock),
+        "frame": percentiles(lambda p: forwarded(p, loaded.columns).frame, payloads, timer=clock),
+        "score": percentiles(loaded.score, frames, timer=clock),
+        "reply": percentiles(lambda s: dumps(scored_rows(s, model_version=version, served="warm")), scored,
+                             timer=clock),
     }
     import lakescore
 
@@ -93,7 +76,6 @@ def main(argv: list[str] | None = None) -> int:
     for name, fig in figures.items():
         print(f"{name:8}{fig['p50']:>9.3f}{fig['p90']:>9.3f}")
     print("BENCH_REPLICA " + json.dumps({"version": version, "columns": len(loaded.columns), **figures}))
-    sys.stdout.flush()
     return 0
 
 
