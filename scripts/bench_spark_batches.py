@@ -1,11 +1,15 @@
 """Arrow batch size x model-call slice on the Spark route, measured (not a test).
 
-Scores all 336,776 demo flights through lakescore's Spark route (``score_spark``, local session,
+Scores the demo flights (all 336,776 by default) through lakescore's Spark route (``score_spark``, local session,
 the model of ``scripts/bench_capacity.py``, registered and admitted) for each ``spark.sql.execution.arrow.maxRecordsPerBatch``
 (rows per Arrow batch handed to a Python worker) and each ``batch_rows``
 (``spark_udf_prediction_batch_rows``: rows per model call inside a batch), and prints rows/s.
 Each cell runs the whole route into Spark's ``noop`` sink (nothing reaches the driver) ``--repeat``
 times and keeps the fastest; one untimed run first loads the Python workers.
+
+``--rows N`` at most the flights' count scores the first N flights; above it, the flights
+replicated to N rows with fresh keys (``bench_scale.child_prepare``'s table ``main.bench.batches_<N>``,
+written once per ``--home`` and kept for the next run), as ``scripts/bench_capacity.py`` scores them.
 
 Usage: python scripts/bench_spark_batches.py [--home /tmp/lakescore-bench-batches] [--config-dir config]
        [--arrow 2000 10000 50000] [--batch-rows 2000 10000 50000] [--repeat 2] [--rows N]
@@ -20,7 +24,8 @@ import sys
 import time
 from pathlib import Path
 
-from bench_capacity import register  # scripts/ is on sys.path: the script's folder
+import bench_scale  # scripts/ is on sys.path: the script's folder
+from bench_capacity import register
 
 ARROW_CONF = "spark.sql.execution.arrow.maxRecordsPerBatch"
 
@@ -48,7 +53,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--arrow", type=int, nargs="+", default=[2000, 10000, 50000])
     parser.add_argument("--batch-rows", type=int, nargs="+", default=[2000, 10000, 50000])
     parser.add_argument("--repeat", type=int, default=2)
-    parser.add_argument("--rows", type=int, default=None, help="score the first N flights only (default: all 336,776)")
+    parser.add_argument("--rows", type=int, default=None,
+                        help="score the first N flights (default: all 336,776); above that, the flights replicated to N rows")
     args = parser.parse_args(argv)
 
     from dataclasses import replace
@@ -64,19 +70,26 @@ def main(argv: list[str] | None = None) -> None:
     load_data(runtime)
     register(runtime, project, home)
     plan = preflight(project, runtime)
-    plan = replace(plan, source_table=FLIGHTS, source_version=runtime.table_version(FLIGHTS))
+    source, flights = FLIGHTS, runtime.row_count(FLIGHTS)
+    if args.rows is not None and args.rows > flights:
+        source = bench_scale.source_table(args.rows, "batches")
+        bench_scale.child_prepare(str(runtime.home), [args.rows], FLIGHTS, "batches")
+    plan = replace(plan, source_table=source, source_version=runtime.table_version(source))
     spark = runtime.spark()
     rows = runtime.row_count(plan.source_table, version=plan.source_version)
-    rows = rows if args.rows is None else min(rows, args.rows)
+    limit = args.rows if args.rows is not None and args.rows < rows else None
+    rows = limit or rows
     print(f"python {sys.version.split()[0]}, spark {spark.version}, master {spark.sparkContext.master}, "
           f"cores on the machine {os.cpu_count()}, load average {os.getloadavg()[0]:.1f}")
-    print(f"rows scored per run: {rows:,} ({'all' if args.rows is None else 'the first'} flights); best of {args.repeat} runs per cell")
-    run_once(runtime, plan, arrow_rows=10000, batch_rows=10000, rows=args.rows)  # warm-up: workers, imports
+    what = ("the first N flights" if limit else "all flights" if source == FLIGHTS
+            else f"the flights replicated with fresh keys, {source}")
+    print(f"rows scored per run: {rows:,} ({what}); best of {args.repeat} runs per cell")
+    run_once(runtime, plan, arrow_rows=10000, batch_rows=10000, rows=limit)  # warm-up: workers, imports
 
     print(f"{'maxRecordsPerBatch':>19}{'batch_rows':>12}{'best s':>9}{'rows/s':>11}")
     for arrow_rows in args.arrow:
         for batch_rows in args.batch_rows:
-            best = min(run_once(runtime, plan, arrow_rows=arrow_rows, batch_rows=batch_rows, rows=args.rows)
+            best = min(run_once(runtime, plan, arrow_rows=arrow_rows, batch_rows=batch_rows, rows=limit)
                        for _ in range(args.repeat))
             print(f"{arrow_rows:>19,}{batch_rows:>12,}{best:>9.2f}{rows / best:>11,.0f}", flush=True)
     spark.stop()
