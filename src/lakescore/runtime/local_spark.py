@@ -43,7 +43,7 @@ ARROW_BATCH_ROWS = 10000
 """``spark.sql.execution.arrow.maxRecordsPerBatch``: rows per Arrow batch a Python worker receives.
 Measured with ``scripts/bench_spark_batches.py`` (docs, Figures): 10,000 (Spark's default) with
 ``spark_udf_prediction_batch_rows`` 10,000 is within the spread of one cell of the fastest of
-10k/50k x 10k/50k, and holds the fewest rows of a wide table in a worker at once. The bundle's
+10k/50k x 10k/50k, at 336,776 and at 5,000,000 rows, and holds the fewest rows of a wide table in a worker at once. The bundle's
 score job cluster sets the same value (``resources/score.job.yml``); serverless cannot."""
 
 DRIVER_JVM_OPTIONS = ("-XX:+IgnoreUnrecognizedVMOptions", "-XX:+UseParallelGC",
