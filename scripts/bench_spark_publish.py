@@ -8,6 +8,9 @@ as Parquet like a Spark run's ``predictions/`` folder and read back lazily, as t
 Each repeat times, on ``local[2]`` after the SparkSession started:
 
 - ``plain``: a plain Delta append to a new table;
+- ``plain_stats``: the same to a new table created with the file statistics lakescore gives a
+  prediction table it creates (``publish.layout.new_table_properties``: the key, ``run_id`` and
+  ``model_version``; Delta's default is every column): what those statistics save a write;
 - ``plain_next``: a second plain append (the second window's rows) to that table;
 - ``plain_next_txn``: the same append again with Delta's idempotent-write options, ``txnAppId`` /
   ``txnVersion``, as every lakescore publication writes (what Delta Lake itself adds to an append for
@@ -17,8 +20,9 @@ Each repeat times, on ``local[2]`` after the SparkSession started:
 - ``replay``: the same request again (a no-op).
 
 Prints one JSON line of medians and the ratios: the guarded publication against the plain append
-(target: <= 1.3x), and the guarded next window against the idempotent plain append (what
-lakescore's own checks add). Latest figures: docs/figures.md.
+(target: <= 1.3x), the guarded next window against the idempotent plain append (what lakescore's
+own checks add), and ``stats_vs_plain`` (``plain_stats`` over ``plain``). Latest figures:
+docs/figures.md.
 """
 
 from __future__ import annotations
@@ -71,6 +75,7 @@ def main(argv: list[str] | None = None) -> None:
     from bench_publish import timed  # scripts/ is on the path as a script runs from it
 
     from lakescore.publish import spark_delta
+    from lakescore.publish.layout import new_table_properties
     from lakescore.runtime import LocalRuntime
 
     home = Path(args.home or tempfile.mkdtemp(prefix="bench-publish-"))
@@ -89,6 +94,8 @@ def main(argv: list[str] | None = None) -> None:
     for i in range(args.repeats):
         plain = str(home / f"plain_{i}")
         record("plain", first.write.format("delta").mode("append").save, plain)
+        narrow = first.write.format("delta").mode("append").options(**new_table_properties(first.columns, keys=["flight_id"]))
+        record("plain_stats", narrow.save, str(home / f"plain_stats_{i}"))
         record("plain_next", second.write.format("delta").mode("append").save, plain)
         idempotent = second.write.format("delta").mode("append").option("txnAppId", f"bench-{i}").option("txnVersion", 1)
         record("plain_next_txn", idempotent.save, plain)
@@ -106,6 +113,7 @@ def main(argv: list[str] | None = None) -> None:
     medians = {k: round(statistics.median(v), 3) for k, v in times.items()}
     print(json.dumps({"rows": args.rows, "repeats": args.repeats, "median_s": medians,
                       "first_vs_plain": round(medians["guarded_first"] / medians["plain"], 2),
+                      "stats_vs_plain": round(medians["plain_stats"] / medians["plain"], 2),
                       "next_vs_plain": round(medians["guarded_next"] / medians["plain"], 2),
                       "txn_vs_plain_next": round(medians["plain_next_txn"] / medians["plain_next"], 2),
                       "next_vs_txn": round(medians["guarded_next"] / medians["plain_next_txn"], 2)}))

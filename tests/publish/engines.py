@@ -1,9 +1,12 @@
 """The writers the publication tests run on: the values of the ``engine`` fixture
-(tests/publish/conftest.py), and the subset a test of a decision overrides it with."""
+(tests/publish/conftest.py), and the subset a test of a decision overrides it with; and what a
+writer left in a table's data files (:func:`stats_columns_in`)."""
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pytest
+from deltalake import DeltaTable
 
 # delta-rs (single node); the Spark Delta writer on staged rows (lakescore publish --run-id); the
 # Spark Delta writer in the one pass of lakescore score --publish (spark_route.one_pass_rows)
@@ -16,3 +19,10 @@ ENGINES = ["delta-rs", pytest.param("spark", marks=pytest.mark.spark),
 # run is never published in one pass. What the one pass changes (the key check, the counts, a replay,
 # a watermark, a period replaced, a process killed) is tested on all three.
 WRITERS = ENGINES[:2]
+
+
+def stats_columns_in(path: str) -> set[str]:
+    """The columns that any data file of the Delta table at ``path`` has statistics on (its
+    current files, read from the log by delta-rs)."""
+    actions = pa.table(DeltaTable(path).get_add_actions(flatten=False))
+    return {field.name for field in actions.schema.field("null_count").type}

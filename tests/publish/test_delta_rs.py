@@ -8,8 +8,10 @@ import json
 import pandas as pd
 import pyarrow as pa
 from deltalake import DeltaTable
+from engines import stats_columns_in  # tests/publish/engines.py
 
 from lakescore.publish.delta_rs import file_stats, normalize, repeated_keys
+from lakescore.publish.layout import STATS_COLUMNS
 from lakescore.publish.state import receipts
 
 SOURCE, TARGET = "main.flights.flights_incoming", "main.flights.late_arrival_predictions"  # config/inference.yml
@@ -47,7 +49,29 @@ def test_file_stats_and_normalize():
     assert stats["maxValues"] == {"k": 3, "p": 0.5, "s": "b", "t": "2013-10-02T00:00:00Z"}
     assert stats["nullCount"] == {"k": 0, "p": 1, "s": 1, "t": 0}
 
+    assert json.loads(file_stats(data, frozenset({"k", "s"})))["minValues"] == {"k": 1, "s": "a"}
+    assert set(json.loads(file_stats(data, frozenset({"k", "s"})))["nullCount"]) == {"k", "s"}
 
+
+def test_a_table_it_creates_keeps_statistics_on_the_keys_run_id_and_model_version_only(lake):
+    lake.add_source(lake.flights.iloc[:200])
+    lake.publish(lake.score())
+    assert DeltaTable(lake.path).metadata().configuration == {STATS_COLUMNS: "flight_id,run_id,model_version"}
+    lake.add_source(lake.flights.iloc[200:260])
+    lake.publish(lake.score())  # its files written by lakescore (write_files), as every append's
+    assert len(DeltaTable(lake.path).file_uris()) == 2
+    assert stats_columns_in(lake.path) == {"flight_id", "run_id", "model_version"}
+
+
+def test_a_table_that_exists_keeps_its_own_properties_and_statistics(lake):
+    from lakescore.publish.delta_rs import to_arrow
+
+    lake.add_source(lake.flights.iloc[:200])
+    run = lake.score()
+    DeltaTable.create(lake.path, to_arrow(run.predictions, run_id=run.run_id).schema)  # made before lakescore's first run
+    assert lake.publish(run).action == "append"
+    assert DeltaTable(lake.path).metadata().configuration == {}
+    assert {"flight_id", "prediction", "scoring_status", "run_id", "model_name"} <= stats_columns_in(lake.path)
 
 
 def test_repeated_keys_on_arrow_within_the_run_first_then_against_the_table():

@@ -10,6 +10,7 @@ from datetime import UTC
 
 import pytest
 from deltalake import DeltaTable
+from engines import stats_columns_in  # tests/publish/engines.py
 
 from lakescore.publish.commit import Period
 from lakescore.publish.plan import Decision, PublishRequest, app_id_for, build_receipt, decide
@@ -316,6 +317,45 @@ def test_a_repeated_key_is_refused_within_the_rows_and_against_a_path_table_whos
     assert publish(path, rows(9, 10), window("run-4", 3, 2), keys=["flight_id"])[0].action == "append"
     table = spark.read.format("delta").load(path)
     assert sorted(r["flight_id"] for r in table.collect()) == [2, 4, 5, 6, 7, 8, 9, 10]
+
+
+@pytest.mark.spark
+def test_a_table_it_creates_by_path_or_by_name_keeps_statistics_on_the_columns_reads_filter_by(spark, tmp_path):
+    """By path the commit of the rows creates the table with the property; by name the CREATE
+    TABLE before it. A table that exists without it keeps statistics on every column."""
+    import uuid
+    from datetime import datetime
+
+    from lakescore.publish.layout import STATS_COLUMNS
+    from lakescore.publish.spark_delta import TableRef, publish
+
+    ddl = ("flight_id long, prediction long, probability double, scoring_status string, t timestamp, "
+           "model_version long, run_id string")
+    schema = tuple(tuple(field.split(" ")) for field in ddl.split(", "))
+    request = replace(REQUEST, schema=schema, source_version_from=None, source_version_to=1, rows=2)
+    hour = datetime(2026, 12, 1, 5, tzinfo=UTC)
+
+    def rows(*keys):
+        return spark.createDataFrame([(k, k % 2, 0.5, "predicted", hour, 3, "run-1") for k in keys], ddl)
+
+    path = str(tmp_path / "preds")
+    assert publish(path, rows(1, 2), request, keys=["flight_id"], period_column="t")[1] == 0  # created by the commit
+    assert DeltaTable(path).metadata().configuration == {STATS_COLUMNS: "flight_id,t,run_id,model_version"}
+    assert stats_columns_in(path) == {"flight_id", "t", "run_id", "model_version"}
+
+    theirs = str(tmp_path / "theirs")
+    rows(1).limit(0).write.format("delta").save(theirs)  # created before lakescore's first run
+    publish(theirs, rows(1, 2), request, keys=["flight_id"])
+    assert DeltaTable(theirs).metadata().configuration == {}
+    assert stats_columns_in(theirs) == {name for name, _ in schema}
+
+    database = f"stats_{uuid.uuid4().hex[:8]}"
+    spark.sql(f"CREATE SCHEMA spark_catalog.{database} LOCATION '{tmp_path / database}'")
+    name = f"spark_catalog.{database}.preds"
+    assert publish(TableRef(name), rows(1, 2), request, keys=["flight_id"])[1] == 1  # CREATE TABLE, then the rows
+    properties = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {name}").collect()}
+    assert properties[STATS_COLUMNS] == "flight_id,run_id,model_version"
+    assert stats_columns_in(str(tmp_path / database / "preds")) == {"flight_id", "run_id", "model_version"}
 
 
 @pytest.mark.spark

@@ -50,13 +50,18 @@ def test_bench_publish_runs_on_the_demo_config_with_its_feature_lookups(scripts,
 def test_bench_spark_publish_runs_with_few_rows(scripts, spark, tmp_path, capsys):
     scripts("bench_spark_publish").main(["500", "--repeats", "1", "--home", str(tmp_path / "bench")])
     figures = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert figures["rows"] == 500 and set(figures["median_s"]) == {"plain", "plain_next", "plain_next_txn", "guarded_first",
-                                                                   "guarded_next", "replay"}
-    assert {"txn_vs_plain_next", "next_vs_txn"} <= set(figures)
+    assert figures["rows"] == 500 and set(figures["median_s"]) == {"plain", "plain_stats", "plain_next", "plain_next_txn",
+                                                                   "guarded_first", "guarded_next", "replay"}
+    assert {"txn_vs_plain_next", "next_vs_txn", "stats_vs_plain"} <= set(figures)
     from deltalake import DeltaTable
 
     plain = DeltaTable(str(tmp_path / "bench" / "plain_0"))  # three plain appends, the last one with txnAppId
     assert plain.version() == 2 and plain.transaction_version("bench-0") == 1
+    assert plain.metadata().configuration == {}
+    assert DeltaTable(str(tmp_path / "bench" / "plain_stats_0")).metadata().configuration == {
+        "delta.dataSkippingStatsColumns": "flight_id,run_id,model_version"}
+    assert DeltaTable(str(tmp_path / "bench" / "guarded_0")).metadata().configuration == {
+        "delta.dataSkippingStatsColumns": "flight_id,run_id,model_version"}
 
 
 def test_bench_register_times_declared_and_inferred_requirements(scripts, capsys):

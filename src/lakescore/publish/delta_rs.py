@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakescore.publish.commit import WITHIN_RUN, CommitLost, Period, RepeatedKeys, publish_once
+from lakescore.publish.layout import named_stats_columns, new_table_properties
 from lakescore.publish.plan import Decision, PublishRequest, TargetState
 from lakescore.publish.state import DeltaRsTarget
 
@@ -69,11 +70,15 @@ def _stat(value: Any) -> Any:
     return value
 
 
-def file_stats(data: pa.Table) -> str:
+def file_stats(data: pa.Table, columns: frozenset[str] | None = None) -> str:
     """Delta ``stats`` JSON of one file: numRecords, and nullCount/minValues/maxValues for numbers,
-    dates, timestamps and strings up to 32 characters (longer ones get no bounds)."""
+    dates, timestamps and strings up to 32 characters (longer ones get no bounds), for every
+    column or only those of ``columns`` (the table's ``delta.dataSkippingStatsColumns``,
+    :func:`lakescore.publish.layout.named_stats_columns`)."""
     stats: dict[str, Any] = {"numRecords": data.num_rows, "minValues": {}, "maxValues": {}, "nullCount": {}}
     for name, column in zip(data.column_names, data.columns):
+        if columns is not None and name not in columns:
+            continue
         kind = column.type
         stats["nullCount"][name] = column.null_count
         if not (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_temporal(kind)
@@ -89,7 +94,8 @@ def file_stats(data: pa.Table) -> str:
     return json.dumps(stats)
 
 
-def write_files(path: str, data: pa.Table, *, rows_per_file: int = ROWS_PER_FILE) -> list[Any]:
+def write_files(path: str, data: pa.Table, *, rows_per_file: int = ROWS_PER_FILE,
+                stats_on: frozenset[str] | None = None) -> list[Any]:
     """Write ``data`` as Parquet files in the table folder, not committed; return their AddActions.
 
     Dictionary encoding is used for text columns only (trying it on every float column and
@@ -99,6 +105,8 @@ def write_files(path: str, data: pa.Table, *, rows_per_file: int = ROWS_PER_FILE
     ----------
     rows_per_file : int, default 1000000
         Rows per file.
+    stats_on : frozenset of str, optional
+        The only columns given file statistics (:func:`file_stats`); default every column.
     """
     import pyarrow.parquet as pq
     from deltalake.transaction import AddAction
@@ -111,7 +119,7 @@ def write_files(path: str, data: pa.Table, *, rows_per_file: int = ROWS_PER_FILE
         target = Path(path) / name
         pq.write_table(chunk, target, compression="snappy", use_dictionary=text)
         info = target.stat()
-        actions.append(AddAction(name, info.st_size, {}, int(info.st_mtime * 1000), True, file_stats(chunk)))
+        actions.append(AddAction(name, info.st_size, {}, int(info.st_mtime * 1000), True, file_stats(chunk, stats_on)))
     return actions
 
 
@@ -165,10 +173,16 @@ class DeltaRsWriter:
         Its three-part name (for messages).
     app_id : str
         The job's app transaction id, read into ``TargetState.app_txn``.
+    properties : dict of str to str, optional
+        The table properties a missing table is created with
+        (:func:`lakescore.publish.layout.new_table_properties`); a table that exists keeps its own,
+        and its files get statistics on the columns it names.
     """
 
-    def __init__(self, path: str, data: pa.Table, *, table: str, app_id: str) -> None:
+    def __init__(self, path: str, data: pa.Table, *, table: str, app_id: str,
+                 properties: dict[str, str] | None = None) -> None:
         self.path, self.data, self.table, self.app_id = str(path), data, table, app_id
+        self.properties = dict(properties or {})
         self.target = DeltaRsTarget(self.path, table=table, app_id=app_id)
         self._own_keys_unique = False  # set once a key check found no key repeated within the rows
 
@@ -194,7 +208,7 @@ class DeltaRsWriter:
 
         Path(self.path).mkdir(parents=True, exist_ok=True)
         try:
-            DeltaTable.create(self.path, self.data.schema, mode="error")
+            DeltaTable.create(self.path, self.data.schema, mode="error", configuration=self.properties or None)
         except DeltaError as err:  # another publisher created it first: plan against theirs
             if "already exists" not in str(err):
                 raise
@@ -215,7 +229,8 @@ class DeltaRsWriter:
         """Write the Parquet files of an append or a full replacement (not committed); None for a
         period replacement or a schema migration, which ``write_deltalake`` writes in the commit."""
         if decision.schema_mode is None and decision.action in ("append", "replace_table"):
-            return write_files(self.path, self.data)
+            return write_files(self.path, self.data,
+                               stats_on=named_stats_columns(self._snapshot.metadata().configuration))
         return None
 
     def commit(self, staged: list[Any] | None, request: PublishRequest, decision: Decision,
@@ -248,7 +263,9 @@ def publish(path: str, data: pa.Table, request: PublishRequest, *, allow_empty: 
             **facts: Any) -> tuple[Decision, int | None, dict[str, Any] | None]:
     """Commit ``data`` to the Delta table at ``path`` exactly once for ``request``, with delta-rs.
 
-    Builds a :class:`DeltaRsWriter` and runs :func:`lakescore.publish.commit.publish_once`.
+    Builds a :class:`DeltaRsWriter` and runs :func:`lakescore.publish.commit.publish_once`. A
+    table it creates keeps file statistics on ``keys``, ``period_column``, ``run_id`` and
+    ``model_version`` only (:mod:`lakescore.publish.layout`).
 
     Parameters
     ----------
@@ -271,6 +288,8 @@ def publish(path: str, data: pa.Table, request: PublishRequest, *, allow_empty: 
     PublishConflictError, ReceiptUnreadableError, PublishError
         As :func:`~lakescore.publish.commit.publish_once`.
     """
-    writer = DeltaRsWriter(path, data, table=request.prediction_table, app_id=request.app_id)
+    writer = DeltaRsWriter(path, data, table=request.prediction_table, app_id=request.app_id,
+                           properties=new_table_properties(data.column_names, keys=keys or (),
+                                                           period_column=period_column))
     return publish_once(writer, request, allow_empty=allow_empty, model_change_mode=model_change_mode,
                         migrate=migrate, period_column=period_column, keys=keys, **facts)

@@ -61,6 +61,7 @@ from typing import Any, Literal
 
 from lakescore.config import TABLE_NAME, ModelChangeMode
 from lakescore.publish.commit import WITHIN_RUN, CommitLost, Period, RepeatedKeys, publish_once
+from lakescore.publish.layout import new_table_properties
 from lakescore.publish.plan import Decision, LaterCommit, PublishRequest, TargetState
 from lakescore.publish.receipts import RECEIPTS_SUFFIX, merge_receipts, receipt_rows
 from lakescore.publish.run import FrameFacts
@@ -73,7 +74,7 @@ from lakescore.publish.state import (
     stored_receipts,
 )
 from lakescore.runtime.appends import retry_races, spark_insert_new, spark_raced
-from lakescore.runtime.sql_text import quoted_name, schema_ddl
+from lakescore.runtime.sql_text import quoted_name, schema_ddl, sql_literal
 
 AppTxnReader = Callable[[str, str, int], "int | None"]  # (table location, app id, version) -> txn version
 
@@ -692,6 +693,9 @@ class SparkDeltaWriter:
         computes ``frame``. Its within-run check is done once for all attempts.
     checked : KeyCheck, optional
         That within-run check already done (:func:`check_keys_within`), e.g. with the run's facts.
+    properties : dict of str to str, optional
+        The table properties a missing table is created with
+        (:func:`lakescore.publish.layout.new_table_properties`); a table that exists keeps its own.
 
     A missing table addressed by path is created by the commit of the rows (:meth:`create`): Delta
     writes the table's protocol and schema into the same version 0 as the rows, the app transaction
@@ -705,10 +709,11 @@ class SparkDeltaWriter:
     def __init__(self, path: str | TableRef, frame: Any, *, table: str, app_id: str,
                  app_txn: AppTxnReader | None = None, facts: FrameFacts | None = None,
                  state_engine: Literal["auto", "spark"] = "auto", key_source: Any = None,
-                 checked: KeyCheck | None = None) -> None:
+                 checked: KeyCheck | None = None, properties: dict[str, str] | None = None) -> None:
         self.target = SparkDeltaTarget(path, frame.sparkSession, table=table, app_id=app_id, app_txn=app_txn,
                                        state_engine=state_engine)
         self.ref, self.frame, self.table, self.app_id = self.target.ref, frame, table, app_id
+        self.properties = dict(properties or {})
         self.facts, self.key_source, self.checked = facts, (key_source if key_source is not None else frame), checked
         self.path, self.spark = self.ref.text, frame.sparkSession
 
@@ -734,6 +739,9 @@ class SparkDeltaWriter:
         if not self.ref.is_name:
             return False
         statement = f"CREATE TABLE IF NOT EXISTS {self.ref.sql} ({schema_ddl(self.frame.schema)}) USING DELTA"
+        if self.properties:
+            statement += " TBLPROPERTIES (" + ", ".join(f"{sql_literal(k)} = {sql_literal(v)}"
+                                                        for k, v in self.properties.items()) + ")"
         # another publisher creating it at the same time: tried again until theirs is there (then
         # IF NOT EXISTS leaves it as it is), and the next plan is made against it
         retry_races(lambda: self.spark.sql(statement))
@@ -763,6 +771,8 @@ class SparkDeltaWriter:
     def commit(self, staged: None, request: PublishRequest, decision: Decision, receipt: dict[str, Any],
                period: Period | None) -> None:
         mode, options = write_options(request, decision, receipt, period)
+        if decision.read_version is None:  # this commit creates the table (see create)
+            options.update(self.properties)
         try:
             self.ref.write(self.frame.write.format("delta").mode(mode).options(**options))
         except Exception as err:
@@ -784,7 +794,9 @@ def publish(path: str | TableRef, frame: Any, request: PublishRequest, *, allow_
     """Commit the Spark DataFrame ``frame`` to the Delta table ``path`` exactly once for ``request``.
 
     The twin of :func:`lakescore.publish.delta_rs.publish`: builds a :class:`SparkDeltaWriter`
-    and runs :func:`lakescore.publish.commit.publish_once`.
+    and runs :func:`lakescore.publish.commit.publish_once`. A table it creates keeps file
+    statistics on ``keys``, ``period_column``, ``run_id`` and ``model_version`` only
+    (:mod:`lakescore.publish.layout`).
 
     Parameters
     ----------
@@ -815,6 +827,7 @@ def publish(path: str | TableRef, frame: Any, request: PublishRequest, *, allow_
         As :func:`~lakescore.publish.commit.publish_once`; nothing is written.
     """
     writer = SparkDeltaWriter(path, frame, table=request.prediction_table, app_id=request.app_id, app_txn=app_txn,
-                              facts=frame_facts, key_source=key_source, checked=checked)
+                              facts=frame_facts, key_source=key_source, checked=checked,
+                              properties=new_table_properties(frame.columns, keys=keys or (), period_column=period_column))
     return publish_once(writer, request, allow_empty=allow_empty, model_change_mode=model_change_mode,
                         migrate=migrate, period_column=period_column, keys=keys, **facts)
